@@ -1,0 +1,550 @@
+//! The model catalog: data, not code. The built-in catalog is `models.json` beside this crate's
+//! manifest; an operator replaces it with `GENJOBS_MODELS`. A model says what the client may send
+//! (its form fields and limits), what it costs, and how it maps onto its fal endpoint.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::credits::Credits;
+use crate::ids::ModelId;
+use crate::request::GenerationInput;
+
+/// Kinds of media a model produces. Only `video` and `image` models exist at present; the others
+/// are accepted as a filter so that clients can ask for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Modality {
+    /// Video generation.
+    Video,
+    /// Image generation.
+    Image,
+    /// Audio generation.
+    Audio,
+    /// Music generation.
+    Music,
+    /// Speech synthesis.
+    Speech,
+    /// 3D asset generation.
+    #[serde(rename = "3d")]
+    ThreeD,
+}
+
+impl Modality {
+    /// Parses the lowercase name used in the API.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Modality> {
+        serde_json::from_value(Value::String(text.to_owned())).ok()
+    }
+
+    /// The lowercase name used in the API.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modality::Video => "video",
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+            Modality::Music => "music",
+            Modality::Speech => "speech",
+            Modality::ThreeD => "3d",
+        }
+    }
+}
+
+/// One form field of a model, as the models endpoint shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Field {
+    /// camelCase name of the body key (`aspectRatio` for `aspect_ratio`).
+    pub name: String,
+    /// Label key for display.
+    pub label: String,
+    /// One of `text`, `textarea`, `number`, `select`, `image-url`.
+    pub kind: FieldKind,
+    /// Whether the client must fill it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+    /// Hint text for an empty field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
+    /// The value used when the client sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Choices of a `select` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<FieldOption>>,
+    /// Lower bound of a `number` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Upper bound of a `number` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+}
+
+/// How a client draws a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FieldKind {
+    /// One line of text.
+    Text,
+    /// Several lines of text.
+    Textarea,
+    /// A number within `min` and `max`.
+    Number,
+    /// One of `options`.
+    Select,
+    /// A URL of an image.
+    ImageUrl,
+}
+
+/// A choice of a `select` field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldOption {
+    /// The value sent in the body.
+    pub value: String,
+    /// Label key for display.
+    pub label: String,
+}
+
+/// Allowed and default video duration of a model, in whole seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurationRange {
+    /// Shortest duration.
+    pub min: u32,
+    /// Longest duration.
+    pub max: u32,
+    /// Duration when the client sends none.
+    pub default: u32,
+}
+
+/// What a model costs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Price {
+    /// Credits per image delivered.
+    PerImage(u64),
+    /// Credits per second of video, by resolution (`default` for models without resolutions).
+    PerSecond(BTreeMap<String, u64>),
+}
+
+/// A body parameter's name at fal, and whether fal wants it as a string (some video endpoints take
+/// `"duration": "5"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ParamMapping {
+    /// Sent as it is, under this name.
+    Name(String),
+    /// Sent under `to`, as a string when `as_string`.
+    Detailed {
+        /// The name at fal.
+        to: String,
+        /// Whether to send the value as a JSON string.
+        #[serde(default)]
+        as_string: bool,
+    },
+}
+
+impl ParamMapping {
+    fn to(&self) -> &str {
+        match self {
+            ParamMapping::Name(to) | ParamMapping::Detailed { to, .. } => to,
+        }
+    }
+
+    fn convert(&self, value: Value) -> Value {
+        match (self, &value) {
+            (
+                ParamMapping::Detailed {
+                    as_string: true, ..
+                },
+                Value::Number(n),
+            ) => Value::String(n.to_string()),
+            _ => value,
+        }
+    }
+}
+
+/// How reference images are passed to fal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageInputMapping {
+    /// The name at fal, e.g. `image_url` or `image_urls`.
+    pub to: String,
+    /// Whether fal takes all images as a list, or only the first one.
+    #[serde(default)]
+    pub list: bool,
+}
+
+/// Where and how a model runs at fal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FalRoute {
+    /// Endpoint id for text-only requests, e.g. `fal-ai/flux-pro/v1.1`.
+    pub endpoint: String,
+    /// Endpoint id used when `image_inputs` are given (image-to-video, edit), if it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_endpoint: Option<String>,
+    /// Our body field (snake_case) to fal's parameter; fields not listed are not sent.
+    pub params: BTreeMap<String, ParamMapping>,
+    /// How `image_inputs` are passed; `None` when the model takes no images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_inputs: Option<ImageInputMapping>,
+}
+
+/// A request in fal's terms: which endpoint, which body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamInput {
+    /// The fal endpoint id.
+    pub endpoint: String,
+    /// The JSON body to submit.
+    pub body: Value,
+}
+
+impl FalRoute {
+    /// Maps a validated input onto this route: mapped fields first, then `extra` merged on top
+    /// unchanged (extra wins on a clash, since it is the client's explicit word to the provider).
+    #[must_use]
+    pub fn upstream_input(&self, input: &GenerationInput) -> UpstreamInput {
+        let mut body = Map::new();
+        let mut put = |field: &str, value: Option<Value>| {
+            if let (Some(value), Some(mapping)) = (value, self.params.get(field)) {
+                body.insert(mapping.to().to_owned(), mapping.convert(value));
+            }
+        };
+        put("prompt", Some(Value::String(input.prompt.clone())));
+        put(
+            "negative_prompt",
+            input.negative_prompt.clone().map(Value::String),
+        );
+        put(
+            "aspect_ratio",
+            Some(Value::String(input.aspect_ratio.clone())),
+        );
+        put("resolution", input.resolution.clone().map(Value::String));
+        put("duration_sec", input.duration_sec.map(Value::from));
+        put("n", input.n.map(Value::from));
+        put("seed", input.seed.map(Value::from));
+
+        let mut endpoint = &self.endpoint;
+        if let (Some(first), Some(mapping)) = (input.image_inputs.first(), &self.image_inputs) {
+            let value = if mapping.list {
+                Value::from(input.image_inputs.clone())
+            } else {
+                Value::String(first.clone())
+            };
+            body.insert(mapping.to.clone(), value);
+            endpoint = self.image_endpoint.as_ref().unwrap_or(&self.endpoint);
+        }
+        if let Some(extra) = &input.extra {
+            body.extend(extra.clone());
+        }
+        UpstreamInput {
+            endpoint: endpoint.clone(),
+            body: Value::Object(body),
+        }
+    }
+}
+
+/// One model of the catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// The id clients pass as `model`.
+    pub id: ModelId,
+    /// What it produces.
+    pub modality: Modality,
+    /// Human-readable name.
+    pub display_name: String,
+    /// The upstream provider; always `fal` at present.
+    pub upstream: String,
+    /// Form fields, in display order.
+    pub fields: Vec<Field>,
+    /// What it costs.
+    pub price: Price,
+    /// How long a run usually takes, to estimate progress when the provider reports none.
+    pub typical_run_secs: u32,
+    /// Aspect ratios the model accepts.
+    pub aspect_ratios: Vec<String>,
+    /// Aspect ratio when the client sends none.
+    pub default_aspect_ratio: String,
+    /// Resolutions the model accepts; empty when it takes no `resolution`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolutions: Vec<String>,
+    /// Resolution when the client sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_resolution: Option<String>,
+    /// Duration limits of a video model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_sec: Option<DurationRange>,
+    /// How it maps onto fal.
+    pub fal: FalRoute,
+}
+
+impl Model {
+    /// The most a request can cost: what is held at acceptance.
+    #[must_use]
+    pub fn price_to_hold(&self, input: &GenerationInput) -> Credits {
+        match &self.price {
+            Price::PerImage(each) => Credits::new(each * u64::from(input.n.unwrap_or(1))),
+            Price::PerSecond(_) => {
+                Credits::new(self.per_second(input) * u64::from(input.duration_sec.unwrap_or(0)))
+            }
+        }
+    }
+
+    /// What the delivered outputs cost: images delivered, or seconds of video delivered (the
+    /// duration requested when the provider does not say), never more than what was held.
+    #[must_use]
+    pub fn price_delivered(
+        &self,
+        input: &GenerationInput,
+        outputs: &[crate::job::OutputItem],
+    ) -> Credits {
+        let held = self.price_to_hold(input);
+        let delivered = match &self.price {
+            Price::PerImage(each) => Credits::new(each * outputs.len() as u64),
+            Price::PerSecond(_) => {
+                let requested = input.duration_sec.unwrap_or(0);
+                let seconds = outputs
+                    .iter()
+                    .filter_map(|o| o.meta.duration_sec)
+                    .map(|d| d.ceil().clamp(0.0, f64::from(requested)) as u64)
+                    .max()
+                    .unwrap_or(u64::from(requested));
+                Credits::new(self.per_second(input) * seconds)
+            }
+        };
+        delivered.min(held)
+    }
+
+    fn per_second(&self, input: &GenerationInput) -> u64 {
+        let Price::PerSecond(by_resolution) = &self.price else {
+            return 0;
+        };
+        input
+            .resolution
+            .as_deref()
+            .and_then(|r| by_resolution.get(r))
+            .or_else(|| by_resolution.get("default"))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// A catalog file that cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// Not JSON of the catalog's shape.
+    #[error("catalog is not valid: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// Well-formed, but inconsistent.
+    #[error("catalog model {model}: {problem}")]
+    Inconsistent {
+        /// The model at fault.
+        model: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// The models that can be requested.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Catalog {
+    /// Every model, in listing order.
+    pub models: Vec<Model>,
+}
+
+const BUILTIN: &str = include_str!("../models.json");
+
+impl Catalog {
+    /// The catalog shipped with genjobs.
+    ///
+    /// # Errors
+    /// Only if the shipped file is broken, which a unit test rules out.
+    pub fn builtin() -> Result<Catalog, CatalogError> {
+        Catalog::from_json(BUILTIN)
+    }
+
+    /// Parses and checks a catalog file.
+    ///
+    /// # Errors
+    /// [`CatalogError::Malformed`] for JSON of another shape, [`CatalogError::Inconsistent`] for a
+    /// duplicate id, a default outside its choices, a price missing for a resolution, or a model
+    /// of a modality the generation endpoints cannot serve.
+    pub fn from_json(text: &str) -> Result<Catalog, CatalogError> {
+        let catalog: Catalog = serde_json::from_str(text)?;
+        let mut seen = HashSet::new();
+        for model in &catalog.models {
+            let fail = |problem: &str| CatalogError::Inconsistent {
+                model: model.id.to_string(),
+                problem: problem.to_owned(),
+            };
+            if !seen.insert(model.id.clone()) {
+                return Err(fail("duplicate id"));
+            }
+            if !model.aspect_ratios.contains(&model.default_aspect_ratio) {
+                return Err(fail("default_aspect_ratio is not one of aspect_ratios"));
+            }
+            match (&model.default_resolution, model.resolutions.is_empty()) {
+                (Some(r), false) if model.resolutions.contains(r) => {}
+                (None, true) => {}
+                _ => {
+                    return Err(fail(
+                        "default_resolution must be one of resolutions, or both absent",
+                    ));
+                }
+            }
+            match (model.modality, &model.price, model.duration_sec) {
+                (Modality::Image, Price::PerImage(_), None) => {}
+                (Modality::Video, Price::PerSecond(prices), Some(range)) => {
+                    if range.min > range.max || !(range.min..=range.max).contains(&range.default) {
+                        return Err(fail("duration_sec default must lie within min..=max"));
+                    }
+                    let priced = |r: &str| prices.contains_key(r) || prices.contains_key("default");
+                    if model.resolutions.is_empty() && !prices.contains_key("default")
+                        || !model.resolutions.iter().all(|r| priced(r))
+                    {
+                        return Err(fail("per_second price missing for a resolution"));
+                    }
+                }
+                _ => {
+                    return Err(fail(
+                        "image models need per_image prices; video models per_second prices and duration_sec",
+                    ));
+                }
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// The model with this id.
+    #[must_use]
+    pub fn model(&self, id: &str) -> Option<&Model> {
+        self.models.iter().find(|m| m.id.as_str() == id)
+    }
+
+    /// The models of one modality, or all of them.
+    pub fn models_of(&self, modality: Option<Modality>) -> impl Iterator<Item = &Model> {
+        self.models
+            .iter()
+            .filter(move |m| modality.is_none_or(|wanted| m.modality == wanted))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{OutputItem, OutputKind, OutputMeta};
+
+    fn input() -> GenerationInput {
+        GenerationInput {
+            prompt: "a cat".into(),
+            negative_prompt: None,
+            aspect_ratio: "16:9".into(),
+            resolution: Some("720p".into()),
+            duration_sec: Some(5),
+            n: None,
+            seed: Some(7),
+            image_inputs: vec![],
+            extra: None,
+        }
+    }
+
+    #[test]
+    fn builtin_catalog_holds_the_spec_models() {
+        let catalog = Catalog::builtin().unwrap();
+        for (id, modality) in [
+            ("seedance-2.0-fast", Modality::Video),
+            ("nano-banana", Modality::Image),
+            ("flux-pro", Modality::Image),
+            ("ideogram-v3", Modality::Image),
+        ] {
+            assert_eq!(catalog.model(id).unwrap().modality, modality, "{id}");
+        }
+        assert!(catalog.models_of(Some(Modality::Video)).count() >= 2);
+        assert!(catalog.models.iter().all(|m| m.upstream == "fal"));
+    }
+
+    #[test]
+    fn builtin_field_names_are_camel_case() {
+        let catalog = Catalog::builtin().unwrap();
+        for field in catalog.models.iter().flat_map(|m| &m.fields) {
+            assert!(!field.name.contains('_'), "{}", field.name);
+        }
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused() {
+        let catalog = Catalog::builtin().unwrap();
+        let mut doubled = catalog.clone();
+        doubled.models.push(catalog.models[0].clone());
+        let text = serde_json::to_string(&doubled).unwrap();
+        assert!(matches!(
+            Catalog::from_json(&text),
+            Err(CatalogError::Inconsistent { .. })
+        ));
+    }
+
+    #[test]
+    fn video_price_is_per_second_at_the_resolution() {
+        let catalog = Catalog::builtin().unwrap();
+        let model = catalog.model("seedance-2.0-fast").unwrap();
+        let Price::PerSecond(prices) = &model.price else {
+            panic!("video model priced per image")
+        };
+        assert_eq!(model.price_to_hold(&input()).get(), prices["720p"] * 5);
+    }
+
+    #[test]
+    fn delivered_video_shorter_than_requested_costs_less_but_never_more() {
+        let catalog = Catalog::builtin().unwrap();
+        let model = catalog.model("seedance-2.0-fast").unwrap();
+        let video = |secs: f64| OutputItem {
+            url: "https://x/v.mp4".into(),
+            kind: OutputKind::Video,
+            meta: OutputMeta {
+                duration_sec: Some(secs),
+                ..OutputMeta::default()
+            },
+        };
+        let held = model.price_to_hold(&input());
+        assert!(model.price_delivered(&input(), &[video(3.0)]) < held);
+        assert_eq!(model.price_delivered(&input(), &[video(30.0)]), held);
+    }
+
+    #[test]
+    fn mapping_renames_fields_and_extra_wins() {
+        let catalog = Catalog::builtin().unwrap();
+        let model = catalog.model("flux-pro").unwrap();
+        let mut input = input();
+        input.n = Some(3);
+        input.extra = Some(
+            serde_json::json!({"safety_tolerance": "5", "seed": 99})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let upstream = model.fal.upstream_input(&input);
+        assert_eq!(upstream.endpoint, model.fal.endpoint);
+        assert_eq!(upstream.body["num_images"], 3);
+        assert_eq!(upstream.body["safety_tolerance"], "5");
+        assert_eq!(upstream.body["seed"], 99);
+        assert!(upstream.body.get("duration").is_none());
+    }
+
+    #[test]
+    fn image_inputs_choose_the_image_endpoint() {
+        let catalog = Catalog::builtin().unwrap();
+        let model = catalog.model("seedance-2.0-fast").unwrap();
+        let mut input = input();
+        input.image_inputs = vec!["https://a/1.png".into(), "https://a/2.png".into()];
+        let upstream = model.fal.upstream_input(&input);
+        assert_eq!(Some(&upstream.endpoint), model.fal.image_endpoint.as_ref());
+        assert_eq!(upstream.body["image_url"], "https://a/1.png");
+        assert_eq!(upstream.body["duration"], "5");
+    }
+}

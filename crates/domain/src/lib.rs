@@ -1,0 +1,33 @@
+//! # genjobs-domain
+//!
+//! The heart of genjobs, the gateway for asynchronous image and video generation: what a job is,
+//! how it moves, what it costs, and the use cases that the HTTP edge calls. It does no I/O: every
+//! database, provider, clock and notification is reached through a port trait, which is why
+//! other tools can reuse it and why its tests run without a network.
+//!
+//! ## Layout
+//! - [`ids`]: job, user and model ids; API keys, hashed and compared in constant time.
+//! - [`credits`]: credits and balances; the hold / settle / release rules.
+//! - [`job`]: the job and its state machine. Every change is a [`job::Transition`]: the new job,
+//!   the version it replaces (for compare-and-set) and the credit movement to commit with it.
+//! - [`catalog`]: the model catalog (data in `models.json`): form fields, limits, prices and
+//!   the mapping onto fal endpoints.
+//! - [`request`]: generation bodies validated into [`request::GenerationRequest`]; each refusal
+//!   names its `param`.
+//! - [`ports`]: the traits adapters implement, each documenting the errors it must return.
+//!   With the `mocks` feature, mockall mocks of each (`MockJobStore`, …).
+//! - [`usecases`]: [`usecases::Gateway`] (submit, read, wait, stream, cancel, list, account,
+//!   admin) and [`usecases::JobDriver`] (moves jobs forward from the provider's answers).
+//!
+//! ## Why it is shaped this way
+//! Credits must move exactly once per job even with several replicas, retries and a cancel
+//! racing a completion. So the rules are pure functions here, and a store only has to commit a
+//! transition atomically when the job's version is still the expected one.
+
+pub mod catalog;
+pub mod credits;
+pub mod ids;
+pub mod job;
+pub mod ports;
+pub mod request;
+pub mod usecases;

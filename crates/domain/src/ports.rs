@@ -1,0 +1,434 @@
+//! The ports: what the domain needs from the outside world. Adapters implement them (the
+//! in-memory and Postgres stores, the fal adapter, the in-process event hub and rate limiter, the
+//! system clock); tests replace them with the mockall mocks of the `mocks` feature.
+//!
+//! Every store adapter must pass the contract suite of `genjobs-store-contract`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use time::OffsetDateTime;
+
+use crate::catalog::{Modality, UpstreamInput};
+use crate::credits::{Balances, Credits};
+use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, UserId};
+use crate::job::{Job, OutputItem, Transition, UpstreamRef};
+
+/// A store that cannot answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or timed out; worth retrying later (HTTP 503).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else: a bug, a broken invariant, corrupt data (HTTP 500).
+    #[error("store failure: {0}")]
+    Internal(String),
+}
+
+/// Per-user limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests per minute on `/api/v1`.
+    pub rate_limit_per_minute: u32,
+    /// Jobs not yet final at once.
+    pub max_concurrent_jobs: u32,
+}
+
+/// A user's account as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// The user.
+    pub user_id: UserId,
+    /// Display name given by the operator.
+    pub name: String,
+    /// Where the credits are.
+    pub balances: Balances,
+    /// The user's limits.
+    pub limits: Limits,
+    /// Jobs not yet final.
+    pub active_jobs: u32,
+}
+
+/// A key to store: only its prefix and hash, never the key.
+#[derive(Debug, Clone)]
+pub struct StoredKey {
+    /// Public prefix, unique among keys.
+    pub prefix: KeyPrefix,
+    /// SHA-256 of the key.
+    pub hash: KeyHash,
+    /// The key's owner.
+    pub user_id: UserId,
+    /// When it was issued.
+    pub created_at: OffsetDateTime,
+}
+
+impl StoredKey {
+    /// The stored form of `key`.
+    #[must_use]
+    pub fn of(key: &ApiKey, user_id: UserId, created_at: OffsetDateTime) -> Self {
+        Self {
+            prefix: key.prefix(),
+            hash: key.hash(),
+            user_id,
+            created_at,
+        }
+    }
+}
+
+/// What authentication needs to know about a key, in one look-up.
+#[derive(Debug, Clone)]
+pub struct Credential {
+    /// SHA-256 of the key, to compare in constant time.
+    pub hash: KeyHash,
+    /// The key's owner.
+    pub user_id: UserId,
+    /// The owner's request rate limit.
+    pub rate_limit_per_minute: u32,
+}
+
+/// Why an account operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccountError {
+    /// No user with that id.
+    #[error("no such user")]
+    UnknownUser,
+    /// Another key has the same prefix; the caller generates a new key and tries again.
+    #[error("key prefix already in use")]
+    KeyPrefixTaken,
+    /// A negative grant larger than what is available.
+    #[error("the grant would leave {available} + ({amount}) credits available")]
+    GrantBelowZero {
+        /// Available before the grant.
+        available: Credits,
+        /// The grant.
+        amount: i64,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Users, keys and credit grants.
+///
+/// # Errors
+/// Every method returns [`StoreError::Unavailable`] (inside [`AccountError::Store`] where the
+/// method returns [`AccountError`]) when the backing store cannot be reached, and
+/// [`StoreError::Internal`] for anything else unexpected.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    /// Creates a user with an opening grant of `credits` and a first key.
+    ///
+    /// # Errors
+    /// [`AccountError::KeyPrefixTaken`] when `key.prefix` is in use.
+    async fn create_user(
+        &self,
+        user_id: UserId,
+        name: String,
+        credits: Credits,
+        limits: Limits,
+        key: StoredKey,
+    ) -> Result<Account, AccountError>;
+
+    /// Adds a key to an existing user.
+    ///
+    /// # Errors
+    /// [`AccountError::UnknownUser`], [`AccountError::KeyPrefixTaken`].
+    async fn add_key(&self, key: StoredKey) -> Result<(), AccountError>;
+
+    /// Revokes the key with this prefix at once; `false` when there was none.
+    async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError>;
+
+    /// The credentials stored under a prefix (zero or one; a list so that the caller compares
+    /// hashes itself, in constant time).
+    async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError>;
+
+    /// Adds `amount` (negative to take away) to the user's available credits.
+    ///
+    /// # Errors
+    /// [`AccountError::UnknownUser`], [`AccountError::GrantBelowZero`].
+    async fn grant(&self, user_id: UserId, amount: i64) -> Result<Account, AccountError>;
+
+    /// The account, or `None` when there is no such user.
+    async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError>;
+}
+
+/// An `Idempotency-Key` claim: the key and a fingerprint of the request it was first used with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyClaim {
+    /// The client's key, 1 to 255 characters.
+    pub key: String,
+    /// Hex SHA-256 of the endpoint and the body.
+    pub fingerprint: String,
+}
+
+/// How long idempotency records are kept at least.
+pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// A job accepted now, or the job an earlier request with the same idempotency key created.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// A new job; its credits are held.
+    Created(Job),
+    /// The job of an earlier request with the same key and body; nothing was held.
+    Replayed(Job),
+}
+
+/// Why a job was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AcceptError {
+    /// Fewer credits available than the hold.
+    #[error("needs {needed} credits, {available} available")]
+    InsufficientCredits {
+        /// The hold.
+        needed: Credits,
+        /// Available credits.
+        available: Credits,
+    },
+    /// The user has `limit` jobs not yet final.
+    #[error("{limit} jobs are already running")]
+    ConcurrencyLimit {
+        /// The user's concurrent-job limit.
+        limit: u32,
+    },
+    /// The idempotency key was used with another body.
+    #[error("idempotency key reused with a different body")]
+    IdempotencyConflict,
+    /// The job's owner does not exist.
+    #[error("no such user")]
+    UnknownUser,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Result of committing a transition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Commit {
+    /// Applied: the job as stored now.
+    Applied(Job),
+    /// Another change came first; the job as stored now. The caller decides again from it.
+    Stale(Job),
+    /// No such job.
+    Missing,
+}
+
+/// Jobs: acceptance, reads, transitions and the driver's work queue.
+///
+/// # Errors
+/// Every method returns [`StoreError::Unavailable`] (inside [`AcceptError::Store`] for
+/// [`JobStore::accept`]) when the backing store cannot be reached, and [`StoreError::Internal`]
+/// for anything else unexpected, including a ledger movement the balances cannot take.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Accepts a job in one atomic step: replays an idempotent retry, checks the credits
+    /// (first) and the concurrent-job limit, holds `job.credits_held`, inserts the job and
+    /// records the idempotency claim.
+    ///
+    /// # Errors
+    /// [`AcceptError::InsufficientCredits`], [`AcceptError::ConcurrencyLimit`],
+    /// [`AcceptError::IdempotencyConflict`], [`AcceptError::UnknownUser`].
+    async fn accept(
+        &self,
+        job: Job,
+        idempotency: Option<IdempotencyClaim>,
+        now: OffsetDateTime,
+    ) -> Result<Accepted, AcceptError>;
+
+    /// The job, or `None`.
+    async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError>;
+
+    /// A user's jobs, newest first, older than `before` when given, at most `limit`.
+    async fn jobs_of(
+        &self,
+        user_id: UserId,
+        before: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError>;
+
+    /// Commits a transition if the stored job still has `expected_version`, together with its
+    /// credit movement, and clears the job's lease.
+    async fn commit(&self, transition: Transition) -> Result<Commit, StoreError>;
+
+    /// Claims up to `limit` non-final jobs whose `next_poll_at` has come and whose lease (if
+    /// any) has run out, leasing them until `lease_until` so that no other driver takes them.
+    async fn claim_due(
+        &self,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError>;
+}
+
+/// What the provider says of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamStatus {
+    /// Waiting in the provider's queue.
+    Queued,
+    /// Running; with the percentage the provider reported, if any.
+    Running {
+        /// Percent done according to the provider's logs.
+        percent: Option<u8>,
+    },
+    /// Done; the result can be fetched (it may still be an error).
+    Completed,
+}
+
+/// Why a submission failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitFailure {
+    /// The provider refused the input (a 4xx): final.
+    #[error("refused: {0}")]
+    Rejected(String),
+    /// The request surely never reached the provider (connection refused): safe to send again.
+    #[error("not reached: {0}")]
+    NotReached(String),
+    /// The provider may or may not have the job (timeout, 5xx, cut connection): never resent.
+    #[error("outcome unknown: {0}")]
+    Ambiguous(String),
+}
+
+/// Why a status or cancel call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PollFailure {
+    /// Timeout, connection error, 429 or 5xx: try again later.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// The provider does not know the request (any more): final.
+    #[error("gone: {0}")]
+    Gone(String),
+}
+
+/// Why a result could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResultFailure {
+    /// The provider refused the input (422).
+    #[error("refused: {0}")]
+    Rejected(String),
+    /// The model failed (other 4xx, 5xx with a detail).
+    #[error("failed: {0}")]
+    Failed(String),
+    /// A result came but cannot be read.
+    #[error("unreadable: {0}")]
+    Invalid(String),
+    /// Timeout, connection error, 429 or a bare 5xx: try again later.
+    #[error("transient: {0}")]
+    Transient(String),
+}
+
+/// The upstream provider (fal's queue API).
+///
+/// # Errors
+/// Implementations classify every failure into the variants of [`SubmitFailure`],
+/// [`PollFailure`] and [`ResultFailure`] as documented there; messages never contain the key.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait UpstreamProvider: Send + Sync {
+    /// Submits a job.
+    async fn submit(
+        &self,
+        job_id: JobId,
+        input: &UpstreamInput,
+    ) -> Result<UpstreamRef, SubmitFailure>;
+
+    /// Polls a job's status.
+    async fn status(
+        &self,
+        job_id: JobId,
+        upstream: &UpstreamRef,
+    ) -> Result<UpstreamStatus, PollFailure>;
+
+    /// Fetches a completed job's outputs.
+    async fn result(
+        &self,
+        job_id: JobId,
+        upstream: &UpstreamRef,
+        modality: Modality,
+    ) -> Result<Vec<OutputItem>, ResultFailure>;
+
+    /// Asks the provider to stop a job (best effort).
+    async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure>;
+}
+
+/// Notifications that a job changed; each item means "read the job again".
+pub type JobChanges = BoxStream<'static, ()>;
+
+/// Wakes whoever waits on a job (long-polls, streams) when it changes, across replicas where the
+/// adapter spans them.
+///
+/// # Errors
+/// None: a lost notification only delays a waiter until its next periodic check.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait JobEvents: Send + Sync {
+    /// Tells the job's subscribers that it changed.
+    async fn publish(&self, job_id: JobId);
+
+    /// Changes of one job from now on. Subscribe before reading the job, so no change is missed.
+    fn subscribe(&self, job_id: JobId) -> JobChanges;
+}
+
+/// Whether a request may go ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateDecision {
+    /// Go ahead.
+    Allowed,
+    /// Too many requests; try again after this long.
+    Limited {
+        /// Time until a request would be allowed.
+        retry_after: Duration,
+    },
+}
+
+/// Requests per minute per user.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] when a shared limiter cannot be reached.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Takes one request from the user's allowance of `per_minute`.
+    async fn acquire(&self, user_id: UserId, per_minute: u32) -> Result<RateDecision, StoreError>;
+}
+
+/// Time, so that tests control it.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait Clock: Send + Sync {
+    /// The current UTC time.
+    fn now(&self) -> OffsetDateTime;
+
+    /// Resolves after `duration`.
+    async fn sleep(&self, duration: Duration);
+}
+
+/// New identifiers and keys, so that tests can fix them.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+pub trait IdSource: Send + Sync {
+    /// A new job id for a job created at `at`.
+    fn job_id(&self, at: OffsetDateTime) -> JobId;
+    /// A new user id for a user created at `at`.
+    fn user_id(&self, at: OffsetDateTime) -> UserId;
+    /// A new random API key.
+    fn api_key(&self) -> ApiKey;
+}
+
+/// The production [`IdSource`]: UUID v7 ids and random keys.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RandomIds;
+
+impl IdSource for RandomIds {
+    fn job_id(&self, at: OffsetDateTime) -> JobId {
+        JobId::new_at(at)
+    }
+
+    fn user_id(&self, at: OffsetDateTime) -> UserId {
+        UserId::new_at(at)
+    }
+
+    fn api_key(&self) -> ApiKey {
+        ApiKey::generate()
+    }
+}

@@ -1,0 +1,304 @@
+//! Reading, waiting on, streaming, listing and canceling the caller's jobs.
+//!
+//! Waiters never talk to the provider: the driver polls it once per job, and waiters wake on
+//! [`JobEvents`](crate::ports::JobEvents) notifications, with a re-read every poll interval as a
+//! fallback for a lost notification.
+
+use std::time::Duration;
+
+use futures_util::future::{Either, select};
+use futures_util::stream::{self, BoxStream, StreamExt};
+use time::OffsetDateTime;
+
+use super::{Caller, Gateway};
+use crate::ids::JobId;
+use crate::job::{Job, JobState, TransitionError, Trigger};
+use crate::ports::{Commit, JobChanges, StoreError};
+
+/// Longest long-poll, in seconds.
+pub const MAX_WAIT_SECS: u64 = 60;
+/// Largest page of the job listing.
+pub const MAX_JOBS_PAGE: usize = 100;
+
+/// Why a job cannot be read or canceled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobQueryError {
+    /// 404: no such job.
+    #[error("no job with this id")]
+    NotFound,
+    /// 403: the job belongs to another user.
+    #[error("this job belongs to another user")]
+    Forbidden,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An event of a job's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobEvent {
+    /// The job is not final yet.
+    Progress(Job),
+    /// The job succeeded; the stream ends.
+    Done(Job),
+    /// The job failed or was canceled; the stream ends.
+    Error(Job),
+}
+
+impl JobEvent {
+    fn of(job: Job) -> Self {
+        match job.state {
+            JobState::Succeeded => JobEvent::Done(job),
+            JobState::Failed | JobState::Canceled => JobEvent::Error(job),
+            JobState::Queued | JobState::Running => JobEvent::Progress(job),
+        }
+    }
+
+    /// The job as of this event.
+    #[must_use]
+    pub fn job(&self) -> &Job {
+        match self {
+            JobEvent::Progress(job) | JobEvent::Done(job) | JobEvent::Error(job) => job,
+        }
+    }
+}
+
+/// What canceling answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelReceipt {
+    /// The job.
+    pub id: JobId,
+    /// `canceled`, or the final state the job already had.
+    pub state: JobState,
+    /// When it was canceled; for a job that was already succeeded or failed, when the
+    /// cancel request was answered.
+    pub canceled_at: OffsetDateTime,
+}
+
+/// A page of the caller's jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobListing {
+    /// Newest first.
+    pub jobs: Vec<Job>,
+    /// Pass as `before` for the next page; `None` on the last page.
+    pub next: Option<JobId>,
+}
+
+/// How often a cancel re-reads a job that changed under it before giving up.
+const CANCEL_ATTEMPTS: usize = 16;
+
+impl Gateway {
+    async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
+        match self.ports.jobs.job(id).await? {
+            None => Err(JobQueryError::NotFound),
+            Some(job) if job.user_id != caller.user_id => Err(JobQueryError::Forbidden),
+            Some(job) => Ok(job),
+        }
+    }
+
+    /// The job as it is now.
+    ///
+    /// # Errors
+    /// See [`JobQueryError`].
+    pub async fn job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
+        self.owned_job(caller, id).await
+    }
+
+    /// The job once it is final, or as it is when `wait` has passed.
+    ///
+    /// # Errors
+    /// See [`JobQueryError`].
+    pub async fn wait_for_job(
+        &self,
+        caller: &Caller,
+        id: JobId,
+        wait: Duration,
+    ) -> Result<Job, JobQueryError> {
+        let mut changes = self.ports.events.subscribe(id);
+        let job = self.owned_job(caller, id).await?;
+        if job.state.is_final() || wait.is_zero() {
+            return Ok(job);
+        }
+        let deadline = self.ports.clock.now() + wait;
+        loop {
+            let remaining = deadline - self.ports.clock.now();
+            if !remaining.is_positive() {
+                return self.owned_job(caller, id).await;
+            }
+            let nap = Duration::try_from(remaining)
+                .unwrap_or_default()
+                .min(self.settings.poll_interval);
+            self.next_change_or(&mut changes, nap).await;
+            let job = self.owned_job(caller, id).await?;
+            if job.state.is_final() {
+                return Ok(job);
+            }
+        }
+    }
+
+    /// Waits for a change notification or `nap`, whichever comes first.
+    async fn next_change_or(&self, changes: &mut JobChanges, nap: Duration) -> bool {
+        match select(changes.next(), self.ports.clock.sleep(nap)).await {
+            Either::Left((Some(()), _)) => true,
+            Either::Left((None, _)) => {
+                *changes = stream::pending().boxed();
+                false
+            }
+            Either::Right(_) => false,
+        }
+    }
+
+    /// The job's events: a `progress` event at once and then every poll interval while it is not
+    /// final, then `done` or `error` as soon as it is, which ends the stream. A job already final
+    /// gets its final event at once.
+    ///
+    /// # Errors
+    /// See [`JobQueryError`]; checked before the stream starts.
+    pub async fn job_events(
+        &self,
+        caller: &Caller,
+        id: JobId,
+    ) -> Result<BoxStream<'static, JobEvent>, JobQueryError> {
+        let changes = self.ports.events.subscribe(id);
+        let job = self.owned_job(caller, id).await?;
+        let first = JobEvent::of(job);
+        if !matches!(first, JobEvent::Progress(_)) {
+            return Ok(stream::once(async move { first }).boxed());
+        }
+        let watch = Watch {
+            gateway: self.clone(),
+            caller: *caller,
+            id,
+            changes,
+            next_tick: self.ports.clock.now() + self.settings.poll_interval,
+        };
+        let rest = stream::unfold(Some(watch), |watch| async move {
+            let mut watch = watch?;
+            let event = watch.next_event().await?;
+            let more = matches!(event, JobEvent::Progress(_));
+            Some((event, more.then_some(watch)))
+        });
+        Ok(stream::once(async move { first }).chain(rest).boxed())
+    }
+
+    /// Cancels a job that is not final and releases its credits; a final job is left as it is.
+    ///
+    /// # Errors
+    /// See [`JobQueryError`].
+    pub async fn cancel(&self, caller: &Caller, id: JobId) -> Result<CancelReceipt, JobQueryError> {
+        for _ in 0..CANCEL_ATTEMPTS {
+            let job = self.owned_job(caller, id).await?;
+            let now = self.ports.clock.now();
+            let transition = match job.apply(Trigger::Cancel, now) {
+                Ok(transition) => transition,
+                Err(TransitionError::AlreadyFinal(state)) => {
+                    return Ok(CancelReceipt {
+                        id,
+                        state,
+                        canceled_at: job.canceled_at.unwrap_or(now),
+                    });
+                }
+                Err(e @ TransitionError::NotApplicable { .. }) => {
+                    return Err(StoreError::Internal(e.to_string()).into());
+                }
+            };
+            match self.ports.jobs.commit(transition).await? {
+                Commit::Applied(job) => {
+                    tracing::info!(job_id = %id, credits_released = %job.credits_held, "job canceled");
+                    self.ports.events.publish(id).await;
+                    self.stop_upstream(&job).await;
+                    return Ok(CancelReceipt {
+                        id,
+                        state: job.state,
+                        canceled_at: job.canceled_at.unwrap_or(now),
+                    });
+                }
+                Commit::Stale(_) => continue,
+                Commit::Missing => return Err(JobQueryError::NotFound),
+            }
+        }
+        Err(StoreError::Internal(format!("job {id} kept changing while being canceled")).into())
+    }
+
+    async fn stop_upstream(&self, job: &Job) {
+        if let (true, Some(upstream)) = (self.settings.upstream_cancel, &job.upstream) {
+            match self.ports.upstream.cancel(job.id, upstream).await {
+                Ok(()) => {
+                    tracing::info!(job_id = %job.id, request_id = %upstream.request_id, "upstream asked to cancel")
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, error = %e, "upstream cancel failed")
+                }
+            }
+        }
+    }
+
+    /// The caller's jobs, newest first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn list_jobs(
+        &self,
+        caller: &Caller,
+        before: Option<JobId>,
+        limit: usize,
+    ) -> Result<JobListing, StoreError> {
+        let limit = limit.clamp(1, MAX_JOBS_PAGE);
+        let mut jobs = self
+            .ports
+            .jobs
+            .jobs_of(caller.user_id, before, limit + 1)
+            .await?;
+        let next = if jobs.len() > limit {
+            jobs.truncate(limit);
+            jobs.last().map(|j| j.id)
+        } else {
+            None
+        };
+        Ok(JobListing { jobs, next })
+    }
+}
+
+struct Watch {
+    gateway: Gateway,
+    caller: Caller,
+    id: JobId,
+    changes: JobChanges,
+    next_tick: OffsetDateTime,
+}
+
+impl Watch {
+    /// The next event: a final one as soon as the job is final, otherwise a progress event at
+    /// the next tick. `None` ends the stream (the job vanished or became another user's).
+    async fn next_event(&mut self) -> Option<JobEvent> {
+        let gateway = &self.gateway;
+        loop {
+            let until_tick = self.next_tick - gateway.ports.clock.now();
+            let tick_due = !until_tick.is_positive()
+                || !gateway
+                    .next_change_or(
+                        &mut self.changes,
+                        Duration::try_from(until_tick).unwrap_or_default(),
+                    )
+                    .await;
+            let job = match gateway.owned_job(&self.caller, self.id).await {
+                Ok(job) => job,
+                Err(JobQueryError::Store(e)) => {
+                    tracing::warn!(job_id = %self.id, error = %e, "stream could not read its job; retrying at the next tick");
+                    if tick_due {
+                        self.next_tick += gateway.settings.poll_interval;
+                    }
+                    continue;
+                }
+                Err(_) => return None,
+            };
+            if job.state.is_final() {
+                return Some(JobEvent::of(job));
+            }
+            if tick_due || gateway.ports.clock.now() >= self.next_tick {
+                self.next_tick = gateway.ports.clock.now() + gateway.settings.poll_interval;
+                return Some(JobEvent::Progress(job));
+            }
+        }
+    }
+}

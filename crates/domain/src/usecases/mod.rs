@@ -1,0 +1,95 @@
+//! The use cases, one method each on [`Gateway`] (and [`JobDriver`] for moving jobs forward),
+//! each with its own error enum that the HTTP edge maps to a status and code.
+
+mod accounts;
+mod driver;
+mod jobs;
+mod submit;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use accounts::{AdminError, AuthError, Caller, NewUserRequest, parse_grant};
+pub use driver::{DriverSettings, JobDriver};
+pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
+pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError, request_fingerprint};
+
+use crate::catalog::Catalog;
+use crate::ports::{
+    AccountStore, Clock, IdSource, JobEvents, JobStore, Limits, RateLimiter, UpstreamProvider,
+};
+
+/// Every port a [`Gateway`] or [`JobDriver`] uses.
+#[derive(Clone)]
+pub struct Ports {
+    /// Jobs and their ledger movements.
+    pub jobs: Arc<dyn JobStore>,
+    /// Users, keys and grants.
+    pub accounts: Arc<dyn AccountStore>,
+    /// The provider that runs the jobs.
+    pub upstream: Arc<dyn UpstreamProvider>,
+    /// Change notifications.
+    pub events: Arc<dyn JobEvents>,
+    /// Per-user request rate.
+    pub rate_limiter: Arc<dyn RateLimiter>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// New ids and keys.
+    pub ids: Arc<dyn IdSource>,
+}
+
+/// Settings of the use cases (the contract's configuration table).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Upstream poll interval, and interval of `progress` events.
+    pub poll_interval: Duration,
+    /// Limits of users created without their own.
+    pub default_limits: Limits,
+    /// Whether canceling a job also asks the provider to stop it.
+    pub upstream_cancel: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(2),
+            default_limits: Limits {
+                rate_limit_per_minute: 120,
+                max_concurrent_jobs: 8,
+            },
+            upstream_cancel: false,
+        }
+    }
+}
+
+/// The service's use cases over its ports.
+#[derive(Clone)]
+pub struct Gateway {
+    ports: Ports,
+    catalog: Arc<Catalog>,
+    settings: Settings,
+}
+
+impl Gateway {
+    /// A gateway over `ports`, serving the models of `catalog`.
+    #[must_use]
+    pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: Settings) -> Self {
+        Self {
+            ports,
+            catalog,
+            settings,
+        }
+    }
+
+    /// The catalog in use.
+    #[must_use]
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The settings in use.
+    #[must_use]
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}

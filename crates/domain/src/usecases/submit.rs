@@ -1,0 +1,171 @@
+//! Submitting a generation job: price it, then hold credits and insert it in one atomic step.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+use super::{Caller, Gateway};
+use crate::catalog::Modality;
+use crate::credits::Credits;
+use crate::ids::{JobId, ModelId};
+use crate::job::{Job, JobState};
+use crate::ports::{AcceptError, Accepted, IdempotencyClaim, StoreError};
+use crate::request::{GenerationRequest, InvalidRequest};
+
+/// An `Idempotency-Key` header value, 1 to 255 characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Longest key.
+    pub const MAX_CHARS: usize = 255;
+
+    /// Checks the header value.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] with param `Idempotency-Key` when empty or longer than 255 characters.
+    pub fn parse(text: &str) -> Result<Self, InvalidRequest> {
+        let count = text.chars().count();
+        if count == 0 || count > Self::MAX_CHARS {
+            return Err(InvalidRequest::param(
+                "Idempotency-Key",
+                format!(
+                    "the Idempotency-Key header must be 1 to {} characters",
+                    Self::MAX_CHARS
+                ),
+            ));
+        }
+        Ok(Self(text.to_owned()))
+    }
+}
+
+/// A fingerprint of a request body for idempotency: the endpoint and the canonical JSON of the
+/// body, so that key order and white space do not make two equal bodies differ.
+#[must_use]
+pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(endpoint.as_str().as_bytes());
+    hasher.update([0]);
+    hasher.update(body.to_string().as_bytes());
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A validated submission.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The validated request.
+    pub request: GenerationRequest,
+    /// The idempotency key and the request's fingerprint, when the client sent a key.
+    pub idempotency: Option<(IdempotencyKey, String)>,
+}
+
+/// What both generation endpoints answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The new job.
+    pub job_id: JobId,
+    /// Always `queued`: the state on acceptance.
+    pub state: JobState,
+    /// The model in effect.
+    pub model: ModelId,
+    /// Acceptance time.
+    pub created_at: OffsetDateTime,
+    /// Credits held.
+    pub credits_held: Credits,
+}
+
+impl Receipt {
+    fn of(job: &Job) -> Self {
+        Self {
+            job_id: job.id,
+            state: JobState::Queued,
+            model: job.model.clone(),
+            created_at: job.created_at,
+            credits_held: job.credits_held,
+        }
+    }
+}
+
+/// Why a submission was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// 402: fewer credits available than the hold.
+    #[error("needs {needed} credits, {available} available")]
+    InsufficientCredits {
+        /// The hold.
+        needed: Credits,
+        /// Available credits.
+        available: Credits,
+    },
+    /// 429: too many jobs not yet final.
+    #[error("at most {limit} jobs may run at once; wait for one to finish")]
+    ConcurrencyLimit {
+        /// The user's limit.
+        limit: u32,
+    },
+    /// 409: the idempotency key was used with another body.
+    #[error("this Idempotency-Key was used with a different request")]
+    IdempotencyConflict,
+    /// The store failed, or the request named a model the catalog lost.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Gateway {
+    /// Accepts a generation job: holds its price and queues it; the driver takes it from there.
+    ///
+    /// # Errors
+    /// See [`SubmitError`].
+    pub async fn submit(
+        &self,
+        caller: &Caller,
+        submission: Submission,
+    ) -> Result<Receipt, SubmitError> {
+        let Submission {
+            request,
+            idempotency,
+        } = submission;
+        let model = self.catalog.model(request.model.as_str()).ok_or_else(|| {
+            StoreError::Internal(format!("model {} left the catalog", request.model))
+        })?;
+        let now = self.ports.clock.now();
+        let (job, _hold) = Job::accept(
+            self.ports.ids.job_id(now),
+            caller.user_id,
+            request.model.clone(),
+            request.modality,
+            request.input.clone(),
+            model.price_to_hold(&request.input),
+            now,
+        );
+        let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim {
+            key: key.0,
+            fingerprint,
+        });
+        match self.ports.jobs.accept(job, claim, now).await {
+            Ok(Accepted::Created(job)) => {
+                tracing::info!(job_id = %job.id, user_id = %job.user_id, model = %job.model, credits_held = %job.credits_held, "job accepted");
+                Ok(Receipt::of(&job))
+            }
+            Ok(Accepted::Replayed(job)) => {
+                tracing::info!(job_id = %job.id, "idempotent retry answered with the original receipt");
+                Ok(Receipt::of(&job))
+            }
+            Err(AcceptError::InsufficientCredits { needed, available }) => {
+                Err(SubmitError::InsufficientCredits { needed, available })
+            }
+            Err(AcceptError::ConcurrencyLimit { limit }) => {
+                Err(SubmitError::ConcurrencyLimit { limit })
+            }
+            Err(AcceptError::IdempotencyConflict) => Err(SubmitError::IdempotencyConflict),
+            Err(AcceptError::UnknownUser) => {
+                Err(StoreError::Internal("an authenticated user has no account".into()).into())
+            }
+            Err(AcceptError::Store(e)) => Err(e.into()),
+        }
+    }
+}
