@@ -1,1 +1,15 @@
-//! placeholder
+//! # genjobs-runtime
+//!
+//! Adapters of the ports that every deployment runs inside its own process, whatever its store:
+//! - [`SystemClock`]: the wall clock and tokio's timer.
+//! - [`EventHub`]: job change notifications between the tasks of one process (the Postgres
+//!   adapter feeds it from `LISTEN/NOTIFY` to span replicas).
+//! - [`TokenBucketLimiter`]: a per-user token bucket for the request rate limit.
+
+mod clock;
+mod events;
+mod rate_limit;
+
+pub use clock::SystemClock;
+pub use events::EventHub;
+pub use rate_limit::TokenBucketLimiter;

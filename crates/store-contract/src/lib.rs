@@ -1,1 +1,48 @@
-//! placeholder
+//! # genjobs-store-contract
+//!
+//! The contract every store adapter must pass, written once. An adapter's test module calls
+//! [`store_contract_tests!`] with an expression that builds a fresh, empty store; the macro
+//! expands to one `#[tokio::test]` per case, so a failure names the rule that broke.
+//!
+//! ```ignore
+//! genjobs_store_contract::store_contract_tests!(async { Arc::new(MemoryStore::new()) });
+//! ```
+
+pub mod cases;
+
+/// Expands to one test per contract case for the store built by `$make` (an async expression
+/// giving an `Arc` of a type implementing both `JobStore` and `AccountStore`).
+#[macro_export]
+macro_rules! store_contract_tests {
+    ($make:expr) => {
+        $crate::store_contract_tests!(@cases $make;
+            accept_holds_credits_and_counts_the_job,
+            accept_checks_credits_before_concurrency,
+            accept_refuses_beyond_the_concurrency_limit,
+            accept_refuses_an_unknown_user,
+            idempotent_retry_replays_without_holding,
+            idempotency_key_with_another_body_conflicts,
+            idempotency_keys_are_per_user,
+            commit_applies_only_on_the_expected_version,
+            success_settles_and_frees_a_slot,
+            failure_and_cancel_release_everything,
+            commit_of_a_missing_job_says_so,
+            claim_returns_due_jobs_once_until_the_lease_ends,
+            claim_skips_final_and_future_jobs,
+            jobs_are_listed_newest_first_in_pages,
+            keys_are_found_by_prefix_and_revoked_at_once,
+            key_prefixes_are_unique,
+            grants_move_available_credits_only,
+            concurrent_accepts_and_finishes_keep_every_invariant,
+        );
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let store = $make.await;
+                $crate::cases::$case(store).await;
+            }
+        )*
+    };
+}

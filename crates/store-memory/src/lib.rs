@@ -1,1 +1,377 @@
-//! placeholder
+//! # genjobs-store-memory
+//!
+//! The embedded default store: users, keys, jobs, idempotency records and the ledger behind one
+//! mutex, so that every port operation is atomic by construction. Nothing survives a restart;
+//! deployments that must keep their jobs use the Postgres store.
+//!
+//! Due jobs are kept in a time-ordered index, so that the driver's claim costs O(log n) per job
+//! rather than a scan of every job.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
+use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
+use genjobs_domain::job::{Job, Transition};
+use genjobs_domain::ports::{
+    AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential,
+    IDEMPOTENCY_RETENTION, IdempotencyClaim, JobStore, Limits, StoreError, StoredKey,
+};
+use time::OffsetDateTime;
+
+/// The in-memory store.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    users: HashMap<UserId, User>,
+    keys: HashMap<KeyPrefix, StoredKey>,
+    jobs: HashMap<JobId, JobRow>,
+    jobs_by_user: HashMap<UserId, BTreeSet<JobId>>,
+    idempotency: HashMap<(UserId, String), IdempotencyRecord>,
+    idempotency_size_after_last_prune: usize,
+    due: BTreeSet<(OffsetDateTime, JobId)>,
+    leased: BTreeSet<(OffsetDateTime, JobId)>,
+}
+
+#[derive(Debug, Clone)]
+struct User {
+    name: String,
+    balances: Balances,
+    limits: Limits,
+    active_jobs: u32,
+}
+
+#[derive(Debug, Clone)]
+struct JobRow {
+    job: Job,
+    lease_until: Option<OffsetDateTime>,
+}
+
+#[derive(Debug, Clone)]
+struct IdempotencyRecord {
+    fingerprint: String,
+    job_id: JobId,
+    created_at: OffsetDateTime,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl State {
+    fn account(&self, user_id: UserId) -> Option<Account> {
+        self.users.get(&user_id).map(|u| Account {
+            user_id,
+            name: u.name.clone(),
+            balances: u.balances,
+            limits: u.limits,
+            active_jobs: u.active_jobs,
+        })
+    }
+
+    fn unindex(&mut self, row: &JobRow) {
+        if let Some(at) = row.job.next_poll_at {
+            self.due.remove(&(at, row.job.id));
+        }
+        if let Some(until) = row.lease_until {
+            self.leased.remove(&(until, row.job.id));
+        }
+    }
+
+    fn index(&mut self, job: &Job) {
+        if let (false, Some(at)) = (job.state.is_final(), job.next_poll_at) {
+            self.due.insert((at, job.id));
+        }
+    }
+
+    fn prune_idempotency(&mut self, now: OffsetDateTime) {
+        if self.idempotency.len() > 2 * self.idempotency_size_after_last_prune.max(1024) {
+            self.idempotency
+                .retain(|_, r| now - r.created_at < IDEMPOTENCY_RETENTION);
+            self.idempotency_size_after_last_prune = self.idempotency.len();
+        }
+    }
+}
+
+fn inconsistent(e: BalanceError) -> StoreError {
+    StoreError::Internal(e.to_string())
+}
+
+#[async_trait]
+impl AccountStore for MemoryStore {
+    async fn create_user(
+        &self,
+        user_id: UserId,
+        name: String,
+        credits: Credits,
+        limits: Limits,
+        key: StoredKey,
+    ) -> Result<Account, AccountError> {
+        let mut state = self.state();
+        if state.keys.contains_key(&key.prefix) {
+            return Err(AccountError::KeyPrefixTaken);
+        }
+        let balances = Balances {
+            available: credits,
+            ..Balances::default()
+        };
+        state.users.insert(
+            user_id,
+            User {
+                name,
+                balances,
+                limits,
+                active_jobs: 0,
+            },
+        );
+        state.keys.insert(key.prefix.clone(), key);
+        state.account(user_id).ok_or(AccountError::UnknownUser)
+    }
+
+    async fn add_key(&self, key: StoredKey) -> Result<(), AccountError> {
+        let mut state = self.state();
+        if !state.users.contains_key(&key.user_id) {
+            return Err(AccountError::UnknownUser);
+        }
+        if state.keys.contains_key(&key.prefix) {
+            return Err(AccountError::KeyPrefixTaken);
+        }
+        state.keys.insert(key.prefix.clone(), key);
+        Ok(())
+    }
+
+    async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError> {
+        Ok(self.state().keys.remove(prefix).is_some())
+    }
+
+    async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .keys
+            .get(prefix)
+            .and_then(|key| {
+                state.users.get(&key.user_id).map(|user| Credential {
+                    hash: key.hash,
+                    user_id: key.user_id,
+                    rate_limit_per_minute: user.limits.rate_limit_per_minute,
+                })
+            })
+            .into_iter()
+            .collect())
+    }
+
+    async fn grant(&self, user_id: UserId, amount: i64) -> Result<Account, AccountError> {
+        let mut state = self.state();
+        let user = state
+            .users
+            .get_mut(&user_id)
+            .ok_or(AccountError::UnknownUser)?;
+        user.balances = user
+            .balances
+            .grant(amount)
+            .map_err(|_| AccountError::GrantBelowZero {
+                available: user.balances.available,
+                amount,
+            })?;
+        state.account(user_id).ok_or(AccountError::UnknownUser)
+    }
+
+    async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {
+        Ok(self.state().account(user_id))
+    }
+}
+
+#[async_trait]
+impl JobStore for MemoryStore {
+    async fn accept(
+        &self,
+        job: Job,
+        idempotency: Option<IdempotencyClaim>,
+        now: OffsetDateTime,
+    ) -> Result<Accepted, AcceptError> {
+        let mut state = self.state();
+        state.prune_idempotency(now);
+        if let Some(claim) = &idempotency {
+            let slot = (job.user_id, claim.key.clone());
+            if let Some(record) = state
+                .idempotency
+                .get(&slot)
+                .filter(|r| now - r.created_at < IDEMPOTENCY_RETENTION)
+            {
+                if record.fingerprint != claim.fingerprint {
+                    return Err(AcceptError::IdempotencyConflict);
+                }
+                let original = state
+                    .jobs
+                    .get(&record.job_id)
+                    .map(|row| row.job.clone())
+                    .ok_or_else(|| {
+                        StoreError::Internal("idempotency record without its job".into())
+                    })?;
+                return Ok(Accepted::Replayed(original));
+            }
+        }
+        let user = state
+            .users
+            .get_mut(&job.user_id)
+            .ok_or(AcceptError::UnknownUser)?;
+        let balances = match user.balances.apply(CreditMovement::Hold(job.credits_held)) {
+            Ok(b) => b,
+            Err(BalanceError::Insufficient { needed, available }) => {
+                return Err(AcceptError::InsufficientCredits { needed, available });
+            }
+            Err(e) => return Err(inconsistent(e).into()),
+        };
+        if user.active_jobs >= user.limits.max_concurrent_jobs {
+            return Err(AcceptError::ConcurrencyLimit {
+                limit: user.limits.max_concurrent_jobs,
+            });
+        }
+        user.balances = balances;
+        user.active_jobs += 1;
+        if let Some(claim) = idempotency {
+            state.idempotency.insert(
+                (job.user_id, claim.key),
+                IdempotencyRecord {
+                    fingerprint: claim.fingerprint,
+                    job_id: job.id,
+                    created_at: now,
+                },
+            );
+        }
+        state
+            .jobs_by_user
+            .entry(job.user_id)
+            .or_default()
+            .insert(job.id);
+        state.index(&job);
+        state.jobs.insert(
+            job.id,
+            JobRow {
+                job: job.clone(),
+                lease_until: None,
+            },
+        );
+        Ok(Accepted::Created(job))
+    }
+
+    async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
+        Ok(self.state().jobs.get(&id).map(|row| row.job.clone()))
+    }
+
+    async fn jobs_of(
+        &self,
+        user_id: UserId,
+        before: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let state = self.state();
+        let Some(ids) = state.jobs_by_user.get(&user_id) else {
+            return Ok(Vec::new());
+        };
+        let older = match before {
+            Some(before) => ids.range(..before),
+            None => ids.range(..),
+        };
+        Ok(older
+            .rev()
+            .take(limit)
+            .filter_map(|id| state.jobs.get(id).map(|row| row.job.clone()))
+            .collect())
+    }
+
+    async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
+        let mut state = self.state();
+        let Some(row) = state.jobs.get(&transition.job.id).cloned() else {
+            return Ok(Commit::Missing);
+        };
+        if row.job.version != transition.expected_version {
+            return Ok(Commit::Stale(row.job));
+        }
+        let job = transition.job;
+        let user = state
+            .users
+            .get_mut(&job.user_id)
+            .ok_or_else(|| StoreError::Internal("job without its user".into()))?;
+        if let Some(movement) = transition.movement {
+            user.balances = user.balances.apply(movement).map_err(inconsistent)?;
+        }
+        if job.state.is_final() && !row.job.state.is_final() {
+            user.active_jobs = user.active_jobs.saturating_sub(1);
+        }
+        state.unindex(&row);
+        state.index(&job);
+        state.jobs.insert(
+            job.id,
+            JobRow {
+                job: job.clone(),
+                lease_until: None,
+            },
+        );
+        Ok(Commit::Applied(job))
+    }
+
+    async fn claim_due(
+        &self,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let mut state = self.state();
+        let expired: Vec<_> = state
+            .leased
+            .range(..=(now, JobId::from_uuid(uuid_max())))
+            .copied()
+            .collect();
+        for (until, id) in expired {
+            state.leased.remove(&(until, id));
+            if let Some(row) = state.jobs.get_mut(&id) {
+                row.lease_until = None;
+                let job = row.job.clone();
+                state.index(&job);
+            }
+        }
+        let due: Vec<_> = state
+            .due
+            .range(..=(now, JobId::from_uuid(uuid_max())))
+            .take(limit)
+            .copied()
+            .collect();
+        let mut claimed = Vec::with_capacity(due.len());
+        for entry in due {
+            state.due.remove(&entry);
+            if let Some(row) = state.jobs.get_mut(&entry.1) {
+                row.lease_until = Some(lease_until);
+                claimed.push(row.job.clone());
+                state.leased.insert((lease_until, entry.1));
+            }
+        }
+        Ok(claimed)
+    }
+}
+
+fn uuid_max() -> uuid::Uuid {
+    uuid::Uuid::max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemoryStore;
+
+    genjobs_store_contract::store_contract_tests!(async {
+        std::sync::Arc::new(MemoryStore::new())
+    });
+}

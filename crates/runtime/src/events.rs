@@ -1,0 +1,134 @@
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use genjobs_domain::ids::JobId;
+use genjobs_domain::ports::{JobChanges, JobEvents};
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
+
+/// In-process job change notifications: one broadcast channel per watched job.
+///
+/// A channel exists only while someone watches its job; publishing to a job nobody watches costs
+/// one map look-up. A lagging subscriber still wakes (a lag means "something changed").
+#[derive(Debug, Default)]
+pub struct EventHub {
+    channels: Mutex<Channels>,
+}
+
+#[derive(Debug, Default)]
+struct Channels {
+    by_job: HashMap<JobId, broadcast::Sender<()>>,
+    size_after_last_sweep: usize,
+}
+
+impl EventHub {
+    /// A hub with no subscribers.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn channels(&self) -> MutexGuard<'_, Channels> {
+        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes the job's subscribers in this process.
+    pub fn notify(&self, job_id: JobId) {
+        let mut channels = self.channels();
+        if let Some(sender) = channels.by_job.get(&job_id)
+            && sender.send(()).is_err()
+        {
+            channels.by_job.remove(&job_id);
+        }
+    }
+
+    /// Jobs with a channel, for tests of the clean-up.
+    #[must_use]
+    pub fn watched_jobs(&self) -> usize {
+        self.channels().by_job.len()
+    }
+}
+
+#[async_trait]
+impl JobEvents for EventHub {
+    async fn publish(&self, job_id: JobId) {
+        self.notify(job_id);
+    }
+
+    fn subscribe(&self, job_id: JobId) -> JobChanges {
+        let mut channels = self.channels();
+        // Channels whose subscribers all left and whose job never changed again would stay
+        // forever; sweep them whenever the map has doubled since the last sweep.
+        if channels.by_job.len() > 2 * channels.size_after_last_sweep.max(512) {
+            channels
+                .by_job
+                .retain(|_, sender| sender.receiver_count() > 0);
+            channels.size_after_last_sweep = channels.by_job.len();
+        }
+        let receiver = channels
+            .by_job
+            .entry(job_id)
+            .or_insert_with(|| broadcast::channel(1).0)
+            .subscribe();
+        BroadcastStream::new(receiver).map(|_| ()).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn job() -> JobId {
+        JobId::new_at(time::OffsetDateTime::now_utc())
+    }
+
+    #[tokio::test]
+    async fn subscribers_of_a_job_wake_on_its_changes_only() {
+        let hub = EventHub::new();
+        let (a, b) = (job(), job());
+        let mut watching_a = hub.subscribe(a);
+        let mut watching_b = hub.subscribe(b);
+        hub.publish(a).await;
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(1), watching_a.next())
+                .await
+                .unwrap(),
+            Some(())
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), watching_b.next())
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn channels_go_away_with_their_subscribers() {
+        let hub = EventHub::new();
+        let id = job();
+        drop(hub.subscribe(id));
+        assert_eq!(hub.watched_jobs(), 1);
+        hub.publish(id).await;
+        assert_eq!(hub.watched_jobs(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_still_wakes() {
+        let hub = EventHub::new();
+        let id = job();
+        let mut changes = hub.subscribe(id);
+        for _ in 0..5 {
+            hub.publish(id).await;
+        }
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(1), changes.next())
+                .await
+                .unwrap(),
+            Some(())
+        );
+    }
+}
