@@ -1,1 +1,459 @@
-//! placeholder
+//! # genjobs-upstream-sim
+//!
+//! A simulator of fal's queue API, so that the embedded default, the tests and the benchmarks
+//! run the real fal adapter over real HTTP. It accepts any endpoint id, queues each request,
+//! runs it for a configurable time while writing `progress: N%` lines into its logs, and answers
+//! with the output shape of an image or a video endpoint (a video endpoint is one whose id
+//! contains `video`).
+//!
+//! ## Fault injection
+//! Directives in the prompt (or in `SimConfig`) change one request's fate:
+//! - `[sim:reject]`: the result is a 422 refusal; `[sim:reject-submit]`: the submission is.
+//! - `[sim:fail]`: the result is a 500 with a `detail`.
+//! - `[sim:hang]`: the request never completes.
+//! - `[sim:run=MS]`: it runs for MS milliseconds.
+//! - `[sim:flaky=N]`: its first N status calls answer 503.
+//! - `[sim:malformed]`: the result is not of the output shape.
+//! - `[sim:expired]`: the result is gone (404) when fetched.
+//!
+//! `GET /_sim/stats` counts the calls received, per route and per request id.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// How the simulator behaves by default.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Time a request waits in the queue.
+    pub queue: Duration,
+    /// Time a request runs.
+    pub run: Duration,
+    /// When set, requests must carry `Authorization: Key <this>`.
+    pub api_key: Option<String>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            queue: Duration::from_millis(500),
+            run: Duration::from_secs(6),
+            api_key: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Directives {
+    reject: bool,
+    reject_submit: bool,
+    fail: bool,
+    hang: bool,
+    malformed: bool,
+    expired: bool,
+    flaky: u32,
+    run_ms: Option<u64>,
+}
+
+impl Directives {
+    fn from_prompt(prompt: &str) -> Self {
+        let mut d = Directives::default();
+        for directive in prompt
+            .split("[sim:")
+            .skip(1)
+            .filter_map(|rest| rest.split(']').next())
+        {
+            let (name, value) = directive.split_once('=').unwrap_or((directive, ""));
+            match name {
+                "reject" => d.reject = true,
+                "reject-submit" => d.reject_submit = true,
+                "fail" => d.fail = true,
+                "hang" => d.hang = true,
+                "malformed" => d.malformed = true,
+                "expired" => d.expired = true,
+                "flaky" => d.flaky = value.parse().unwrap_or(3),
+                "run" => d.run_ms = value.parse().ok(),
+                _ => {}
+            }
+        }
+        d
+    }
+}
+
+#[derive(Debug)]
+struct SimRequest {
+    endpoint: String,
+    input: Value,
+    accepted: Instant,
+    queue: Duration,
+    run: Duration,
+    directives: Directives,
+    status_calls: u32,
+    canceled: bool,
+}
+
+enum Phase {
+    Queued,
+    Running(u8),
+    Completed,
+}
+
+impl SimRequest {
+    fn phase(&self) -> Phase {
+        let elapsed = self.accepted.elapsed();
+        if self.canceled {
+            return Phase::Completed;
+        }
+        if elapsed < self.queue {
+            return Phase::Queued;
+        }
+        let ran = elapsed - self.queue;
+        if self.directives.hang || ran < self.run {
+            let percent = (ran.as_secs_f64() / self.run.as_secs_f64().max(0.001) * 100.0).min(99.0);
+            return Phase::Running(percent as u8);
+        }
+        Phase::Completed
+    }
+}
+
+/// Calls received, per route and per request id.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct SimStats {
+    /// `submit`, `status`, `result`, `cancel` → count.
+    pub routes: HashMap<String, u64>,
+    /// Request id → route → count.
+    pub requests: HashMap<String, HashMap<String, u64>>,
+}
+
+#[derive(Default)]
+struct SimState {
+    requests: Mutex<HashMap<String, SimRequest>>,
+    stats: Mutex<SimStats>,
+}
+
+impl SimState {
+    fn requests(&self) -> MutexGuard<'_, HashMap<String, SimRequest>> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn count(&self, route: &str, request_id: Option<&str>) {
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        *stats.routes.entry(route.to_owned()).or_default() += 1;
+        if let Some(id) = request_id {
+            *stats
+                .requests
+                .entry(id.to_owned())
+                .or_default()
+                .entry(route.to_owned())
+                .or_default() += 1;
+        }
+    }
+}
+
+struct Sim {
+    config: SimConfig,
+    state: SimState,
+}
+
+/// A simulator serving on a loopback port.
+pub struct RunningSim {
+    /// Base URL, e.g. `http://127.0.0.1:40123`, to use as `GENJOBS_UPSTREAM_URL`.
+    pub base_url: String,
+    handle: ServerHandle,
+    sim: Arc<Sim>,
+}
+
+impl RunningSim {
+    /// The calls received so far.
+    #[must_use]
+    pub fn stats(&self) -> SimStats {
+        self.sim
+            .state
+            .stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Stops serving.
+    pub async fn stop(&self) {
+        self.handle.stop(false).await;
+    }
+}
+
+/// Builds the simulator's server on `listener`; the caller runs (spawns or awaits) it.
+///
+/// # Errors
+/// When the listener cannot be used.
+pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Server, RunningSim)> {
+    let base_url = format!("http://{}", listener.local_addr()?);
+    let sim = Arc::new(Sim {
+        config,
+        state: SimState::default(),
+    });
+    let data = web::Data::from(Arc::clone(&sim));
+    let base = web::Data::new(base_url.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .app_data(base.clone())
+            .app_data(web::JsonConfig::default().limit(1 << 20))
+            .route("/_sim/stats", web::get().to(stats))
+            .route("/{owner}/{app}/requests/{id}/status", web::get().to(status))
+            .route("/{owner}/{app}/requests/{id}/cancel", web::put().to(cancel))
+            .route("/{owner}/{app}/requests/{id}", web::get().to(result))
+            .route("/{endpoint:.+}", web::post().to(submit))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    let handle = server.handle();
+    Ok((
+        server,
+        RunningSim {
+            base_url,
+            handle,
+            sim,
+        },
+    ))
+}
+
+/// Starts the simulator on an ephemeral loopback port in the current tokio runtime.
+///
+/// # Errors
+/// When no loopback port can be bound.
+pub fn spawn(config: SimConfig) -> std::io::Result<RunningSim> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let (server, running) = server(config, listener)?;
+    tokio::spawn(server);
+    Ok(running)
+}
+
+fn authorized(sim: &Sim, req: &HttpRequest) -> bool {
+    let Some(key) = &sim.config.api_key else {
+        return true;
+    };
+    req.headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        == Some(format!("Key {key}").as_str())
+}
+
+fn unauthorized() -> HttpResponse {
+    HttpResponse::Unauthorized().json(json!({"detail": "No valid key"}))
+}
+
+fn not_found() -> HttpResponse {
+    HttpResponse::NotFound().json(json!({"detail": "Request not found"}))
+}
+
+fn app_prefix(endpoint: &str) -> String {
+    endpoint.split('/').take(2).collect::<Vec<_>>().join("/")
+}
+
+async fn submit(
+    sim: web::Data<Sim>,
+    base: web::Data<String>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<Value>,
+) -> HttpResponse {
+    sim.state.count("submit", None);
+    if !authorized(&sim, &req) {
+        return unauthorized();
+    }
+    let endpoint = path.into_inner();
+    let input = body.into_inner();
+    let prompt = input
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let directives = Directives::from_prompt(prompt);
+    if directives.reject_submit {
+        return HttpResponse::UnprocessableEntity()
+            .json(json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]}));
+    }
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let urls = format!(
+        "{}/{}/requests/{request_id}",
+        base.as_str(),
+        app_prefix(&endpoint)
+    );
+    let run = directives
+        .run_ms
+        .map_or(sim.config.run, Duration::from_millis);
+    sim.state.requests().insert(
+        request_id.clone(),
+        SimRequest {
+            endpoint,
+            input,
+            accepted: Instant::now(),
+            queue: sim.config.queue,
+            run,
+            directives,
+            status_calls: 0,
+            canceled: false,
+        },
+    );
+    HttpResponse::Ok().json(json!({
+        "request_id": request_id,
+        "response_url": urls,
+        "status_url": format!("{urls}/status"),
+        "cancel_url": format!("{urls}/cancel"),
+        "status": "IN_QUEUE",
+        "queue_position": 0,
+    }))
+}
+
+async fn status(
+    sim: web::Data<Sim>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> HttpResponse {
+    let (_, _, id) = path.into_inner();
+    sim.state.count("status", Some(&id));
+    if !authorized(&sim, &req) {
+        return unauthorized();
+    }
+    let mut requests = sim.state.requests();
+    let Some(request) = requests.get_mut(&id) else {
+        return not_found();
+    };
+    request.status_calls += 1;
+    if request.status_calls <= request.directives.flaky {
+        return HttpResponse::ServiceUnavailable().body("upstream overloaded");
+    }
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    match request.phase() {
+        Phase::Queued => HttpResponse::Accepted().json(json!({"status": "IN_QUEUE", "queue_position": 0, "logs": []})),
+        Phase::Running(percent) => HttpResponse::Accepted().json(json!({
+            "status": "IN_PROGRESS",
+            "logs": [{"message": format!("progress: {percent}%"), "level": "INFO", "source": "user", "timestamp": now.to_string()}],
+        })),
+        Phase::Completed => HttpResponse::Ok().json(json!({"status": "COMPLETED", "logs": []})),
+    }
+}
+
+async fn result(
+    sim: web::Data<Sim>,
+    base: web::Data<String>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> HttpResponse {
+    let (_, _, id) = path.into_inner();
+    sim.state.count("result", Some(&id));
+    if !authorized(&sim, &req) {
+        return unauthorized();
+    }
+    let requests = sim.state.requests();
+    let Some(request) = requests.get(&id) else {
+        return not_found();
+    };
+    if !matches!(request.phase(), Phase::Completed) {
+        return HttpResponse::BadRequest().json(json!({"detail": "Request is still in progress"}));
+    }
+    let d = &request.directives;
+    if d.expired {
+        return not_found();
+    }
+    if d.reject {
+        return HttpResponse::UnprocessableEntity()
+            .json(json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]}));
+    }
+    if d.fail {
+        return HttpResponse::InternalServerError()
+            .json(json!({"detail": "the model crashed while generating"}));
+    }
+    if d.malformed {
+        return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
+    }
+    let seed = request
+        .input
+        .get("seed")
+        .and_then(Value::as_u64)
+        .unwrap_or(42);
+    let files = format!("{}/_sim/files/{id}", base.as_str());
+    if request.endpoint.contains("video") {
+        return HttpResponse::Ok().json(json!({
+            "video": {"url": format!("{files}/0.mp4"), "content_type": "video/mp4"},
+            "seed": seed,
+        }));
+    }
+    let count = request
+        .input
+        .get("num_images")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let images: Vec<Value> = (0..count)
+        .map(|i| json!({"url": format!("{files}/{i}.png"), "width": 1024, "height": 1024, "content_type": "image/png"}))
+        .collect();
+    HttpResponse::Ok().json(json!({"images": images, "seed": seed}))
+}
+
+async fn cancel(
+    sim: web::Data<Sim>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> HttpResponse {
+    let (_, _, id) = path.into_inner();
+    sim.state.count("cancel", Some(&id));
+    if !authorized(&sim, &req) {
+        return unauthorized();
+    }
+    let mut requests = sim.state.requests();
+    let Some(request) = requests.get_mut(&id) else {
+        return HttpResponse::NotFound().json(json!({"status": "NOT_FOUND"}));
+    };
+    if matches!(request.phase(), Phase::Completed) {
+        return HttpResponse::BadRequest().json(json!({"status": "ALREADY_COMPLETED"}));
+    }
+    request.canceled = true;
+    request.directives.fail = true;
+    HttpResponse::Accepted().json(json!({"status": "CANCELLATION_REQUESTED"}))
+}
+
+async fn stats(sim: web::Data<Sim>) -> HttpResponse {
+    let stats = sim
+        .state
+        .stats
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    HttpResponse::Ok().json(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directives_are_read_from_the_prompt() {
+        let d = Directives::from_prompt("a cat [sim:flaky=2] [sim:run=50] [sim:fail]");
+        assert_eq!(
+            d,
+            Directives {
+                flaky: 2,
+                run_ms: Some(50),
+                fail: true,
+                ..Directives::default()
+            }
+        );
+        assert_eq!(
+            Directives::from_prompt("no directives"),
+            Directives::default()
+        );
+    }
+
+    #[test]
+    fn status_and_result_urls_name_only_owner_and_app() {
+        assert_eq!(app_prefix("fal-ai/flux-pro/v1.1-ultra"), "fal-ai/flux-pro");
+    }
+}
