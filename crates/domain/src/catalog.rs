@@ -156,12 +156,7 @@ impl ParamMapping {
 
     fn convert(&self, value: Value) -> Value {
         match (self, &value) {
-            (
-                ParamMapping::Detailed {
-                    as_string: true, ..
-                },
-                Value::Number(n),
-            ) => Value::String(n.to_string()),
+            (ParamMapping::Detailed { as_string: true, .. }, Value::Number(n)) => Value::String(n.to_string()),
             _ => value,
         }
     }
@@ -215,14 +210,8 @@ impl FalRoute {
             }
         };
         put("prompt", Some(Value::String(input.prompt.clone())));
-        put(
-            "negative_prompt",
-            input.negative_prompt.clone().map(Value::String),
-        );
-        put(
-            "aspect_ratio",
-            Some(Value::String(input.aspect_ratio.clone())),
-        );
+        put("negative_prompt", input.negative_prompt.clone().map(Value::String));
+        put("aspect_ratio", Some(Value::String(input.aspect_ratio.clone())));
         put("resolution", input.resolution.clone().map(Value::String));
         put("duration_sec", input.duration_sec.map(Value::from));
         put("n", input.n.map(Value::from));
@@ -230,21 +219,15 @@ impl FalRoute {
 
         let mut endpoint = &self.endpoint;
         if let (Some(first), Some(mapping)) = (input.image_inputs.first(), &self.image_inputs) {
-            let value = if mapping.list {
-                Value::from(input.image_inputs.clone())
-            } else {
-                Value::String(first.clone())
-            };
+            let value =
+                if mapping.list { Value::from(input.image_inputs.clone()) } else { Value::String(first.clone()) };
             body.insert(mapping.to.clone(), value);
             endpoint = self.image_endpoint.as_ref().unwrap_or(&self.endpoint);
         }
         if let Some(extra) = &input.extra {
             body.extend(extra.clone());
         }
-        UpstreamInput {
-            endpoint: endpoint.clone(),
-            body: Value::Object(body),
-        }
+        UpstreamInput { endpoint: endpoint.clone(), body: Value::Object(body) }
     }
 }
 
@@ -289,20 +272,14 @@ impl Model {
     pub fn price_to_hold(&self, input: &GenerationInput) -> Credits {
         match &self.price {
             Price::PerImage(each) => Credits::new(each * u64::from(input.n.unwrap_or(1))),
-            Price::PerSecond(_) => {
-                Credits::new(self.per_second(input) * u64::from(input.duration_sec.unwrap_or(0)))
-            }
+            Price::PerSecond(_) => Credits::new(self.per_second(input) * u64::from(input.duration_sec.unwrap_or(0))),
         }
     }
 
     /// What the delivered outputs cost: images delivered, or seconds of video delivered (the
     /// duration requested when the provider does not say), never more than what was held.
     #[must_use]
-    pub fn price_delivered(
-        &self,
-        input: &GenerationInput,
-        outputs: &[crate::job::OutputItem],
-    ) -> Credits {
+    pub fn price_delivered(&self, input: &GenerationInput, outputs: &[crate::job::OutputItem]) -> Credits {
         let held = self.price_to_hold(input);
         let delivered = match &self.price {
             Price::PerImage(each) => Credits::new(each * outputs.len() as u64),
@@ -379,10 +356,8 @@ impl Catalog {
         let catalog: Catalog = serde_json::from_str(text)?;
         let mut seen = HashSet::new();
         for model in &catalog.models {
-            let fail = |problem: &str| CatalogError::Inconsistent {
-                model: model.id.to_string(),
-                problem: problem.to_owned(),
-            };
+            let fail =
+                |problem: &str| CatalogError::Inconsistent { model: model.id.to_string(), problem: problem.to_owned() };
             if !seen.insert(model.id.clone()) {
                 return Err(fail("duplicate id"));
             }
@@ -393,9 +368,7 @@ impl Catalog {
                 (Some(r), false) if model.resolutions.contains(r) => {}
                 (None, true) => {}
                 _ => {
-                    return Err(fail(
-                        "default_resolution must be one of resolutions, or both absent",
-                    ));
+                    return Err(fail("default_resolution must be one of resolutions, or both absent"));
                 }
             }
             match (model.modality, &model.price, model.duration_sec) {
@@ -429,9 +402,7 @@ impl Catalog {
 
     /// The models of one modality, or all of them.
     pub fn models_of(&self, modality: Option<Modality>) -> impl Iterator<Item = &Model> {
-        self.models
-            .iter()
-            .filter(move |m| modality.is_none_or(|wanted| m.modality == wanted))
+        self.models.iter().filter(move |m| modality.is_none_or(|wanted| m.modality == wanted))
     }
 }
 
@@ -483,19 +454,14 @@ mod tests {
         let mut doubled = catalog.clone();
         doubled.models.push(catalog.models[0].clone());
         let text = serde_json::to_string(&doubled).unwrap();
-        assert!(matches!(
-            Catalog::from_json(&text),
-            Err(CatalogError::Inconsistent { .. })
-        ));
+        assert!(matches!(Catalog::from_json(&text), Err(CatalogError::Inconsistent { .. })));
     }
 
     #[test]
     fn video_price_is_per_second_at_the_resolution() {
         let catalog = Catalog::builtin().unwrap();
         let model = catalog.model("seedance-2.0-fast").unwrap();
-        let Price::PerSecond(prices) = &model.price else {
-            panic!("video model priced per image")
-        };
+        let Price::PerSecond(prices) = &model.price else { panic!("video model priced per image") };
         assert_eq!(model.price_to_hold(&input()).get(), prices["720p"] * 5);
     }
 
@@ -506,10 +472,7 @@ mod tests {
         let video = |secs: f64| OutputItem {
             url: "https://x/v.mp4".into(),
             kind: OutputKind::Video,
-            meta: OutputMeta {
-                duration_sec: Some(secs),
-                ..OutputMeta::default()
-            },
+            meta: OutputMeta { duration_sec: Some(secs), ..OutputMeta::default() },
         };
         let held = model.price_to_hold(&input());
         assert!(model.price_delivered(&input(), &[video(3.0)]) < held);
@@ -522,12 +485,7 @@ mod tests {
         let model = catalog.model("flux-pro").unwrap();
         let mut input = input();
         input.n = Some(3);
-        input.extra = Some(
-            serde_json::json!({"safety_tolerance": "5", "seed": 99})
-                .as_object()
-                .unwrap()
-                .clone(),
-        );
+        input.extra = Some(serde_json::json!({"safety_tolerance": "5", "seed": 99}).as_object().unwrap().clone());
         let upstream = model.fal.upstream_input(&input);
         assert_eq!(upstream.endpoint, model.fal.endpoint);
         assert_eq!(upstream.body["num_images"], 3);

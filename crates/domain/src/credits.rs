@@ -5,9 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A whole number of credits.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Credits(u64);
 
@@ -109,46 +107,24 @@ impl Balances {
         let inconsistent = BalanceError::Inconsistent;
         match movement {
             CreditMovement::Hold(amount) => Ok(Balances {
-                available: self.available.checked_sub(amount).ok_or(
-                    BalanceError::Insufficient {
-                        needed: amount,
-                        available: self.available,
-                    },
-                )?,
-                held: self
-                    .held
-                    .checked_add(amount)
-                    .ok_or(inconsistent("held overflow"))?,
+                available: self
+                    .available
+                    .checked_sub(amount)
+                    .ok_or(BalanceError::Insufficient { needed: amount, available: self.available })?,
+                held: self.held.checked_add(amount).ok_or(inconsistent("held overflow"))?,
                 spent: self.spent,
             }),
             CreditMovement::Settle { held, actual } => {
-                let refund = held
-                    .checked_sub(actual)
-                    .ok_or(inconsistent("settled more than was held"))?;
+                let refund = held.checked_sub(actual).ok_or(inconsistent("settled more than was held"))?;
                 Ok(Balances {
-                    available: self
-                        .available
-                        .checked_add(refund)
-                        .ok_or(inconsistent("overflow"))?,
-                    held: self
-                        .held
-                        .checked_sub(held)
-                        .ok_or(inconsistent("held underflow"))?,
-                    spent: self
-                        .spent
-                        .checked_add(actual)
-                        .ok_or(inconsistent("overflow"))?,
+                    available: self.available.checked_add(refund).ok_or(inconsistent("overflow"))?,
+                    held: self.held.checked_sub(held).ok_or(inconsistent("held underflow"))?,
+                    spent: self.spent.checked_add(actual).ok_or(inconsistent("overflow"))?,
                 })
             }
             CreditMovement::Release(amount) => Ok(Balances {
-                available: self
-                    .available
-                    .checked_add(amount)
-                    .ok_or(inconsistent("overflow"))?,
-                held: self
-                    .held
-                    .checked_sub(amount)
-                    .ok_or(inconsistent("held underflow"))?,
+                available: self.available.checked_add(amount).ok_or(inconsistent("overflow"))?,
+                held: self.held.checked_sub(amount).ok_or(inconsistent("held underflow"))?,
                 spent: self.spent,
             }),
         }
@@ -159,26 +135,18 @@ impl Balances {
     /// # Errors
     /// [`BalanceError::GrantBelowZero`] when a negative grant exceeds `available`.
     pub fn grant(self, amount: i64) -> Result<Balances, BalanceError> {
-        let below_zero = BalanceError::GrantBelowZero {
-            available: self.available,
-            amount,
-        };
+        let below_zero = BalanceError::GrantBelowZero { available: self.available, amount };
         let magnitude = Credits::new(amount.unsigned_abs());
-        let available = if amount >= 0 {
-            self.available.checked_add(magnitude)
-        } else {
-            self.available.checked_sub(magnitude)
-        }
-        .ok_or(below_zero)?;
+        let available =
+            if amount >= 0 { self.available.checked_add(magnitude) } else { self.available.checked_sub(magnitude) }
+                .ok_or(below_zero)?;
         Ok(Balances { available, ..self })
     }
 
     /// `available + held + spent`: all credits ever granted, net.
     #[must_use]
     pub fn total(&self) -> u128 {
-        u128::from(self.available.get())
-            + u128::from(self.held.get())
-            + u128::from(self.spent.get())
+        u128::from(self.available.get()) + u128::from(self.held.get()) + u128::from(self.spent.get())
     }
 }
 
@@ -187,80 +155,49 @@ mod tests {
     use super::*;
 
     fn balances(available: u64, held: u64, spent: u64) -> Balances {
-        Balances {
-            available: Credits::new(available),
-            held: Credits::new(held),
-            spent: Credits::new(spent),
-        }
+        Balances { available: Credits::new(available), held: Credits::new(held), spent: Credits::new(spent) }
     }
 
     #[test]
     fn hold_moves_available_to_held() {
-        let after = balances(100, 0, 0)
-            .apply(CreditMovement::Hold(Credits::new(40)))
-            .unwrap();
+        let after = balances(100, 0, 0).apply(CreditMovement::Hold(Credits::new(40))).unwrap();
         assert_eq!(after, balances(60, 40, 0));
     }
 
     #[test]
     fn hold_beyond_available_is_refused_with_both_amounts() {
-        let err = balances(12, 0, 0)
-            .apply(CreditMovement::Hold(Credits::new(40)))
-            .unwrap_err();
+        let err = balances(12, 0, 0).apply(CreditMovement::Hold(Credits::new(40))).unwrap_err();
         assert_eq!(err.to_string(), "needs 40 credits, 12 available");
     }
 
     #[test]
     fn settle_charges_actual_and_releases_the_rest() {
-        let movement = CreditMovement::Settle {
-            held: Credits::new(40),
-            actual: Credits::new(30),
-        };
-        assert_eq!(
-            balances(60, 40, 0).apply(movement).unwrap(),
-            balances(70, 0, 30)
-        );
+        let movement = CreditMovement::Settle { held: Credits::new(40), actual: Credits::new(30) };
+        assert_eq!(balances(60, 40, 0).apply(movement).unwrap(), balances(70, 0, 30));
     }
 
     #[test]
     fn settle_of_more_than_held_is_inconsistent() {
-        let movement = CreditMovement::Settle {
-            held: Credits::new(10),
-            actual: Credits::new(30),
-        };
-        assert!(matches!(
-            balances(0, 10, 0).apply(movement),
-            Err(BalanceError::Inconsistent(_))
-        ));
+        let movement = CreditMovement::Settle { held: Credits::new(10), actual: Credits::new(30) };
+        assert!(matches!(balances(0, 10, 0).apply(movement), Err(BalanceError::Inconsistent(_))));
     }
 
     #[test]
     fn release_returns_everything_held() {
-        let after = balances(60, 40, 5)
-            .apply(CreditMovement::Release(Credits::new(40)))
-            .unwrap();
+        let after = balances(60, 40, 5).apply(CreditMovement::Release(Credits::new(40))).unwrap();
         assert_eq!(after, balances(100, 0, 5));
     }
 
     #[test]
     fn release_of_more_than_held_is_inconsistent() {
-        assert!(
-            balances(0, 5, 0)
-                .apply(CreditMovement::Release(Credits::new(6)))
-                .is_err()
-        );
+        assert!(balances(0, 5, 0).apply(CreditMovement::Release(Credits::new(6))).is_err());
     }
 
     #[test]
     fn every_movement_keeps_the_total() {
         let start = balances(100, 0, 0);
         let held = start.apply(CreditMovement::Hold(Credits::new(30))).unwrap();
-        let settled = held
-            .apply(CreditMovement::Settle {
-                held: Credits::new(30),
-                actual: Credits::new(20),
-            })
-            .unwrap();
+        let settled = held.apply(CreditMovement::Settle { held: Credits::new(30), actual: Credits::new(20) }).unwrap();
         assert_eq!(start.total(), held.total());
         assert_eq!(start.total(), settled.total());
     }

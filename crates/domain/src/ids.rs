@@ -234,10 +234,7 @@ mod tests {
     #[test]
     fn key_hash_matches_only_the_same_key() {
         let key = ApiKey::generate();
-        assert!(
-            key.hash()
-                .matches(&ApiKey::from_presented(key.expose()).hash())
-        );
+        assert!(key.hash().matches(&ApiKey::from_presented(key.expose()).hash()));
         assert!(!key.hash().matches(&ApiKey::generate().hash()));
     }
 

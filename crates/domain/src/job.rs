@@ -28,21 +28,13 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, for exhaustive tests.
-    pub const ALL: [JobState; 5] = [
-        JobState::Queued,
-        JobState::Running,
-        JobState::Succeeded,
-        JobState::Failed,
-        JobState::Canceled,
-    ];
+    pub const ALL: [JobState; 5] =
+        [JobState::Queued, JobState::Running, JobState::Succeeded, JobState::Failed, JobState::Canceled];
 
     /// Whether the job can change no more.
     #[must_use]
     pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            JobState::Succeeded | JobState::Failed | JobState::Canceled
-        )
+        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Canceled)
     }
 
     /// The lowercase name used in the API.
@@ -142,11 +134,7 @@ impl JobError {
     /// An error with the type that belongs to `code`.
     #[must_use]
     pub fn new(code: JobErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            kind: code.error_type().to_owned(),
-            code,
-            message: message.into(),
-        }
+        Self { kind: code.error_type().to_owned(), code, message: message.into() }
     }
 }
 
@@ -213,7 +201,11 @@ pub struct Job {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Trigger {
     /// The driver is about to send the job to the provider.
-    SubmitStarted,
+    SubmitStarted {
+        /// When another driver may look at the job if this one never records the outcome; it
+        /// will then fail the job rather than submit it again.
+        next_poll_at: OffsetDateTime,
+    },
     /// The provider accepted the job.
     Submitted {
         /// Where the job lives there.
@@ -264,7 +256,7 @@ impl Trigger {
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
-            Trigger::SubmitStarted => "submit_started",
+            Trigger::SubmitStarted { .. } => "submit_started",
             Trigger::Submitted { .. } => "submitted",
             Trigger::SubmitNotReached { .. } => "submit_not_reached",
             Trigger::UpstreamQueued { .. } => "upstream_queued",
@@ -350,32 +342,23 @@ impl Job {
     /// [`TransitionError::AlreadyFinal`] for any trigger on a final job;
     /// [`TransitionError::NotApplicable`] for a provider event that does not fit: a submission
     /// of a job already submitted, or a poll result of a job not submitted.
-    pub fn apply(
-        &self,
-        trigger: Trigger,
-        now: OffsetDateTime,
-    ) -> Result<Transition, TransitionError> {
+    pub fn apply(&self, trigger: Trigger, now: OffsetDateTime) -> Result<Transition, TransitionError> {
         if self.state.is_final() {
             return Err(TransitionError::AlreadyFinal(self.state));
         }
-        let not_applicable = TransitionError::NotApplicable {
-            state: self.state,
-            trigger: trigger.name(),
-        };
+        let not_applicable = TransitionError::NotApplicable { state: self.state, trigger: trigger.name() };
         let mut next = self.clone();
         next.version = self.version + 1;
         let mut movement = None;
         match trigger {
-            Trigger::SubmitStarted => {
+            Trigger::SubmitStarted { next_poll_at } => {
                 if self.upstream.is_some() || self.submit_attempted {
                     return Err(not_applicable);
                 }
                 next.submit_attempted = true;
+                next.next_poll_at = Some(next_poll_at);
             }
-            Trigger::Submitted {
-                upstream,
-                next_poll_at,
-            } => {
+            Trigger::Submitted { upstream, next_poll_at } => {
                 if self.upstream.is_some() || !self.submit_attempted {
                     return Err(not_applicable);
                 }
@@ -398,10 +381,7 @@ impl Job {
                 next.next_poll_at = Some(next_poll_at);
                 next.poll_failures = 0;
             }
-            Trigger::UpstreamRunning {
-                progress,
-                next_poll_at,
-            } => {
+            Trigger::UpstreamRunning { progress, next_poll_at } => {
                 if self.upstream.is_none() {
                     return Err(not_applicable);
                 }
@@ -415,10 +395,7 @@ impl Job {
                 next.next_poll_at = Some(next_poll_at);
                 next.poll_failures = self.poll_failures.saturating_add(1);
             }
-            Trigger::Succeeded {
-                outputs,
-                credits_actual,
-            } => {
+            Trigger::Succeeded { outputs, credits_actual } => {
                 if self.upstream.is_none() {
                     return Err(not_applicable);
                 }
@@ -428,10 +405,7 @@ impl Job {
                 next.outputs = Some(outputs);
                 next.started_at = self.started_at.or(Some(now));
                 next.credits_actual = Some(actual);
-                movement = Some(CreditMovement::Settle {
-                    held: self.credits_held,
-                    actual,
-                });
+                movement = Some(CreditMovement::Settle { held: self.credits_held, actual });
                 next.finish(now);
             }
             Trigger::Failed { error } => {
@@ -443,21 +417,14 @@ impl Job {
             }
             Trigger::Cancel => {
                 next.state = JobState::Canceled;
-                next.error = Some(JobError::new(
-                    JobErrorCode::JobCanceled,
-                    "the job was canceled by its owner",
-                ));
+                next.error = Some(JobError::new(JobErrorCode::JobCanceled, "the job was canceled by its owner"));
                 next.credits_actual = Some(Credits::ZERO);
                 next.canceled_at = Some(now);
                 movement = Some(CreditMovement::Release(self.credits_held));
                 next.finish(now);
             }
         }
-        Ok(Transition {
-            job: next,
-            expected_version: self.version,
-            movement,
-        })
+        Ok(Transition { job: next, expected_version: self.version, movement })
     }
 
     fn finish(&mut self, now: OffsetDateTime) {
@@ -515,27 +482,15 @@ mod tests {
     }
 
     fn submitted() -> Job {
-        let attempted = step(&queued(), Trigger::SubmitStarted);
-        step(
-            &attempted,
-            Trigger::Submitted {
-                upstream: upstream(),
-                next_poll_at: now(),
-            },
-        )
+        let attempted = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
+        step(&attempted, Trigger::Submitted { upstream: upstream(), next_poll_at: now() })
     }
 
     fn in_state(state: JobState) -> Job {
         let job = submitted();
         match state {
             JobState::Queued => job,
-            JobState::Running => step(
-                &job,
-                Trigger::UpstreamRunning {
-                    progress: 10,
-                    next_poll_at: now(),
-                },
-            ),
+            JobState::Running => step(&job, Trigger::UpstreamRunning { progress: 10, next_poll_at: now() }),
             JobState::Succeeded => step(&job, success(8)),
             JobState::Failed => step(&job, failure()),
             JobState::Canceled => step(&job, Trigger::Cancel),
@@ -546,46 +501,26 @@ mod tests {
         OutputItem {
             url: "https://x/1.png".into(),
             kind: OutputKind::Image,
-            meta: OutputMeta {
-                content_type: "image/png".into(),
-                ..OutputMeta::default()
-            },
+            meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
         }
     }
 
     fn success(actual: u64) -> Trigger {
-        Trigger::Succeeded {
-            outputs: vec![image()],
-            credits_actual: Credits::new(actual),
-        }
+        Trigger::Succeeded { outputs: vec![image()], credits_actual: Credits::new(actual) }
     }
 
     fn failure() -> Trigger {
-        Trigger::Failed {
-            error: JobError::new(JobErrorCode::UpstreamFailed, "boom"),
-        }
+        Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "boom") }
     }
 
     fn all_triggers() -> Vec<Trigger> {
         vec![
-            Trigger::SubmitStarted,
-            Trigger::Submitted {
-                upstream: upstream(),
-                next_poll_at: now(),
-            },
-            Trigger::SubmitNotReached {
-                next_poll_at: now(),
-            },
-            Trigger::UpstreamQueued {
-                next_poll_at: now(),
-            },
-            Trigger::UpstreamRunning {
-                progress: 50,
-                next_poll_at: now(),
-            },
-            Trigger::UpstreamUnreachable {
-                next_poll_at: now(),
-            },
+            Trigger::SubmitStarted { next_poll_at: now() },
+            Trigger::Submitted { upstream: upstream(), next_poll_at: now() },
+            Trigger::SubmitNotReached { next_poll_at: now() },
+            Trigger::UpstreamQueued { next_poll_at: now() },
+            Trigger::UpstreamRunning { progress: 50, next_poll_at: now() },
+            Trigger::UpstreamUnreachable { next_poll_at: now() },
             success(4),
             failure(),
             Trigger::Cancel,
@@ -605,10 +540,7 @@ mod tests {
         );
         assert_eq!(job.state, JobState::Queued);
         assert_eq!(movement, CreditMovement::Hold(Credits::new(8)));
-        assert_eq!(
-            (job.started_at, job.finished_at, job.credits_actual),
-            (None, None, None)
-        );
+        assert_eq!((job.started_at, job.finished_at, job.credits_actual), (None, None, None));
         assert_eq!((&job.outputs, &job.error), (&None, &None));
     }
 
@@ -622,11 +554,7 @@ mod tests {
                 let name = trigger.name();
                 let result = job.apply(trigger, now());
                 if state.is_final() {
-                    assert_eq!(
-                        result,
-                        Err(TransitionError::AlreadyFinal(state)),
-                        "{state:?} {name}"
-                    );
+                    assert_eq!(result, Err(TransitionError::AlreadyFinal(state)), "{state:?} {name}");
                     continue;
                 }
                 let expected = match name {
@@ -649,13 +577,10 @@ mod tests {
                         assert_eq!(t.expected_version, job.version);
                         assert_eq!(t.job.version, job.version + 1);
                         let movement = match next {
-                            JobState::Succeeded => Some(CreditMovement::Settle {
-                                held: Credits::new(8),
-                                actual: Credits::new(4),
-                            }),
-                            JobState::Failed | JobState::Canceled => {
-                                Some(CreditMovement::Release(Credits::new(8)))
+                            JobState::Succeeded => {
+                                Some(CreditMovement::Settle { held: Credits::new(8), actual: Credits::new(4) })
                             }
+                            JobState::Failed | JobState::Canceled => Some(CreditMovement::Release(Credits::new(8))),
                             _ => None,
                         };
                         assert_eq!(t.movement, movement, "{state:?} {name}");
@@ -668,71 +593,26 @@ mod tests {
     #[test]
     fn submission_steps_apply_only_before_submission() {
         let job = queued();
-        assert!(
-            job.apply(
-                Trigger::Submitted {
-                    upstream: upstream(),
-                    next_poll_at: now()
-                },
-                now()
-            )
-            .is_err()
-        );
-        let attempted = step(&job, Trigger::SubmitStarted);
+        assert!(job.apply(Trigger::Submitted { upstream: upstream(), next_poll_at: now() }, now()).is_err());
+        let attempted = step(&job, Trigger::SubmitStarted { next_poll_at: now() });
         assert!(attempted.submit_attempted);
         assert!(
-            attempted.apply(Trigger::SubmitStarted, now()).is_err(),
+            attempted.apply(Trigger::SubmitStarted { next_poll_at: now() }, now()).is_err(),
             "never submitted twice"
         );
-        let retry = step(
-            &attempted,
-            Trigger::SubmitNotReached {
-                next_poll_at: now(),
-            },
-        );
+        let retry = step(&attempted, Trigger::SubmitNotReached { next_poll_at: now() });
         assert!(!retry.submit_attempted);
         assert_eq!(retry.poll_failures, 1);
-        assert!(
-            queued().apply(success(1), now()).is_err(),
-            "no result without submission"
-        );
-        assert!(
-            queued()
-                .apply(
-                    Trigger::UpstreamRunning {
-                        progress: 1,
-                        next_poll_at: now()
-                    },
-                    now()
-                )
-                .is_err()
-        );
+        assert!(queued().apply(success(1), now()).is_err(), "no result without submission");
+        assert!(queued().apply(Trigger::UpstreamRunning { progress: 1, next_poll_at: now() }, now()).is_err());
     }
 
     #[test]
     fn progress_never_decreases_and_stays_below_100_until_success() {
-        let job = step(
-            &submitted(),
-            Trigger::UpstreamRunning {
-                progress: 60,
-                next_poll_at: now(),
-            },
-        );
-        let lower = step(
-            &job,
-            Trigger::UpstreamRunning {
-                progress: 30,
-                next_poll_at: now(),
-            },
-        );
+        let job = step(&submitted(), Trigger::UpstreamRunning { progress: 60, next_poll_at: now() });
+        let lower = step(&job, Trigger::UpstreamRunning { progress: 30, next_poll_at: now() });
         assert_eq!(lower.progress, 60);
-        let over = step(
-            &job,
-            Trigger::UpstreamRunning {
-                progress: 100,
-                next_poll_at: now(),
-            },
-        );
+        let over = step(&job, Trigger::UpstreamRunning { progress: 100, next_poll_at: now() });
         assert_eq!(over.progress, MAX_RUNNING_PROGRESS);
         assert_eq!(step(&job, success(8)).progress, 100);
     }
@@ -741,13 +621,7 @@ mod tests {
     fn success_charges_at_most_the_hold() {
         let t = submitted().apply(success(50), now()).unwrap();
         assert_eq!(t.job.credits_actual, Some(Credits::new(8)));
-        assert_eq!(
-            t.movement,
-            Some(CreditMovement::Settle {
-                held: Credits::new(8),
-                actual: Credits::new(8)
-            })
-        );
+        assert_eq!(t.movement, Some(CreditMovement::Settle { held: Credits::new(8), actual: Credits::new(8) }));
         assert!(t.job.outputs.is_some());
         assert_eq!(t.job.error, None);
         assert_eq!(t.job.finished_at, Some(now()));
@@ -756,16 +630,11 @@ mod tests {
 
     #[test]
     fn cancel_sets_canceled_at_equal_to_finished_at_and_releases() {
-        let t = in_state(JobState::Running)
-            .apply(Trigger::Cancel, now())
-            .unwrap();
+        let t = in_state(JobState::Running).apply(Trigger::Cancel, now()).unwrap();
         assert_eq!(t.job.canceled_at, Some(now()));
         assert_eq!(t.job.finished_at, t.job.canceled_at);
         assert_eq!(t.job.credits_actual, Some(Credits::ZERO));
-        assert_eq!(
-            t.job.error.as_ref().unwrap().code,
-            JobErrorCode::JobCanceled
-        );
+        assert_eq!(t.job.error.as_ref().unwrap().code, JobErrorCode::JobCanceled);
         assert_eq!(t.job.error.as_ref().unwrap().kind, "canceled");
         assert_eq!(t.job.outputs, None);
     }

@@ -67,12 +67,7 @@ impl StoredKey {
     /// The stored form of `key`.
     #[must_use]
     pub fn of(key: &ApiKey, user_id: UserId, created_at: OffsetDateTime) -> Self {
-        Self {
-            prefix: key.prefix(),
-            hash: key.hash(),
-            user_id,
-            created_at,
-        }
+        Self { prefix: key.prefix(), hash: key.hash(), user_id, created_at }
     }
 }
 
@@ -241,12 +236,7 @@ pub trait JobStore: Send + Sync {
     async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError>;
 
     /// A user's jobs, newest first, older than `before` when given, at most `limit`.
-    async fn jobs_of(
-        &self,
-        user_id: UserId,
-        before: Option<JobId>,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError>;
+    async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError>;
 
     /// Commits a transition if the stored job still has `expected_version`, together with its
     /// credit movement, and clears the job's lease.
@@ -327,18 +317,10 @@ pub enum ResultFailure {
 #[async_trait]
 pub trait UpstreamProvider: Send + Sync {
     /// Submits a job.
-    async fn submit(
-        &self,
-        job_id: JobId,
-        input: &UpstreamInput,
-    ) -> Result<UpstreamRef, SubmitFailure>;
+    async fn submit(&self, job_id: JobId, input: &UpstreamInput) -> Result<UpstreamRef, SubmitFailure>;
 
     /// Polls a job's status.
-    async fn status(
-        &self,
-        job_id: JobId,
-        upstream: &UpstreamRef,
-    ) -> Result<UpstreamStatus, PollFailure>;
+    async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure>;
 
     /// Fetches a completed job's outputs.
     async fn result(

@@ -34,19 +34,13 @@ impl InvalidRequest {
     /// A refusal about one field.
     #[must_use]
     pub fn param(param: &str, message: impl Into<String>) -> Self {
-        Self {
-            param: Some(param.to_owned()),
-            message: message.into(),
-        }
+        Self { param: Some(param.to_owned()), message: message.into() }
     }
 
     /// A refusal about the whole body.
     #[must_use]
     pub fn body(message: impl Into<String>) -> Self {
-        Self {
-            param: None,
-            message: message.into(),
-        }
+        Self { param: None, message: message.into() }
     }
 }
 
@@ -95,16 +89,8 @@ const VIDEO_FIELDS: &[&str] = &[
     "negative_prompt",
     "extra",
 ];
-const IMAGE_FIELDS: &[&str] = &[
-    "prompt",
-    "model",
-    "aspect_ratio",
-    "n",
-    "seed",
-    "image_inputs",
-    "negative_prompt",
-    "extra",
-];
+const IMAGE_FIELDS: &[&str] =
+    &["prompt", "model", "aspect_ratio", "n", "seed", "image_inputs", "negative_prompt", "extra"];
 
 /// Default model of the video endpoint.
 pub const DEFAULT_VIDEO_MODEL: &str = "seedance-2.0-fast";
@@ -123,10 +109,7 @@ impl Body<'_> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(InvalidRequest::param(
-                name,
-                format!("`{name}` must be a string"),
-            )),
+            Some(_) => Err(InvalidRequest::param(name, format!("`{name}` must be a string"))),
         }
     }
 
@@ -134,44 +117,25 @@ impl Body<'_> {
         let Some(value) = self.get(name) else {
             return Ok(None);
         };
-        let out_of_range = || {
-            InvalidRequest::param(
-                name,
-                format!("`{name}` must be an integer from {min} to {max}"),
-            )
-        };
+        let out_of_range = || InvalidRequest::param(name, format!("`{name}` must be an integer from {min} to {max}"));
         let number = match value {
             Value::Number(n) => n.as_u64().or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-                    .map(|f| f as u64)
+                n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64).map(|f| f as u64)
             }),
             _ => {
-                return Err(InvalidRequest::param(
-                    name,
-                    format!("`{name}` must be a number"),
-                ));
+                return Err(InvalidRequest::param(name, format!("`{name}` must be a number")));
             }
         };
-        number
-            .filter(|n| (min..=max).contains(n))
-            .map(Some)
-            .ok_or_else(out_of_range)
+        number.filter(|n| (min..=max).contains(n)).map(Some).ok_or_else(out_of_range)
     }
 
-    fn choice(
-        &self,
-        name: &str,
-        allowed: &[String],
-        default: Option<&str>,
-    ) -> Result<Option<String>, InvalidRequest> {
+    fn choice(&self, name: &str, allowed: &[String], default: Option<&str>) -> Result<Option<String>, InvalidRequest> {
         match self.string(name)? {
             None => Ok(default.map(str::to_owned)),
             Some(v) if allowed.iter().any(|a| a == v) => Ok(Some(v.to_owned())),
-            Some(v) => Err(InvalidRequest::param(
-                name,
-                format!("`{name}` must be one of {}; got {v:?}", allowed.join(", ")),
-            )),
+            Some(v) => {
+                Err(InvalidRequest::param(name, format!("`{name}` must be one of {}; got {v:?}", allowed.join(", "))))
+            }
         }
     }
 }
@@ -183,24 +147,13 @@ impl GenerationRequest {
     /// [`InvalidRequest`] naming the first field at fault: a body that is not an object, an
     /// unknown field, a missing or over-long prompt, an unknown model or one of another modality,
     /// a value of the wrong type, outside its range or not among its choices.
-    pub fn parse(
-        endpoint: Modality,
-        body: &Value,
-        catalog: &Catalog,
-    ) -> Result<Self, InvalidRequest> {
+    pub fn parse(endpoint: Modality, body: &Value, catalog: &Catalog) -> Result<Self, InvalidRequest> {
         let Value::Object(map) = body else {
             return Err(InvalidRequest::body("the body must be a JSON object"));
         };
-        let known = if endpoint == Modality::Video {
-            VIDEO_FIELDS
-        } else {
-            IMAGE_FIELDS
-        };
+        let known = if endpoint == Modality::Video { VIDEO_FIELDS } else { IMAGE_FIELDS };
         if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(InvalidRequest::param(
-                unknown,
-                format!("unknown field `{unknown}`"),
-            ));
+            return Err(InvalidRequest::param(unknown, format!("unknown field `{unknown}`")));
         }
         let body = Body(map);
 
@@ -220,20 +173,14 @@ impl GenerationRequest {
             Some(p) if p.chars().count() > MAX_NEGATIVE_PROMPT_CHARS => {
                 return Err(InvalidRequest::param(
                     "negative_prompt",
-                    format!(
-                        "`negative_prompt` must be at most {MAX_NEGATIVE_PROMPT_CHARS} characters"
-                    ),
+                    format!("`negative_prompt` must be at most {MAX_NEGATIVE_PROMPT_CHARS} characters"),
                 ));
             }
             Some(p) if !p.trim().is_empty() => Some(p.to_owned()),
             _ => None,
         };
         let aspect_ratio = body
-            .choice(
-                "aspect_ratio",
-                &model.aspect_ratios,
-                Some(&model.default_aspect_ratio),
-            )?
+            .choice("aspect_ratio", &model.aspect_ratios, Some(&model.default_aspect_ratio))?
             .unwrap_or_else(|| model.default_aspect_ratio.clone());
 
         let resolution = if model.resolutions.is_empty() {
@@ -245,11 +192,7 @@ impl GenerationRequest {
             }
             None
         } else {
-            body.choice(
-                "resolution",
-                &model.resolutions,
-                model.default_resolution.as_deref(),
-            )?
+            body.choice("resolution", &model.resolutions, model.default_resolution.as_deref())?
         };
 
         let duration_sec = match model.duration_sec {
@@ -260,32 +203,21 @@ impl GenerationRequest {
             None => None,
         };
         let n = match endpoint {
-            Modality::Image => Some(
-                body.integer("n", 1, u64::from(MAX_IMAGES))?
-                    .map_or(1, |n| n as u8),
-            ),
+            Modality::Image => Some(body.integer("n", 1, u64::from(MAX_IMAGES))?.map_or(1, |n| n as u8)),
             _ => None,
         };
-        let seed = body
-            .integer("seed", 0, u64::from(u32::MAX))?
-            .map(|s| s as u32);
+        let seed = body.integer("seed", 0, u64::from(u32::MAX))?.map(|s| s as u32);
         let image_inputs = image_inputs(&body)?;
         let extra = match body.get("extra") {
             None => None,
             Some(Value::Object(extra)) => {
                 if serde_json::to_vec(extra).map_or(usize::MAX, |b| b.len()) > MAX_EXTRA_BYTES {
-                    return Err(InvalidRequest::param(
-                        "extra",
-                        "`extra` must be at most 64 KiB",
-                    ));
+                    return Err(InvalidRequest::param("extra", "`extra` must be at most 64 KiB"));
                 }
                 Some(extra.clone())
             }
             Some(_) => {
-                return Err(InvalidRequest::param(
-                    "extra",
-                    "`extra` must be a JSON object",
-                ));
+                return Err(InvalidRequest::param("extra", "`extra` must be a JSON object"));
             }
         };
 
@@ -307,28 +239,14 @@ impl GenerationRequest {
     }
 }
 
-fn resolve_model<'c>(
-    body: &Body<'_>,
-    endpoint: Modality,
-    catalog: &'c Catalog,
-) -> Result<&'c Model, InvalidRequest> {
-    let default = if endpoint == Modality::Video {
-        DEFAULT_VIDEO_MODEL
-    } else {
-        DEFAULT_IMAGE_MODEL
-    };
+fn resolve_model<'c>(body: &Body<'_>, endpoint: Modality, catalog: &'c Catalog) -> Result<&'c Model, InvalidRequest> {
+    let default = if endpoint == Modality::Video { DEFAULT_VIDEO_MODEL } else { DEFAULT_IMAGE_MODEL };
     let id = body.string("model")?.unwrap_or(default);
-    let model = catalog
-        .model(id)
-        .ok_or_else(|| InvalidRequest::param("model", format!("unknown model {id:?}")))?;
+    let model = catalog.model(id).ok_or_else(|| InvalidRequest::param("model", format!("unknown model {id:?}")))?;
     if model.modality != endpoint {
         return Err(InvalidRequest::param(
             "model",
-            format!(
-                "model {id:?} is a {} model, not a {} model",
-                model.modality.as_str(),
-                endpoint.as_str()
-            ),
+            format!("model {id:?} is a {} model, not a {} model", model.modality.as_str(), endpoint.as_str()),
         ));
     }
     Ok(model)
@@ -340,17 +258,11 @@ fn image_inputs(body: &Body<'_>) -> Result<Vec<String>, InvalidRequest> {
         None => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
         Some(_) => {
-            return Err(InvalidRequest::param(
-                param,
-                "`image_inputs` must be an array of URLs",
-            ));
+            return Err(InvalidRequest::param(param, "`image_inputs` must be an array of URLs"));
         }
     };
     if items.len() > MAX_IMAGE_INPUTS {
-        return Err(InvalidRequest::param(
-            param,
-            format!("`image_inputs` takes at most {MAX_IMAGE_INPUTS} URLs"),
-        ));
+        return Err(InvalidRequest::param(param, format!("`image_inputs` takes at most {MAX_IMAGE_INPUTS} URLs")));
     }
     items
         .iter()
@@ -358,16 +270,16 @@ fn image_inputs(body: &Body<'_>) -> Result<Vec<String>, InvalidRequest> {
             Value::String(url) if is_web_url(url) => Ok(url.clone()),
             _ => Err(InvalidRequest::param(
                 param,
-                format!("each of `image_inputs` must be an http or https URL of at most {MAX_IMAGE_URL_CHARS} characters"),
+                format!(
+                    "each of `image_inputs` must be an http or https URL of at most {MAX_IMAGE_URL_CHARS} characters"
+                ),
             )),
         })
         .collect()
 }
 
 fn is_web_url(url: &str) -> bool {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
     url.len() <= MAX_IMAGE_URL_CHARS
         && rest.is_some_and(|r| {
             let host = r.split(['/', '?', '#']).next().unwrap_or("");
@@ -417,115 +329,35 @@ mod tests {
             (Modality::Video, json!({"prompt": "   "}), "prompt"),
             (Modality::Video, json!({"prompt": 5}), "prompt"),
             (Modality::Video, json!({"prompt": long}), "prompt"),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "negative_prompt": "x".repeat(2001)}),
-                "negative_prompt",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "model": "nope"}),
-                "model",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "model": "flux-pro"}),
-                "model",
-            ),
-            (
-                Modality::Image,
-                json!({"prompt": "a", "model": "seedance-2.0-fast"}),
-                "model",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "aspect_ratio": "4:3"}),
-                "aspect_ratio",
-            ),
-            (
-                Modality::Image,
-                json!({"prompt": "a", "aspect_ratio": "21:9"}),
-                "aspect_ratio",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "resolution": "4k"}),
-                "resolution",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "model": "kling-2.1-master", "resolution": "720p"}),
-                "resolution",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "duration_sec": 3}),
-                "duration_sec",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "duration_sec": 16}),
-                "duration_sec",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "duration_sec": 5.5}),
-                "duration_sec",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "duration_sec": "5"}),
-                "duration_sec",
-            ),
+            (Modality::Video, json!({"prompt": "a", "negative_prompt": "x".repeat(2001)}), "negative_prompt"),
+            (Modality::Video, json!({"prompt": "a", "model": "nope"}), "model"),
+            (Modality::Video, json!({"prompt": "a", "model": "flux-pro"}), "model"),
+            (Modality::Image, json!({"prompt": "a", "model": "seedance-2.0-fast"}), "model"),
+            (Modality::Video, json!({"prompt": "a", "aspect_ratio": "4:3"}), "aspect_ratio"),
+            (Modality::Image, json!({"prompt": "a", "aspect_ratio": "21:9"}), "aspect_ratio"),
+            (Modality::Video, json!({"prompt": "a", "resolution": "4k"}), "resolution"),
+            (Modality::Video, json!({"prompt": "a", "model": "kling-2.1-master", "resolution": "720p"}), "resolution"),
+            (Modality::Video, json!({"prompt": "a", "duration_sec": 3}), "duration_sec"),
+            (Modality::Video, json!({"prompt": "a", "duration_sec": 16}), "duration_sec"),
+            (Modality::Video, json!({"prompt": "a", "duration_sec": 5.5}), "duration_sec"),
+            (Modality::Video, json!({"prompt": "a", "duration_sec": "5"}), "duration_sec"),
             (Modality::Image, json!({"prompt": "a", "n": 0}), "n"),
             (Modality::Image, json!({"prompt": "a", "n": 5}), "n"),
             (Modality::Video, json!({"prompt": "a", "n": 2}), "n"),
             (Modality::Video, json!({"prompt": "a", "seed": -1}), "seed"),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "seed": 4_294_967_296_u64}),
-                "seed",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "image_inputs": "https://a/b.png"}),
-                "image_inputs",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "image_inputs": ["ftp://a/b.png"]}),
-                "image_inputs",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "image_inputs": ["https://"]}),
-                "image_inputs",
-            ),
+            (Modality::Video, json!({"prompt": "a", "seed": 4_294_967_296_u64}), "seed"),
+            (Modality::Video, json!({"prompt": "a", "image_inputs": "https://a/b.png"}), "image_inputs"),
+            (Modality::Video, json!({"prompt": "a", "image_inputs": ["ftp://a/b.png"]}), "image_inputs"),
+            (Modality::Video, json!({"prompt": "a", "image_inputs": ["https://"]}), "image_inputs"),
             (
                 Modality::Video,
                 json!({"prompt": "a", "image_inputs": [format!("https://a/{}", "x".repeat(2048))]}),
                 "image_inputs",
             ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "image_inputs": vec!["https://a/b.png"; 11]}),
-                "image_inputs",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "extra": [1]}),
-                "extra",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "extra": {"k": "x".repeat(MAX_EXTRA_BYTES)}}),
-                "extra",
-            ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "surprise": true}),
-                "surprise",
-            ),
+            (Modality::Video, json!({"prompt": "a", "image_inputs": vec!["https://a/b.png"; 11]}), "image_inputs"),
+            (Modality::Video, json!({"prompt": "a", "extra": [1]}), "extra"),
+            (Modality::Video, json!({"prompt": "a", "extra": {"k": "x".repeat(MAX_EXTRA_BYTES)}}), "extra"),
+            (Modality::Video, json!({"prompt": "a", "surprise": true}), "surprise"),
         ];
         for (endpoint, body, param) in cases {
             assert_eq!(refused_param(endpoint, body.clone()), param, "{body}");
@@ -539,18 +371,12 @@ mod tests {
                 Modality::Video,
                 json!({"prompt": "x".repeat(MAX_PROMPT_CHARS), "duration_sec": 15, "seed": 4_294_967_295_u64}),
             ),
-            (
-                Modality::Video,
-                json!({"prompt": "a", "duration_sec": 4.0, "seed": 0, "resolution": "720p"}),
-            ),
+            (Modality::Video, json!({"prompt": "a", "duration_sec": 4.0, "seed": 0, "resolution": "720p"})),
             (
                 Modality::Image,
                 json!({"prompt": "a", "n": 4, "aspect_ratio": "3:4", "image_inputs": vec!["http://a/b.png"; 10]}),
             ),
-            (
-                Modality::Image,
-                json!({"prompt": "a", "seed": null, "extra": {"anything": [1, {"deep": true}]}}),
-            ),
+            (Modality::Image, json!({"prompt": "a", "seed": null, "extra": {"anything": [1, {"deep": true}]}})),
         ];
         for (endpoint, body) in ok {
             assert!(parse(endpoint, body.clone()).is_ok(), "{body}");

@@ -1,1 +1,143 @@
-//! placeholder
+//! # genjobs-http
+//!
+//! The actix-web edge of genjobs. Handlers are thin: they parse input into domain types, call one
+//! use case of [`Gateway`], and map the result or the use case's error enum to HTTP.
+//!
+//! ## Layout
+//! - `auth`: extractors for API keys (with the three `MISSING_API_KEY` cases) and the admin token.
+//! - `body`: JSON bodies, with 415 / 413 / 400 in that order.
+//! - `error`: the error envelope for every status, actix's own 404/405/400 included.
+//! - `routes`: one handler per endpoint.
+//! - `views`: the JSON shapes of responses, exactly as the spec writes them.
+//!
+//! No compression middleware is installed: it would buffer server-sent events.
+
+mod auth;
+mod body;
+mod error;
+mod routes;
+mod views;
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::{App, HttpResponse, HttpServer, web};
+use genjobs_domain::ids::AdminToken;
+use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::usecases::Gateway;
+
+pub use error::ApiError;
+pub use views::iso;
+
+/// Settings of the edge itself.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Lifetime of one SSE connection.
+    pub stream_max: Duration,
+    /// Interval of `: keep-alive` comments on an SSE connection.
+    pub keep_alive: Duration,
+    /// The `retry:` hint sent first on an SSE connection.
+    pub retry_hint: Duration,
+    /// Time given to open connections to finish on shutdown.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            stream_max: Duration::from_secs(60),
+            keep_alive: Duration::from_secs(10),
+            retry_hint: Duration::from_secs(1),
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What every handler shares.
+pub struct AppState {
+    /// The use cases.
+    pub gateway: Gateway,
+    /// The operators' token.
+    pub admin_token: AdminToken,
+    /// Settings of the edge.
+    pub settings: HttpSettings,
+}
+
+async fn route_not_found() -> HttpResponse {
+    actix_web::ResponseError::error_response(&ApiError::route_not_found())
+}
+
+async fn method_not_allowed() -> HttpResponse {
+    actix_web::ResponseError::error_response(&ApiError::method_not_allowed())
+}
+
+fn query_error(e: actix_web::error::QueryPayloadError, _: &actix_web::HttpRequest) -> actix_web::Error {
+    ApiError::from(InvalidRequest::body(format!("the query string is not valid: {e}"))).into()
+}
+
+fn path_error(_: actix_web::error::PathError, _: &actix_web::HttpRequest) -> actix_web::Error {
+    ApiError::route_not_found().into()
+}
+
+/// Registers every route, with the error envelope on actix's own errors.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use routes::*;
+    let resource = |path: &str| web::resource(path).default_service(web::to(method_not_allowed));
+    cfg.app_data(web::QueryConfig::default().error_handler(query_error))
+        .app_data(web::PathConfig::default().error_handler(path_error))
+        .service(
+            web::scope("/api/v1")
+                .service(resource("/video/generations").route(web::post().to(create_video)))
+                .service(resource("/images/generations").route(web::post().to(create_image)))
+                .service(resource("/jobs").route(web::get().to(list_jobs)))
+                .service(resource("/jobs/{id}").route(web::get().to(get_job)))
+                .service(resource("/jobs/{id}/stream").route(web::get().to(stream_job)))
+                .service(resource("/jobs/{id}/cancel").route(web::post().to(cancel_job)))
+                .service(resource("/models").route(web::get().to(list_models)))
+                .service(resource("/account").route(web::get().to(account))),
+        )
+        .service(
+            web::scope("/api/admin")
+                .service(resource("/users").route(web::post().to(admin_create_user)))
+                .service(resource("/users/{id}").route(web::get().to(admin_user)))
+                .service(resource("/users/{id}/keys").route(web::post().to(admin_issue_key)))
+                .service(resource("/users/{id}/credits").route(web::post().to(admin_grant)))
+                .service(resource("/keys/{prefix}").route(web::delete().to(admin_revoke_key))),
+        )
+        .default_service(web::to(route_not_found));
+}
+
+/// The HTTP server on `listener`; the caller runs it. It stops gracefully on SIGTERM / SIGINT.
+///
+/// # Errors
+/// When the listener cannot be used.
+pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> {
+    let shutdown_timeout = state.settings.shutdown_timeout.as_secs();
+    let state = web::Data::new(state);
+    let server = HttpServer::new(move || {
+        App::new().app_data(state.clone()).wrap(actix_web::middleware::from_fn(log_request)).configure(configure)
+    })
+    .shutdown_timeout(shutdown_timeout)
+    .listen(listener)?
+    .run();
+    Ok(server)
+}
+
+/// One log line per request, with its method, path, status and duration.
+async fn log_request(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let started = std::time::Instant::now();
+    let (method, path) = (req.method().clone(), req.path().to_owned());
+    let response = next.call(req).await?;
+    tracing::info!(
+        %method,
+        %path,
+        status = response.status().as_u16(),
+        millis = started.elapsed().as_millis() as u64,
+        "request"
+    );
+    Ok(response)
+}

@@ -62,16 +62,10 @@ impl JobEvents for EventHub {
         // Channels whose subscribers all left and whose job never changed again would stay
         // forever; sweep them whenever the map has doubled since the last sweep.
         if channels.by_job.len() > 2 * channels.size_after_last_sweep.max(512) {
-            channels
-                .by_job
-                .retain(|_, sender| sender.receiver_count() > 0);
+            channels.by_job.retain(|_, sender| sender.receiver_count() > 0);
             channels.size_after_last_sweep = channels.by_job.len();
         }
-        let receiver = channels
-            .by_job
-            .entry(job_id)
-            .or_insert_with(|| broadcast::channel(1).0)
-            .subscribe();
+        let receiver = channels.by_job.entry(job_id).or_insert_with(|| broadcast::channel(1).0).subscribe();
         BroadcastStream::new(receiver).map(|_| ()).boxed()
     }
 }
@@ -93,17 +87,8 @@ mod tests {
         let mut watching_a = hub.subscribe(a);
         let mut watching_b = hub.subscribe(b);
         hub.publish(a).await;
-        assert_eq!(
-            tokio::time::timeout(Duration::from_secs(1), watching_a.next())
-                .await
-                .unwrap(),
-            Some(())
-        );
-        assert!(
-            tokio::time::timeout(Duration::from_millis(20), watching_b.next())
-                .await
-                .is_err()
-        );
+        assert_eq!(tokio::time::timeout(Duration::from_secs(1), watching_a.next()).await.unwrap(), Some(()));
+        assert!(tokio::time::timeout(Duration::from_millis(20), watching_b.next()).await.is_err());
     }
 
     #[tokio::test]
@@ -124,11 +109,6 @@ mod tests {
         for _ in 0..5 {
             hub.publish(id).await;
         }
-        assert_eq!(
-            tokio::time::timeout(Duration::from_secs(1), changes.next())
-                .await
-                .unwrap(),
-            Some(())
-        );
+        assert_eq!(tokio::time::timeout(Duration::from_secs(1), changes.next()).await.unwrap(), Some(()));
     }
 }

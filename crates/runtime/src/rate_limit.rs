@@ -30,13 +30,8 @@ impl TokenBucketLimiter {
         let capacity = f64::from(per_minute.max(1));
         let per_second = capacity / 60.0;
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        let bucket = buckets.entry(user_id).or_insert(Bucket {
-            tokens: capacity,
-            refilled_at: now,
-        });
-        let elapsed = now
-            .saturating_duration_since(bucket.refilled_at)
-            .as_secs_f64();
+        let bucket = buckets.entry(user_id).or_insert(Bucket { tokens: capacity, refilled_at: now });
+        let elapsed = now.saturating_duration_since(bucket.refilled_at).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * per_second).min(capacity);
         bucket.refilled_at = now;
         if bucket.tokens >= 1.0 {
@@ -44,9 +39,7 @@ impl TokenBucketLimiter {
             RateDecision::Allowed
         } else {
             let wait = (1.0 - bucket.tokens) / per_second;
-            RateDecision::Limited {
-                retry_after: Duration::from_secs_f64(wait),
-            }
+            RateDecision::Limited { retry_after: Duration::from_secs_f64(wait) }
         }
     }
 }
@@ -75,9 +68,7 @@ mod tests {
         }
         match limiter.take(id, 3, start) {
             RateDecision::Limited { retry_after } => {
-                assert!(
-                    retry_after > Duration::from_secs(19) && retry_after <= Duration::from_secs(20)
-                );
+                assert!(retry_after > Duration::from_secs(19) && retry_after <= Duration::from_secs(20));
             }
             RateDecision::Allowed => panic!("fourth request in the same instant allowed"),
         }
@@ -90,14 +81,8 @@ mod tests {
         for _ in 0..60 {
             limiter.take(id, 60, start);
         }
-        assert!(matches!(
-            limiter.take(id, 60, start),
-            RateDecision::Limited { .. }
-        ));
-        assert_eq!(
-            limiter.take(id, 60, start + Duration::from_millis(1001)),
-            RateDecision::Allowed
-        );
+        assert!(matches!(limiter.take(id, 60, start), RateDecision::Limited { .. }));
+        assert_eq!(limiter.take(id, 60, start + Duration::from_millis(1001)), RateDecision::Allowed);
     }
 
     #[test]
@@ -106,10 +91,7 @@ mod tests {
         let now = Instant::now();
         let (a, b) = (user(), user());
         assert_eq!(limiter.take(a, 1, now), RateDecision::Allowed);
-        assert!(matches!(
-            limiter.take(a, 1, now),
-            RateDecision::Limited { .. }
-        ));
+        assert!(matches!(limiter.take(a, 1, now), RateDecision::Limited { .. }));
         assert_eq!(limiter.take(b, 1, now), RateDecision::Allowed);
     }
 }

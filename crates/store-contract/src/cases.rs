@@ -10,8 +10,7 @@ use genjobs_domain::job::{
     Job, JobError, JobErrorCode, JobState, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef,
 };
 use genjobs_domain::ports::{
-    AcceptError, Accepted, AccountError, AccountStore, Commit, IdempotencyClaim, JobStore, Limits,
-    StoredKey,
+    AcceptError, Accepted, AccountError, AccountStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey,
 };
 use genjobs_domain::request::GenerationInput;
 use time::{Duration, OffsetDateTime};
@@ -23,14 +22,10 @@ impl<T: JobStore + AccountStore + 'static> Store for T {}
 fn now() -> OffsetDateTime {
     // Whole microseconds, so that stores with microsecond timestamps (Postgres) compare equal.
     let t = OffsetDateTime::now_utc();
-    t.replace_nanosecond(t.nanosecond() / 1000 * 1000)
-        .unwrap_or(t)
+    t.replace_nanosecond(t.nanosecond() / 1000 * 1000).unwrap_or(t)
 }
 
-const LIMITS: Limits = Limits {
-    rate_limit_per_minute: 120,
-    max_concurrent_jobs: 3,
-};
+const LIMITS: Limits = Limits { rate_limit_per_minute: 120, max_concurrent_jobs: 3 };
 
 async fn user<S: Store>(store: &S, credits: u64) -> UserId {
     user_with(store, credits, LIMITS).await
@@ -39,10 +34,7 @@ async fn user<S: Store>(store: &S, credits: u64) -> UserId {
 async fn user_with<S: Store>(store: &S, credits: u64, limits: Limits) -> UserId {
     let id = UserId::new_at(now());
     let key = StoredKey::of(&ApiKey::generate(), id, now());
-    store
-        .create_user(id, "tester".into(), Credits::new(credits), limits, key)
-        .await
-        .expect("create user");
+    store.create_user(id, "tester".into(), Credits::new(credits), limits, key).await.expect("create user");
     id
 }
 
@@ -56,12 +48,7 @@ fn input() -> GenerationInput {
         n: Some(1),
         seed: None,
         image_inputs: vec![],
-        extra: Some(
-            serde_json::json!({"k": [1, 2]})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        ),
+        extra: Some(serde_json::json!({"k": [1, 2]}).as_object().cloned().unwrap_or_default()),
     }
 }
 
@@ -79,30 +66,19 @@ fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
 }
 
 async fn accepted<S: Store>(store: &S, user_id: UserId, held: u64) -> Job {
-    match store
-        .accept(new_job(user_id, held, now()), None, now())
-        .await
-    {
+    match store.accept(new_job(user_id, held, now()), None, now()).await {
         Ok(Accepted::Created(job)) => job,
         other => panic!("expected a created job, got {other:?}"),
     }
 }
 
 async fn balances<S: Store>(store: &S, user_id: UserId) -> (Balances, u32) {
-    let account = store
-        .account(user_id)
-        .await
-        .expect("account")
-        .expect("user exists");
+    let account = store.account(user_id).await.expect("account").expect("user exists");
     (account.balances, account.active_jobs)
 }
 
 fn b(available: u64, held: u64, spent: u64) -> Balances {
-    Balances {
-        available: Credits::new(available),
-        held: Credits::new(held),
-        spent: Credits::new(spent),
-    }
+    Balances { available: Credits::new(available), held: Credits::new(held), spent: Credits::new(spent) }
 }
 
 fn upstream() -> UpstreamRef {
@@ -115,27 +91,15 @@ fn upstream() -> UpstreamRef {
 }
 
 async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {
-    match store
-        .commit(job.apply(trigger, now()).expect("transition"))
-        .await
-        .expect("commit")
-    {
+    match store.commit(job.apply(trigger, now()).expect("transition")).await.expect("commit") {
         Commit::Applied(job) => job,
         other => panic!("expected the commit to apply, got {other:?}"),
     }
 }
 
 async fn submitted<S: Store>(store: &S, job: &Job) -> Job {
-    let job = step(store, job, Trigger::SubmitStarted).await;
-    step(
-        store,
-        &job,
-        Trigger::Submitted {
-            upstream: upstream(),
-            next_poll_at: now(),
-        },
-    )
-    .await
+    let job = step(store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
+    step(store, &job, Trigger::Submitted { upstream: upstream(), next_poll_at: now() }).await
 }
 
 fn success(actual: u64) -> Trigger {
@@ -143,11 +107,7 @@ fn success(actual: u64) -> Trigger {
         outputs: vec![OutputItem {
             url: "https://cdn/x.png".into(),
             kind: OutputKind::Image,
-            meta: OutputMeta {
-                content_type: "image/png".into(),
-                width: Some(8),
-                ..OutputMeta::default()
-            },
+            meta: OutputMeta { content_type: "image/png".into(), width: Some(8), ..OutputMeta::default() },
         }],
         credits_actual: Credits::new(actual),
     }
@@ -165,24 +125,10 @@ pub async fn accept_holds_credits_and_counts_the_job<S: Store>(store: Arc<S>) {
 
 /// A user short of credits and at the limit gets 402, not 429: credits are checked first.
 pub async fn accept_checks_credits_before_concurrency<S: Store>(store: Arc<S>) {
-    let id = user_with(
-        &*store,
-        10,
-        Limits {
-            max_concurrent_jobs: 1,
-            ..LIMITS
-        },
-    )
-    .await;
+    let id = user_with(&*store, 10, Limits { max_concurrent_jobs: 1, ..LIMITS }).await;
     accepted(&*store, id, 10).await;
     let refused = store.accept(new_job(id, 5, now()), None, now()).await;
-    assert_eq!(
-        refused,
-        Err(AcceptError::InsufficientCredits {
-            needed: Credits::new(5),
-            available: Credits::ZERO
-        })
-    );
+    assert_eq!(refused, Err(AcceptError::InsufficientCredits { needed: Credits::new(5), available: Credits::ZERO }));
 }
 
 /// A user with as many jobs running as the limit cannot start another; nothing is held.
@@ -199,32 +145,21 @@ pub async fn accept_refuses_beyond_the_concurrency_limit<S: Store>(store: Arc<S>
 /// A job for a user that does not exist is refused.
 pub async fn accept_refuses_an_unknown_user<S: Store>(store: Arc<S>) {
     let ghost = UserId::new_at(now());
-    assert_eq!(
-        store.accept(new_job(ghost, 1, now()), None, now()).await,
-        Err(AcceptError::UnknownUser)
-    );
+    assert_eq!(store.accept(new_job(ghost, 1, now()), None, now()).await, Err(AcceptError::UnknownUser));
 }
 
 fn claim(key: &str, fingerprint: &str) -> Option<IdempotencyClaim> {
-    Some(IdempotencyClaim {
-        key: key.into(),
-        fingerprint: fingerprint.into(),
-    })
+    Some(IdempotencyClaim { key: key.into(), fingerprint: fingerprint.into() })
 }
 
 /// The same key and body gives back the first job and holds nothing more.
 pub async fn idempotent_retry_replays_without_holding<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
-    let first = match store
-        .accept(new_job(id, 10, now()), claim("k1", "f1"), now())
-        .await
-    {
+    let first = match store.accept(new_job(id, 10, now()), claim("k1", "f1"), now()).await {
         Ok(Accepted::Created(job)) => job,
         other => panic!("{other:?}"),
     };
-    let retry = store
-        .accept(new_job(id, 10, now()), claim("k1", "f1"), now())
-        .await;
+    let retry = store.accept(new_job(id, 10, now()), claim("k1", "f1"), now()).await;
     assert_eq!(retry, Ok(Accepted::Replayed(first)));
     assert_eq!(balances(&*store, id).await, (b(90, 10, 0), 1));
 }
@@ -232,13 +167,8 @@ pub async fn idempotent_retry_replays_without_holding<S: Store>(store: Arc<S>) {
 /// The same key with another body is a conflict and holds nothing.
 pub async fn idempotency_key_with_another_body_conflicts<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
-    store
-        .accept(new_job(id, 10, now()), claim("k1", "f1"), now())
-        .await
-        .expect("first");
-    let conflict = store
-        .accept(new_job(id, 10, now()), claim("k1", "f2"), now())
-        .await;
+    store.accept(new_job(id, 10, now()), claim("k1", "f1"), now()).await.expect("first");
+    let conflict = store.accept(new_job(id, 10, now()), claim("k1", "f2"), now()).await;
     assert_eq!(conflict, Err(AcceptError::IdempotencyConflict));
     assert_eq!(balances(&*store, id).await, (b(90, 10, 0), 1));
 }
@@ -246,13 +176,8 @@ pub async fn idempotency_key_with_another_body_conflicts<S: Store>(store: Arc<S>
 /// Two users may use the same key for different jobs.
 pub async fn idempotency_keys_are_per_user<S: Store>(store: Arc<S>) {
     let (a, b_) = (user(&*store, 100).await, user(&*store, 100).await);
-    store
-        .accept(new_job(a, 10, now()), claim("shared", "f1"), now())
-        .await
-        .expect("a");
-    let other = store
-        .accept(new_job(b_, 10, now()), claim("shared", "f2"), now())
-        .await;
+    store.accept(new_job(a, 10, now()), claim("shared", "f1"), now()).await.expect("a");
+    let other = store.accept(new_job(b_, 10, now()), claim("shared", "f2"), now()).await;
     assert!(matches!(other, Ok(Accepted::Created(_))), "{other:?}");
 }
 
@@ -262,10 +187,7 @@ pub async fn commit_applies_only_on_the_expected_version<S: Store>(store: Arc<S>
     let job = submitted(&*store, &accepted(&*store, id, 20).await).await;
     let cancel = job.apply(Trigger::Cancel, now()).unwrap();
     let late_success = job.apply(success(20), now()).unwrap();
-    assert!(matches!(
-        store.commit(cancel).await.unwrap(),
-        Commit::Applied(_)
-    ));
+    assert!(matches!(store.commit(cancel).await.unwrap(), Commit::Applied(_)));
     match store.commit(late_success).await.unwrap() {
         Commit::Stale(current) => assert_eq!(current.state, JobState::Canceled),
         other => panic!("a late result after a cancel must not apply: {other:?}"),
@@ -277,15 +199,7 @@ pub async fn commit_applies_only_on_the_expected_version<S: Store>(store: Arc<S>
 pub async fn success_settles_and_frees_a_slot<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let job = submitted(&*store, &accepted(&*store, id, 20).await).await;
-    let running = step(
-        &*store,
-        &job,
-        Trigger::UpstreamRunning {
-            progress: 40,
-            next_poll_at: now(),
-        },
-    )
-    .await;
+    let running = step(&*store, &job, Trigger::UpstreamRunning { progress: 40, next_poll_at: now() }).await;
     assert_eq!(store.job(job.id).await.unwrap().unwrap().progress, 40);
     let done = step(&*store, &running, success(15)).await;
     assert_eq!(done.state, JobState::Succeeded);
@@ -301,10 +215,7 @@ pub async fn failure_and_cancel_release_everything<S: Store>(store: Arc<S>) {
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
     let failed = step(&*store, &failing, Trigger::Failed { error }).await;
     let canceled = step(&*store, &canceling, Trigger::Cancel).await;
-    assert_eq!(
-        failed.error.as_ref().map(|e| e.code),
-        Some(JobErrorCode::UpstreamFailed)
-    );
+    assert_eq!(failed.error.as_ref().map(|e| e.code), Some(JobErrorCode::UpstreamFailed));
     assert_eq!(canceled.canceled_at, canceled.finished_at);
     assert_eq!(balances(&*store, id).await, (b(100, 0, 0), 0));
 }
@@ -325,107 +236,42 @@ pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: A
     let lease = t0 + Duration::seconds(30);
     let first = store.claim_due(t0, lease, 10).await.unwrap();
     assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![job.id]);
-    assert!(
-        store.claim_due(t0, lease, 10).await.unwrap().is_empty(),
-        "leased jobs are not claimed twice"
-    );
+    assert!(store.claim_due(t0, lease, 10).await.unwrap().is_empty(), "leased jobs are not claimed twice");
     let after_lease = lease + Duration::seconds(1);
-    let again = store
-        .claim_due(after_lease, after_lease + Duration::seconds(30), 10)
-        .await
-        .unwrap();
-    assert_eq!(
-        again.len(),
-        1,
-        "an expired lease makes the job claimable again"
-    );
+    let again = store.claim_due(after_lease, after_lease + Duration::seconds(30), 10).await.unwrap();
+    assert_eq!(again.len(), 1, "an expired lease makes the job claimable again");
 
     let later = now() + Duration::seconds(5);
-    let rescheduled = job.apply(
-        Trigger::SubmitNotReached {
-            next_poll_at: later,
-        },
-        now(),
-    );
+    let rescheduled = job.apply(Trigger::SubmitNotReached { next_poll_at: later }, now());
     assert!(rescheduled.is_err(), "a queued job was never attempted");
-    let attempted = step(&*store, &again[0], Trigger::SubmitStarted).await;
-    let rescheduled = step(
-        &*store,
-        &attempted,
-        Trigger::SubmitNotReached {
-            next_poll_at: later,
-        },
-    )
-    .await;
-    assert!(
-        store
-            .claim_due(now(), now() + Duration::seconds(30), 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let due_again = store
-        .claim_due(later, later + Duration::seconds(30), 10)
-        .await
-        .unwrap();
-    assert_eq!(
-        due_again,
-        vec![rescheduled],
-        "a commit clears the lease and sets the next poll"
-    );
+    let attempted = step(&*store, &again[0], Trigger::SubmitStarted { next_poll_at: now() }).await;
+    let rescheduled = step(&*store, &attempted, Trigger::SubmitNotReached { next_poll_at: later }).await;
+    assert!(store.claim_due(now(), now() + Duration::seconds(30), 10).await.unwrap().is_empty());
+    let due_again = store.claim_due(later, later + Duration::seconds(30), 10).await.unwrap();
+    assert_eq!(due_again, vec![rescheduled], "a commit clears the lease and sets the next poll");
 }
 
 /// Final jobs and jobs due later are not claimed; `limit` bounds a claim.
 pub async fn claim_skips_final_and_future_jobs<S: Store>(store: Arc<S>) {
-    let id = user_with(
-        &*store,
-        100,
-        Limits {
-            max_concurrent_jobs: 10,
-            ..LIMITS
-        },
-    )
-    .await;
+    let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
     let canceled = accepted(&*store, id, 1).await;
     step(&*store, &canceled, Trigger::Cancel).await;
     for _ in 0..3 {
         accepted(&*store, id, 1).await;
     }
     let later = now() + Duration::hours(1);
-    store
-        .accept(new_job(id, 1, later), None, now())
-        .await
-        .expect("future job");
+    store.accept(new_job(id, 1, later), None, now()).await.expect("future job");
     let t = now() + Duration::milliseconds(1);
-    let claimed = store
-        .claim_due(t, t + Duration::seconds(30), 2)
-        .await
-        .unwrap();
+    let claimed = store.claim_due(t, t + Duration::seconds(30), 2).await.unwrap();
     assert_eq!(claimed.len(), 2);
-    let rest = store
-        .claim_due(t, t + Duration::seconds(30), 10)
-        .await
-        .unwrap();
+    let rest = store.claim_due(t, t + Duration::seconds(30), 10).await.unwrap();
     assert_eq!(rest.len(), 1);
-    assert!(
-        claimed
-            .iter()
-            .chain(&rest)
-            .all(|j| j.state == JobState::Queued && j.id != canceled.id)
-    );
+    assert!(claimed.iter().chain(&rest).all(|j| j.state == JobState::Queued && j.id != canceled.id));
 }
 
 /// A user's jobs come newest first, paged by `before`, and never another user's.
 pub async fn jobs_are_listed_newest_first_in_pages<S: Store>(store: Arc<S>) {
-    let id = user_with(
-        &*store,
-        100,
-        Limits {
-            max_concurrent_jobs: 10,
-            ..LIMITS
-        },
-    )
-    .await;
+    let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
     let other = user(&*store, 100).await;
     accepted(&*store, other, 1).await;
     let base = now();
@@ -436,21 +282,9 @@ pub async fn jobs_are_listed_newest_first_in_pages<S: Store>(store: Arc<S>) {
         store.accept(job, None, now()).await.expect("accept");
     }
     ids.reverse();
-    let page1: Vec<_> = store
-        .jobs_of(id, None, 3)
-        .await
-        .unwrap()
-        .iter()
-        .map(|j| j.id)
-        .collect();
+    let page1: Vec<_> = store.jobs_of(id, None, 3).await.unwrap().iter().map(|j| j.id).collect();
     assert_eq!(page1, ids[..3]);
-    let page2: Vec<_> = store
-        .jobs_of(id, Some(ids[2]), 3)
-        .await
-        .unwrap()
-        .iter()
-        .map(|j| j.id)
-        .collect();
+    let page2: Vec<_> = store.jobs_of(id, Some(ids[2]), 3).await.unwrap().iter().map(|j| j.id).collect();
     assert_eq!(page2, ids[3..]);
 }
 
@@ -458,17 +292,11 @@ pub async fn jobs_are_listed_newest_first_in_pages<S: Store>(store: Arc<S>) {
 pub async fn keys_are_found_by_prefix_and_revoked_at_once<S: Store>(store: Arc<S>) {
     let id = user(&*store, 1).await;
     let key = ApiKey::generate();
-    store
-        .add_key(StoredKey::of(&key, id, now()))
-        .await
-        .expect("add key");
+    store.add_key(StoredKey::of(&key, id, now())).await.expect("add key");
     let found = store.credentials(&key.prefix()).await.unwrap();
     assert_eq!(found.len(), 1);
     assert!(found[0].hash.matches(&key.hash()));
-    assert_eq!(
-        (found[0].user_id, found[0].rate_limit_per_minute),
-        (id, 120)
-    );
+    assert_eq!((found[0].user_id, found[0].rate_limit_per_minute), (id, 120));
     assert!(store.revoke_key(&key.prefix()).await.unwrap());
     assert!(store.credentials(&key.prefix()).await.unwrap().is_empty());
     assert!(!store.revoke_key(&key.prefix()).await.unwrap());
@@ -480,22 +308,11 @@ pub async fn keys_are_found_by_prefix_and_revoked_at_once<S: Store>(store: Arc<S
 pub async fn key_prefixes_are_unique<S: Store>(store: Arc<S>) {
     let id = user(&*store, 1).await;
     let key = ApiKey::generate();
-    store
-        .add_key(StoredKey::of(&key, id, now()))
-        .await
-        .expect("add key");
-    let twin = StoredKey {
-        hash: ApiKey::generate().hash(),
-        ..StoredKey::of(&key, id, now())
-    };
-    assert_eq!(
-        store.add_key(twin.clone()).await,
-        Err(AccountError::KeyPrefixTaken)
-    );
+    store.add_key(StoredKey::of(&key, id, now())).await.expect("add key");
+    let twin = StoredKey { hash: ApiKey::generate().hash(), ..StoredKey::of(&key, id, now()) };
+    assert_eq!(store.add_key(twin.clone()).await, Err(AccountError::KeyPrefixTaken));
     let other = UserId::new_at(now());
-    let created = store
-        .create_user(other, "x".into(), Credits::ZERO, LIMITS, twin)
-        .await;
+    let created = store.create_user(other, "x".into(), Credits::ZERO, LIMITS, twin).await;
     assert_eq!(created, Err(AccountError::KeyPrefixTaken));
 }
 
@@ -505,25 +322,16 @@ pub async fn grants_move_available_credits_only<S: Store>(store: Arc<S>) {
     accepted(&*store, id, 20).await;
     assert_eq!(store.grant(id, 10).await.unwrap().balances, b(40, 20, 0));
     assert_eq!(store.grant(id, -40).await.unwrap().balances, b(0, 20, 0));
-    assert!(matches!(
-        store.grant(id, -1).await,
-        Err(AccountError::GrantBelowZero { .. })
-    ));
+    assert!(matches!(store.grant(id, -1).await, Err(AccountError::GrantBelowZero { .. })));
     assert_eq!(balances(&*store, id).await.0, b(0, 20, 0));
-    assert_eq!(
-        store.grant(UserId::new_at(now()), 1).await,
-        Err(AccountError::UnknownUser)
-    );
+    assert_eq!(store.grant(UserId::new_at(now()), 1).await, Err(AccountError::UnknownUser));
 }
 
 /// Many tasks accepting, canceling and finishing jobs for one user at once never exceed the
 /// concurrency limit or the credits, every job moves its credits once, and
 /// available + held + spent equals the grant at the end.
 pub async fn concurrent_accepts_and_finishes_keep_every_invariant<S: Store>(store: Arc<S>) {
-    let limits = Limits {
-        max_concurrent_jobs: 4,
-        ..LIMITS
-    };
+    let limits = Limits { max_concurrent_jobs: 4, ..LIMITS };
     let id = user_with(&*store, 200, limits).await;
     let tasks = (0..64).map(|i| {
         let store = Arc::clone(&store);
@@ -531,46 +339,24 @@ pub async fn concurrent_accepts_and_finishes_keep_every_invariant<S: Store>(stor
             let job = match store.accept(new_job(id, 7, now()), None, now()).await {
                 Ok(Accepted::Created(job)) => job,
                 Ok(other) => panic!("{other:?}"),
-                Err(
-                    AcceptError::ConcurrencyLimit { .. } | AcceptError::InsufficientCredits { .. },
-                ) => return 0,
+                Err(AcceptError::ConcurrencyLimit { .. } | AcceptError::InsufficientCredits { .. }) => return 0,
                 Err(e) => panic!("{e}"),
             };
             let account = store.account(id).await.unwrap().unwrap();
-            assert!(
-                account.active_jobs <= limits.max_concurrent_jobs,
-                "limit exceeded: {}",
-                account.active_jobs
-            );
+            assert!(account.active_jobs <= limits.max_concurrent_jobs, "limit exceeded: {}", account.active_jobs);
             let trigger = if i % 2 == 0 {
                 Trigger::Cancel
             } else {
-                Trigger::Failed {
-                    error: JobError::new(JobErrorCode::UpstreamFailed, "x"),
-                }
+                Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "x") }
             };
-            let racing = [
-                job.apply(trigger, now()).unwrap(),
-                job.apply(Trigger::Cancel, now()).unwrap(),
-            ];
+            let racing = [job.apply(trigger, now()).unwrap(), job.apply(Trigger::Cancel, now()).unwrap()];
             let outcomes = join_all(racing.into_iter().map(|t| store.commit(t))).await;
-            outcomes
-                .iter()
-                .filter(|o| matches!(o, Ok(Commit::Applied(_))))
-                .count()
+            outcomes.iter().filter(|o| matches!(o, Ok(Commit::Applied(_)))).count()
         })
     });
-    let applied: usize = join_all(tasks)
-        .await
-        .into_iter()
-        .map(|r| r.expect("task"))
-        .sum();
+    let applied: usize = join_all(tasks).await.into_iter().map(|r| r.expect("task")).sum();
     let accepted_jobs = store.jobs_of(id, None, 1000).await.unwrap();
-    assert_eq!(
-        applied,
-        accepted_jobs.len(),
-        "exactly one final transition per job"
-    );
+    assert_eq!(applied, accepted_jobs.len(), "exactly one final transition per job");
     assert!(accepted_jobs.iter().all(|j| j.state.is_final()));
     let (balances, active) = balances(&*store, id).await;
     assert_eq!(active, 0);

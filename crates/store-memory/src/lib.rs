@@ -15,8 +15,8 @@ use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::job::{Job, Transition};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential,
-    IDEMPOTENCY_RETENTION, IdempotencyClaim, JobStore, Limits, StoreError, StoredKey,
+    AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
+    IdempotencyClaim, JobStore, Limits, StoreError, StoredKey,
 };
 use time::OffsetDateTime;
 
@@ -99,8 +99,7 @@ impl State {
 
     fn prune_idempotency(&mut self, now: OffsetDateTime) {
         if self.idempotency.len() > 2 * self.idempotency_size_after_last_prune.max(1024) {
-            self.idempotency
-                .retain(|_, r| now - r.created_at < IDEMPOTENCY_RETENTION);
+            self.idempotency.retain(|_, r| now - r.created_at < IDEMPOTENCY_RETENTION);
             self.idempotency_size_after_last_prune = self.idempotency.len();
         }
     }
@@ -124,19 +123,8 @@ impl AccountStore for MemoryStore {
         if state.keys.contains_key(&key.prefix) {
             return Err(AccountError::KeyPrefixTaken);
         }
-        let balances = Balances {
-            available: credits,
-            ..Balances::default()
-        };
-        state.users.insert(
-            user_id,
-            User {
-                name,
-                balances,
-                limits,
-                active_jobs: 0,
-            },
-        );
+        let balances = Balances { available: credits, ..Balances::default() };
+        state.users.insert(user_id, User { name, balances, limits, active_jobs: 0 });
         state.keys.insert(key.prefix.clone(), key);
         state.account(user_id).ok_or(AccountError::UnknownUser)
     }
@@ -175,17 +163,11 @@ impl AccountStore for MemoryStore {
 
     async fn grant(&self, user_id: UserId, amount: i64) -> Result<Account, AccountError> {
         let mut state = self.state();
-        let user = state
-            .users
-            .get_mut(&user_id)
-            .ok_or(AccountError::UnknownUser)?;
+        let user = state.users.get_mut(&user_id).ok_or(AccountError::UnknownUser)?;
         user.balances = user
             .balances
             .grant(amount)
-            .map_err(|_| AccountError::GrantBelowZero {
-                available: user.balances.available,
-                amount,
-            })?;
+            .map_err(|_| AccountError::GrantBelowZero { available: user.balances.available, amount })?;
         state.account(user_id).ok_or(AccountError::UnknownUser)
     }
 
@@ -206,11 +188,7 @@ impl JobStore for MemoryStore {
         state.prune_idempotency(now);
         if let Some(claim) = &idempotency {
             let slot = (job.user_id, claim.key.clone());
-            if let Some(record) = state
-                .idempotency
-                .get(&slot)
-                .filter(|r| now - r.created_at < IDEMPOTENCY_RETENTION)
-            {
+            if let Some(record) = state.idempotency.get(&slot).filter(|r| now - r.created_at < IDEMPOTENCY_RETENTION) {
                 if record.fingerprint != claim.fingerprint {
                     return Err(AcceptError::IdempotencyConflict);
                 }
@@ -218,16 +196,11 @@ impl JobStore for MemoryStore {
                     .jobs
                     .get(&record.job_id)
                     .map(|row| row.job.clone())
-                    .ok_or_else(|| {
-                        StoreError::Internal("idempotency record without its job".into())
-                    })?;
+                    .ok_or_else(|| StoreError::Internal("idempotency record without its job".into()))?;
                 return Ok(Accepted::Replayed(original));
             }
         }
-        let user = state
-            .users
-            .get_mut(&job.user_id)
-            .ok_or(AcceptError::UnknownUser)?;
+        let user = state.users.get_mut(&job.user_id).ok_or(AcceptError::UnknownUser)?;
         let balances = match user.balances.apply(CreditMovement::Hold(job.credits_held)) {
             Ok(b) => b,
             Err(BalanceError::Insufficient { needed, available }) => {
@@ -236,35 +209,19 @@ impl JobStore for MemoryStore {
             Err(e) => return Err(inconsistent(e).into()),
         };
         if user.active_jobs >= user.limits.max_concurrent_jobs {
-            return Err(AcceptError::ConcurrencyLimit {
-                limit: user.limits.max_concurrent_jobs,
-            });
+            return Err(AcceptError::ConcurrencyLimit { limit: user.limits.max_concurrent_jobs });
         }
         user.balances = balances;
         user.active_jobs += 1;
         if let Some(claim) = idempotency {
             state.idempotency.insert(
                 (job.user_id, claim.key),
-                IdempotencyRecord {
-                    fingerprint: claim.fingerprint,
-                    job_id: job.id,
-                    created_at: now,
-                },
+                IdempotencyRecord { fingerprint: claim.fingerprint, job_id: job.id, created_at: now },
             );
         }
-        state
-            .jobs_by_user
-            .entry(job.user_id)
-            .or_default()
-            .insert(job.id);
+        state.jobs_by_user.entry(job.user_id).or_default().insert(job.id);
         state.index(&job);
-        state.jobs.insert(
-            job.id,
-            JobRow {
-                job: job.clone(),
-                lease_until: None,
-            },
-        );
+        state.jobs.insert(job.id, JobRow { job: job.clone(), lease_until: None });
         Ok(Accepted::Created(job))
     }
 
@@ -272,12 +229,7 @@ impl JobStore for MemoryStore {
         Ok(self.state().jobs.get(&id).map(|row| row.job.clone()))
     }
 
-    async fn jobs_of(
-        &self,
-        user_id: UserId,
-        before: Option<JobId>,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError> {
+    async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {
         let state = self.state();
         let Some(ids) = state.jobs_by_user.get(&user_id) else {
             return Ok(Vec::new());
@@ -286,11 +238,7 @@ impl JobStore for MemoryStore {
             Some(before) => ids.range(..before),
             None => ids.range(..),
         };
-        Ok(older
-            .rev()
-            .take(limit)
-            .filter_map(|id| state.jobs.get(id).map(|row| row.job.clone()))
-            .collect())
+        Ok(older.rev().take(limit).filter_map(|id| state.jobs.get(id).map(|row| row.job.clone())).collect())
     }
 
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
@@ -302,10 +250,8 @@ impl JobStore for MemoryStore {
             return Ok(Commit::Stale(row.job));
         }
         let job = transition.job;
-        let user = state
-            .users
-            .get_mut(&job.user_id)
-            .ok_or_else(|| StoreError::Internal("job without its user".into()))?;
+        let user =
+            state.users.get_mut(&job.user_id).ok_or_else(|| StoreError::Internal("job without its user".into()))?;
         if let Some(movement) = transition.movement {
             user.balances = user.balances.apply(movement).map_err(inconsistent)?;
         }
@@ -314,13 +260,7 @@ impl JobStore for MemoryStore {
         }
         state.unindex(&row);
         state.index(&job);
-        state.jobs.insert(
-            job.id,
-            JobRow {
-                job: job.clone(),
-                lease_until: None,
-            },
-        );
+        state.jobs.insert(job.id, JobRow { job: job.clone(), lease_until: None });
         Ok(Commit::Applied(job))
     }
 
@@ -331,11 +271,7 @@ impl JobStore for MemoryStore {
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
         let mut state = self.state();
-        let expired: Vec<_> = state
-            .leased
-            .range(..=(now, JobId::from_uuid(uuid_max())))
-            .copied()
-            .collect();
+        let expired: Vec<_> = state.leased.range(..=(now, JobId::from_uuid(uuid_max()))).copied().collect();
         for (until, id) in expired {
             state.leased.remove(&(until, id));
             if let Some(row) = state.jobs.get_mut(&id) {
@@ -344,12 +280,7 @@ impl JobStore for MemoryStore {
                 state.index(&job);
             }
         }
-        let due: Vec<_> = state
-            .due
-            .range(..=(now, JobId::from_uuid(uuid_max())))
-            .take(limit)
-            .copied()
-            .collect();
+        let due: Vec<_> = state.due.range(..=(now, JobId::from_uuid(uuid_max()))).take(limit).copied().collect();
         let mut claimed = Vec::with_capacity(due.len());
         for entry in due {
             state.due.remove(&entry);
@@ -371,7 +302,5 @@ fn uuid_max() -> uuid::Uuid {
 mod tests {
     use super::MemoryStore;
 
-    genjobs_store_contract::store_contract_tests!(async {
-        std::sync::Arc::new(MemoryStore::new())
-    });
+    genjobs_store_contract::store_contract_tests!(async { std::sync::Arc::new(MemoryStore::new()) });
 }

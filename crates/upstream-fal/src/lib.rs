@@ -17,9 +17,7 @@ use async_trait::async_trait;
 use genjobs_domain::catalog::{Modality, UpstreamInput};
 use genjobs_domain::ids::JobId;
 use genjobs_domain::job::{OutputItem, UpstreamRef};
-use genjobs_domain::ports::{
-    PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus,
-};
+use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
@@ -44,12 +42,7 @@ impl FalConfig {
     /// Defaults for a base URL: 30 s per call, 64 calls in flight.
     #[must_use]
     pub fn new(base_url: impl Into<String>, key: Option<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            key,
-            request_timeout: Duration::from_secs(30),
-            max_in_flight: 64,
-        }
+        Self { base_url: base_url.into(), key, request_timeout: Duration::from_secs(30), max_in_flight: 64 }
     }
 }
 
@@ -102,11 +95,7 @@ impl FalUpstream {
             .pool_idle_timeout(Duration::from_secs(60))
             .build()?;
         let in_flight = Semaphore::new(config.max_in_flight.max(1));
-        Ok(Self {
-            client,
-            config,
-            in_flight,
-        })
+        Ok(Self { client, config, in_flight })
     }
 
     fn authorized(&self, request: RequestBuilder) -> RequestBuilder {
@@ -129,18 +118,12 @@ async fn detail(response: Response) -> String {
     let body: Option<Value> = response.json().await.ok();
     let text = match body.as_ref().and_then(|b| b.get("detail")) {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|i| i.get("msg").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("; "),
+        Some(Value::Array(items)) => {
+            items.iter().filter_map(|i| i.get("msg").and_then(Value::as_str)).collect::<Vec<_>>().join("; ")
+        }
         _ => String::new(),
     };
-    if text.is_empty() {
-        format!("HTTP {}", status.as_u16())
-    } else {
-        text.chars().take(MAX_DETAIL_CHARS).collect()
-    }
+    if text.is_empty() { format!("HTTP {}", status.as_u16()) } else { text.chars().take(MAX_DETAIL_CHARS).collect() }
 }
 
 fn has_detail(body: &Option<Value>) -> bool {
@@ -148,24 +131,14 @@ fn has_detail(body: &Option<Value>) -> bool {
 }
 
 fn transient_status(status: StatusCode) -> bool {
-    status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::REQUEST_TIMEOUT
-        || status.is_server_error()
+    status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT || status.is_server_error()
 }
 
 /// A percentage from the newest log line that has one (`progress: 42%`).
 fn percent_from_logs(logs: &[LogLine]) -> Option<u8> {
     logs.iter().rev().find_map(|line| {
-        let before = line
-            .message
-            .split('%')
-            .next()
-            .filter(|_| line.message.contains('%'))?;
-        let digits: String = before
-            .chars()
-            .rev()
-            .take_while(char::is_ascii_digit)
-            .collect();
+        let before = line.message.split('%').next().filter(|_| line.message.contains('%'))?;
+        let digits: String = before.chars().rev().take_while(char::is_ascii_digit).collect();
         let value: u32 = digits.chars().rev().collect::<String>().parse().ok()?;
         u8::try_from(value.min(100)).ok()
     })
@@ -173,32 +146,18 @@ fn percent_from_logs(logs: &[LogLine]) -> Option<u8> {
 
 #[async_trait]
 impl UpstreamProvider for FalUpstream {
-    async fn submit(
-        &self,
-        job_id: JobId,
-        input: &UpstreamInput,
-    ) -> Result<UpstreamRef, SubmitFailure> {
-        let url = format!(
-            "{}/{}",
-            self.config.base_url.trim_end_matches('/'),
-            input.endpoint
-        );
+    async fn submit(&self, job_id: JobId, input: &UpstreamInput) -> Result<UpstreamRef, SubmitFailure> {
+        let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), input.endpoint);
         let response = match self.send(self.client.post(&url).json(&input.body)).await {
             Ok(r) => r,
             Err(e) if e.is_connect() => {
-                return Err(SubmitFailure::NotReached(
-                    "the provider could not be reached".into(),
-                ));
+                return Err(SubmitFailure::NotReached("the provider could not be reached".into()));
             }
             Err(e) if e.is_timeout() => {
-                return Err(SubmitFailure::Ambiguous(
-                    "the provider did not answer in time".into(),
-                ));
+                return Err(SubmitFailure::Ambiguous("the provider did not answer in time".into()));
             }
             Err(_) => {
-                return Err(SubmitFailure::Ambiguous(
-                    "the connection to the provider failed".into(),
-                ));
+                return Err(SubmitFailure::Ambiguous("the connection to the provider failed".into()));
             }
         };
         let status = response.status();
@@ -213,68 +172,39 @@ impl UpstreamProvider for FalUpstream {
                     response_url: a.response_url,
                     cancel_url: a.cancel_url,
                 })
-                .map_err(|_| {
-                    SubmitFailure::Ambiguous("the provider's answer could not be read".into())
-                });
+                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()));
         }
         match status {
-            StatusCode::TOO_MANY_REQUESTS => Err(SubmitFailure::NotReached(
-                "the provider is rate limiting".into(),
-            )),
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(SubmitFailure::Ambiguous(
-                "the provider refused the gateway's credentials".into(),
-            )),
+            StatusCode::TOO_MANY_REQUESTS => Err(SubmitFailure::NotReached("the provider is rate limiting".into())),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                Err(SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into()))
+            }
             s if s.is_client_error() => Err(SubmitFailure::Rejected(detail(response).await)),
-            _ => Err(SubmitFailure::Ambiguous(format!(
-                "the provider answered HTTP {}",
-                status.as_u16()
-            ))),
+            _ => Err(SubmitFailure::Ambiguous(format!("the provider answered HTTP {}", status.as_u16()))),
         }
     }
 
-    async fn status(
-        &self,
-        job_id: JobId,
-        upstream: &UpstreamRef,
-    ) -> Result<UpstreamStatus, PollFailure> {
-        let separator = if upstream.status_url.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
-        let request = self
-            .client
-            .get(format!("{}{separator}logs=1", upstream.status_url));
+    async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
+        let separator = if upstream.status_url.contains('?') { '&' } else { '?' };
+        let request = self.client.get(format!("{}{separator}logs=1", upstream.status_url));
         let response = self.send(request).await.map_err(|e| {
-            PollFailure::Transient(
-                if e.is_timeout() {
-                    "status call timed out"
-                } else {
-                    "status call failed"
-                }
-                .into(),
-            )
+            PollFailure::Transient(if e.is_timeout() { "status call timed out" } else { "status call failed" }.into())
         })?;
         let status = response.status();
         tracing::debug!(job_id = %job_id, request_id = %upstream.request_id, status = status.as_u16(), "fal status");
         if transient_status(status) {
-            return Err(PollFailure::Transient(format!(
-                "status call answered HTTP {}",
-                status.as_u16()
-            )));
+            return Err(PollFailure::Transient(format!("status call answered HTTP {}", status.as_u16())));
         }
         if !status.is_success() {
             return Err(PollFailure::Gone(detail(response).await));
         }
-        let answer: StatusAnswer = response
-            .json()
-            .await
-            .map_err(|_| PollFailure::Transient("status answer could not be read".into()))?;
+        let answer: StatusAnswer =
+            response.json().await.map_err(|_| PollFailure::Transient("status answer could not be read".into()))?;
         match answer.status.as_str() {
             "IN_QUEUE" => Ok(UpstreamStatus::Queued),
-            "IN_PROGRESS" => Ok(UpstreamStatus::Running {
-                percent: percent_from_logs(answer.logs.as_deref().unwrap_or_default()),
-            }),
+            "IN_PROGRESS" => {
+                Ok(UpstreamStatus::Running { percent: percent_from_logs(answer.logs.as_deref().unwrap_or_default()) })
+            }
             "COMPLETED" => Ok(UpstreamStatus::Completed),
             other => Err(PollFailure::Transient(format!("unknown status {other:?}"))),
         }
@@ -293,40 +223,27 @@ impl UpstreamProvider for FalUpstream {
         let status = response.status();
         tracing::debug!(job_id = %job_id, request_id = %upstream.request_id, status = status.as_u16(), "fal result");
         if status.is_success() {
-            let body: Value = response
-                .json()
-                .await
-                .map_err(|_| ResultFailure::Invalid("the result is not JSON".into()))?;
+            let body: Value =
+                response.json().await.map_err(|_| ResultFailure::Invalid("the result is not JSON".into()))?;
             return parse_outputs(&body, modality).map_err(ResultFailure::Invalid);
         }
         match status {
-            StatusCode::UNPROCESSABLE_ENTITY => {
-                Err(ResultFailure::Rejected(detail(response).await))
+            StatusCode::UNPROCESSABLE_ENTITY => Err(ResultFailure::Rejected(detail(response).await)),
+            StatusCode::NOT_FOUND | StatusCode::GONE => {
+                Err(ResultFailure::Failed("the result is no longer available at the provider".into()))
             }
-            StatusCode::NOT_FOUND | StatusCode::GONE => Err(ResultFailure::Failed(
-                "the result is no longer available at the provider".into(),
-            )),
             s if s.is_server_error() => {
                 let body: Option<Value> = response.json().await.ok();
                 if has_detail(&body) {
-                    let text = body
-                        .as_ref()
-                        .and_then(|b| b["detail"].as_str())
-                        .unwrap_or("the model failed");
-                    Err(ResultFailure::Failed(
-                        text.chars().take(MAX_DETAIL_CHARS).collect(),
-                    ))
+                    let text = body.as_ref().and_then(|b| b["detail"].as_str()).unwrap_or("the model failed");
+                    Err(ResultFailure::Failed(text.chars().take(MAX_DETAIL_CHARS).collect()))
                 } else {
-                    Err(ResultFailure::Transient(format!(
-                        "result call answered HTTP {}",
-                        s.as_u16()
-                    )))
+                    Err(ResultFailure::Transient(format!("result call answered HTTP {}", s.as_u16())))
                 }
             }
-            s if transient_status(s) => Err(ResultFailure::Transient(format!(
-                "result call answered HTTP {}",
-                s.as_u16()
-            ))),
+            s if transient_status(s) => {
+                Err(ResultFailure::Transient(format!("result call answered HTTP {}", s.as_u16())))
+            }
             _ => Err(ResultFailure::Failed(detail(response).await)),
         }
     }
@@ -339,10 +256,7 @@ impl UpstreamProvider for FalUpstream {
         tracing::debug!(job_id = %job_id, request_id = %upstream.request_id, status = response.status().as_u16(), "fal cancel");
         match response.status() {
             s if s.is_success() => Ok(()),
-            s if transient_status(s) => Err(PollFailure::Transient(format!(
-                "cancel answered HTTP {}",
-                s.as_u16()
-            ))),
+            s if transient_status(s) => Err(PollFailure::Transient(format!("cancel answered HTTP {}", s.as_u16()))),
             _ => Err(PollFailure::Gone(detail(response).await)),
         }
     }
@@ -353,24 +267,13 @@ mod tests {
     use super::*;
 
     fn logs(lines: &[&str]) -> Vec<LogLine> {
-        lines
-            .iter()
-            .map(|m| LogLine {
-                message: (*m).to_owned(),
-            })
-            .collect()
+        lines.iter().map(|m| LogLine { message: (*m).to_owned() }).collect()
     }
 
     #[test]
     fn percent_comes_from_the_newest_line_that_has_one() {
-        assert_eq!(
-            percent_from_logs(&logs(&["progress: 10%", "step 3", "progress: 42%"])),
-            Some(42)
-        );
-        assert_eq!(
-            percent_from_logs(&logs(&["40% done", "loading weights"])),
-            Some(40)
-        );
+        assert_eq!(percent_from_logs(&logs(&["progress: 10%", "step 3", "progress: 42%"])), Some(42));
+        assert_eq!(percent_from_logs(&logs(&["40% done", "loading weights"])), Some(40));
         assert_eq!(percent_from_logs(&logs(&["no numbers here"])), None);
         assert_eq!(percent_from_logs(&logs(&["250%"])), Some(100));
     }

@@ -26,10 +26,7 @@ pub fn parse_outputs(body: &Value, modality: Modality) -> Result<Vec<OutputItem>
     if files.is_empty() {
         return Err(format!("no {} outputs in the result", modality.as_str()));
     }
-    files
-        .into_iter()
-        .map(|(file, kind)| output(file, kind, seed))
-        .collect()
+    files.into_iter().map(|(file, kind)| output(file, kind, seed)).collect()
 }
 
 fn output(file: &Value, kind: OutputKind, seed: Option<u64>) -> Result<OutputItem, String> {
@@ -38,11 +35,7 @@ fn output(file: &Value, kind: OutputKind, seed: Option<u64>) -> Result<OutputIte
         .and_then(Value::as_str)
         .filter(|u| u.starts_with("https://") || u.starts_with("http://") || u.starts_with("data:"))
         .ok_or("an output has no URL")?;
-    let dimension = |key| {
-        file.get(key)
-            .and_then(Value::as_u64)
-            .and_then(|v| u32::try_from(v).ok())
-    };
+    let dimension = |key| file.get(key).and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok());
     let default_type = match kind {
         OutputKind::Image => "image/png",
         OutputKind::Video => "video/mp4",
@@ -51,11 +44,7 @@ fn output(file: &Value, kind: OutputKind, seed: Option<u64>) -> Result<OutputIte
         url: url.to_owned(),
         kind,
         meta: OutputMeta {
-            content_type: file
-                .get("content_type")
-                .and_then(Value::as_str)
-                .unwrap_or(default_type)
-                .to_owned(),
+            content_type: file.get("content_type").and_then(Value::as_str).unwrap_or(default_type).to_owned(),
             width: dimension("width"),
             height: dimension("height"),
             duration_sec: file.get("duration").and_then(Value::as_f64),
@@ -78,36 +67,22 @@ mod tests {
         assert_eq!(outputs[0].kind, OutputKind::Image);
         assert_eq!(outputs[0].meta.content_type, "image/jpeg");
         assert_eq!(
-            (
-                outputs[0].meta.width,
-                outputs[0].meta.height,
-                outputs[0].meta.seed
-            ),
+            (outputs[0].meta.width, outputs[0].meta.height, outputs[0].meta.seed),
             (Some(512), Some(256), Some(9))
         );
     }
 
     #[test]
     fn a_video_gets_a_default_content_type() {
-        let outputs = parse_outputs(
-            &json!({"video": {"url": "https://cdn/v.mp4"}}),
-            Modality::Video,
-        )
-        .unwrap();
-        assert_eq!(
-            (outputs[0].kind, outputs[0].meta.content_type.as_str()),
-            (OutputKind::Video, "video/mp4")
-        );
+        let outputs = parse_outputs(&json!({"video": {"url": "https://cdn/v.mp4"}}), Modality::Video).unwrap();
+        assert_eq!((outputs[0].kind, outputs[0].meta.content_type.as_str()), (OutputKind::Video, "video/mp4"));
     }
 
     #[test]
     fn unreadable_results_are_refused() {
-        for body in [
-            json!({}),
-            json!({"images": "x"}),
-            json!({"images": [{"width": 1}]}),
-            json!({"video": {"url": "ftp://x"}}),
-        ] {
+        for body in
+            [json!({}), json!({"images": "x"}), json!({"images": [{"width": 1}]}), json!({"video": {"url": "ftp://x"}})]
+        {
             assert!(parse_outputs(&body, Modality::Image).is_err(), "{body}");
         }
     }

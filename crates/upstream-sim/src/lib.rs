@@ -41,11 +41,7 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self {
-            queue: Duration::from_millis(500),
-            run: Duration::from_secs(6),
-            api_key: None,
-        }
+        Self { queue: Duration::from_millis(500), run: Duration::from_secs(6), api_key: None }
     }
 }
 
@@ -64,11 +60,7 @@ struct Directives {
 impl Directives {
     fn from_prompt(prompt: &str) -> Self {
         let mut d = Directives::default();
-        for directive in prompt
-            .split("[sim:")
-            .skip(1)
-            .filter_map(|rest| rest.split(']').next())
-        {
+        for directive in prompt.split("[sim:").skip(1).filter_map(|rest| rest.split(']').next()) {
             let (name, value) = directive.split_once('=').unwrap_or((directive, ""));
             match name {
                 "reject" => d.reject = true,
@@ -146,12 +138,7 @@ impl SimState {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
         *stats.routes.entry(route.to_owned()).or_default() += 1;
         if let Some(id) = request_id {
-            *stats
-                .requests
-                .entry(id.to_owned())
-                .or_default()
-                .entry(route.to_owned())
-                .or_default() += 1;
+            *stats.requests.entry(id.to_owned()).or_default().entry(route.to_owned()).or_default() += 1;
         }
     }
 }
@@ -173,12 +160,7 @@ impl RunningSim {
     /// The calls received so far.
     #[must_use]
     pub fn stats(&self) -> SimStats {
-        self.sim
-            .state
-            .stats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.sim.state.stats.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Stops serving.
@@ -193,10 +175,7 @@ impl RunningSim {
 /// When the listener cannot be used.
 pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Server, RunningSim)> {
     let base_url = format!("http://{}", listener.local_addr()?);
-    let sim = Arc::new(Sim {
-        config,
-        state: SimState::default(),
-    });
+    let sim = Arc::new(Sim { config, state: SimState::default() });
     let data = web::Data::from(Arc::clone(&sim));
     let base = web::Data::new(base_url.clone());
     let server = HttpServer::new(move || {
@@ -215,14 +194,7 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
     .listen(listener)?
     .run();
     let handle = server.handle();
-    Ok((
-        server,
-        RunningSim {
-            base_url,
-            handle,
-            sim,
-        },
-    ))
+    Ok((server, RunningSim { base_url, handle, sim }))
 }
 
 /// Starts the simulator on an ephemeral loopback port in the current tokio runtime.
@@ -240,10 +212,7 @@ fn authorized(sim: &Sim, req: &HttpRequest) -> bool {
     let Some(key) = &sim.config.api_key else {
         return true;
     };
-    req.headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        == Some(format!("Key {key}").as_str())
+    req.headers().get("authorization").and_then(|v| v.to_str().ok()) == Some(format!("Key {key}").as_str())
 }
 
 fn unauthorized() -> HttpResponse {
@@ -271,24 +240,15 @@ async fn submit(
     }
     let endpoint = path.into_inner();
     let input = body.into_inner();
-    let prompt = input
-        .get("prompt")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default();
     let directives = Directives::from_prompt(prompt);
     if directives.reject_submit {
         return HttpResponse::UnprocessableEntity()
             .json(json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]}));
     }
     let request_id = uuid::Uuid::new_v4().to_string();
-    let urls = format!(
-        "{}/{}/requests/{request_id}",
-        base.as_str(),
-        app_prefix(&endpoint)
-    );
-    let run = directives
-        .run_ms
-        .map_or(sim.config.run, Duration::from_millis);
+    let urls = format!("{}/{}/requests/{request_id}", base.as_str(), app_prefix(&endpoint));
+    let run = directives.run_ms.map_or(sim.config.run, Duration::from_millis);
     sim.state.requests().insert(
         request_id.clone(),
         SimRequest {
@@ -312,11 +272,7 @@ async fn submit(
     }))
 }
 
-async fn status(
-    sim: web::Data<Sim>,
-    req: HttpRequest,
-    path: web::Path<(String, String, String)>,
-) -> HttpResponse {
+async fn status(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {
     let (_, _, id) = path.into_inner();
     sim.state.count("status", Some(&id));
     if !authorized(&sim, &req) {
@@ -368,17 +324,12 @@ async fn result(
             .json(json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]}));
     }
     if d.fail {
-        return HttpResponse::InternalServerError()
-            .json(json!({"detail": "the model crashed while generating"}));
+        return HttpResponse::InternalServerError().json(json!({"detail": "the model crashed while generating"}));
     }
     if d.malformed {
         return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
     }
-    let seed = request
-        .input
-        .get("seed")
-        .and_then(Value::as_u64)
-        .unwrap_or(42);
+    let seed = request.input.get("seed").and_then(Value::as_u64).unwrap_or(42);
     let files = format!("{}/_sim/files/{id}", base.as_str());
     if request.endpoint.contains("video") {
         return HttpResponse::Ok().json(json!({
@@ -386,23 +337,14 @@ async fn result(
             "seed": seed,
         }));
     }
-    let count = request
-        .input
-        .get("num_images")
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
-        .clamp(1, 4);
+    let count = request.input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4);
     let images: Vec<Value> = (0..count)
         .map(|i| json!({"url": format!("{files}/{i}.png"), "width": 1024, "height": 1024, "content_type": "image/png"}))
         .collect();
     HttpResponse::Ok().json(json!({"images": images, "seed": seed}))
 }
 
-async fn cancel(
-    sim: web::Data<Sim>,
-    req: HttpRequest,
-    path: web::Path<(String, String, String)>,
-) -> HttpResponse {
+async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {
     let (_, _, id) = path.into_inner();
     sim.state.count("cancel", Some(&id));
     if !authorized(&sim, &req) {
@@ -421,12 +363,7 @@ async fn cancel(
 }
 
 async fn stats(sim: web::Data<Sim>) -> HttpResponse {
-    let stats = sim
-        .state
-        .stats
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
+    let stats = sim.state.stats.lock().unwrap_or_else(PoisonError::into_inner).clone();
     HttpResponse::Ok().json(stats)
 }
 
@@ -437,19 +374,8 @@ mod tests {
     #[test]
     fn directives_are_read_from_the_prompt() {
         let d = Directives::from_prompt("a cat [sim:flaky=2] [sim:run=50] [sim:fail]");
-        assert_eq!(
-            d,
-            Directives {
-                flaky: 2,
-                run_ms: Some(50),
-                fail: true,
-                ..Directives::default()
-            }
-        );
-        assert_eq!(
-            Directives::from_prompt("no directives"),
-            Directives::default()
-        );
+        assert_eq!(d, Directives { flaky: 2, run_ms: Some(50), fail: true, ..Directives::default() });
+        assert_eq!(Directives::from_prompt("no directives"), Directives::default());
     }
 
     #[test]

@@ -9,17 +9,12 @@ use std::time::Duration;
 use genjobs_upstream_sim::SimConfig;
 
 fn millis(name: &str, default: Duration) -> Duration {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(default, Duration::from_millis)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).map_or(default, Duration::from_millis)
 }
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
     let defaults = SimConfig::default();
     let config = SimConfig {
         queue: millis("SIM_QUEUE_MS", defaults.queue),

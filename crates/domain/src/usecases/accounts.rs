@@ -55,9 +55,7 @@ impl From<AccountError> for AdminError {
     fn from(e: AccountError) -> Self {
         match e {
             AccountError::UnknownUser => AdminError::UnknownUser,
-            AccountError::GrantBelowZero { .. } => {
-                AdminError::Invalid(InvalidRequest::param("amount", e.to_string()))
-            }
+            AccountError::GrantBelowZero { .. } => AdminError::Invalid(InvalidRequest::param("amount", e.to_string())),
             AccountError::KeyPrefixTaken => AdminError::Store(StoreError::Internal(e.to_string())),
             AccountError::Store(e) => AdminError::Store(e),
         }
@@ -78,24 +76,17 @@ pub struct NewUserRequest {
 }
 
 fn object(body: &Value) -> Result<&serde_json::Map<String, Value>, InvalidRequest> {
-    body.as_object()
-        .ok_or_else(|| InvalidRequest::body("the body must be a JSON object"))
+    body.as_object().ok_or_else(|| InvalidRequest::body("the body must be a JSON object"))
 }
 
-fn reject_unknown(
-    map: &serde_json::Map<String, Value>,
-    known: &[&str],
-) -> Result<(), InvalidRequest> {
+fn reject_unknown(map: &serde_json::Map<String, Value>, known: &[&str]) -> Result<(), InvalidRequest> {
     match map.keys().find(|k| !known.contains(&k.as_str())) {
         Some(k) => Err(InvalidRequest::param(k, format!("unknown field `{k}`"))),
         None => Ok(()),
     }
 }
 
-fn positive_u32(
-    map: &serde_json::Map<String, Value>,
-    name: &str,
-) -> Result<Option<u32>, InvalidRequest> {
+fn positive_u32(map: &serde_json::Map<String, Value>, name: &str) -> Result<Option<u32>, InvalidRequest> {
     match map.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
@@ -103,9 +94,7 @@ fn positive_u32(
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n >= 1)
             .map(Some)
-            .ok_or_else(|| {
-                InvalidRequest::param(name, format!("`{name}` must be a positive integer"))
-            }),
+            .ok_or_else(|| InvalidRequest::param(name, format!("`{name}` must be a positive integer"))),
     }
 }
 
@@ -116,33 +105,18 @@ impl NewUserRequest {
     /// [`InvalidRequest`] naming the field at fault.
     pub fn parse(body: &Value) -> Result<Self, InvalidRequest> {
         let map = object(body)?;
-        reject_unknown(
-            map,
-            &[
-                "name",
-                "credits",
-                "rate_limit_per_minute",
-                "max_concurrent_jobs",
-            ],
-        )?;
+        reject_unknown(map, &["name", "credits", "rate_limit_per_minute", "max_concurrent_jobs"])?;
         let name = match map.get("name") {
-            Some(Value::String(n)) if !n.trim().is_empty() && n.chars().count() <= 200 => {
-                n.trim().to_owned()
-            }
+            Some(Value::String(n)) if !n.trim().is_empty() && n.chars().count() <= 200 => n.trim().to_owned(),
             _ => {
-                return Err(InvalidRequest::param(
-                    "name",
-                    "`name` must be a string of 1 to 200 characters",
-                ));
+                return Err(InvalidRequest::param("name", "`name` must be a string of 1 to 200 characters"));
             }
         };
         let credits = map
             .get("credits")
             .and_then(Value::as_u64)
             .filter(|c| i64::try_from(*c).is_ok())
-            .ok_or_else(|| {
-                InvalidRequest::param("credits", "`credits` must be a non-negative integer")
-            })?;
+            .ok_or_else(|| InvalidRequest::param("credits", "`credits` must be a non-negative integer"))?;
         Ok(Self {
             name,
             credits: Credits::new(credits),
@@ -184,15 +158,8 @@ impl Gateway {
             .into_iter()
             .find(|c| c.hash.matches(&hash))
             .ok_or(AuthError::InvalidKey)?;
-        match self
-            .ports
-            .rate_limiter
-            .acquire(credential.user_id, credential.rate_limit_per_minute)
-            .await?
-        {
-            RateDecision::Allowed => Ok(Caller {
-                user_id: credential.user_id,
-            }),
+        match self.ports.rate_limiter.acquire(credential.user_id, credential.rate_limit_per_minute).await? {
+            RateDecision::Allowed => Ok(Caller { user_id: credential.user_id }),
             RateDecision::Limited { retry_after } => {
                 tracing::info!(user_id = %credential.user_id, "rate limited");
                 Err(AuthError::RateLimited { retry_after })
@@ -216,10 +183,7 @@ impl Gateway {
     ///
     /// # Errors
     /// [`AdminError::Store`] when the store fails.
-    pub async fn create_user(
-        &self,
-        request: NewUserRequest,
-    ) -> Result<(Account, ApiKey), AdminError> {
+    pub async fn create_user(&self, request: NewUserRequest) -> Result<(Account, ApiKey), AdminError> {
         let now = self.ports.clock.now();
         let user_id = self.ports.ids.user_id(now);
         let limits = Limits {
@@ -233,17 +197,7 @@ impl Gateway {
         for _ in 0..KEY_ATTEMPTS {
             let key = self.ports.ids.api_key();
             let stored = StoredKey::of(&key, user_id, now);
-            match self
-                .ports
-                .accounts
-                .create_user(
-                    user_id,
-                    request.name.clone(),
-                    request.credits,
-                    limits,
-                    stored,
-                )
-                .await
+            match self.ports.accounts.create_user(user_id, request.name.clone(), request.credits, limits, stored).await
             {
                 Ok(account) => {
                     tracing::info!(user_id = %user_id, credits = %request.credits, "user created");
@@ -263,12 +217,7 @@ impl Gateway {
     pub async fn issue_key(&self, user_id: UserId) -> Result<ApiKey, AdminError> {
         for _ in 0..KEY_ATTEMPTS {
             let key = self.ports.ids.api_key();
-            match self
-                .ports
-                .accounts
-                .add_key(StoredKey::of(&key, user_id, self.ports.clock.now()))
-                .await
-            {
+            match self.ports.accounts.add_key(StoredKey::of(&key, user_id, self.ports.clock.now())).await {
                 Ok(()) => {
                     tracing::info!(user_id = %user_id, key_prefix = %key.prefix(), "key issued");
                     return Ok(key);
@@ -310,11 +259,7 @@ impl Gateway {
     /// # Errors
     /// [`AdminError::UnknownUser`], [`AdminError::Store`].
     pub async fn user(&self, user_id: UserId) -> Result<Account, AdminError> {
-        self.ports
-            .accounts
-            .account(user_id)
-            .await?
-            .ok_or(AdminError::UnknownUser)
+        self.ports.accounts.account(user_id).await?.ok_or(AdminError::UnknownUser)
     }
 }
 
@@ -326,9 +271,7 @@ mod tests {
 
     #[test]
     fn new_user_body_is_validated() {
-        let ok =
-            NewUserRequest::parse(&json!({"name": "ada", "credits": 10, "max_concurrent_jobs": 2}))
-                .unwrap();
+        let ok = NewUserRequest::parse(&json!({"name": "ada", "credits": 10, "max_concurrent_jobs": 2})).unwrap();
         assert_eq!(ok.credits, Credits::new(10));
         assert_eq!(ok.rate_limit_per_minute, None);
         assert_eq!(ok.max_concurrent_jobs, Some(2));
@@ -337,17 +280,10 @@ mod tests {
             (json!({"name": "", "credits": 1}), "name"),
             (json!({"name": "a"}), "credits"),
             (json!({"name": "a", "credits": -1}), "credits"),
-            (
-                json!({"name": "a", "credits": 1, "rate_limit_per_minute": 0}),
-                "rate_limit_per_minute",
-            ),
+            (json!({"name": "a", "credits": 1, "rate_limit_per_minute": 0}), "rate_limit_per_minute"),
             (json!({"name": "a", "credits": 1, "admin": true}), "admin"),
         ] {
-            assert_eq!(
-                NewUserRequest::parse(&body).unwrap_err().param.as_deref(),
-                Some(param),
-                "{body}"
-            );
+            assert_eq!(NewUserRequest::parse(&body).unwrap_err().param.as_deref(), Some(param), "{body}");
         }
     }
 

@@ -39,8 +39,7 @@ impl DriverSettings {
             poll_interval,
             job_timeout,
             lease: Duration::from_secs(30).max(poll_interval * 3),
-            idle_tick: (poll_interval / 10)
-                .clamp(Duration::from_millis(10), Duration::from_millis(100)),
+            idle_tick: (poll_interval / 10).clamp(Duration::from_millis(10), Duration::from_millis(100)),
             batch: 256,
             max_in_flight: 256,
         }
@@ -66,30 +65,19 @@ impl JobDriver {
     /// A driver over `ports`.
     #[must_use]
     pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: DriverSettings) -> Self {
-        Self {
-            ports,
-            catalog,
-            settings,
-        }
+        Self { ports, catalog, settings }
     }
 
     /// Runs until dropped: claims due jobs and advances them, at most `max_in_flight` at once.
     pub async fn run(&self) {
-        let due = stream::unfold((), |()| async { Some((self.next_batch().await, ())) })
-            .flat_map(stream::iter);
-        due.for_each_concurrent(self.settings.max_in_flight, |job| self.advance(job))
-            .await;
+        let due = stream::unfold((), |()| async { Some((self.next_batch().await, ())) }).flat_map(stream::iter);
+        due.for_each_concurrent(self.settings.max_in_flight, |job| self.advance(job)).await;
     }
 
     async fn next_batch(&self) -> Vec<Job> {
         loop {
             let now = self.ports.clock.now();
-            match self
-                .ports
-                .jobs
-                .claim_due(now, now + self.settings.lease, self.settings.batch)
-                .await
-            {
+            match self.ports.jobs.claim_due(now, now + self.settings.lease, self.settings.batch).await {
                 Ok(jobs) if !jobs.is_empty() => return jobs,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "could not claim due jobs"),
@@ -102,10 +90,7 @@ impl JobDriver {
     pub async fn advance(&self, job: Job) {
         let now = self.ports.clock.now();
         if now - job.created_at >= self.settings.job_timeout {
-            let error = JobError::new(
-                JobErrorCode::UpstreamTimeout,
-                "the job did not finish in time",
-            );
+            let error = JobError::new(JobErrorCode::UpstreamTimeout, "the job did not finish in time");
             self.commit(&job, Trigger::Failed { error }).await;
             return;
         }
@@ -120,9 +105,7 @@ impl JobDriver {
             None => self.submit(job).await,
             Some(upstream) => {
                 let trigger = match self.ports.upstream.status(job.id, &upstream).await {
-                    Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued {
-                        next_poll_at: self.next_poll(0),
-                    },
+                    Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(0) },
                     Ok(UpstreamStatus::Running { percent }) => Trigger::UpstreamRunning {
                         progress: self.progress(&job, percent),
                         next_poll_at: self.next_poll(0),
@@ -130,9 +113,7 @@ impl JobDriver {
                     Ok(UpstreamStatus::Completed) => self.result(&job, &upstream).await,
                     Err(PollFailure::Transient(reason)) => {
                         tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, %reason, "status poll failed; backing off");
-                        Trigger::UpstreamUnreachable {
-                            next_poll_at: self.next_poll(job.poll_failures + 1),
-                        }
+                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job.poll_failures + 1) }
                     }
                     Err(PollFailure::Gone(reason)) => Trigger::Failed {
                         error: JobError::new(
@@ -148,30 +129,23 @@ impl JobDriver {
 
     async fn submit(&self, job: Job) {
         let Some(model) = self.catalog.model(job.model.as_str()) else {
-            let error = JobError::new(
-                JobErrorCode::UpstreamFailed,
-                "the model is no longer offered",
-            );
+            let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is no longer offered");
             self.commit(&job, Trigger::Failed { error }).await;
             return;
         };
-        let Some(job) = self.commit(&job, Trigger::SubmitStarted).await else {
+        let in_flight_until = self.ports.clock.now() + self.settings.lease;
+        let Some(job) = self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await else {
             return;
         };
         let input = model.fal.upstream_input(&job.input);
         let trigger = match self.ports.upstream.submit(job.id, &input).await {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id, request_id = %upstream.request_id, endpoint = %input.endpoint, "submitted upstream");
-                Trigger::Submitted {
-                    upstream,
-                    next_poll_at: self.next_poll(0),
-                }
+                Trigger::Submitted { upstream, next_poll_at: self.next_poll(0) }
             }
             Err(SubmitFailure::NotReached(reason)) => {
                 tracing::warn!(job_id = %job.id, %reason, "provider not reached; will submit again");
-                Trigger::SubmitNotReached {
-                    next_poll_at: self.next_poll(job.poll_failures + 1),
-                }
+                Trigger::SubmitNotReached { next_poll_at: self.next_poll(job.poll_failures + 1) }
             }
             Err(SubmitFailure::Rejected(reason)) => Trigger::Failed {
                 error: JobError::new(
@@ -180,58 +154,37 @@ impl JobDriver {
                 ),
             },
             Err(SubmitFailure::Ambiguous(reason)) => Trigger::Failed {
-                error: JobError::new(
-                    JobErrorCode::UpstreamFailed,
-                    format!("the submission failed: {reason}"),
-                ),
+                error: JobError::new(JobErrorCode::UpstreamFailed, format!("the submission failed: {reason}")),
             },
         };
         self.commit(&job, trigger).await;
     }
 
     async fn result(&self, job: &Job, upstream: &crate::job::UpstreamRef) -> Trigger {
-        let failed = |code, message: String| Trigger::Failed {
-            error: JobError::new(code, message),
-        };
-        match self
-            .ports
-            .upstream
-            .result(job.id, upstream, job.modality)
-            .await
-        {
-            Ok(outputs) if outputs.is_empty() => failed(
-                JobErrorCode::OutputInvalid,
-                "the provider returned no outputs".into(),
-            ),
+        let failed = |code, message: String| Trigger::Failed { error: JobError::new(code, message) };
+        match self.ports.upstream.result(job.id, upstream, job.modality).await {
+            Ok(outputs) if outputs.is_empty() => {
+                failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
+            }
             Ok(outputs) => {
                 let credits_actual = self
                     .catalog
                     .model(job.model.as_str())
-                    .map_or(job.credits_held, |m| {
-                        m.price_delivered(&job.input, &outputs)
-                    });
-                Trigger::Succeeded {
-                    outputs,
-                    credits_actual,
-                }
+                    .map_or(job.credits_held, |m| m.price_delivered(&job.input, &outputs));
+                Trigger::Succeeded { outputs, credits_actual }
             }
-            Err(ResultFailure::Rejected(reason)) => failed(
-                JobErrorCode::UpstreamRejected,
-                format!("the provider refused the input: {reason}"),
-            ),
-            Err(ResultFailure::Failed(reason)) => failed(
-                JobErrorCode::UpstreamFailed,
-                format!("the generation failed: {reason}"),
-            ),
-            Err(ResultFailure::Invalid(reason)) => failed(
-                JobErrorCode::OutputInvalid,
-                format!("the provider's result could not be read: {reason}"),
-            ),
+            Err(ResultFailure::Rejected(reason)) => {
+                failed(JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
+            }
+            Err(ResultFailure::Failed(reason)) => {
+                failed(JobErrorCode::UpstreamFailed, format!("the generation failed: {reason}"))
+            }
+            Err(ResultFailure::Invalid(reason)) => {
+                failed(JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
+            }
             Err(ResultFailure::Transient(reason)) => {
                 tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, %reason, "result fetch failed; backing off");
-                Trigger::UpstreamUnreachable {
-                    next_poll_at: self.next_poll(job.poll_failures + 1),
-                }
+                Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job.poll_failures + 1) }
             }
         }
     }
@@ -247,10 +200,7 @@ impl JobDriver {
         if let Some(percent) = percent {
             return percent.min(MAX_RUNNING_PROGRESS);
         }
-        let typical = self
-            .catalog
-            .model(job.model.as_str())
-            .map_or(FALLBACK_RUN_SECS, |m| m.typical_run_secs);
+        let typical = self.catalog.model(job.model.as_str()).map_or(FALLBACK_RUN_SECS, |m| m.typical_run_secs);
         let started = job.started_at.unwrap_or_else(|| self.ports.clock.now());
         let elapsed = (self.ports.clock.now() - started).as_seconds_f64().max(0.0);
         let estimate = (elapsed / f64::from(typical.max(1)) * 100.0).floor();

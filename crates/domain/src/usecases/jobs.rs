@@ -108,12 +108,7 @@ impl Gateway {
     ///
     /// # Errors
     /// See [`JobQueryError`].
-    pub async fn wait_for_job(
-        &self,
-        caller: &Caller,
-        id: JobId,
-        wait: Duration,
-    ) -> Result<Job, JobQueryError> {
+    pub async fn wait_for_job(&self, caller: &Caller, id: JobId, wait: Duration) -> Result<Job, JobQueryError> {
         let mut changes = self.ports.events.subscribe(id);
         let job = self.owned_job(caller, id).await?;
         if job.state.is_final() || wait.is_zero() {
@@ -125,9 +120,7 @@ impl Gateway {
             if !remaining.is_positive() {
                 return self.owned_job(caller, id).await;
             }
-            let nap = Duration::try_from(remaining)
-                .unwrap_or_default()
-                .min(self.settings.poll_interval);
+            let nap = Duration::try_from(remaining).unwrap_or_default().min(self.settings.poll_interval);
             self.next_change_or(&mut changes, nap).await;
             let job = self.owned_job(caller, id).await?;
             if job.state.is_final() {
@@ -154,11 +147,7 @@ impl Gateway {
     ///
     /// # Errors
     /// See [`JobQueryError`]; checked before the stream starts.
-    pub async fn job_events(
-        &self,
-        caller: &Caller,
-        id: JobId,
-    ) -> Result<BoxStream<'static, JobEvent>, JobQueryError> {
+    pub async fn job_events(&self, caller: &Caller, id: JobId) -> Result<BoxStream<'static, JobEvent>, JobQueryError> {
         let changes = self.ports.events.subscribe(id);
         let job = self.owned_job(caller, id).await?;
         let first = JobEvent::of(job);
@@ -192,11 +181,7 @@ impl Gateway {
             let transition = match job.apply(Trigger::Cancel, now) {
                 Ok(transition) => transition,
                 Err(TransitionError::AlreadyFinal(state)) => {
-                    return Ok(CancelReceipt {
-                        id,
-                        state,
-                        canceled_at: job.canceled_at.unwrap_or(now),
-                    });
+                    return Ok(CancelReceipt { id, state, canceled_at: job.canceled_at.unwrap_or(now) });
                 }
                 Err(e @ TransitionError::NotApplicable { .. }) => {
                     return Err(StoreError::Internal(e.to_string()).into());
@@ -207,11 +192,7 @@ impl Gateway {
                     tracing::info!(job_id = %id, credits_released = %job.credits_held, "job canceled");
                     self.ports.events.publish(id).await;
                     self.stop_upstream(&job).await;
-                    return Ok(CancelReceipt {
-                        id,
-                        state: job.state,
-                        canceled_at: job.canceled_at.unwrap_or(now),
-                    });
+                    return Ok(CancelReceipt { id, state: job.state, canceled_at: job.canceled_at.unwrap_or(now) });
                 }
                 Commit::Stale(_) => continue,
                 Commit::Missing => return Err(JobQueryError::NotFound),
@@ -244,11 +225,7 @@ impl Gateway {
         limit: usize,
     ) -> Result<JobListing, StoreError> {
         let limit = limit.clamp(1, MAX_JOBS_PAGE);
-        let mut jobs = self
-            .ports
-            .jobs
-            .jobs_of(caller.user_id, before, limit + 1)
-            .await?;
+        let mut jobs = self.ports.jobs.jobs_of(caller.user_id, before, limit + 1).await?;
         let next = if jobs.len() > limit {
             jobs.truncate(limit);
             jobs.last().map(|j| j.id)
@@ -275,12 +252,7 @@ impl Watch {
         loop {
             let until_tick = self.next_tick - gateway.ports.clock.now();
             let tick_due = !until_tick.is_positive()
-                || !gateway
-                    .next_change_or(
-                        &mut self.changes,
-                        Duration::try_from(until_tick).unwrap_or_default(),
-                    )
-                    .await;
+                || !gateway.next_change_or(&mut self.changes, Duration::try_from(until_tick).unwrap_or_default()).await;
             let job = match gateway.owned_job(&self.caller, self.id).await {
                 Ok(job) => job,
                 Err(JobQueryError::Store(e)) => {

@@ -15,9 +15,7 @@ pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE
 pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError, request_fingerprint};
 
 use crate::catalog::Catalog;
-use crate::ports::{
-    AccountStore, Clock, IdSource, JobEvents, JobStore, Limits, RateLimiter, UpstreamProvider,
-};
+use crate::ports::{AccountStore, Clock, IdSource, JobEvents, JobStore, Limits, RateLimiter, UpstreamProvider};
 
 /// Every port a [`Gateway`] or [`JobDriver`] uses.
 #[derive(Clone)]
@@ -53,10 +51,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             poll_interval: Duration::from_secs(2),
-            default_limits: Limits {
-                rate_limit_per_minute: 120,
-                max_concurrent_jobs: 8,
-            },
+            default_limits: Limits { rate_limit_per_minute: 120, max_concurrent_jobs: 8 },
             upstream_cancel: false,
         }
     }
@@ -74,11 +69,7 @@ impl Gateway {
     /// A gateway over `ports`, serving the models of `catalog`.
     #[must_use]
     pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: Settings) -> Self {
-        Self {
-            ports,
-            catalog,
-            settings,
-        }
+        Self { ports, catalog, settings }
     }
 
     /// The catalog in use.

@@ -29,10 +29,7 @@ impl IdempotencyKey {
         if count == 0 || count > Self::MAX_CHARS {
             return Err(InvalidRequest::param(
                 "Idempotency-Key",
-                format!(
-                    "the Idempotency-Key header must be 1 to {} characters",
-                    Self::MAX_CHARS
-                ),
+                format!("the Idempotency-Key header must be 1 to {} characters", Self::MAX_CHARS),
             ));
         }
         Ok(Self(text.to_owned()))
@@ -47,11 +44,7 @@ pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
     hasher.update(endpoint.as_str().as_bytes());
     hasher.update([0]);
     hasher.update(body.to_string().as_bytes());
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A validated submission.
@@ -120,18 +113,12 @@ impl Gateway {
     ///
     /// # Errors
     /// See [`SubmitError`].
-    pub async fn submit(
-        &self,
-        caller: &Caller,
-        submission: Submission,
-    ) -> Result<Receipt, SubmitError> {
-        let Submission {
-            request,
-            idempotency,
-        } = submission;
-        let model = self.catalog.model(request.model.as_str()).ok_or_else(|| {
-            StoreError::Internal(format!("model {} left the catalog", request.model))
-        })?;
+    pub async fn submit(&self, caller: &Caller, submission: Submission) -> Result<Receipt, SubmitError> {
+        let Submission { request, idempotency } = submission;
+        let model = self
+            .catalog
+            .model(request.model.as_str())
+            .ok_or_else(|| StoreError::Internal(format!("model {} left the catalog", request.model)))?;
         let now = self.ports.clock.now();
         let (job, _hold) = Job::accept(
             self.ports.ids.job_id(now),
@@ -142,10 +129,7 @@ impl Gateway {
             model.price_to_hold(&request.input),
             now,
         );
-        let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim {
-            key: key.0,
-            fingerprint,
-        });
+        let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         match self.ports.jobs.accept(job, claim, now).await {
             Ok(Accepted::Created(job)) => {
                 tracing::info!(job_id = %job.id, user_id = %job.user_id, model = %job.model, credits_held = %job.credits_held, "job accepted");
@@ -158,9 +142,7 @@ impl Gateway {
             Err(AcceptError::InsufficientCredits { needed, available }) => {
                 Err(SubmitError::InsufficientCredits { needed, available })
             }
-            Err(AcceptError::ConcurrencyLimit { limit }) => {
-                Err(SubmitError::ConcurrencyLimit { limit })
-            }
+            Err(AcceptError::ConcurrencyLimit { limit }) => Err(SubmitError::ConcurrencyLimit { limit }),
             Err(AcceptError::IdempotencyConflict) => Err(SubmitError::IdempotencyConflict),
             Err(AcceptError::UnknownUser) => {
                 Err(StoreError::Internal("an authenticated user has no account".into()).into())

@@ -1,0 +1,68 @@
+//! Extractors that let a request in: [`Authenticated`] for `/api/v1` (an API key, then the
+//! rate limit) and [`Operator`] for `/api/admin` (the admin token).
+
+use actix_web::dev::Payload;
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::{FromRequest, HttpRequest, web};
+use futures_util::future::{LocalBoxFuture, Ready, ready};
+use genjobs_domain::usecases::Caller;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The bearer token of a well-formed `Authorization` header, or the `MISSING_API_KEY` error of
+/// the spec's three malformed cases.
+fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
+    let Some(header) = req.headers().get(AUTHORIZATION) else {
+        return Err(ApiError::missing_key("the Authorization header is missing; send Authorization: Bearer <api_key>"));
+    };
+    let malformed = || ApiError::missing_key("Authorization header must be: Bearer <api_key>");
+    let value = header.to_str().map_err(|_| malformed())?.trim();
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(malformed());
+    }
+    let token = rest.trim();
+    if token.is_empty() {
+        return Err(ApiError::missing_key("Authorization header is empty after Bearer"));
+    }
+    Ok(token.to_owned())
+}
+
+fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
+    req.app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| genjobs_domain::ports::StoreError::Internal("application state missing".into()).into())
+}
+
+/// A caller let in by API key and rate limit.
+#[derive(Debug, Clone, Copy)]
+pub struct Authenticated(pub Caller);
+
+impl FromRequest for Authenticated {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let checked = bearer(req).and_then(|token| Ok((token, state(req)?)));
+        Box::pin(async move {
+            let (token, state) = checked?;
+            Ok(Authenticated(state.gateway.authenticate(&token).await?))
+        })
+    }
+}
+
+/// An operator holding the admin token.
+#[derive(Debug, Clone, Copy)]
+pub struct Operator;
+
+impl FromRequest for Operator {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(bearer(req).and_then(|token| {
+            if state(req)?.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_key()) }
+        }))
+    }
+}

@@ -1,0 +1,45 @@
+//! Reading a JSON body: media type first (415), then size (413), then syntax (400).
+
+use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use actix_web::{HttpRequest, web};
+use futures_util::StreamExt;
+use genjobs_domain::request::InvalidRequest;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// Largest body accepted.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+fn is_json(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The body as JSON.
+///
+/// # Errors
+/// 415 for another media type, 413 for a body over 1 MiB (refused from `Content-Length` before
+/// reading when it is given), 400 for JSON that does not parse.
+pub async fn read_json(req: &HttpRequest, mut payload: web::Payload) -> Result<Value, ApiError> {
+    if !is_json(req) {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let declared =
+        req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES) {
+        return Err(ApiError::body_too_large(MAX_BODY_BYTES));
+    }
+    let mut body = web::BytesMut::with_capacity(declared.unwrap_or(1024).min(MAX_BODY_BYTES));
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|_| InvalidRequest::body("the body could not be read"))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ApiError::body_too_large(MAX_BODY_BYTES));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| InvalidRequest::body(format!("the body is not valid JSON: {e}")).into())
+}

@@ -1,0 +1,225 @@
+//! The error envelope `{error: {type, code, message, param?}}` for every status, and the mapping
+//! of each use case's error enum onto it.
+
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use actix_web::{HttpResponse, ResponseError};
+use genjobs_domain::ports::StoreError;
+use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::usecases::{AdminError, AuthError, JobQueryError, SubmitError};
+use serde::Serialize;
+
+/// An error response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    code: &'static str,
+    message: String,
+    param: Option<String>,
+    retry_after: Option<Duration>,
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    error: Body<'a>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param: Option<&'a str>,
+}
+
+impl ApiError {
+    /// An error of `status`, `type` and `code`.
+    #[must_use]
+    pub fn new(status: StatusCode, kind: &'static str, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, kind, code, message: message.into(), param: None, retry_after: None }
+    }
+
+    /// 401 `MISSING_API_KEY`.
+    #[must_use]
+    pub fn missing_key(message: &str) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "MISSING_API_KEY", message)
+    }
+
+    /// 401 `INVALID_API_KEY`.
+    #[must_use]
+    pub fn invalid_key() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "INVALID_API_KEY", "the API key is not valid")
+    }
+
+    /// 404 `JOB_NOT_FOUND`.
+    #[must_use]
+    pub fn job_not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "JOB_NOT_FOUND", "no job with this id")
+    }
+
+    /// 404 `ROUTE_NOT_FOUND`.
+    #[must_use]
+    pub fn route_not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "ROUTE_NOT_FOUND", "no such route")
+    }
+
+    /// 405 `METHOD_NOT_ALLOWED`.
+    #[must_use]
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request",
+            "METHOD_NOT_ALLOWED",
+            "this method is not allowed on this route",
+        )
+    }
+
+    /// 413 `BODY_TOO_LARGE`.
+    #[must_use]
+    pub fn body_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request",
+            "BODY_TOO_LARGE",
+            format!("the body must be at most {limit} bytes"),
+        )
+    }
+
+    /// 415 `UNSUPPORTED_MEDIA_TYPE`.
+    #[must_use]
+    pub fn unsupported_media_type() -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request",
+            "UNSUPPORTED_MEDIA_TYPE",
+            "the body must be JSON with Content-Type: application/json",
+        )
+    }
+
+    /// 429 `CONCURRENCY_LIMIT_EXCEEDED`.
+    #[must_use]
+    pub fn concurrency_limit(message: String, retry_after: Duration) -> Self {
+        Self {
+            retry_after: Some(retry_after),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "CONCURRENCY_LIMIT_EXCEEDED", message)
+        }
+    }
+
+    /// The error's code, for tests and logs.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let envelope = Envelope {
+            error: Body { kind: self.kind, code: self.code, message: &self.message, param: self.param.as_deref() },
+        };
+        let mut response = HttpResponse::build(self.status);
+        response.insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+        if let Some(retry_after) = self.retry_after {
+            let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            response.insert_header((RETRY_AFTER, secs.max(1).to_string()));
+        }
+        response.body(serde_json::to_string(&envelope).unwrap_or_default())
+    }
+}
+
+impl From<InvalidRequest> for ApiError {
+    fn from(e: InvalidRequest) -> Self {
+        Self { param: e.param, ..Self::new(StatusCode::BAD_REQUEST, "invalid_request", "INVALID_REQUEST", e.message) }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(detail) => {
+                tracing::warn!(%detail, "store unavailable");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "SERVICE_UNAVAILABLE",
+                    "the service is temporarily unavailable; try again shortly",
+                )
+            }
+            StoreError::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal_error",
+                    "INTERNAL",
+                    "an unexpected error occurred",
+                )
+            }
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::InvalidKey => Self::invalid_key(),
+            AuthError::RateLimited { retry_after } => Self {
+                retry_after: Some(retry_after),
+                ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "RATE_LIMIT_EXCEEDED", e.to_string())
+            },
+            AuthError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<JobQueryError> for ApiError {
+    fn from(e: JobQueryError) -> Self {
+        match e {
+            JobQueryError::NotFound => Self::job_not_found(),
+            JobQueryError::Forbidden => Self::new(StatusCode::FORBIDDEN, "forbidden", "FORBIDDEN", e.to_string()),
+            JobQueryError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl ApiError {
+    /// Maps a submission error; a concurrency refusal advises retrying after `retry_after`.
+    #[must_use]
+    pub fn from_submit(e: SubmitError, retry_after: Duration) -> Self {
+        match e {
+            SubmitError::InsufficientCredits { .. } => {
+                Self::new(StatusCode::PAYMENT_REQUIRED, "insufficient_credits", "NOT_ENOUGH_CREDITS", e.to_string())
+            }
+            SubmitError::ConcurrencyLimit { .. } => Self::concurrency_limit(e.to_string(), retry_after),
+            SubmitError::IdempotencyConflict => {
+                Self::new(StatusCode::CONFLICT, "idempotency_conflict", "IDEMPOTENCY_KEY_REUSED", e.to_string())
+            }
+            SubmitError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<AdminError> for ApiError {
+    fn from(e: AdminError) -> Self {
+        match e {
+            AdminError::UnknownUser => Self::new(StatusCode::NOT_FOUND, "not_found", "USER_NOT_FOUND", e.to_string()),
+            AdminError::UnknownKey => Self::new(StatusCode::NOT_FOUND, "not_found", "KEY_NOT_FOUND", e.to_string()),
+            AdminError::Invalid(e) => e.into(),
+            AdminError::Store(e) => e.into(),
+        }
+    }
+}

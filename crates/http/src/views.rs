@@ -1,0 +1,244 @@
+//! The JSON shapes of responses, kept apart from the domain types so that the API stays exactly
+//! as the spec writes it whatever the domain keeps internally.
+
+use genjobs_domain::catalog::{Field, Model};
+use genjobs_domain::job::{Job, JobError, OutputItem};
+use genjobs_domain::ports::Account;
+use genjobs_domain::usecases::{CancelReceipt, JobListing, Receipt};
+use serde::Serialize;
+use time::OffsetDateTime;
+use time::macros::format_description;
+
+/// ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`.
+#[must_use]
+pub fn iso(at: OffsetDateTime) -> String {
+    let format = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    at.to_offset(time::UtcOffset::UTC).format(&format).unwrap_or_default()
+}
+
+/// A job as `GET /v1/jobs/:id` shows it.
+#[derive(Debug, Serialize)]
+pub struct JobView<'a> {
+    id: String,
+    state: &'static str,
+    progress: u8,
+    model: &'a str,
+    modality: &'static str,
+    outputs: Option<&'a [OutputItem]>,
+    error: Option<&'a JobError>,
+    created_at: String,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+    credits_held: u64,
+    credits_actual: Option<u64>,
+}
+
+impl<'a> From<&'a Job> for JobView<'a> {
+    fn from(job: &'a Job) -> Self {
+        Self {
+            id: job.id.to_string(),
+            state: job.state.as_str(),
+            progress: job.progress,
+            model: job.model.as_str(),
+            modality: job.modality.as_str(),
+            outputs: job.outputs.as_deref(),
+            error: job.error.as_ref(),
+            created_at: iso(job.created_at),
+            started_at: job.started_at.map(iso),
+            finished_at: job.finished_at.map(iso),
+            credits_held: job.credits_held.get(),
+            credits_actual: job.credits_actual.map(|c| c.get()),
+        }
+    }
+}
+
+/// The data of a stream event.
+#[derive(Debug, Serialize)]
+pub struct EventView<'a> {
+    state: &'static str,
+    progress: u8,
+    outputs: Option<&'a [OutputItem]>,
+    error: Option<&'a JobError>,
+}
+
+impl<'a> From<&'a Job> for EventView<'a> {
+    fn from(job: &'a Job) -> Self {
+        Self {
+            state: job.state.as_str(),
+            progress: job.progress,
+            outputs: job.outputs.as_deref(),
+            error: job.error.as_ref(),
+        }
+    }
+}
+
+/// The receipt of both generation endpoints.
+#[derive(Debug, Serialize)]
+pub struct ReceiptView {
+    job_id: String,
+    state: &'static str,
+    model: String,
+    created_at: String,
+    credits_held: u64,
+}
+
+impl From<Receipt> for ReceiptView {
+    fn from(r: Receipt) -> Self {
+        Self {
+            job_id: r.job_id.to_string(),
+            state: r.state.as_str(),
+            model: r.model.to_string(),
+            created_at: iso(r.created_at),
+            credits_held: r.credits_held.get(),
+        }
+    }
+}
+
+/// The answer of a cancel.
+#[derive(Debug, Serialize)]
+pub struct CancelView {
+    id: String,
+    state: &'static str,
+    canceled_at: String,
+}
+
+impl From<CancelReceipt> for CancelView {
+    fn from(r: CancelReceipt) -> Self {
+        Self { id: r.id.to_string(), state: r.state.as_str(), canceled_at: iso(r.canceled_at) }
+    }
+}
+
+/// A page of jobs.
+#[derive(Debug, Serialize)]
+pub struct JobPageView<'a> {
+    data: Vec<JobView<'a>>,
+    next: Option<String>,
+}
+
+impl<'a> From<&'a JobListing> for JobPageView<'a> {
+    fn from(page: &'a JobListing) -> Self {
+        Self { data: page.jobs.iter().map(JobView::from).collect(), next: page.next.map(|id| id.to_string()) }
+    }
+}
+
+/// A model of the listing.
+#[derive(Debug, Serialize)]
+pub struct ModelView<'a> {
+    id: &'a str,
+    modality: &'static str,
+    display_name: &'a str,
+    upstream: &'a str,
+    fields: &'a [Field],
+}
+
+impl<'a> From<&'a Model> for ModelView<'a> {
+    fn from(m: &'a Model) -> Self {
+        Self {
+            id: m.id.as_str(),
+            modality: m.modality.as_str(),
+            display_name: &m.display_name,
+            upstream: &m.upstream,
+            fields: &m.fields,
+        }
+    }
+}
+
+/// `{data: [...]}`.
+#[derive(Debug, Serialize)]
+pub struct DataView<T> {
+    /// The items.
+    pub data: Vec<T>,
+}
+
+/// The caller's account (`GET /api/v1/account`).
+#[derive(Debug, Serialize)]
+pub struct AccountView {
+    user_id: String,
+    credits_available: u64,
+    credits_held: u64,
+    credits_spent: u64,
+    rate_limit_per_minute: u32,
+    max_concurrent_jobs: u32,
+    active_jobs: u32,
+}
+
+impl From<&Account> for AccountView {
+    fn from(a: &Account) -> Self {
+        Self {
+            user_id: a.user_id.to_string(),
+            credits_available: a.balances.available.get(),
+            credits_held: a.balances.held.get(),
+            credits_spent: a.balances.spent.get(),
+            rate_limit_per_minute: a.limits.rate_limit_per_minute,
+            max_concurrent_jobs: a.limits.max_concurrent_jobs,
+            active_jobs: a.active_jobs,
+        }
+    }
+}
+
+/// A user as operators see it (`GET /api/admin/users/{id}`).
+#[derive(Debug, Serialize)]
+pub struct UserView {
+    id: String,
+    name: String,
+    credits_available: u64,
+    credits_held: u64,
+    credits_spent: u64,
+    rate_limit_per_minute: u32,
+    max_concurrent_jobs: u32,
+    active_jobs: u32,
+}
+
+impl From<&Account> for UserView {
+    fn from(a: &Account) -> Self {
+        Self {
+            id: a.user_id.to_string(),
+            name: a.name.clone(),
+            credits_available: a.balances.available.get(),
+            credits_held: a.balances.held.get(),
+            credits_spent: a.balances.spent.get(),
+            rate_limit_per_minute: a.limits.rate_limit_per_minute,
+            max_concurrent_jobs: a.limits.max_concurrent_jobs,
+            active_jobs: a.active_jobs,
+        }
+    }
+}
+
+/// A user just created, with its key shown this once.
+#[derive(Debug, Serialize)]
+pub struct CreatedUserView {
+    id: String,
+    name: String,
+    api_key: String,
+    credits_available: u64,
+    rate_limit_per_minute: u32,
+    max_concurrent_jobs: u32,
+}
+
+impl CreatedUserView {
+    /// The view of `account` with its first key.
+    #[must_use]
+    pub fn new(account: &Account, api_key: &str) -> Self {
+        Self {
+            id: account.user_id.to_string(),
+            name: account.name.clone(),
+            api_key: api_key.to_owned(),
+            credits_available: account.balances.available.get(),
+            rate_limit_per_minute: account.limits.rate_limit_per_minute,
+            max_concurrent_jobs: account.limits.max_concurrent_jobs,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_with_milliseconds() {
+        let at = OffsetDateTime::UNIX_EPOCH + time::Duration::milliseconds(1_700_000_000_123);
+        assert_eq!(iso(at), "2023-11-14T22:13:20.123Z");
+        let elsewhere = at.to_offset(time::UtcOffset::from_hms(2, 0, 0).unwrap());
+        assert_eq!(iso(elsewhere), "2023-11-14T22:13:20.123Z");
+    }
+}
