@@ -1,1 +1,214 @@
-//! e2e
+//! # genjobs-tests
+//!
+//! End-to-end tests over real HTTP, in the manner of zero2prod's `spawn_app()`: each test starts
+//! its own genjobs on port 0 (the embedded default: in-memory store and the built-in fal
+//! simulator, reached through the real fal adapter) with fast timings, and talks to it with
+//! reqwest. [`spawn_gateway`] serves the HTTP edge over hand-built ports instead, for the errors
+//! only a broken store can cause.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use genjobs::{Config, start};
+use genjobs_domain::catalog::Catalog;
+use genjobs_domain::ids::AdminToken;
+use genjobs_domain::usecases::{Gateway, Ports, Settings};
+use genjobs_http::{AppState, HttpSettings};
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{Value, json};
+
+/// The admin token of every test app.
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// A running genjobs.
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The demo user's key.
+    pub demo_key: String,
+    /// The built-in simulator's base URL.
+    pub sim_url: String,
+    /// A client for the tests.
+    pub client: Client,
+}
+
+/// A user created through the admin API.
+#[derive(Debug, Clone)]
+pub struct TestUser {
+    /// User id.
+    pub id: String,
+    /// API key.
+    pub key: String,
+}
+
+/// One parsed server-sent event (or comment / retry line block).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SseEvent {
+    /// `event:` field.
+    pub event: Option<String>,
+    /// `id:` field.
+    pub id: Option<String>,
+    /// `data:` field, parsed as JSON.
+    pub data: Option<Value>,
+    /// `retry:` field.
+    pub retry: Option<u64>,
+    /// A `: comment` line.
+    pub comment: Option<String>,
+}
+
+/// Fast timings: 50 ms polls, jobs that run for 250 ms.
+#[must_use]
+pub fn fast_config() -> Config {
+    Config {
+        bind: "127.0.0.1:0".parse().expect("loopback address"),
+        admin_token: Some(ADMIN_TOKEN.into()),
+        poll_interval: Duration::from_millis(50),
+        sim_queue: Duration::from_millis(30),
+        sim_run: Duration::from_millis(250),
+        ..Config::default()
+    }
+}
+
+/// Starts genjobs with [`fast_config`].
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(fast_config()).await
+}
+
+/// Starts genjobs with `config`.
+pub async fn spawn_app_with(config: Config) -> TestApp {
+    let service = start(config).await.expect("genjobs starts");
+    let app = TestApp {
+        base: format!("http://{}", service.address),
+        demo_key: service.demo_key.clone().expect("demo key"),
+        sim_url: service.simulator_url.clone().unwrap_or_default(),
+        client: Client::builder().timeout(Duration::from_secs(90)).build().expect("client"),
+    };
+    tokio::spawn(service.run());
+    app
+}
+
+/// Serves the HTTP edge over `ports` on port 0; returns its base URL.
+pub async fn spawn_gateway(ports: Ports) -> String {
+    let gateway = Gateway::new(ports, std::sync::Arc::new(Catalog::builtin().expect("catalog")), Settings::default());
+    let state = AppState { gateway, admin_token: AdminToken::new(ADMIN_TOKEN), settings: HttpSettings::default() };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(genjobs_http::serve(listener, state).expect("serve"));
+    base
+}
+
+/// Parses an event stream's text into its blocks.
+#[must_use]
+pub fn parse_sse(text: &str) -> Vec<SseEvent> {
+    text.split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let mut event = SseEvent::default();
+            for line in block.lines() {
+                if let Some(comment) = line.strip_prefix(':') {
+                    event.comment = Some(comment.trim().to_owned());
+                } else if let Some((field, value)) = line.split_once(':') {
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    match field {
+                        "event" => event.event = Some(value.to_owned()),
+                        "id" => event.id = Some(value.to_owned()),
+                        "data" => event.data = serde_json::from_str(value).ok(),
+                        "retry" => event.retry = value.parse().ok(),
+                        _ => {}
+                    }
+                }
+            }
+            event
+        })
+        .collect()
+}
+
+/// Asserts an error envelope of `status`, `type` and `code`; returns the `error` object.
+pub async fn assert_error(response: Response, status: u16, kind: &str, code: &str) -> Value {
+    assert_eq!(response.status().as_u16(), status, "status of {}", response.url());
+    let body: Value = response.json().await.expect("error body is JSON");
+    let error = body["error"].clone();
+    assert_eq!(error["type"], kind, "{body}");
+    assert_eq!(error["code"], code, "{body}");
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    error
+}
+
+impl TestApp {
+    /// The absolute URL of `path`.
+    #[must_use]
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `POST` of a JSON body with an API key.
+    pub async fn post(&self, path: &str, key: &str, body: &Value) -> Response {
+        self.client.post(self.url(path)).bearer_auth(key).json(body).send().await.expect("request")
+    }
+
+    /// `GET` with an API key.
+    pub async fn get(&self, path: &str, key: &str) -> Response {
+        self.client.get(self.url(path)).bearer_auth(key).send().await.expect("request")
+    }
+
+    /// Creates a user through the admin API; `extra` adds fields to the body.
+    pub async fn create_user(&self, credits: u64, extra: Value) -> TestUser {
+        let mut body = json!({"name": "tester", "credits": credits});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        let response = self.post("/api/admin/users", ADMIN_TOKEN, &body).await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let user: Value = response.json().await.expect("json");
+        TestUser {
+            id: user["id"].as_str().expect("id").to_owned(),
+            key: user["api_key"].as_str().expect("key").to_owned(),
+        }
+    }
+
+    /// Submits to `endpoint` (`video` or `images`), asserting 202; returns the receipt.
+    pub async fn submit(&self, endpoint: &str, key: &str, body: Value) -> Value {
+        let response = self.post(&format!("/api/v1/{endpoint}/generations"), key, &body).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "{:?}", response.text().await);
+        response.json().await.expect("receipt")
+    }
+
+    /// Long-polls a job until it is final (or 20 s).
+    pub async fn wait_final(&self, key: &str, job_id: &str) -> Value {
+        let response = self.get(&format!("/api/v1/jobs/{job_id}?wait=20"), key).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.expect("job")
+    }
+
+    /// The account as operators see it.
+    pub async fn user(&self, id: &str) -> Value {
+        self.get(&format!("/api/admin/users/{id}"), ADMIN_TOKEN).await.json().await.expect("user")
+    }
+
+    /// Reads a whole event stream (until the server closes it, or `limit` passes).
+    pub async fn read_stream(&self, job_id: &str, key: &str, limit: Duration) -> (reqwest::header::HeaderMap, String) {
+        let response = self.get(&format!("/api/v1/jobs/{job_id}/stream"), key).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        let mut body = response.bytes_stream();
+        let mut text = String::new();
+        let deadline = tokio::time::sleep(limit);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                chunk = body.next() => match chunk {
+                    Some(Ok(bytes)) => text.push_str(&String::from_utf8_lossy(&bytes)),
+                    _ => break,
+                },
+                () = &mut deadline => panic!("stream still open after {limit:?}:\n{text}"),
+            }
+        }
+        (headers, text)
+    }
+
+    /// What the simulator counted.
+    pub async fn sim_stats(&self) -> Value {
+        self.client.get(format!("{}/_sim/stats", self.sim_url)).send().await.expect("stats").json().await.expect("json")
+    }
+}

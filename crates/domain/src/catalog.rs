@@ -74,12 +74,12 @@ pub struct Field {
     /// Choices of a `select` field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Vec<FieldOption>>,
-    /// Lower bound of a `number` field.
+    /// Lower bound of a `number` field (kept as written: `4`, not `4.0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min: Option<f64>,
+    pub min: Option<serde_json::Number>,
     /// Upper bound of a `number` field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<f64>,
+    pub max: Option<serde_json::Number>,
 }
 
 /// How a client draws a field.

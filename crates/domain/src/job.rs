@@ -464,7 +464,7 @@ mod tests {
         }
     }
 
-    fn queued() -> Job {
+    fn accepted() -> (Job, CreditMovement) {
         Job::accept(
             JobId::new_at(now()),
             UserId::new_at(now()),
@@ -474,7 +474,10 @@ mod tests {
             Credits::new(8),
             now(),
         )
-        .0
+    }
+
+    fn queued() -> Job {
+        accepted().0
     }
 
     fn step(job: &Job, trigger: Trigger) -> Job {
@@ -529,15 +532,7 @@ mod tests {
 
     #[test]
     fn accepting_holds_the_price() {
-        let (job, movement) = Job::accept(
-            JobId::new_at(now()),
-            UserId::new_at(now()),
-            ModelId::new("nano-banana"),
-            Modality::Image,
-            input(),
-            Credits::new(8),
-            now(),
-        );
+        let (job, movement) = accepted();
         assert_eq!(job.state, JobState::Queued);
         assert_eq!(movement, CreditMovement::Hold(Credits::new(8)));
         assert_eq!((job.started_at, job.finished_at, job.credits_actual), (None, None, None));

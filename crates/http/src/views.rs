@@ -150,10 +150,9 @@ pub struct DataView<T> {
     pub data: Vec<T>,
 }
 
-/// The caller's account (`GET /api/v1/account`).
+/// Balances and limits, shared by the caller's and the operators' view of an account.
 #[derive(Debug, Serialize)]
-pub struct AccountView {
-    user_id: String,
+struct AccountFields {
     credits_available: u64,
     credits_held: u64,
     credits_spent: u64,
@@ -162,10 +161,9 @@ pub struct AccountView {
     active_jobs: u32,
 }
 
-impl From<&Account> for AccountView {
+impl From<&Account> for AccountFields {
     fn from(a: &Account) -> Self {
         Self {
-            user_id: a.user_id.to_string(),
             credits_available: a.balances.available.get(),
             credits_held: a.balances.held.get(),
             credits_spent: a.balances.spent.get(),
@@ -176,31 +174,32 @@ impl From<&Account> for AccountView {
     }
 }
 
+/// The caller's account (`GET /api/v1/account`).
+#[derive(Debug, Serialize)]
+pub struct AccountView {
+    user_id: String,
+    #[serde(flatten)]
+    fields: AccountFields,
+}
+
+impl From<&Account> for AccountView {
+    fn from(a: &Account) -> Self {
+        Self { user_id: a.user_id.to_string(), fields: a.into() }
+    }
+}
+
 /// A user as operators see it (`GET /api/admin/users/{id}`).
 #[derive(Debug, Serialize)]
 pub struct UserView {
     id: String,
     name: String,
-    credits_available: u64,
-    credits_held: u64,
-    credits_spent: u64,
-    rate_limit_per_minute: u32,
-    max_concurrent_jobs: u32,
-    active_jobs: u32,
+    #[serde(flatten)]
+    fields: AccountFields,
 }
 
 impl From<&Account> for UserView {
     fn from(a: &Account) -> Self {
-        Self {
-            id: a.user_id.to_string(),
-            name: a.name.clone(),
-            credits_available: a.balances.available.get(),
-            credits_held: a.balances.held.get(),
-            credits_spent: a.balances.spent.get(),
-            rate_limit_per_minute: a.limits.rate_limit_per_minute,
-            max_concurrent_jobs: a.limits.max_concurrent_jobs,
-            active_jobs: a.active_jobs,
-        }
+        Self { id: a.user_id.to_string(), name: a.name.clone(), fields: a.into() }
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Config {
     pub poll_interval: Duration,
     /// `GENJOBS_STREAM_MAX_SECS`.
     pub stream_max: Duration,
+    /// `GENJOBS_SSE_KEEPALIVE_SECS`: interval of `: keep-alive` comments (at most 15).
+    pub sse_keep_alive: Duration,
     /// `GENJOBS_JOB_TIMEOUT_SECS`.
     pub job_timeout: Duration,
     /// `GENJOBS_MODELS`.
@@ -59,6 +61,7 @@ impl Default for Config {
             upstream_cancel: false,
             poll_interval: Duration::from_millis(2000),
             stream_max: Duration::from_secs(60),
+            sse_keep_alive: Duration::from_secs(10),
             job_timeout: Duration::from_secs(1800),
             models_path: None,
             default_rate_limit_per_minute: 120,
@@ -122,6 +125,8 @@ impl Config {
             upstream_cancel: matches!(lookup("GENJOBS_UPSTREAM_CANCEL").as_deref(), Some("1" | "true" | "yes")),
             poll_interval: positive("GENJOBS_POLL_INTERVAL_MS")?.map_or(d.poll_interval, Duration::from_millis),
             stream_max: positive("GENJOBS_STREAM_MAX_SECS")?.map_or(d.stream_max, Duration::from_secs),
+            sse_keep_alive: positive("GENJOBS_SSE_KEEPALIVE_SECS")?
+                .map_or(d.sse_keep_alive, |s| Duration::from_secs(s.min(15))),
             job_timeout: positive("GENJOBS_JOB_TIMEOUT_SECS")?.map_or(d.job_timeout, Duration::from_secs),
             models_path: lookup("GENJOBS_MODELS").map(PathBuf::from),
             default_rate_limit_per_minute: small("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE")?

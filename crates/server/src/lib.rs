@@ -171,7 +171,11 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let state = AppState {
         gateway,
         admin_token: AdminToken::new(&admin_token),
-        settings: HttpSettings { stream_max: config.stream_max, ..HttpSettings::default() },
+        settings: HttpSettings {
+            stream_max: config.stream_max,
+            keep_alive: config.sse_keep_alive,
+            ..HttpSettings::default()
+        },
     };
     let server = genjobs_http::serve(listener, state)?;
     Ok(Service {

@@ -4,9 +4,11 @@
 //! [`store_contract_tests!`] with an expression that builds a fresh, empty store; the macro
 //! expands to one `#[tokio::test]` per case, so a failure names the rule that broke.
 //!
-//! ```ignore
+//! ```text
 //! genjobs_store_contract::store_contract_tests!(async { Arc::new(MemoryStore::new()) });
 //! ```
+
+#![allow(clippy::unwrap_used, reason = "a test suite: a failed unwrap is a failed test")]
 
 pub mod cases;
 

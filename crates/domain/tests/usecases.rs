@@ -1,0 +1,489 @@
+//! Use-case tests over mockall mocks of the ports: each pins down which port calls a use case
+//! makes, with what, and how it maps their answers.
+
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream;
+use genjobs_domain::catalog::{Catalog, Modality};
+use genjobs_domain::credits::{CreditMovement, Credits};
+use genjobs_domain::ids::{ApiKey, JobId, UserId};
+use genjobs_domain::job::{Job, JobErrorCode, JobState, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef};
+use genjobs_domain::ports::*;
+use genjobs_domain::request::GenerationRequest;
+use genjobs_domain::usecases::*;
+use mockall::predicate::eq;
+use serde_json::json;
+use time::OffsetDateTime;
+
+fn t0() -> OffsetDateTime {
+    OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000)
+}
+
+struct Mocks {
+    jobs: MockJobStore,
+    accounts: MockAccountStore,
+    upstream: MockUpstreamProvider,
+    events: MockJobEvents,
+    rate_limiter: MockRateLimiter,
+    clock: MockClock,
+}
+
+impl Mocks {
+    fn new() -> Self {
+        let mut clock = MockClock::new();
+        clock.expect_now().returning(t0);
+        clock.expect_sleep().returning(|_| ());
+        let mut events = MockJobEvents::new();
+        events.expect_subscribe().returning(|_| stream::pending().boxed());
+        Self {
+            jobs: MockJobStore::new(),
+            accounts: MockAccountStore::new(),
+            upstream: MockUpstreamProvider::new(),
+            events,
+            rate_limiter: MockRateLimiter::new(),
+            clock,
+        }
+    }
+
+    fn ports(self) -> Ports {
+        Ports {
+            jobs: Arc::new(self.jobs),
+            accounts: Arc::new(self.accounts),
+            upstream: Arc::new(self.upstream),
+            events: Arc::new(self.events),
+            rate_limiter: Arc::new(self.rate_limiter),
+            clock: Arc::new(self.clock),
+            ids: Arc::new(RandomIds),
+        }
+    }
+
+    fn gateway(self, settings: Settings) -> Gateway {
+        Gateway::new(self.ports(), Arc::new(Catalog::builtin().unwrap()), settings)
+    }
+
+    fn driver(self) -> JobDriver {
+        let settings = DriverSettings::new(Duration::from_secs(2), Duration::from_secs(1800));
+        JobDriver::new(self.ports(), Arc::new(Catalog::builtin().unwrap()), settings)
+    }
+}
+
+fn owner() -> UserId {
+    UserId::from_uuid(uuid_of(1))
+}
+
+fn uuid_of(n: u128) -> uuid::Uuid {
+    uuid::Uuid::from_u128(n)
+}
+
+fn caller() -> Caller {
+    Caller { user_id: owner() }
+}
+
+fn image_request() -> GenerationRequest {
+    GenerationRequest::parse(Modality::Image, &json!({"prompt": "a fox", "n": 3}), &Catalog::builtin().unwrap())
+        .unwrap()
+}
+
+fn job() -> Job {
+    let request = image_request();
+    Job::accept(JobId::new_at(t0()), owner(), request.model, request.modality, request.input, Credits::new(12), t0()).0
+}
+
+fn upstream_ref() -> UpstreamRef {
+    UpstreamRef { request_id: "r".into(), status_url: "s".into(), response_url: "o".into(), cancel_url: "c".into() }
+}
+
+fn submitted_job() -> Job {
+    let j = job();
+    let j = j.apply(Trigger::SubmitStarted { next_poll_at: t0() }, t0()).unwrap().job;
+    j.apply(Trigger::Submitted { upstream: upstream_ref(), next_poll_at: t0() }, t0()).unwrap().job
+}
+
+fn applied(transition: genjobs_domain::job::Transition) -> Result<Commit, StoreError> {
+    Ok(Commit::Applied(transition.job))
+}
+
+#[tokio::test]
+async fn submit_holds_the_catalog_price_and_answers_queued() {
+    let mut mocks = Mocks::new();
+    mocks
+        .jobs
+        .expect_accept()
+        .withf(|job, claim, _| job.credits_held == Credits::new(12) && job.user_id == owner() && claim.is_none())
+        .times(1)
+        .returning(|job, _, _| Ok(Accepted::Created(job)));
+    let receipt = mocks
+        .gateway(Settings::default())
+        .submit(&caller(), Submission { request: image_request(), idempotency: None })
+        .await;
+    let receipt = receipt.unwrap();
+    assert_eq!(
+        (receipt.state, receipt.credits_held, receipt.model.as_str()),
+        (JobState::Queued, Credits::new(12), "nano-banana")
+    );
+}
+
+#[tokio::test]
+async fn submit_maps_each_refusal() {
+    for (refusal, expected) in [
+        (
+            AcceptError::InsufficientCredits { needed: Credits::new(12), available: Credits::new(3) },
+            SubmitError::InsufficientCredits { needed: Credits::new(12), available: Credits::new(3) },
+        ),
+        (AcceptError::ConcurrencyLimit { limit: 2 }, SubmitError::ConcurrencyLimit { limit: 2 }),
+        (AcceptError::IdempotencyConflict, SubmitError::IdempotencyConflict),
+        (
+            AcceptError::Store(StoreError::Unavailable("down".into())),
+            SubmitError::Store(StoreError::Unavailable("down".into())),
+        ),
+    ] {
+        let mut mocks = Mocks::new();
+        mocks.jobs.expect_accept().return_once(move |_, _, _| Err(refusal));
+        let result = mocks
+            .gateway(Settings::default())
+            .submit(&caller(), Submission { request: image_request(), idempotency: None })
+            .await;
+        assert_eq!(result, Err(expected));
+    }
+}
+
+#[tokio::test]
+async fn submit_passes_the_idempotency_claim() {
+    let mut mocks = Mocks::new();
+    let body = json!({"prompt": "a fox"});
+    let fingerprint = request_fingerprint(Modality::Image, &body);
+    let expected = fingerprint.clone();
+    mocks
+        .jobs
+        .expect_accept()
+        .withf(move |_, claim, _| claim.as_ref().is_some_and(|c| c.key == "k-1" && c.fingerprint == expected))
+        .returning(|job, _, _| Ok(Accepted::Replayed(job)));
+    let submission = Submission {
+        request: image_request(),
+        idempotency: Some((IdempotencyKey::parse("k-1").unwrap(), fingerprint)),
+    };
+    assert!(mocks.gateway(Settings::default()).submit(&caller(), submission).await.is_ok());
+}
+
+#[test]
+fn fingerprints_ignore_key_order_but_not_values_or_endpoint() {
+    let a: serde_json::Value = serde_json::from_str(r#"{"prompt":"x","n":2}"#).unwrap();
+    let b: serde_json::Value = serde_json::from_str(r#"{ "n": 2, "prompt": "x" }"#).unwrap();
+    assert_eq!(request_fingerprint(Modality::Image, &a), request_fingerprint(Modality::Image, &b));
+    assert_ne!(request_fingerprint(Modality::Image, &a), request_fingerprint(Modality::Video, &a));
+    assert_ne!(
+        request_fingerprint(Modality::Image, &a),
+        request_fingerprint(Modality::Image, &json!({"prompt": "y", "n": 2}))
+    );
+    assert!(IdempotencyKey::parse("").is_err());
+    assert!(IdempotencyKey::parse(&"k".repeat(256)).is_err());
+    assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());
+}
+
+fn credential_for(key: &ApiKey) -> Credential {
+    Credential { hash: key.hash(), user_id: owner(), rate_limit_per_minute: 7 }
+}
+
+#[tokio::test]
+async fn authenticate_checks_the_hash_then_the_rate_limit() {
+    let key = ApiKey::generate();
+    let mut mocks = Mocks::new();
+    let stored = credential_for(&key);
+    mocks.accounts.expect_credentials().with(eq(key.prefix())).returning(move |_| Ok(vec![stored.clone()]));
+    mocks.rate_limiter.expect_acquire().with(eq(owner()), eq(7)).times(1).returning(|_, _| Ok(RateDecision::Allowed));
+    assert_eq!(mocks.gateway(Settings::default()).authenticate(key.expose()).await, Ok(caller()));
+}
+
+#[tokio::test]
+async fn a_key_with_the_right_prefix_but_wrong_secret_is_invalid_and_costs_no_rate() {
+    let key = ApiKey::generate();
+    let forged = format!("{}{}", key.prefix(), "0".repeat(20));
+    let mut mocks = Mocks::new();
+    let stored = credential_for(&key);
+    mocks.accounts.expect_credentials().returning(move |_| Ok(vec![stored.clone()]));
+    mocks.rate_limiter.expect_acquire().times(0);
+    assert_eq!(mocks.gateway(Settings::default()).authenticate(&forged).await, Err(AuthError::InvalidKey));
+}
+
+#[tokio::test]
+async fn a_rate_limited_caller_is_told_when_to_retry() {
+    let key = ApiKey::generate();
+    let mut mocks = Mocks::new();
+    let stored = credential_for(&key);
+    mocks.accounts.expect_credentials().returning(move |_| Ok(vec![stored.clone()]));
+    mocks
+        .rate_limiter
+        .expect_acquire()
+        .returning(|_, _| Ok(RateDecision::Limited { retry_after: Duration::from_millis(1500) }));
+    let result = mocks.gateway(Settings::default()).authenticate(key.expose()).await;
+    assert_eq!(result, Err(AuthError::RateLimited { retry_after: Duration::from_millis(1500) }));
+}
+
+#[tokio::test]
+async fn another_users_job_is_forbidden_and_a_missing_one_not_found() {
+    let mut mocks = Mocks::new();
+    let theirs = Job { user_id: UserId::from_uuid(uuid_of(2)), ..job() };
+    let (theirs_id, missing) = (theirs.id, JobId::from_uuid(uuid_of(3)));
+    mocks.jobs.expect_job().with(eq(theirs_id)).returning(move |_| Ok(Some(theirs.clone())));
+    mocks.jobs.expect_job().with(eq(missing)).returning(|_| Ok(None));
+    mocks.jobs.expect_commit().times(0);
+    let gateway = mocks.gateway(Settings::default());
+    assert_eq!(gateway.job(&caller(), theirs_id).await, Err(JobQueryError::Forbidden));
+    assert_eq!(gateway.cancel(&caller(), theirs_id).await, Err(JobQueryError::Forbidden));
+    assert_eq!(gateway.job(&caller(), missing).await, Err(JobQueryError::NotFound));
+}
+
+#[tokio::test]
+async fn canceling_a_final_job_commits_nothing() {
+    let mut mocks = Mocks::new();
+    let done = submitted_job()
+        .apply(Trigger::Succeeded { outputs: vec![], credits_actual: Credits::new(4) }, t0())
+        .unwrap()
+        .job;
+    let id = done.id;
+    mocks.jobs.expect_job().returning(move |_| Ok(Some(done.clone())));
+    mocks.jobs.expect_commit().times(0);
+    let receipt = mocks.gateway(Settings::default()).cancel(&caller(), id).await.unwrap();
+    assert_eq!((receipt.state, receipt.canceled_at), (JobState::Succeeded, t0()));
+}
+
+#[tokio::test]
+async fn cancel_retries_on_a_stale_version_releases_once_and_wakes_waiters() {
+    let mut mocks = Mocks::new();
+    let running = submitted_job();
+    let id = running.id;
+    mocks.jobs.expect_job().returning(move |_| Ok(Some(running.clone())));
+    let mut seq = mockall::Sequence::new();
+    mocks.jobs.expect_commit().times(1).in_sequence(&mut seq).returning(|t| Ok(Commit::Stale(t.job)));
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.movement == Some(CreditMovement::Release(Credits::new(12))))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(applied);
+    mocks.events.expect_publish().with(eq(id)).times(1).returning(|_| ());
+    mocks.upstream.expect_cancel().times(0);
+    let receipt = mocks.gateway(Settings::default()).cancel(&caller(), id).await.unwrap();
+    assert_eq!(receipt.state, JobState::Canceled);
+}
+
+#[tokio::test]
+async fn cancel_asks_the_provider_to_stop_only_when_configured() {
+    let mut mocks = Mocks::new();
+    let running = submitted_job();
+    let id = running.id;
+    mocks.jobs.expect_job().returning(move |_| Ok(Some(running.clone())));
+    mocks.jobs.expect_commit().returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    mocks.upstream.expect_cancel().withf(|_, u| u.request_id == "r").times(1).returning(|_, _| Ok(()));
+    let settings = Settings { upstream_cancel: true, ..Settings::default() };
+    assert!(mocks.gateway(settings).cancel(&caller(), id).await.is_ok());
+}
+
+#[tokio::test]
+async fn wait_returns_as_soon_as_a_change_makes_the_job_final() {
+    let mut mocks = Mocks::new();
+    mocks.events = MockJobEvents::new();
+    mocks.events.expect_subscribe().times(1).returning(|_| stream::iter([()]).chain(stream::pending()).boxed());
+    let running = submitted_job();
+    let id = running.id;
+    let done = running.apply(Trigger::Cancel, t0()).unwrap().job;
+    let mut seq = mockall::Sequence::new();
+    mocks.jobs.expect_job().times(1).in_sequence(&mut seq).returning(move |_| Ok(Some(running.clone())));
+    mocks.jobs.expect_job().times(1).in_sequence(&mut seq).returning(move |_| Ok(Some(done.clone())));
+    mocks.clock = MockClock::new();
+    mocks.clock.expect_now().returning(t0);
+    mocks.clock.expect_sleep().returning(|_| ());
+    let job = mocks.gateway(Settings::default()).wait_for_job(&caller(), id, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(job.state, JobState::Canceled);
+}
+
+#[tokio::test]
+async fn a_stream_of_a_final_job_is_its_final_event_alone() {
+    let mut mocks = Mocks::new();
+    let failed = job()
+        .apply(Trigger::Failed { error: genjobs_domain::job::JobError::new(JobErrorCode::UpstreamFailed, "x") }, t0())
+        .unwrap()
+        .job;
+    let id = failed.id;
+    mocks.jobs.expect_job().returning(move |_| Ok(Some(failed.clone())));
+    let events: Vec<_> = mocks.gateway(Settings::default()).job_events(&caller(), id).await.unwrap().collect().await;
+    assert!(matches!(events.as_slice(), [JobEvent::Error(job)] if job.state == JobState::Failed));
+}
+
+#[tokio::test]
+async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
+    let mut mocks = Mocks::new();
+    let mut seq = mockall::Sequence::new();
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job.submit_attempted && t.job.upstream.is_none())
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(applied);
+    mocks
+        .upstream
+        .expect_submit()
+        .withf(|_, input| input.endpoint == "fal-ai/nano-banana" && input.body["num_images"] == 3)
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(upstream_ref()));
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job.upstream == Some(upstream_ref()))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(applied);
+    mocks.events.expect_publish().times(2).returning(|_| ());
+    mocks.driver().advance(job()).await;
+}
+
+#[tokio::test]
+async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
+    let mut mocks = Mocks::new();
+    mocks.upstream.expect_submit().times(1).returning(|_, _| Err(SubmitFailure::Ambiguous("timeout".into())));
+    mocks.jobs.expect_commit().withf(|t| !t.job.state.is_final()).times(1).returning(applied);
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job.error.as_ref().is_some_and(|e| e.code == JobErrorCode::UpstreamFailed))
+        .times(1)
+        .returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    mocks.driver().advance(job()).await;
+
+    let mut mocks = Mocks::new();
+    let interrupted = job().apply(Trigger::SubmitStarted { next_poll_at: t0() }, t0()).unwrap().job;
+    mocks.upstream.expect_submit().times(0);
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job.state == JobState::Failed && t.movement == Some(CreditMovement::Release(Credits::new(12))))
+        .times(1)
+        .returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    mocks.driver().advance(interrupted).await;
+}
+
+#[tokio::test]
+async fn driver_retries_a_submission_that_never_reached_the_provider() {
+    let mut mocks = Mocks::new();
+    mocks.upstream.expect_submit().times(1).returning(|_, _| Err(SubmitFailure::NotReached("refused".into())));
+    mocks.jobs.expect_commit().withf(|t| t.job.submit_attempted).times(1).returning(applied);
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| !t.job.submit_attempted && t.job.state == JobState::Queued && t.job.poll_failures == 1)
+        .times(1)
+        .returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    mocks.driver().advance(job()).await;
+}
+
+#[tokio::test]
+async fn driver_times_out_a_job_without_asking_the_provider() {
+    let mut mocks = Mocks::new();
+    mocks.clock = MockClock::new();
+    mocks.clock.expect_now().returning(|| t0() + time::Duration::hours(1));
+    mocks.upstream.expect_status().times(0);
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job.error.as_ref().is_some_and(|e| e.code == JobErrorCode::UpstreamTimeout))
+        .times(1)
+        .returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    mocks.driver().advance(submitted_job()).await;
+}
+
+#[tokio::test]
+async fn driver_settles_a_completed_job_at_the_delivered_price() {
+    let mut mocks = Mocks::new();
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
+    let two_images = (0..2)
+        .map(|i| OutputItem {
+            url: format!("https://cdn/{i}.png"),
+            kind: OutputKind::Image,
+            meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
+        })
+        .collect::<Vec<_>>();
+    mocks.upstream.expect_result().return_once(move |_, _, _| Ok(two_images));
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.movement == Some(CreditMovement::Settle { held: Credits::new(12), actual: Credits::new(8) }))
+        .times(1)
+        .returning(applied);
+    mocks.events.expect_publish().times(1).returning(|_| ());
+    mocks.driver().advance(submitted_job()).await;
+}
+
+#[tokio::test]
+async fn driver_maps_result_failures_to_error_codes() {
+    for (failure, code) in [
+        (ResultFailure::Rejected("nsfw".into()), JobErrorCode::UpstreamRejected),
+        (ResultFailure::Failed("crash".into()), JobErrorCode::UpstreamFailed),
+        (ResultFailure::Invalid("shape".into()), JobErrorCode::OutputInvalid),
+    ] {
+        let mut mocks = Mocks::new();
+        mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
+        mocks.upstream.expect_result().return_once(move |_, _, _| Err(failure));
+        mocks
+            .jobs
+            .expect_commit()
+            .withf(move |t| {
+                t.job.error.as_ref().is_some_and(|e| e.code == code) && t.job.credits_actual == Some(Credits::ZERO)
+            })
+            .times(1)
+            .returning(applied);
+        mocks.events.expect_publish().returning(|_| ());
+        mocks.driver().advance(submitted_job()).await;
+    }
+}
+
+#[tokio::test]
+async fn driver_backs_off_on_transient_poll_failures() {
+    let mut mocks = Mocks::new();
+    mocks.upstream.expect_status().returning(|_, _| Err(PollFailure::Transient("503".into())));
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job.poll_failures == 1 && t.job.next_poll_at == Some(t0() + time::Duration::seconds(4)))
+        .times(1)
+        .returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    mocks.driver().advance(submitted_job()).await;
+}
+
+#[tokio::test]
+async fn driver_discards_a_late_result_when_the_job_changed_meanwhile() {
+    let mut mocks = Mocks::new();
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
+    mocks.upstream.expect_result().returning(|_, _, _| {
+        Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])
+    });
+    let canceled = submitted_job().apply(Trigger::Cancel, t0()).unwrap().job;
+    mocks.jobs.expect_commit().times(1).return_once(move |_| Ok(Commit::Stale(canceled)));
+    mocks.events.expect_publish().times(0);
+    mocks.driver().advance(submitted_job()).await;
+}
+
+#[tokio::test]
+async fn driver_estimates_progress_when_the_provider_gives_none() {
+    let mut mocks = Mocks::new();
+    let started =
+        submitted_job().apply(Trigger::UpstreamRunning { progress: 0, next_poll_at: t0() }, t0()).unwrap().job;
+    mocks.clock = MockClock::new();
+    mocks.clock.expect_now().returning(|| t0() + time::Duration::seconds(4));
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: None }));
+    mocks.jobs.expect_commit().withf(|t| t.job.progress == 50).times(1).returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    mocks.driver().advance(started).await;
+}

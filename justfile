@@ -1,0 +1,19 @@
+# genjobs tasks; `just --list` shows them.
+
+# Run the service on the embedded default (in-memory store, built-in simulated upstream).
+run:
+    cargo run --release -p genjobs
+
+# Run the whole test suite (what CI runs).
+test:
+    cargo test --workspace
+
+# Format check, clippy with warnings as errors, and the domain's dependency guard.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    scripts/check-domain-deps.sh
+
+# Measure throughput, latency, streams and upstream economy; writes docs/benchmarks.md.
+bench:
+    scripts/bench.sh

@@ -1,0 +1,108 @@
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use genjobs_domain::ids::ApiKey;
+use genjobs_domain::ports::*;
+use genjobs_domain::usecases::Ports;
+use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
+use genjobs_store_memory::MemoryStore;
+use genjobs_tests::{assert_error, spawn_app, spawn_gateway};
+use serde_json::json;
+
+#[tokio::test]
+async fn unknown_routes_are_404_and_wrong_methods_405() {
+    let app = spawn_app().await;
+    for path in ["/", "/api/v2/models", "/api/v1/jobs/x/y/z", "/api/v1/videos/generations"] {
+        assert_error(app.get(path, &app.demo_key).await, 404, "not_found", "ROUTE_NOT_FOUND").await;
+    }
+    let wrong = [
+        ("GET", "/api/v1/video/generations"),
+        ("PUT", "/api/v1/images/generations"),
+        ("DELETE", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd"),
+        ("GET", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd/cancel"),
+        ("POST", "/api/v1/models"),
+        ("GET", "/api/admin/users"),
+    ];
+    for (method, path) in wrong {
+        let response =
+            app.client.request(method.parse().unwrap(), app.url(path)).bearer_auth(&app.demo_key).send().await.unwrap();
+        assert_error(response, 405, "invalid_request", "METHOD_NOT_ALLOWED").await;
+    }
+}
+
+fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports {
+    Ports {
+        jobs,
+        accounts,
+        upstream: Arc::new(MockUpstreamProvider::new()),
+        events: Arc::new(EventHub::new()),
+        rate_limiter: Arc::new(TokenBucketLimiter::new()),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+    }
+}
+
+async fn user_in(store: &MemoryStore) -> ApiKey {
+    let key = ApiKey::generate();
+    let id = genjobs_domain::ids::UserId::new_at(time::OffsetDateTime::now_utc());
+    let limits = Limits { rate_limit_per_minute: 100, max_concurrent_jobs: 5 };
+    store
+        .create_user(
+            id,
+            "u".into(),
+            genjobs_domain::credits::Credits::new(100),
+            limits,
+            StoredKey::of(&key, id, time::OffsetDateTime::now_utc()),
+        )
+        .await
+        .unwrap();
+    key
+}
+
+#[tokio::test]
+async fn a_broken_store_is_500_without_internals_and_an_unreachable_one_503() {
+    let accounts = Arc::new(MemoryStore::new());
+    let key = user_in(&accounts).await;
+    for (failure, status, kind, code) in [
+        (StoreError::Internal("relation \"jobs\" does not exist".into()), 500, "internal_error", "INTERNAL"),
+        (StoreError::Unavailable("connection refused".into()), 503, "unavailable", "SERVICE_UNAVAILABLE"),
+    ] {
+        let mut jobs = MockJobStore::new();
+        let returned = failure.clone();
+        jobs.expect_job().returning(move |_| Err(returned.clone()));
+        jobs.expect_accept().returning(move |_, _, _| Err(AcceptError::Store(failure.clone())));
+        let base = spawn_gateway(ports_with(Arc::new(jobs), accounts.clone())).await;
+        let client = reqwest::Client::new();
+        let read =
+            client.get(format!("{base}/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd")).bearer_auth(key.expose());
+        let error = assert_error(read.send().await.unwrap(), status, kind, code).await;
+        assert!(!error["message"].as_str().unwrap().contains("relation"), "no internals: {error}");
+        let submit = client
+            .post(format!("{base}/api/v1/images/generations"))
+            .bearer_auth(key.expose())
+            .json(&json!({"prompt": "a"}));
+        assert_error(submit.send().await.unwrap(), status, kind, code).await;
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_key_store_is_503_not_401() {
+    let mut accounts = MockAccountStore::new();
+    accounts.expect_credentials().returning(|_| Err(StoreError::Unavailable("timeout".into())));
+    let base = spawn_gateway(ports_with(Arc::new(MemoryStore::new()), Arc::new(accounts))).await;
+    let response =
+        reqwest::Client::new().get(format!("{base}/api/v1/models")).bearer_auth("gj_whatever").send().await.unwrap();
+    assert_error(response, 503, "unavailable", "SERVICE_UNAVAILABLE").await;
+}
+
+#[tokio::test]
+async fn every_error_body_is_the_envelope() {
+    let app = spawn_app().await;
+    let response = app.get("/nowhere", &app.demo_key).await;
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body.as_object().unwrap().keys().collect::<Vec<_>>(), ["error"]);
+    let stream = app.client.get(app.url("/api/v1/jobs/nope/stream")).send().await.unwrap();
+    assert_eq!(stream.headers()["content-type"], "application/json");
+    assert!(stream.bytes_stream().next().await.is_some());
+}

@@ -1,0 +1,115 @@
+use std::time::Duration;
+
+use genjobs::Config;
+use genjobs_tests::{fast_config, spawn_app, spawn_app_with};
+use serde_json::{Value, json};
+
+async fn final_job(prompt: &str, config: Config) -> (Value, Value) {
+    let app = spawn_app_with(config).await;
+    let user = app.create_user(100, json!({})).await;
+    let receipt = app.submit("images", &user.key, json!({"prompt": prompt})).await;
+    let job = app.wait_final(&user.key, receipt["job_id"].as_str().unwrap()).await;
+    (job, app.user(&user.id).await)
+}
+
+async fn assert_failed_with(prompt: &str, code: &str, config: Config) {
+    let (job, account) = final_job(prompt, config).await;
+    assert_eq!(job["state"], "failed", "{prompt}: {job}");
+    assert_eq!(job["error"]["type"], "upstream_error");
+    assert_eq!(job["error"]["code"], code, "{prompt}: {job}");
+    assert!(job["outputs"].is_null());
+    assert_eq!(job["credits_actual"], 0);
+    assert_eq!(
+        (account["credits_available"].as_u64(), account["credits_held"].as_u64()),
+        (Some(100), Some(0)),
+        "{prompt}: released"
+    );
+    let message = job["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("http://") && !message.contains("Key "), "no internals: {message}");
+}
+
+#[tokio::test]
+async fn a_model_failure_fails_the_job_and_releases_the_credits() {
+    assert_failed_with("boom [sim:fail]", "UPSTREAM_FAILED", fast_config()).await;
+}
+
+#[tokio::test]
+async fn a_refused_input_is_upstream_rejected() {
+    assert_failed_with("nope [sim:reject]", "UPSTREAM_REJECTED", fast_config()).await;
+    assert_failed_with("nope [sim:reject-submit]", "UPSTREAM_REJECTED", fast_config()).await;
+}
+
+#[tokio::test]
+async fn an_unreadable_result_is_output_invalid() {
+    assert_failed_with("garbled [sim:malformed]", "OUTPUT_INVALID", fast_config()).await;
+}
+
+#[tokio::test]
+async fn an_expired_result_fails_the_job() {
+    assert_failed_with("late [sim:expired]", "UPSTREAM_FAILED", fast_config()).await;
+}
+
+#[tokio::test]
+async fn a_job_past_the_timeout_is_upstream_timeout() {
+    let config = Config { job_timeout: Duration::from_secs(1), ..fast_config() };
+    assert_failed_with("stuck [sim:hang]", "UPSTREAM_TIMEOUT", config).await;
+}
+
+#[tokio::test]
+async fn flaky_status_calls_are_retried_until_success() {
+    let (job, account) = final_job("wobbly [sim:flaky=3]", fast_config()).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!((account["credits_spent"].as_u64(), account["credits_held"].as_u64()), (Some(4), Some(0)));
+}
+
+#[tokio::test]
+async fn an_unreachable_provider_is_retried_not_failed() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let app = spawn_app_with(Config { upstream_url: Some(url), ..fast_config() }).await;
+    let receipt = app.submit("images", &app.demo_key, json!({"prompt": "patience"})).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let job: Value = app
+        .get(&format!("/api/v1/jobs/{}", receipt["job_id"].as_str().unwrap()), &app.demo_key)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["state"], "queued", "connection refused means the provider never had it: {job}");
+}
+
+#[tokio::test]
+async fn each_job_is_submitted_once_and_polled_at_the_interval() {
+    let app = spawn_app().await;
+    let receipt = app.submit("images", &app.demo_key, json!({"prompt": "count me [sim:run=500]"})).await;
+    app.wait_final(&app.demo_key, receipt["job_id"].as_str().unwrap()).await;
+    let stats = app.sim_stats().await;
+    assert_eq!(stats["routes"]["submit"], 1);
+    assert_eq!(stats["routes"]["result"], 1);
+    let polls = stats["routes"]["status"].as_u64().unwrap();
+    assert!((5..=20).contains(&polls), "about 530 ms at one poll per 50 ms, got {polls}");
+}
+
+#[tokio::test]
+async fn video_models_map_to_video_outputs() {
+    let app = spawn_app().await;
+    let receipt = app
+        .submit("video", &app.demo_key, json!({"prompt": "a train", "model": "kling-2.1-master", "duration_sec": 10}))
+        .await;
+    assert_eq!(receipt["credits_held"], 140);
+    let job = app.wait_final(&app.demo_key, receipt["job_id"].as_str().unwrap()).await;
+    assert_eq!(job["state"], "succeeded");
+    assert_eq!(job["modality"], "video");
+    assert_eq!(job["outputs"][0]["type"], "video");
+    assert_eq!(job["outputs"][0]["meta"]["content_type"], "video/mp4");
+    assert_eq!(job["credits_actual"], 140, "the provider did not report a shorter duration");
+}
+
+#[tokio::test]
+async fn the_demo_user_has_the_configured_credits() {
+    let app = spawn_app_with(Config { demo_credits: 77, ..fast_config() }).await;
+    let account: Value = app.get("/api/v1/account", &app.demo_key).await.json().await.unwrap();
+    assert_eq!(account["credits_available"], 77);
+    let _ = spawn_app().await;
+}
