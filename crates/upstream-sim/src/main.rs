@@ -14,7 +14,10 @@ fn millis(name: &str, default: Duration) -> Duration {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let defaults = SimConfig::default();
     let config = SimConfig {
         queue: millis("SIM_QUEUE_MS", defaults.queue),

@@ -1,0 +1,281 @@
+//! The fal adapter against a stub server (protocol details: headers, paths, bodies, the
+//! returned-URL rule, failure classification) and against the simulator (whole runs).
+
+#![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use genjobs_domain::catalog::{Catalog, Modality, UpstreamInput};
+use genjobs_domain::ids::JobId;
+use genjobs_domain::job::UpstreamRef;
+use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
+use genjobs_domain::request::GenerationRequest;
+use genjobs_upstream_fal::{FalConfig, FalUpstream};
+use genjobs_upstream_sim::SimConfig;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    query: String,
+    authorization: Option<String>,
+    body: Option<Value>,
+}
+
+#[derive(Default)]
+struct Stub {
+    seen: Mutex<Vec<Seen>>,
+    answers: Mutex<HashMap<String, (u16, Value, u64)>>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+async fn answer(stub: web::Data<Stub>, req: HttpRequest, body: web::Bytes) -> HttpResponse {
+    let now = stub.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    stub.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    stub.seen.lock().unwrap().push(Seen {
+        method: req.method().to_string(),
+        path: req.path().to_owned(),
+        query: req.query_string().to_owned(),
+        authorization: req.headers().get("authorization").map(|v| v.to_str().unwrap().to_owned()),
+        body: serde_json::from_slice(&body).ok(),
+    });
+    let key = format!("{} {}", req.method(), req.path());
+    let (status, body, delay_ms) =
+        stub.answers.lock().unwrap().get(&key).cloned().unwrap_or((404, json!({"detail": "no such stub"}), 0));
+    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+    stub.in_flight.fetch_sub(1, Ordering::SeqCst);
+    HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap()).json(body)
+}
+
+struct StubServer {
+    base: String,
+    stub: Arc<Stub>,
+}
+
+impl StubServer {
+    fn start() -> Self {
+        let stub = Arc::new(Stub::default());
+        let data = web::Data::from(Arc::clone(&stub));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(answer)))
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .unwrap()
+            .run();
+        tokio::spawn(server);
+        Self { base, stub }
+    }
+
+    fn on(&self, method_and_path: &str, status: u16, body: Value) {
+        self.on_slow(method_and_path, status, body, 0);
+    }
+
+    fn on_slow(&self, method_and_path: &str, status: u16, body: Value, delay_ms: u64) {
+        self.stub.answers.lock().unwrap().insert(method_and_path.to_owned(), (status, body, delay_ms));
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.stub.seen.lock().unwrap().clone()
+    }
+
+    fn adapter(&self) -> FalUpstream {
+        FalUpstream::new(FalConfig::new(self.base.clone(), Some("secret-key".into()))).unwrap()
+    }
+
+    fn upstream_ref(&self) -> UpstreamRef {
+        UpstreamRef {
+            request_id: "req-9".into(),
+            status_url: format!("{}/owner/app/requests/req-9/status", self.base),
+            response_url: format!("{}/owner/app/requests/req-9", self.base),
+            cancel_url: format!("{}/owner/app/requests/req-9/cancel", self.base),
+        }
+    }
+}
+
+fn job() -> JobId {
+    JobId::new_at(time::OffsetDateTime::now_utc())
+}
+
+fn flux_input() -> UpstreamInput {
+    let catalog = Catalog::builtin().unwrap();
+    let body = json!({"prompt": "a fox", "n": 2, "seed": 5, "image_inputs": ["https://img/ref.png"], "extra": {"raw": true, "seed": 6}});
+    let request = GenerationRequest::parse(Modality::Image, &body, &catalog).unwrap();
+    catalog.model("flux-pro").unwrap().fal.upstream_input(&request.input)
+}
+
+#[tokio::test]
+async fn submit_posts_the_mapped_body_with_the_key_and_keeps_the_returned_urls() {
+    let stub = StubServer::start();
+    let returned = json!({
+        "request_id": "req-9",
+        "status_url": format!("{}/elsewhere/status", stub.base),
+        "response_url": format!("{}/elsewhere/result", stub.base),
+        "cancel_url": format!("{}/elsewhere/cancel", stub.base),
+        "status": "IN_QUEUE", "queue_position": 3
+    });
+    stub.on("POST /fal-ai/flux-pro/v1.1-ultra", 200, returned);
+    let upstream = stub.adapter().submit(job(), &flux_input()).await.unwrap();
+    assert_eq!(upstream.request_id, "req-9");
+    assert_eq!(upstream.status_url, format!("{}/elsewhere/status", stub.base), "returned URLs are used as they are");
+
+    let seen = &stub.seen()[0];
+    assert_eq!((seen.method.as_str(), seen.path.as_str()), ("POST", "/fal-ai/flux-pro/v1.1-ultra"));
+    assert_eq!(seen.authorization.as_deref(), Some("Key secret-key"));
+    assert_eq!(
+        seen.body.clone().unwrap(),
+        json!({"prompt": "a fox", "num_images": 2, "seed": 6, "aspect_ratio": "1:1", "image_url": "https://img/ref.png", "raw": true})
+    );
+
+    stub.on("GET /elsewhere/status", 202, json!({"status": "IN_PROGRESS", "logs": [{"message": "progress: 30%", "level": "INFO", "source": "user", "timestamp": "1"}]}));
+    assert_eq!(stub.adapter().status(job(), &upstream).await, Ok(UpstreamStatus::Running { percent: Some(30) }));
+    let status_call = stub.seen().last().cloned().unwrap();
+    assert_eq!((status_call.path.as_str(), status_call.query.as_str()), ("/elsewhere/status", "logs=1"));
+}
+
+#[tokio::test]
+async fn submit_failures_are_classified_so_that_nothing_runs_twice() {
+    let stub = StubServer::start();
+    let input = UpstreamInput { endpoint: "fal-ai/x".into(), body: json!({"prompt": "p"}) };
+    for (status, expected) in [
+        (422, SubmitFailure::Rejected("prompt too spicy".into())),
+        (429, SubmitFailure::NotReached("the provider is rate limiting".into())),
+        (500, SubmitFailure::Ambiguous("the provider answered HTTP 500".into())),
+        (401, SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into())),
+    ] {
+        stub.on("POST /fal-ai/x", status, json!({"detail": [{"msg": "prompt too spicy"}]}));
+        assert_eq!(stub.adapter().submit(job(), &input).await, Err(expected), "HTTP {status}");
+    }
+    stub.on("POST /fal-ai/x", 200, json!({"request_id": "only"}));
+    assert!(matches!(stub.adapter().submit(job(), &input).await, Err(SubmitFailure::Ambiguous(_))));
+
+    stub.on_slow("POST /fal-ai/x", 200, json!({}), 1500);
+    let impatient = FalUpstream::new(FalConfig {
+        request_timeout: Duration::from_millis(300),
+        ..FalConfig::new(stub.base.clone(), None)
+    })
+    .unwrap();
+    assert!(
+        matches!(impatient.submit(job(), &input).await, Err(SubmitFailure::Ambiguous(_))),
+        "a timeout may have reached fal"
+    );
+
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let nowhere = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let unreachable = FalUpstream::new(FalConfig::new(nowhere, None)).unwrap();
+    assert!(matches!(unreachable.submit(job(), &input).await, Err(SubmitFailure::NotReached(_))));
+}
+
+#[tokio::test]
+async fn status_failures_are_transient_or_gone() {
+    let stub = StubServer::start();
+    let upstream = stub.upstream_ref();
+    for (status, body, transient) in
+        [(503, json!({}), true), (429, json!({}), true), (404, json!({"detail": "Request not found"}), false)]
+    {
+        stub.on("GET /owner/app/requests/req-9/status", status, body);
+        let result = stub.adapter().status(job(), &upstream).await;
+        match result {
+            Err(PollFailure::Transient(_)) => assert!(transient, "HTTP {status}"),
+            Err(PollFailure::Gone(_)) => assert!(!transient, "HTTP {status}"),
+            other => panic!("HTTP {status}: {other:?}"),
+        }
+    }
+    stub.on("GET /owner/app/requests/req-9/status", 200, json!({"status": "COMPLETED"}));
+    assert_eq!(stub.adapter().status(job(), &upstream).await, Ok(UpstreamStatus::Completed));
+    stub.on("GET /owner/app/requests/req-9/status", 202, json!({"status": "IN_QUEUE", "queue_position": 2}));
+    assert_eq!(stub.adapter().status(job(), &upstream).await, Ok(UpstreamStatus::Queued));
+}
+
+#[tokio::test]
+async fn result_answers_map_to_outputs_or_failures() {
+    let stub = StubServer::start();
+    let upstream = stub.upstream_ref();
+    let path = "GET /owner/app/requests/req-9";
+    stub.on(path, 200, json!({"images": [{"url": "https://cdn/a.png", "width": 8, "height": 8, "content_type": "image/png"}], "seed": 3}));
+    let outputs = stub.adapter().result(job(), &upstream, Modality::Image).await.unwrap();
+    assert_eq!((outputs.len(), outputs[0].meta.seed), (1, Some(3)));
+    for (status, body, check) in [
+        (422, json!({"detail": [{"msg": "refused"}]}), "rejected"),
+        (500, json!({"detail": "CUDA out of memory"}), "failed"),
+        (502, json!({}), "transient"),
+        (404, json!({"detail": "gone"}), "failed"),
+        (200, json!({"images": [{"nourl": 1}]}), "invalid"),
+    ] {
+        stub.on(path, status, body);
+        let result = stub.adapter().result(job(), &upstream, Modality::Image).await;
+        let kind = match result {
+            Err(ResultFailure::Rejected(_)) => "rejected",
+            Err(ResultFailure::Failed(_)) => "failed",
+            Err(ResultFailure::Transient(_)) => "transient",
+            Err(ResultFailure::Invalid(_)) => "invalid",
+            Ok(_) => "ok",
+        };
+        assert_eq!(kind, check, "HTTP {status}");
+    }
+}
+
+#[tokio::test]
+async fn cancel_puts_to_the_cancel_url() {
+    let stub = StubServer::start();
+    stub.on("PUT /owner/app/requests/req-9/cancel", 202, json!({"status": "CANCELLATION_REQUESTED"}));
+    assert_eq!(stub.adapter().cancel(job(), &stub.upstream_ref()).await, Ok(()));
+    let seen = stub.seen().pop().unwrap();
+    assert_eq!((seen.method.as_str(), seen.authorization.as_deref()), ("PUT", Some("Key secret-key")));
+}
+
+#[tokio::test]
+async fn requests_in_flight_are_bounded() {
+    let stub = StubServer::start();
+    stub.on_slow("GET /owner/app/requests/req-9/status", 202, json!({"status": "IN_QUEUE"}), 150);
+    let adapter =
+        Arc::new(FalUpstream::new(FalConfig { max_in_flight: 2, ..FalConfig::new(stub.base.clone(), None) }).unwrap());
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let (adapter, upstream) = (Arc::clone(&adapter), stub.upstream_ref());
+            tokio::spawn(async move { adapter.status(job(), &upstream).await })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), Ok(UpstreamStatus::Queued));
+    }
+    assert_eq!(stub.stub.max_in_flight.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_whole_run_against_the_simulator() {
+    let sim = genjobs_upstream_sim::spawn(SimConfig {
+        queue: Duration::from_millis(20),
+        run: Duration::from_millis(200),
+        api_key: Some("k".into()),
+    })
+    .unwrap();
+    let adapter = FalUpstream::new(FalConfig::new(sim.base_url.clone(), Some("k".into()))).unwrap();
+    let upstream = adapter.submit(job(), &flux_input()).await.unwrap();
+    assert!(upstream.status_url.contains("/fal-ai/flux-pro/requests/"), "URLs name only owner and app");
+    let mut seen_running = false;
+    loop {
+        match adapter.status(job(), &upstream).await.unwrap() {
+            UpstreamStatus::Running { percent } => seen_running |= percent.is_some(),
+            UpstreamStatus::Completed => break,
+            UpstreamStatus::Queued => {}
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(seen_running, "the simulator reports percentages in its logs");
+    let outputs = adapter.result(job(), &upstream, Modality::Image).await.unwrap();
+    assert_eq!(outputs.len(), 2);
+    assert_eq!(sim.stats().routes["submit"], 1);
+
+    let wrong_key = FalUpstream::new(FalConfig::new(sim.base_url.clone(), Some("nope".into()))).unwrap();
+    assert!(matches!(wrong_key.submit(job(), &flux_input()).await, Err(SubmitFailure::Ambiguous(_))));
+}
