@@ -44,6 +44,12 @@ impl EventHub {
         }
     }
 
+    /// Wakes every subscriber in this process, after notifications may have been missed.
+    pub fn notify_all(&self) {
+        let mut channels = self.channels();
+        channels.by_job.retain(|_, sender| sender.send(()).is_ok());
+    }
+
     /// Jobs with a channel, for tests of the clean-up.
     #[must_use]
     pub fn watched_jobs(&self) -> usize {

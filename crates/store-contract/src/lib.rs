@@ -1,19 +1,21 @@
 //! # genjobs-store-contract
 //!
 //! The contract every store adapter must pass, written once. An adapter's test module calls
-//! [`store_contract_tests!`] with an expression that builds a fresh, empty store; the macro
-//! expands to one `#[tokio::test]` per case, so a failure names the rule that broke.
+//! [`store_contract_tests!`] with an expression that builds a fresh, empty store and a guard that
+//! lives as long as the test (a database to drop afterwards, say); the macro expands to one
+//! `#[tokio::test]` per case, so a failure names the rule that broke.
 //!
 //! ```text
-//! genjobs_store_contract::store_contract_tests!(async { Arc::new(MemoryStore::new()) });
+//! genjobs_store_contract::store_contract_tests!(async { (Arc::new(MemoryStore::new()), ()) });
 //! ```
 
 #![allow(clippy::unwrap_used, reason = "a test suite: a failed unwrap is a failed test")]
 
 pub mod cases;
 
-/// Expands to one test per contract case for the store built by `$make` (an async expression
-/// giving an `Arc` of a type implementing both `JobStore` and `AccountStore`).
+/// Expands to one test per contract case for the store built by `$make`: an async expression
+/// giving an `Arc` of a type implementing both `JobStore` and `AccountStore`, and a guard kept
+/// alive until the case ends.
 #[macro_export]
 macro_rules! store_contract_tests {
     ($make:expr) => {
@@ -42,8 +44,9 @@ macro_rules! store_contract_tests {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                let store = $make.await;
+                let (store, guard) = $make.await;
                 $crate::cases::$case(store).await;
+                drop(guard);
             }
         )*
     };

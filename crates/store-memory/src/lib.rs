@@ -302,5 +302,5 @@ fn uuid_max() -> uuid::Uuid {
 mod tests {
     use super::MemoryStore;
 
-    genjobs_store_contract::store_contract_tests!(async { std::sync::Arc::new(MemoryStore::new()) });
+    genjobs_store_contract::store_contract_tests!(async { (std::sync::Arc::new(MemoryStore::new()), ()) });
 }

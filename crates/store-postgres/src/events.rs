@@ -1,0 +1,103 @@
+//! Job change notifications across replicas: `pg_notify` on publish, and one dedicated connection
+//! per process that `LISTEN`s and wakes the local [`EventHub`]. The same connection hears key
+//! revocations and drops them from the key cache.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use futures_util::StreamExt;
+use genjobs_domain::ids::{JobId, KeyPrefix};
+use genjobs_domain::ports::{JobChanges, JobEvents};
+use genjobs_runtime::EventHub;
+use tokio::task::JoinHandle;
+
+use crate::pool::connect;
+use crate::store::{KEYS_CHANNEL, KeyCache};
+
+/// The `NOTIFY` channel of changed jobs; the payload is the job id.
+pub const JOBS_CHANNEL: &str = "genjobs_jobs";
+
+/// Job events over Postgres.
+pub struct PgEvents {
+    hub: Arc<EventHub>,
+    pool: Pool<AsyncPgConnection>,
+}
+
+impl PgEvents {
+    /// Events published through `pool` and delivered to `hub` by [`listen`].
+    #[must_use]
+    pub fn new(hub: Arc<EventHub>, pool: Pool<AsyncPgConnection>) -> Self {
+        Self { hub, pool }
+    }
+}
+
+#[async_trait]
+impl JobEvents for PgEvents {
+    async fn publish(&self, job_id: JobId) {
+        // Local waiters wake at once; other replicas through NOTIFY (this one hears it too,
+        // which costs a spurious re-read, not a missed one).
+        self.hub.notify(job_id);
+        let sent = match self.pool.get().await {
+            Ok(mut conn) => diesel::sql_query("SELECT pg_notify($1, $2)")
+                .bind::<diesel::sql_types::Text, _>(JOBS_CHANNEL)
+                .bind::<diesel::sql_types::Text, _>(job_id.to_string())
+                .execute(&mut conn)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(error) = sent {
+            tracing::warn!(job_id = %job_id, %error, "could not notify other replicas; they will see the change at their next check");
+        }
+    }
+
+    fn subscribe(&self, job_id: JobId) -> JobChanges {
+        self.hub.subscribe(job_id)
+    }
+}
+
+/// Listens for job changes and key revocations until aborted, reconnecting after a failure.
+/// After a reconnection every local waiter is woken, since notifications may have been missed.
+pub fn listen(url: String, hub: Arc<EventHub>, keys: Arc<KeyCache>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut reconnecting = false;
+        loop {
+            match listen_once(&url, &hub, &keys, reconnecting).await {
+                Ok(()) => tracing::warn!("notification stream ended; reconnecting"),
+                Err(error) => tracing::warn!(%error, "notification listener failed; reconnecting"),
+            }
+            reconnecting = true;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+async fn listen_once(url: &str, hub: &EventHub, keys: &KeyCache, reconnecting: bool) -> Result<(), String> {
+    let mut conn = connect(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
+    for channel in [JOBS_CHANNEL, KEYS_CHANNEL] {
+        diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
+    }
+    if reconnecting {
+        hub.notify_all();
+        keys.clear();
+    }
+    tracing::info!("listening for job changes and key revocations");
+    let mut notifications = std::pin::pin!(conn.notifications_stream());
+    while let Some(notification) = notifications.next().await {
+        let notification = notification.map_err(|e| e.to_string())?;
+        match notification.channel.as_str() {
+            JOBS_CHANNEL => match uuid::Uuid::from_str(&notification.payload) {
+                Ok(id) => hub.notify(JobId::from_uuid(id)),
+                Err(_) => tracing::warn!(payload = %notification.payload, "malformed job notification"),
+            },
+            KEYS_CHANNEL => keys.forget(&KeyPrefix::of(&notification.payload)),
+            _ => {}
+        }
+    }
+    Ok(())
+}

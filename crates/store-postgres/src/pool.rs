@@ -1,0 +1,132 @@
+//! The connection pool (deadpool over diesel-async, as crates.io runs it) and the embedded
+//! migrations.
+
+use std::time::Duration;
+
+use deadpool::Runtime;
+use diesel::ConnectionError;
+use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use futures_util::FutureExt;
+
+/// The migrations of `migrations/` at the top of the repository, built into the binary.
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations");
+
+/// How the pool connects and how long it waits.
+#[derive(Debug, Clone)]
+pub struct PgSettings {
+    /// `DATABASE_URL`.
+    pub url: String,
+    /// Connections kept at most (`GENJOBS_DB_POOL_SIZE`).
+    pub pool_size: usize,
+    /// How long a request waits for a free connection before answering 503
+    /// (`GENJOBS_DB_POOL_TIMEOUT_MS`).
+    pub pool_timeout: Duration,
+    /// How long connecting may take (`GENJOBS_DB_CONNECT_TIMEOUT_MS`).
+    pub connect_timeout: Duration,
+    /// `statement_timeout` of every connection (`GENJOBS_DB_STATEMENT_TIMEOUT_MS`).
+    pub statement_timeout: Duration,
+    /// How long a looked-up API key is trusted without asking the database again; revocations
+    /// reach every replica at once through `NOTIFY`, this bounds a missed notification
+    /// (`GENJOBS_KEY_CACHE_SECS`).
+    pub key_cache_ttl: Duration,
+}
+
+impl PgSettings {
+    /// Defaults for `url`: 16 connections, 2 s to get one, 5 s to connect, 5 s per statement,
+    /// keys cached for 5 s.
+    #[must_use]
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            pool_size: 16,
+            pool_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(5),
+            key_cache_ttl: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A failure to set up the database.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The pool could not be built.
+    #[error("cannot build the database pool: {0}")]
+    Pool(String),
+    /// Connecting failed.
+    #[error("cannot connect to the database: {0}")]
+    Connect(String),
+    /// A migration failed.
+    #[error("cannot run the database migrations: {0}")]
+    Migrate(String),
+}
+
+/// Opens one connection with `statement_timeout` set.
+///
+/// # Errors
+/// When the database cannot be reached within `connect_timeout`.
+pub async fn connect(
+    url: &str,
+    settings_statement_timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<AsyncPgConnection, ConnectionError> {
+    let establish = AsyncPgConnection::establish(url);
+    let mut conn = tokio::time::timeout(connect_timeout, establish)
+        .await
+        .map_err(|_| ConnectionError::BadConnection("timed out connecting to the database".into()))??;
+    diesel::sql_query(format!("SET statement_timeout = {}", settings_statement_timeout.as_millis()))
+        .execute(&mut conn)
+        .await
+        .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    Ok(conn)
+}
+
+/// Builds the pool. Connections are made lazily, so this succeeds while the database is down.
+///
+/// # Errors
+/// [`SetupError::Pool`] for settings the pool refuses.
+pub fn pool(settings: &PgSettings) -> Result<Pool<AsyncPgConnection>, SetupError> {
+    let (statement_timeout, connect_timeout) = (settings.statement_timeout, settings.connect_timeout);
+    let mut config = ManagerConfig::default();
+    config.custom_setup = Box::new(move |url| connect(url, statement_timeout, connect_timeout).boxed());
+    // A checked-out connection is not pinged first: a dead one fails its query, is dropped as
+    // broken, and the request answers 503; the ping would cost a round trip on every request.
+    config.recycling_method = RecyclingMethod::Fast;
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(&settings.url, config);
+    Pool::builder(manager)
+        .max_size(settings.pool_size)
+        .wait_timeout(Some(settings.pool_timeout))
+        .create_timeout(Some(settings.connect_timeout))
+        .recycle_timeout(Some(settings.connect_timeout))
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| SetupError::Pool(e.to_string()))
+}
+
+/// Runs the pending migrations on a connection of its own.
+///
+/// # Errors
+/// [`SetupError::Connect`] or [`SetupError::Migrate`].
+pub async fn run_migrations(settings: &PgSettings) -> Result<usize, SetupError> {
+    let conn = connect(&settings.url, Duration::from_secs(600), settings.connect_timeout)
+        .await
+        .map_err(|e| SetupError::Connect(e.to_string()))?;
+    let mut wrapper: AsyncConnectionWrapper<AsyncPgConnection> = AsyncConnectionWrapper::from(conn);
+    tokio::task::spawn_blocking(move || {
+        // Two replicas starting together must not run the same migration twice.
+        let lock = |sql: &str, conn: &mut AsyncConnectionWrapper<AsyncPgConnection>| {
+            diesel::RunQueryDsl::execute(diesel::sql_query(sql), conn).map_err(|e| e.to_string())
+        };
+        lock("SELECT pg_advisory_lock(7423001)", &mut wrapper)?;
+        let applied = wrapper.run_pending_migrations(MIGRATIONS).map(|v| v.len()).map_err(|e| e.to_string());
+        lock("SELECT pg_advisory_unlock(7423001)", &mut wrapper)?;
+        applied
+    })
+    .await
+    .map_err(|e| SetupError::Migrate(e.to_string()))?
+    .map_err(SetupError::Migrate)
+}

@@ -1,0 +1,92 @@
+// @generated automatically by Diesel CLI.
+
+diesel::table! {
+    api_keys (prefix) {
+        prefix -> Text,
+        key_hash -> Bytea,
+        user_id -> Uuid,
+        created_at -> Timestamptz,
+        revoked_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    idempotency_keys (user_id, key) {
+        user_id -> Uuid,
+        key -> Text,
+        fingerprint -> Text,
+        job_id -> Uuid,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    jobs (id) {
+        id -> Uuid,
+        user_id -> Uuid,
+        model -> Text,
+        modality -> Text,
+        state -> Text,
+        progress -> Int2,
+        outputs -> Nullable<Jsonb>,
+        error -> Nullable<Jsonb>,
+        created_at -> Timestamptz,
+        started_at -> Nullable<Timestamptz>,
+        finished_at -> Nullable<Timestamptz>,
+        canceled_at -> Nullable<Timestamptz>,
+        credits_held -> Int8,
+        credits_actual -> Nullable<Int8>,
+        input -> Jsonb,
+        upstream -> Nullable<Jsonb>,
+        submit_attempted -> Bool,
+        next_poll_at -> Nullable<Timestamptz>,
+        poll_failures -> Int4,
+        version -> Int8,
+        lease_until -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    ledger (id) {
+        id -> Int8,
+        user_id -> Uuid,
+        job_id -> Nullable<Uuid>,
+        kind -> Text,
+        amount -> Int8,
+        released -> Int8,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    rate_limits (user_id) {
+        user_id -> Uuid,
+        tokens -> Float8,
+        refilled_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    users (id) {
+        id -> Uuid,
+        name -> Text,
+        credits_available -> Int8,
+        credits_held -> Int8,
+        credits_spent -> Int8,
+        credits_granted -> Int8,
+        rate_limit_per_minute -> Int4,
+        max_concurrent_jobs -> Int4,
+        active_jobs -> Int4,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(api_keys -> users (user_id));
+diesel::joinable!(idempotency_keys -> jobs (job_id));
+diesel::joinable!(idempotency_keys -> users (user_id));
+diesel::joinable!(jobs -> users (user_id));
+diesel::joinable!(ledger -> jobs (job_id));
+diesel::joinable!(ledger -> users (user_id));
+diesel::joinable!(rate_limits -> users (user_id));
+
+diesel::allow_tables_to_appear_in_same_query!(api_keys, idempotency_keys, jobs, ledger, rate_limits, users,);
