@@ -13,6 +13,12 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
     scripts/check-domain-deps.sh
+    scripts/check-schema.sh
+
+# Run on Postgres (DATABASE_URL, or the local server's `genjobs` database).
+run-postgres:
+    psql "${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}" -qc 'CREATE DATABASE genjobs' 2>/dev/null || true
+    DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/genjobs}" cargo run --release -p genjobs
 
 # Measure throughput, latency, streams and upstream economy; writes docs/benchmarks.md.
 bench:

@@ -3,8 +3,9 @@
 //! End-to-end tests over real HTTP, in the manner of zero2prod's `spawn_app()`: each test starts
 //! its own genjobs on port 0 (the embedded default: in-memory store and the built-in fal
 //! simulator, reached through the real fal adapter) with fast timings, and talks to it with
-//! reqwest. [`spawn_gateway`] serves the HTTP edge over hand-built ports instead, for the errors
-//! only a broken store can cause.
+//! reqwest. [`spawn_postgres_app`] does the same on a database of its own, so that the whole
+//! suite runs on both stores. [`spawn_gateway`] serves the HTTP edge over hand-built ports
+//! instead, for the errors only a broken store can cause.
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use genjobs_domain::catalog::Catalog;
 use genjobs_domain::ids::AdminToken;
 use genjobs_domain::usecases::{Gateway, Ports, Settings};
 use genjobs_http::{AppState, HttpSettings};
+use genjobs_store_postgres::test_support::TestDatabase;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -31,6 +33,8 @@ pub struct TestApp {
     pub sim_url: String,
     /// A client for the tests.
     pub client: Client,
+    /// The database of a Postgres app, dropped with it.
+    pub database: Option<TestDatabase>,
 }
 
 /// A user created through the admin API.
@@ -75,7 +79,7 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(fast_config()).await
 }
 
-/// Starts genjobs with `config`.
+/// Starts genjobs with `config` on the in-memory store.
 pub async fn spawn_app_with(config: Config) -> TestApp {
     let service = start(config).await.expect("genjobs starts");
     let app = TestApp {
@@ -83,8 +87,29 @@ pub async fn spawn_app_with(config: Config) -> TestApp {
         demo_key: service.demo_key.clone().expect("demo key"),
         sim_url: service.simulator_url.clone().unwrap_or_default(),
         client: Client::builder().timeout(Duration::from_secs(90)).build().expect("client"),
+        database: None,
     };
     tokio::spawn(service.run());
+    app
+}
+
+/// Starts genjobs with `config` on a Postgres database of its own. The Postgres store has no
+/// demo user, so one with `demo_credits` is created through the admin API.
+pub async fn spawn_postgres_app(config: Config) -> TestApp {
+    let database = TestDatabase::new().await;
+    let demo_credits = config.demo_credits;
+    let config =
+        Config { database_url: Some(database.url.clone()), db_pool_size: 8, lease: Duration::from_secs(2), ..config };
+    let service = start(config).await.expect("genjobs starts on Postgres");
+    let mut app = TestApp {
+        base: format!("http://{}", service.address),
+        demo_key: String::new(),
+        sim_url: service.simulator_url.clone().unwrap_or_default(),
+        client: Client::builder().timeout(Duration::from_secs(90)).build().expect("client"),
+        database: Some(database),
+    };
+    tokio::spawn(service.run());
+    app.demo_key = app.create_user(demo_credits, json!({"name": "demo"})).await.key;
     app
 }
 

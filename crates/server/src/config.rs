@@ -35,6 +35,18 @@ pub struct Config {
     pub default_max_concurrent_jobs: u32,
     /// `GENJOBS_DEMO_CREDITS`.
     pub demo_credits: u64,
+    /// Connections of the database pool (`GENJOBS_DB_POOL_SIZE`).
+    pub db_pool_size: usize,
+    /// Wait for a free connection before answering 503 (`GENJOBS_DB_POOL_TIMEOUT_MS`).
+    pub db_pool_timeout: Duration,
+    /// Time allowed to connect (`GENJOBS_DB_CONNECT_TIMEOUT_MS`).
+    pub db_connect_timeout: Duration,
+    /// `statement_timeout` of every connection (`GENJOBS_DB_STATEMENT_TIMEOUT_MS`).
+    pub db_statement_timeout: Duration,
+    /// How long a looked-up API key is trusted (`GENJOBS_KEY_CACHE_SECS`).
+    pub key_cache_ttl: Duration,
+    /// How long a driver keeps a claimed job before another may take it over (`GENJOBS_LEASE_SECS`).
+    pub lease: Duration,
     /// Queue time of the built-in simulator (`GENJOBS_SIM_QUEUE_MS`).
     pub sim_queue: Duration,
     /// Run time of the built-in simulator (`GENJOBS_SIM_RUN_MS`).
@@ -67,6 +79,12 @@ impl Default for Config {
             default_rate_limit_per_minute: 120,
             default_max_concurrent_jobs: 8,
             demo_credits: 1000,
+            db_pool_size: 16,
+            db_pool_timeout: Duration::from_secs(2),
+            db_connect_timeout: Duration::from_secs(5),
+            db_statement_timeout: Duration::from_secs(5),
+            key_cache_ttl: Duration::from_secs(5),
+            lease: Duration::from_secs(20),
             sim_queue: Duration::from_millis(500),
             sim_run: Duration::from_secs(6),
         }
@@ -134,6 +152,14 @@ impl Config {
             default_max_concurrent_jobs: small("GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS")?
                 .unwrap_or(d.default_max_concurrent_jobs),
             demo_credits: parse("GENJOBS_DEMO_CREDITS", "a non-negative integer")?.unwrap_or(d.demo_credits),
+            db_pool_size: positive("GENJOBS_DB_POOL_SIZE")?.map_or(d.db_pool_size, |v| v as usize),
+            db_pool_timeout: positive("GENJOBS_DB_POOL_TIMEOUT_MS")?.map_or(d.db_pool_timeout, Duration::from_millis),
+            db_connect_timeout: positive("GENJOBS_DB_CONNECT_TIMEOUT_MS")?
+                .map_or(d.db_connect_timeout, Duration::from_millis),
+            db_statement_timeout: positive("GENJOBS_DB_STATEMENT_TIMEOUT_MS")?
+                .map_or(d.db_statement_timeout, Duration::from_millis),
+            key_cache_ttl: parse("GENJOBS_KEY_CACHE_SECS", "seconds")?.map_or(d.key_cache_ttl, Duration::from_secs),
+            lease: positive("GENJOBS_LEASE_SECS")?.map_or(d.lease, Duration::from_secs),
             sim_queue: parse("GENJOBS_SIM_QUEUE_MS", "milliseconds")?.map_or(d.sim_queue, Duration::from_millis),
             sim_run: parse("GENJOBS_SIM_RUN_MS", "milliseconds")?.map_or(d.sim_run, Duration::from_millis),
         })

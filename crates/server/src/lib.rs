@@ -6,8 +6,10 @@
 //!
 //! With no environment, genjobs runs on the embedded default: the in-memory store and the fal
 //! queue simulator, started in process on a loopback port and reached through the real fal
-//! adapter over HTTP.
+//! adapter over HTTP. With `DATABASE_URL`, it runs on Postgres, and several processes may serve
+//! one database together.
 
+pub mod cli;
 mod config;
 
 use std::net::{SocketAddr, TcpListener};
@@ -16,11 +18,12 @@ use std::sync::Arc;
 use actix_web::dev::{Server, ServerHandle};
 use genjobs_domain::catalog::{Catalog, CatalogError};
 use genjobs_domain::ids::{AdminToken, ApiKey};
-use genjobs_domain::ports::{Limits, RandomIds};
+use genjobs_domain::ports::{Limits, RandomIds, UpstreamProvider};
 use genjobs_domain::usecases::{DriverSettings, Gateway, JobDriver, NewUserRequest, Ports, Settings};
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
+use genjobs_store_postgres::{KeyCache, PgEvents, PgRateLimiter, PgSettings, PgStore, SetupError};
 use genjobs_upstream_fal::{FalConfig, FalUpstream};
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use tokio::task::JoinHandle;
@@ -49,9 +52,9 @@ pub enum StartError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// `DATABASE_URL` names a store this build does not have.
-    #[error("DATABASE_URL is set, but this build serves only the embedded in-memory store; unset it")]
-    NoDatabaseStore,
+    /// The database cannot be set up.
+    #[error(transparent)]
+    Database(#[from] SetupError),
     /// The listen address or the simulator's port cannot be bound.
     #[error("cannot listen: {0}")]
     Bind(#[from] std::io::Error),
@@ -74,7 +77,7 @@ pub struct Service {
     /// The built-in simulator's base URL, when it runs.
     pub simulator_url: Option<String>,
     server: Server,
-    driver: JoinHandle<()>,
+    background: Vec<JoinHandle<()>>,
     simulator: Option<RunningSim>,
 }
 
@@ -86,13 +89,15 @@ impl Service {
     }
 
     /// Serves until the server stops (SIGTERM / SIGINT, or [`ServerHandle::stop`]), then stops
-    /// the driver and the simulator.
+    /// the driver, the listener and the simulator.
     ///
     /// # Errors
     /// When the server fails.
     pub async fn run(self) -> std::io::Result<()> {
         let served = self.server.await;
-        self.driver.abort();
+        for task in &self.background {
+            task.abort();
+        }
         if let Some(sim) = &self.simulator {
             sim.stop().await;
         }
@@ -112,15 +117,82 @@ fn catalog(config: &Config) -> Result<Catalog, StartError> {
     }
 }
 
+fn settings(config: &Config) -> Settings {
+    Settings {
+        poll_interval: config.poll_interval,
+        default_limits: Limits {
+            rate_limit_per_minute: config.default_rate_limit_per_minute,
+            max_concurrent_jobs: config.default_max_concurrent_jobs,
+        },
+        upstream_cancel: config.upstream_cancel,
+    }
+}
+
+fn pg_settings(config: &Config, url: &str) -> PgSettings {
+    PgSettings {
+        url: url.to_owned(),
+        pool_size: config.db_pool_size,
+        pool_timeout: config.db_pool_timeout,
+        connect_timeout: config.db_connect_timeout,
+        statement_timeout: config.db_statement_timeout,
+        key_cache_ttl: config.key_cache_ttl,
+    }
+}
+
+/// The ports of the configured store, and the tasks that serve them in the background.
+async fn ports(
+    config: &Config,
+    upstream: Arc<dyn UpstreamProvider>,
+) -> Result<(Ports, Vec<JoinHandle<()>>), StartError> {
+    let Some(url) = &config.database_url else {
+        let store = Arc::new(MemoryStore::new());
+        let ports = Ports {
+            jobs: store.clone(),
+            accounts: store,
+            upstream,
+            events: Arc::new(EventHub::new()),
+            rate_limiter: Arc::new(TokenBucketLimiter::new()),
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(RandomIds),
+        };
+        return Ok((ports, Vec::new()));
+    };
+    let pg = pg_settings(config, url);
+    let applied = genjobs_store_postgres::run_migrations(&pg).await?;
+    tracing::info!(applied, "database migrations are up to date");
+    let pool = genjobs_store_postgres::pool(&pg)?;
+    let keys = Arc::new(KeyCache::new(pg.key_cache_ttl));
+    let hub = Arc::new(EventHub::new());
+    let listener = genjobs_store_postgres::listen(pg.url.clone(), Arc::clone(&hub), Arc::clone(&keys));
+    let store = Arc::new(PgStore::new(pool.clone(), keys));
+    let ports = Ports {
+        jobs: store.clone(),
+        accounts: store,
+        upstream,
+        events: Arc::new(PgEvents::new(hub, pool.clone())),
+        rate_limiter: Arc::new(PgRateLimiter::new(pool)),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+    };
+    Ok((ports, vec![listener]))
+}
+
+/// The use cases over the configured store, for the command line's administration.
+///
+/// # Errors
+/// See [`StartError`].
+pub async fn gateway(config: &Config) -> Result<Gateway, StartError> {
+    let upstream = FalUpstream::new(FalConfig::new(config.upstream_url.clone().unwrap_or_default(), None))?;
+    let (ports, _) = ports(config, Arc::new(upstream)).await?;
+    Ok(Gateway::new(ports, Arc::new(catalog(config)?), settings(config)))
+}
+
 /// Builds every adapter, binds, and starts the job driver; the returned [`Service`] serves once
 /// run. Must be called inside a tokio runtime.
 ///
 /// # Errors
 /// See [`StartError`].
 pub async fn start(config: Config) -> Result<Service, StartError> {
-    if config.database_url.is_some() {
-        return Err(StartError::NoDatabaseStore);
-    }
     let catalog = Arc::new(catalog(&config)?);
     let simulator = match &config.upstream_url {
         Some(_) => None,
@@ -132,37 +204,26 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     };
     let upstream_url = config.upstream_url.clone().or_else(|| simulator.as_ref().map(|s| s.base_url.clone()));
     let upstream = FalUpstream::new(FalConfig::new(upstream_url.unwrap_or_default(), config.upstream_key.clone()))?;
-    let store = Arc::new(MemoryStore::new());
-    let ports = Ports {
-        jobs: store.clone(),
-        accounts: store,
-        upstream: Arc::new(upstream),
-        events: Arc::new(EventHub::new()),
-        rate_limiter: Arc::new(TokenBucketLimiter::new()),
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
+    let (ports, mut background) = ports(&config, Arc::new(upstream)).await?;
+    let gateway = Gateway::new(ports.clone(), Arc::clone(&catalog), settings(&config));
+    let demo_key = match config.database_url {
+        Some(_) => None,
+        None => {
+            let demo = NewUserRequest {
+                name: "demo".into(),
+                credits: genjobs_domain::credits::Credits::new(config.demo_credits),
+                rate_limit_per_minute: None,
+                max_concurrent_jobs: None,
+            };
+            let (_, key) = gateway.create_user(demo).await.map_err(|e| StartError::Demo(e.to_string()))?;
+            Some(key.expose().to_owned())
+        }
     };
-    let settings = Settings {
-        poll_interval: config.poll_interval,
-        default_limits: Limits {
-            rate_limit_per_minute: config.default_rate_limit_per_minute,
-            max_concurrent_jobs: config.default_max_concurrent_jobs,
-        },
-        upstream_cancel: config.upstream_cancel,
-    };
-    let gateway = Gateway::new(ports.clone(), Arc::clone(&catalog), settings);
-    let demo = gateway
-        .create_user(NewUserRequest {
-            name: "demo".into(),
-            credits: genjobs_domain::credits::Credits::new(config.demo_credits),
-            rate_limit_per_minute: None,
-            max_concurrent_jobs: None,
-        })
-        .await
-        .map_err(|e| StartError::Demo(e.to_string()))?;
 
-    let driver = JobDriver::new(ports, catalog, DriverSettings::new(config.poll_interval, config.job_timeout));
-    let driver = tokio::spawn(async move { driver.run().await });
+    let driver_settings =
+        DriverSettings { lease: config.lease, ..DriverSettings::new(config.poll_interval, config.job_timeout) };
+    let driver = JobDriver::new(ports, catalog, driver_settings);
+    background.push(tokio::spawn(async move { driver.run().await }));
 
     let admin_token =
         config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
@@ -181,10 +242,10 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     Ok(Service {
         address,
         admin_token,
-        demo_key: Some(demo.1.expose().to_owned()),
+        demo_key,
         simulator_url: simulator.as_ref().map(|s| s.base_url.clone()),
         server,
-        driver,
+        background,
         simulator,
     })
 }

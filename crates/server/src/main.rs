@@ -1,16 +1,9 @@
-//! `genjobs`: serves the generation API (the default), or administers users against
+//! `genjobs`: serves the generation API (the default), or runs an operator subcommand against
 //! `DATABASE_URL`. See the README for the configuration.
 
 use std::process::ExitCode;
 
-use genjobs::{Config, start};
-
-fn usage() -> ExitCode {
-    eprintln!(
-        "usage: genjobs [serve]\n       genjobs users create --name N --credits C\n       genjobs users grant --id ID --amount A\n       genjobs migrate"
-    );
-    ExitCode::from(2)
-}
+use genjobs::{Config, cli, start};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -22,25 +15,34 @@ async fn main() -> ExitCode {
         )
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        None | Some("serve") => serve().await,
-        Some("users" | "migrate") => {
-            eprintln!(
-                "genjobs: `{}` works against DATABASE_URL, and this build serves only the embedded in-memory store; use the admin API (/api/admin) instead",
-                args.join(" ")
-            );
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("genjobs: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.first().is_none_or(|a| a == "serve") {
+        return serve(config).await;
+    }
+    match cli::run(&config, &args).await {
+        Ok(output) => {
+            println!("{output}");
+            ExitCode::SUCCESS
+        }
+        Err(e @ cli::CliError::Usage) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("genjobs: {e}");
             ExitCode::FAILURE
         }
-        Some(_) => usage(),
     }
 }
 
-async fn serve() -> ExitCode {
-    let service = match Config::from_env() {
-        Ok(config) => start(config).await,
-        Err(e) => Err(e.into()),
-    };
-    let service = match service {
+async fn serve(config: Config) -> ExitCode {
+    let service = match start(config).await {
         Ok(service) => service,
         Err(e) => {
             eprintln!("genjobs: {e}");

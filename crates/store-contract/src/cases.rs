@@ -38,7 +38,8 @@ async fn user_with<S: Store>(store: &S, credits: u64, limits: Limits) -> UserId 
     id
 }
 
-fn input() -> GenerationInput {
+/// A small image request, with an `extra` object to check that it round-trips.
+pub fn input() -> GenerationInput {
     GenerationInput {
         prompt: "a lighthouse".into(),
         negative_prompt: None,
@@ -52,7 +53,8 @@ fn input() -> GenerationInput {
     }
 }
 
-fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
+/// A job of `user_id` holding `held`, accepted at `at`.
+pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
     Job::accept(
         JobId::new_at(at),
         user_id,

@@ -39,10 +39,10 @@ pub struct FalConfig {
 }
 
 impl FalConfig {
-    /// Defaults for a base URL: 30 s per call, 64 calls in flight.
+    /// Defaults for a base URL: 15 s per call (below the driver's 20 s lease), 64 calls in flight.
     #[must_use]
     pub fn new(base_url: impl Into<String>, key: Option<String>) -> Self {
-        Self { base_url: base_url.into(), key, request_timeout: Duration::from_secs(30), max_in_flight: 64 }
+        Self { base_url: base_url.into(), key, request_timeout: Duration::from_secs(15), max_in_flight: 64 }
     }
 }
 

@@ -1,4 +1,5 @@
-use genjobs_tests::{ADMIN_TOKEN, assert_error, spawn_app};
+use crate::spawn_app;
+use genjobs_tests::{ADMIN_TOKEN, assert_error};
 use serde_json::{Value, json};
 
 #[tokio::test]

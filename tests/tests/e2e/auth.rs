@@ -1,4 +1,5 @@
-use genjobs_tests::{assert_error, spawn_app};
+use crate::spawn_app;
+use genjobs_tests::assert_error;
 use serde_json::json;
 
 const ENDPOINTS: &[(&str, &str)] = &[

@@ -1,4 +1,4 @@
-use genjobs_tests::spawn_app;
+use crate::spawn_app;
 use serde_json::{Value, json};
 
 /// Many clients of one user submit and cancel at once: the concurrent-job limit and the credits

@@ -1,12 +1,13 @@
 use std::sync::Arc;
 
+use crate::spawn_app;
 use futures_util::StreamExt;
 use genjobs_domain::ids::ApiKey;
 use genjobs_domain::ports::*;
 use genjobs_domain::usecases::Ports;
 use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
-use genjobs_tests::{assert_error, spawn_app, spawn_gateway};
+use genjobs_tests::{assert_error, spawn_gateway};
 use serde_json::json;
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 use std::time::{Duration, Instant};
 
-use genjobs_tests::{assert_error, spawn_app};
+use crate::spawn_app;
+use genjobs_tests::assert_error;
 use serde_json::{Value, json};
 
 const NULL_UNTIL_FINAL: [&str; 5] = ["outputs", "error", "started_at", "finished_at", "credits_actual"];

@@ -1,13 +1,17 @@
-//! End-to-end tests over real HTTP; one binary, one module per area, to link once.
+//! End-to-end tests over real HTTP on the embedded default (in-memory store); one binary, one
+//! module per area, to link once. `e2e_postgres` runs the same modules on Postgres.
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
 mod admin;
 mod auth;
 mod concurrency;
+mod embedded;
 mod errors;
 mod jobs;
 mod models;
 mod streams;
 mod submit;
 mod upstream;
+
+pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

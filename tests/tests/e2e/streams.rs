@@ -1,7 +1,8 @@
 use std::time::{Duration, Instant};
 
+use crate::{spawn_app, spawn_app_with};
 use genjobs::Config;
-use genjobs_tests::{fast_config, parse_sse, spawn_app, spawn_app_with};
+use genjobs_tests::{fast_config, parse_sse};
 use serde_json::{Value, json};
 
 #[tokio::test]

@@ -1,4 +1,5 @@
-use genjobs_tests::{assert_error, spawn_app};
+use crate::spawn_app;
+use genjobs_tests::assert_error;
 use serde_json::{Value, json};
 
 fn is_iso_utc(text: &Value) -> bool {

@@ -1,7 +1,8 @@
 use std::time::Duration;
 
+use crate::{spawn_app, spawn_app_with};
 use genjobs::Config;
-use genjobs_tests::{fast_config, spawn_app, spawn_app_with};
+use genjobs_tests::fast_config;
 use serde_json::{Value, json};
 
 async fn final_job(prompt: &str, config: Config) -> (Value, Value) {
@@ -104,12 +105,4 @@ async fn video_models_map_to_video_outputs() {
     assert_eq!(job["outputs"][0]["type"], "video");
     assert_eq!(job["outputs"][0]["meta"]["content_type"], "video/mp4");
     assert_eq!(job["credits_actual"], 140, "the provider did not report a shorter duration");
-}
-
-#[tokio::test]
-async fn the_demo_user_has_the_configured_credits() {
-    let app = spawn_app_with(Config { demo_credits: 77, ..fast_config() }).await;
-    let account: Value = app.get("/api/v1/account", &app.demo_key).await.json().await.unwrap();
-    assert_eq!(account["credits_available"], 77);
-    let _ = spawn_app().await;
 }

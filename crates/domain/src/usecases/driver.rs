@@ -38,7 +38,7 @@ impl DriverSettings {
         Self {
             poll_interval,
             job_timeout,
-            lease: Duration::from_secs(30).max(poll_interval * 3),
+            lease: Duration::from_secs(20).max(poll_interval * 3),
             idle_tick: (poll_interval / 10).clamp(Duration::from_millis(10), Duration::from_millis(100)),
             batch: 256,
             max_in_flight: 256,

@@ -1,0 +1,230 @@
+//! Several `genjobs` processes on one Postgres database, sharing one simulated provider: a job
+//! submitted through one replica streams to completion through another; a replica killed with
+//! SIGKILL has its jobs finished by the other; a process killed and restarted loses nothing.
+
+#![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use genjobs_domain::ids::UserId;
+use genjobs_store_postgres::test_support::{TestDatabase, eventually};
+use genjobs_store_postgres::{KeyCache, PgStore, pool};
+use genjobs_upstream_sim::{RunningSim, SimConfig};
+use serde_json::{Value, json};
+
+const ADMIN: &str = "replica-test-admin";
+
+struct Replica {
+    child: Child,
+    base: String,
+}
+
+impl Replica {
+    fn start(db: &TestDatabase, sim: &RunningSim) -> Replica {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
+            .env("DATABASE_URL", &db.url)
+            .env("GENJOBS_UPSTREAM_URL", &sim.base_url)
+            .env("GENJOBS_BIND", "127.0.0.1:0")
+            .env("GENJOBS_ADMIN_TOKEN", ADMIN)
+            .env("GENJOBS_POLL_INTERVAL_MS", "100")
+            .env("GENJOBS_LEASE_SECS", "2")
+            .env("GENJOBS_DB_POOL_SIZE", "4")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("genjobs listening on ") {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "genjobs exited before listening");
+        }
+        let base = line.trim().trim_start_matches("genjobs listening on ").to_owned();
+        // Keep reading: a closed pipe would make the replica's next print fail.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        Replica { child, base }
+    }
+
+    fn kill_hard(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sim() -> RunningSim {
+    genjobs_upstream_sim::spawn(SimConfig {
+        queue: Duration::from_millis(50),
+        run: Duration::from_millis(500),
+        api_key: None,
+    })
+    .unwrap()
+}
+
+async fn create_user(client: &reqwest::Client, replica: &Replica, credits: u64) -> (String, String) {
+    let user: Value = client
+        .post(format!("{}/api/admin/users", replica.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "r", "credits": credits, "max_concurrent_jobs": 20}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (user["id"].as_str().unwrap().to_owned(), user["api_key"].as_str().unwrap().to_owned())
+}
+
+async fn submit(client: &reqwest::Client, replica: &Replica, key: &str, prompt: &str) -> String {
+    let receipt: Value = client
+        .post(format!("{}/api/v1/images/generations", replica.base))
+        .bearer_auth(key)
+        .json(&json!({"prompt": prompt}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    receipt["job_id"].as_str().unwrap_or_else(|| panic!("no job id: {receipt}")).to_owned()
+}
+
+async fn job(client: &reqwest::Client, replica: &Replica, key: &str, id: &str, wait: u64) -> Value {
+    client
+        .get(format!("{}/api/v1/jobs/{id}?wait={wait}", replica.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn assert_ledger_balances(db: &TestDatabase, user_id: &str, granted: i64) {
+    let store = PgStore::new(pool(&db.settings()).unwrap(), Arc::new(KeyCache::new(Duration::ZERO)));
+    let id = UserId::parse(user_id).unwrap();
+    let account = genjobs_domain::ports::AccountStore::account(&store, id).await.unwrap().unwrap();
+    assert_eq!((account.active_jobs, account.balances.held.get()), (0, 0), "{account:?}");
+    assert_eq!(account.balances.total(), granted as u128);
+    let totals = store.ledger_totals(id).await.unwrap();
+    assert_eq!(totals.granted, granted);
+    assert_eq!(totals.held, totals.spent + totals.released, "every hold settled or released once: {totals:?}");
+    assert_eq!(totals.spent, account.balances.spent.get() as i64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_submitted_through_one_replica_streams_to_completion_through_the_other() {
+    let (db, sim) = (TestDatabase::new().await, sim());
+    let (a, b) = (Replica::start(&db, &sim), Replica::start(&db, &sim));
+    let client = reqwest::Client::new();
+    let (_, key) = create_user(&client, &a, 100).await;
+    let id = submit(&client, &a, &key, "relay [sim:run=800]").await;
+    let stream = client.get(format!("{}/api/v1/jobs/{id}/stream", b.base)).bearer_auth(&key).send().await.unwrap();
+    let text = tokio::time::timeout(Duration::from_secs(20), stream.text()).await.unwrap().unwrap();
+    assert!(text.contains("event: progress"), "{text}");
+    assert!(text.contains("event: done"), "{text}");
+    let waited = job(&client, &b, &key, &id, 0).await;
+    assert_eq!(waited["state"], "succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_replica_finishes_the_jobs_of_one_killed_with_sigkill() {
+    let (db, sim) = (TestDatabase::new().await, sim());
+    let mut a = Replica::start(&db, &sim);
+    let client = reqwest::Client::new();
+    let (user_id, key) = create_user(&client, &a, 100).await;
+    let id = submit(&client, &a, &key, "orphan [sim:run=2500]").await;
+    let running =
+        eventually(Duration::from_secs(10), async || job(&client, &a, &key, &id, 0).await["state"] == "running").await;
+    assert!(running, "replica a never started the job");
+    let b = Replica::start(&db, &sim);
+    a.kill_hard();
+    let done = job(&client, &b, &key, &id, 30).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(sim.stats().routes["submit"], 1, "the job was never submitted twice");
+    assert_ledger_balances(&db, &user_id, 100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_killed_and_restarted_loses_no_job_and_balances_its_ledger() {
+    let db = TestDatabase::new().await;
+    let sim = genjobs_upstream_sim::spawn(SimConfig {
+        queue: Duration::from_millis(1500),
+        run: Duration::from_millis(500),
+        api_key: None,
+    })
+    .unwrap();
+    let mut first = Replica::start(&db, &sim);
+    let client = reqwest::Client::new();
+    let (user_id, key) = create_user(&client, &first, 1000).await;
+    let done = submit(&client, &first, &key, "early").await;
+    let failed = submit(&client, &first, &key, "broken [sim:fail]").await;
+    let canceled = submit(&client, &first, &key, "unwanted [sim:hang]").await;
+    client.post(format!("{}/api/v1/jobs/{canceled}/cancel", first.base)).bearer_auth(&key).send().await.unwrap();
+    for id in [&done, &failed] {
+        assert!(job(&client, &first, &key, id, 20).await["state"] != "queued");
+    }
+    let running = submit(&client, &first, &key, "long [sim:run=3000]").await;
+    eventually(Duration::from_secs(10), async || job(&client, &first, &key, &running, 0).await["state"] == "running")
+        .await;
+    let mut queued = Vec::new();
+    for i in 0..3 {
+        queued.push(submit(&client, &first, &key, &format!("late {i}")).await);
+    }
+    let states: Vec<Value> = futures_util::future::join_all(
+        [&done, &failed, &canceled, &running].into_iter().chain(&queued).map(|id| job(&client, &first, &key, id, 0)),
+    )
+    .await;
+    let seen: std::collections::BTreeSet<_> = states.iter().map(|j| j["state"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(
+        seen,
+        ["canceled", "failed", "queued", "running", "succeeded"].map(String::from).into(),
+        "jobs in every state before the kill"
+    );
+    first.kill_hard();
+
+    let second = Replica::start(&db, &sim);
+    for id in [&done, &failed, &canceled, &running].into_iter().chain(&queued) {
+        let job = job(&client, &second, &key, id, 30).await;
+        assert!(["succeeded", "failed", "canceled"].contains(&job["state"].as_str().unwrap()), "{job}");
+    }
+    let listed: Value = client
+        .get(format!("{}/api/v1/jobs?limit=100", second.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 4 + queued.len(), "nothing accepted is lost");
+    assert_ledger_balances(&db, &user_id, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_subcommands_work_against_the_database() {
+    let db = TestDatabase::new().await;
+    let run = |args: &[&str]| {
+        let output =
+            Command::new(env!("CARGO_BIN_EXE_genjobs")).args(args).env("DATABASE_URL", &db.url).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(run(&["migrate"]).contains("0 migrations applied"));
+    let created = run(&["users", "create", "--name", "ops", "--credits", "30"]);
+    let user_id = created.split_whitespace().nth(1).unwrap().to_owned();
+    assert!(created.contains("api key: gj_"), "{created}");
+    assert!(run(&["users", "grant", "--id", &user_id, "--amount", "12"]).contains("42 credits available"));
+    let usage = Command::new(env!("CARGO_BIN_EXE_genjobs")).arg("frobnicate").output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+}

@@ -1,0 +1,239 @@
+//! What only a real Postgres shows: constraints, races over several connections, notifications
+//! and limits shared between processes, and outages.
+
+#![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel_async::RunQueryDsl;
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use genjobs_domain::credits::Credits;
+use genjobs_domain::ids::{ApiKey, JobId, UserId};
+use genjobs_domain::job::{Job, JobError, JobErrorCode, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef};
+use genjobs_domain::ports::*;
+use genjobs_runtime::EventHub;
+use genjobs_store_postgres::test_support::{TestDatabase, eventually};
+use genjobs_store_postgres::{KeyCache, PgEvents, PgRateLimiter, PgSettings, PgStore, listen, pool};
+use time::OffsetDateTime;
+
+struct Replica {
+    store: PgStore,
+    events: PgEvents,
+    keys: Arc<KeyCache>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+fn replica(db: &TestDatabase) -> Replica {
+    let settings = db.settings();
+    let pool = pool(&settings).unwrap();
+    let keys = Arc::new(KeyCache::new(Duration::from_secs(60)));
+    let hub = Arc::new(EventHub::new());
+    Replica {
+        store: PgStore::new(pool.clone(), Arc::clone(&keys)),
+        events: PgEvents::new(Arc::clone(&hub), pool),
+        listener: listen(settings.url.clone(), hub, Arc::clone(&keys)),
+        keys,
+    }
+}
+
+async fn user(store: &PgStore, credits: u64, max_concurrent_jobs: u32) -> (UserId, ApiKey) {
+    let id = UserId::new_at(OffsetDateTime::now_utc());
+    let key = ApiKey::generate();
+    let limits = Limits { rate_limit_per_minute: 1000, max_concurrent_jobs };
+    store
+        .create_user(id, "u".into(), Credits::new(credits), limits, StoredKey::of(&key, id, OffsetDateTime::now_utc()))
+        .await
+        .unwrap();
+    (id, key)
+}
+
+fn new_job(user_id: UserId, held: u64) -> Job {
+    genjobs_store_contract::cases::new_job(user_id, held, OffsetDateTime::now_utc())
+}
+
+fn submission() -> (Trigger, Trigger) {
+    let now = OffsetDateTime::now_utc();
+    let upstream = UpstreamRef {
+        request_id: "r".into(),
+        status_url: "s".into(),
+        response_url: "o".into(),
+        cancel_url: "c".into(),
+    };
+    (Trigger::SubmitStarted { next_poll_at: now }, Trigger::Submitted { upstream, next_poll_at: now })
+}
+
+async fn advance(store: &PgStore, job: Job, trigger: Trigger) -> Option<Job> {
+    match store.commit(job.apply(trigger, OffsetDateTime::now_utc()).ok()?).await.unwrap() {
+        Commit::Applied(job) => Some(job),
+        _ => None,
+    }
+}
+
+fn success(actual: u64) -> Trigger {
+    Trigger::Succeeded {
+        outputs: vec![OutputItem {
+            url: "https://x/y.png".into(),
+            kind: OutputKind::Image,
+            meta: OutputMeta::default(),
+        }],
+        credits_actual: Credits::new(actual),
+    }
+}
+
+/// Many tasks over several pooled connections of two "replicas" race accepts, cancels and
+/// completions: the limit holds, each job moves its credits once, and the ledger agrees with the
+/// account row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_replicas_keep_the_ledger_exact() {
+    let db = TestDatabase::new().await;
+    let (a, b) = (replica(&db), replica(&db));
+    let (id, _) = user(&a.store, 500, 6).await;
+    let stores = [a.store.clone(), b.store.clone()];
+    let tasks = (0..80).map(|i| {
+        let store = stores[i % 2].clone();
+        let other = stores[(i + 1) % 2].clone();
+        tokio::spawn(async move {
+            let job = match store.accept(new_job(id, 9), None, OffsetDateTime::now_utc()).await {
+                Ok(Accepted::Created(job)) => job,
+                Err(AcceptError::ConcurrencyLimit { .. } | AcceptError::InsufficientCredits { .. }) => return,
+                other => panic!("{other:?}"),
+            };
+            let active = store.account(id).await.unwrap().unwrap().active_jobs;
+            assert!(active <= 6, "limit exceeded: {active}");
+            let (start, sent) = submission();
+            let job = advance(&store, job, start).await.unwrap();
+            let job = advance(&store, job, sent).await.unwrap();
+            let finish = if i % 3 == 0 {
+                success(5)
+            } else {
+                Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "x") }
+            };
+            let (left, right) = (
+                job.apply(finish, OffsetDateTime::now_utc()).unwrap(),
+                job.apply(Trigger::Cancel, OffsetDateTime::now_utc()).unwrap(),
+            );
+            let outcomes = join_all([store.commit(left), other.commit(right)]).await;
+            let applied = outcomes.iter().filter(|o| matches!(o, Ok(Commit::Applied(_)))).count();
+            assert_eq!(applied, 1, "exactly one final transition: {outcomes:?}");
+        })
+    });
+    for task in join_all(tasks).await {
+        task.unwrap();
+    }
+    let account = a.store.account(id).await.unwrap().unwrap();
+    assert_eq!((account.active_jobs, account.balances.held), (0, Credits::ZERO));
+    assert_eq!(account.balances.total(), 500);
+    let totals = a.store.ledger_totals(id).await.unwrap();
+    assert_eq!(totals.granted, 500);
+    assert_eq!(totals.granted - totals.held + totals.released, account.balances.available.get() as i64);
+    assert_eq!(totals.spent, account.balances.spent.get() as i64);
+    assert_eq!(totals.held, totals.spent + totals.released, "everything held was settled or released");
+}
+
+#[tokio::test]
+async fn the_database_refuses_a_second_final_movement_and_negative_balances() {
+    let db = TestDatabase::new().await;
+    let r = replica(&db);
+    let (id, _) = user(&r.store, 50, 4).await;
+    let Accepted::Created(job) = r.store.accept(new_job(id, 10), None, OffsetDateTime::now_utc()).await.unwrap() else {
+        panic!()
+    };
+    advance(&r.store, job.clone(), Trigger::Cancel).await.unwrap();
+    let mut conn = r.store.pool().get().await.unwrap();
+    let second = diesel::sql_query(format!(
+        "INSERT INTO ledger (user_id, job_id, kind, amount, released) VALUES ('{}', '{}', 'settle', 10, 0)",
+        id, job.id
+    ))
+    .execute(&mut conn)
+    .await;
+    assert!(second.is_err(), "one final movement per job");
+    let negative = diesel::sql_query(format!(
+        "UPDATE users SET credits_available = -1, credits_granted = credits_granted - 51 WHERE id = '{id}'"
+    ))
+    .execute(&mut conn)
+    .await;
+    assert!(negative.is_err(), "balances are never negative");
+    let unbalanced =
+        diesel::sql_query(format!("UPDATE users SET credits_available = credits_available + 1 WHERE id = '{id}'"))
+            .execute(&mut conn)
+            .await;
+    assert!(unbalanced.is_err(), "available + held + spent equals the grants");
+}
+
+#[tokio::test]
+async fn a_change_published_on_one_replica_wakes_a_waiter_on_the_other() {
+    let db = TestDatabase::new().await;
+    let (a, b) = (replica(&db), replica(&db));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let job = JobId::new_at(OffsetDateTime::now_utc());
+    let mut on_b = b.events.subscribe(job);
+    let started = std::time::Instant::now();
+    a.events.publish(job).await;
+    let woke = tokio::time::timeout(Duration::from_secs(5), on_b.next()).await;
+    assert_eq!(woke, Ok(Some(())));
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_revoked_key_stops_working_on_every_replica_at_once() {
+    let db = TestDatabase::new().await;
+    let (a, b) = (replica(&db), replica(&db));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, key) = user(&a.store, 1, 1).await;
+    assert_eq!(b.store.credentials(&key.prefix()).await.unwrap().len(), 1, "now cached on b for a minute");
+    assert!(a.store.revoke_key(&key.prefix()).await.unwrap());
+    let gone =
+        eventually(Duration::from_secs(3), async || b.store.credentials(&key.prefix()).await.unwrap().is_empty()).await;
+    assert!(gone, "b still accepts a revoked key");
+    b.keys.clear();
+}
+
+#[tokio::test]
+async fn two_replicas_share_one_rate_limit() {
+    let db = TestDatabase::new().await;
+    let r = replica(&db);
+    let (id, _) = user(&r.store, 1, 1).await;
+    let limiters =
+        [PgRateLimiter::new(pool(&db.settings()).unwrap()), PgRateLimiter::new(pool(&db.settings()).unwrap())];
+    let mut allowed = 0;
+    let mut retry_after = Duration::ZERO;
+    for i in 0..12 {
+        match limiters[i % 2].acquire(id, 5).await.unwrap() {
+            RateDecision::Allowed => allowed += 1,
+            RateDecision::Limited { retry_after: r } => retry_after = r,
+        }
+    }
+    assert_eq!(allowed, 5);
+    assert!(retry_after > Duration::from_secs(5) && retry_after <= Duration::from_secs(12), "{retry_after:?}");
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_unavailable_not_internal() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("postgres://postgres@{}/nowhere", closed.local_addr().unwrap());
+    drop(closed);
+    let settings = PgSettings {
+        pool_timeout: Duration::from_millis(500),
+        connect_timeout: Duration::from_millis(500),
+        ..PgSettings::new(url)
+    };
+    let store = PgStore::new(pool(&settings).unwrap(), Arc::new(KeyCache::new(Duration::from_secs(1))));
+    assert!(matches!(store.job(JobId::new_at(OffsetDateTime::now_utc())).await, Err(StoreError::Unavailable(_))));
+    let refused =
+        store.accept(new_job(UserId::new_at(OffsetDateTime::now_utc()), 1), None, OffsetDateTime::now_utc()).await;
+    assert!(matches!(refused, Err(AcceptError::Store(StoreError::Unavailable(_)))));
+}
+
+#[tokio::test]
+async fn migrations_are_idempotent() {
+    let db = TestDatabase::new().await;
+    assert_eq!(genjobs_store_postgres::run_migrations(&db.settings()).await.unwrap(), 0);
+}
