@@ -1,10 +1,15 @@
-//! The request rate limit in Postgres, so that replicas share one bucket per user: a token
-//! bucket refilled evenly over a minute, taken from in one upsert.
+//! The request rate limit in Postgres, so that replicas share one token bucket per user. A
+//! replica takes a small batch of tokens at a time (a lease) and spends them locally: the buckets
+//! stay exact across replicas, since every token spent was taken from the shared bucket first,
+//! while most requests cost no database round trip. Tokens of a lease not spent within
+//! [`LEASE_LIFETIME`] are dropped, never returned, so a lease can only make the limit stricter.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use diesel::sql_types::{Bool, Double, Uuid as SqlUuid};
+use diesel::sql_types::{Bool, Double, Integer, Uuid as SqlUuid};
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use genjobs_domain::ids::UserId;
@@ -12,17 +17,52 @@ use genjobs_domain::ports::{RateDecision, RateLimiter, StoreError};
 
 use crate::error::{from_diesel, from_pool};
 
+/// How long a replica may spend the tokens of one lease.
+pub const LEASE_LIFETIME: Duration = Duration::from_secs(1);
+
+/// A lease is a twentieth of a minute's allowance (three seconds' worth), at most 1,000 tokens:
+/// a user limited to 120 a minute takes 6 tokens per round trip, one limited to 5 takes 1.
+fn lease_size(per_minute: u32) -> u32 {
+    (per_minute / 20).clamp(1, 1000)
+}
+
 /// The shared rate limiter.
-#[derive(Clone)]
 pub struct PgRateLimiter {
     pool: Pool<AsyncPgConnection>,
+    leases: Mutex<HashMap<UserId, Lease>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    tokens: u32,
+    expires: Instant,
 }
 
 impl PgRateLimiter {
     /// A limiter over `pool`.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>) -> Self {
-        Self { pool }
+        Self { pool, leases: Mutex::new(HashMap::new()) }
+    }
+
+    fn spend_leased(&self, user_id: UserId) -> bool {
+        let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
+        match leases.get_mut(&user_id) {
+            Some(lease) if lease.tokens > 0 && lease.expires > Instant::now() => {
+                lease.tokens -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn keep_lease(&self, user_id: UserId, tokens: u32) {
+        let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
+        if leases.len() > 100_000 {
+            let now = Instant::now();
+            leases.retain(|_, lease| lease.expires > now);
+        }
+        leases.insert(user_id, Lease { tokens, expires: Instant::now() + LEASE_LIFETIME });
     }
 }
 
@@ -30,41 +70,69 @@ impl PgRateLimiter {
 struct Bucket {
     #[diesel(sql_type = Bool)]
     allowed: bool,
+    #[diesel(sql_type = Integer)]
+    taken: i32,
     #[diesel(sql_type = Double)]
     tokens: f64,
     #[diesel(sql_type = Double)]
     idle_secs: f64,
 }
 
-/// One upsert: refill the bucket to now and take a token when there is one. A refused request
-/// leaves the row as it was, so `refilled_at = now()` tells whether the token was taken.
-const TAKE: &str = "
-INSERT INTO rate_limits AS r (user_id, tokens, refilled_at) VALUES ($1, $2 - 1, now())
-ON CONFLICT (user_id) DO UPDATE SET
-    tokens = CASE WHEN LEAST($2, r.tokens + EXTRACT(EPOCH FROM (now() - r.refilled_at)) * $2 / 60.0) >= 1
-                  THEN LEAST($2, r.tokens + EXTRACT(EPOCH FROM (now() - r.refilled_at)) * $2 / 60.0) - 1
-                  ELSE r.tokens END,
-    refilled_at = CASE WHEN LEAST($2, r.tokens + EXTRACT(EPOCH FROM (now() - r.refilled_at)) * $2 / 60.0) >= 1
-                  THEN now() ELSE r.refilled_at END
-RETURNING refilled_at = now() AS allowed, tokens, EXTRACT(EPOCH FROM (now() - refilled_at))::float8 AS idle_secs";
+/// Tokens in the bucket now: the stored ones plus the refill since, up to the capacity `$2`.
+const AVAILABLE: &str = "LEAST($2, r.tokens + EXTRACT(EPOCH FROM (now() - r.refilled_at)) * $2 / 60.0)";
+
+/// One upsert: refill the bucket to now and take up to `$3` whole tokens when there is one. A
+/// refused request leaves the row as it was, so `refilled_at = now()` tells whether tokens were
+/// taken. The row lock of `ON CONFLICT DO UPDATE` serialises replicas.
+fn take_sql() -> String {
+    format!(
+        "INSERT INTO rate_limits AS r (user_id, tokens, refilled_at, taken)
+         VALUES ($1, $2 - LEAST($3, $2), now(), LEAST($3, $2)::int)
+         ON CONFLICT (user_id) DO UPDATE SET
+             tokens = CASE WHEN {a} >= 1 THEN {a} - LEAST($3, floor({a})) ELSE r.tokens END,
+             taken = CASE WHEN {a} >= 1 THEN LEAST($3, floor({a}))::int ELSE 0 END,
+             refilled_at = CASE WHEN {a} >= 1 THEN now() ELSE r.refilled_at END
+         RETURNING refilled_at = now() AS allowed, taken, tokens,
+                   EXTRACT(EPOCH FROM (now() - refilled_at))::float8 AS idle_secs",
+        a = AVAILABLE
+    )
+}
 
 #[async_trait]
 impl RateLimiter for PgRateLimiter {
     async fn acquire(&self, user_id: UserId, per_minute: u32) -> Result<RateDecision, StoreError> {
+        if self.spend_leased(user_id) {
+            return Ok(RateDecision::Allowed);
+        }
         let capacity = f64::from(per_minute.max(1));
+        let lease = i32::try_from(lease_size(per_minute)).unwrap_or(1);
         let mut conn = self.pool.get().await.map_err(from_pool)?;
-        let bucket: Bucket = diesel::sql_query(TAKE)
+        let bucket: Bucket = diesel::sql_query(take_sql())
             .bind::<SqlUuid, _>(user_id.as_uuid())
             .bind::<Double, _>(capacity)
+            .bind::<Integer, _>(lease)
             .get_result(&mut conn)
             .await
             .map_err(from_diesel)?;
-        if bucket.allowed {
+        if bucket.allowed && bucket.taken >= 1 {
+            self.keep_lease(user_id, u32::try_from(bucket.taken - 1).unwrap_or(0));
             return Ok(RateDecision::Allowed);
         }
         let per_second = capacity / 60.0;
         let tokens_now = (bucket.tokens + bucket.idle_secs * per_second).min(capacity);
         let wait = ((1.0 - tokens_now) / per_second).max(0.0);
         Ok(RateDecision::Limited { retry_after: Duration::from_secs_f64(wait) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lease_size;
+
+    #[test]
+    fn leases_are_a_twentieth_of_a_minute_between_1_and_1000() {
+        assert_eq!(lease_size(5), 1);
+        assert_eq!(lease_size(120), 6);
+        assert_eq!(lease_size(u32::MAX), 1000);
     }
 }

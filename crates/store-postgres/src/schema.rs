@@ -63,6 +63,7 @@ diesel::table! {
         user_id -> Uuid,
         tokens -> Float8,
         refilled_at -> Timestamptz,
+        taken -> Int4,
     }
 }
 

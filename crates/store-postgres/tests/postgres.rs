@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use diesel_async::RunQueryDsl;
@@ -236,4 +237,102 @@ async fn an_unreachable_database_is_unavailable_not_internal() {
 async fn migrations_are_idempotent() {
     let db = TestDatabase::new().await;
     assert_eq!(genjobs_store_postgres::run_migrations(&db.settings()).await.unwrap(), 0);
+}
+
+/// A TCP proxy to the test server that can drop every connection and refuse new ones, to play a
+/// database outage without stopping the shared server.
+struct FlakyProxy {
+    port: u16,
+    down: Arc<AtomicBool>,
+    generation: Arc<AtomicU64>,
+}
+
+impl FlakyProxy {
+    async fn start(target: String) -> FlakyProxy {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let down = Arc::new(AtomicBool::new(false));
+        let generation = Arc::new(AtomicU64::new(0));
+        let (down_flag, generations) = (Arc::clone(&down), Arc::clone(&generation));
+        tokio::spawn(async move {
+            loop {
+                let (mut client, _) = listener.accept().await.unwrap();
+                if AtomicBool::load(&down_flag, Ordering::SeqCst) {
+                    continue;
+                }
+                let (target, generations) = (target.clone(), Arc::clone(&generations));
+                let born = AtomicU64::load(&generations, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(target).await else { return };
+                    let copy = tokio::io::copy_bidirectional(&mut client, &mut server);
+                    tokio::pin!(copy);
+                    loop {
+                        tokio::select! {
+                            _ = &mut copy => return,
+                            () = tokio::time::sleep(Duration::from_millis(20)) => {
+                                if AtomicU64::load(&generations, Ordering::SeqCst) != born {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        FlakyProxy { port, down, generation }
+    }
+
+    fn outage(&self) {
+        self.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn recover(&self) {
+        self.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_is_unavailable_and_the_store_recovers_by_itself() {
+    let db = TestDatabase::new().await;
+    let server = db.url.split('@').nth(1).unwrap().split('/').next().unwrap().to_owned();
+    let proxy = FlakyProxy::start(server.clone()).await;
+    let proxied = db.url.replace(&server, &format!("127.0.0.1:{}", proxy.port));
+    let settings = PgSettings {
+        pool_timeout: Duration::from_millis(500),
+        connect_timeout: Duration::from_millis(500),
+        ..PgSettings::new(proxied)
+    };
+    let store = PgStore::new(pool(&settings).unwrap(), Arc::new(KeyCache::new(Duration::ZERO)));
+    let probe = JobId::new_at(OffsetDateTime::now_utc());
+    assert_eq!(store.job(probe).await, Ok(None));
+
+    proxy.outage();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..3 {
+        let during = store.job(probe).await;
+        assert!(matches!(during, Err(StoreError::Unavailable(_))), "{during:?}");
+    }
+
+    proxy.recover();
+    let back = eventually(Duration::from_secs(5), async || store.job(probe).await == Ok(None)).await;
+    assert!(back, "the store did not recover");
+}
+
+#[tokio::test]
+async fn leased_tokens_never_let_two_replicas_past_the_limit_together() {
+    let db = TestDatabase::new().await;
+    let r = replica(&db);
+    let (id, _) = user(&r.store, 1, 1).await;
+    let limiters =
+        [PgRateLimiter::new(pool(&db.settings()).unwrap()), PgRateLimiter::new(pool(&db.settings()).unwrap())];
+    let mut allowed = 0;
+    for i in 0..300 {
+        if limiters[i % 2].acquire(id, 120).await.unwrap() == RateDecision::Allowed {
+            allowed += 1;
+        }
+    }
+    assert!(allowed <= 121, "past the limit: {allowed}");
+    assert!(allowed >= 120 - 2 * 6, "leases lost too much: {allowed}");
 }
