@@ -16,7 +16,9 @@
 //! - `[sim:malformed]`: the result is not of the output shape.
 //! - `[sim:expired]`: the result is gone (404) when fetched.
 //!
-//! `GET /_sim/stats` counts the calls received, per route and per request id.
+//! `GET /_sim/stats` counts the calls received, per route and per request id; `GET /_sim/polls`
+//! gives the time of every status call per request id (milliseconds since the simulator started),
+//! so that benchmarks can check the poll interval.
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -123,10 +125,22 @@ pub struct SimStats {
     pub requests: HashMap<String, HashMap<String, u64>>,
 }
 
-#[derive(Default)]
 struct SimState {
+    started: Instant,
     requests: Mutex<HashMap<String, SimRequest>>,
     stats: Mutex<SimStats>,
+    polls: Mutex<HashMap<String, Vec<u64>>>,
+}
+
+impl Default for SimState {
+    fn default() -> Self {
+        Self {
+            started: Instant::now(),
+            requests: Mutex::default(),
+            stats: Mutex::default(),
+            polls: Mutex::default(),
+        }
+    }
 }
 
 impl SimState {
@@ -139,6 +153,10 @@ impl SimState {
         *stats.routes.entry(route.to_owned()).or_default() += 1;
         if let Some(id) = request_id {
             *stats.requests.entry(id.to_owned()).or_default().entry(route.to_owned()).or_default() += 1;
+        }
+        if let (Some(id), "status") = (request_id, route) {
+            let at = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.polls.lock().unwrap_or_else(PoisonError::into_inner).entry(id.to_owned()).or_default().push(at);
         }
     }
 }
@@ -184,6 +202,7 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
             .app_data(base.clone())
             .app_data(web::JsonConfig::default().limit(1 << 20))
             .route("/_sim/stats", web::get().to(stats))
+            .route("/_sim/polls", web::get().to(polls))
             .route("/{owner}/{app}/requests/{id}/status", web::get().to(status))
             .route("/{owner}/{app}/requests/{id}/cancel", web::put().to(cancel))
             .route("/{owner}/{app}/requests/{id}", web::get().to(result))
@@ -360,6 +379,11 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
     request.canceled = true;
     request.directives.fail = true;
     HttpResponse::Accepted().json(json!({"status": "CANCELLATION_REQUESTED"}))
+}
+
+async fn polls(sim: web::Data<Sim>) -> HttpResponse {
+    let polls = sim.state.polls.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    HttpResponse::Ok().json(polls)
 }
 
 async fn stats(sim: web::Data<Sim>) -> HttpResponse {

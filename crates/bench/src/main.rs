@@ -1,0 +1,344 @@
+//! `genjobs-bench`: one full benchmark run on the Postgres store against the simulator, with
+//! every baseline measured in the same run; writes `docs/benchmarks.md` and appends a line to
+//! `docs/benchmarks-history.jsonl`. `scripts/bench.sh` (`just bench`) builds and calls it.
+//!
+//! Environment: `DATABASE_URL` (server to create the bench databases on; the local one by
+//! default), `BENCH_SECONDS` (length of each load run, 10), `BENCH_CLIENTS` (32),
+//! `BENCH_STREAMS` (10000), `BENCH_DRIVER_JOBS` (5000).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use genjobs_bench::host::rss_kib;
+use genjobs_bench::load::{LoadResult, closed_loop};
+use genjobs_bench::scenarios::{self, Api};
+use serde_json::{Value, json};
+
+const ADMIN: &str = "bench-admin-token";
+
+type Failure = Box<dyn std::error::Error>;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn progress(message: &str) {
+    eprintln!("[bench] {message}");
+}
+
+struct Process {
+    child: Child,
+    base: String,
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.base.trim_start_matches("http://").parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16, Failure> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn spawn_genjobs(bin: &Path, envs: &[(&str, String)]) -> Result<Process, Failure> {
+    let mut command = Command::new(bin.join("genjobs"));
+    command.env("GENJOBS_BIND", "127.0.0.1:0").env("GENJOBS_ADMIN_TOKEN", ADMIN).env("RUST_LOG", "warn");
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
+    let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut line = String::new();
+    while !line.starts_with("genjobs listening on ") {
+        line.clear();
+        if stdout.read_line(&mut line)? == 0 {
+            return Err("genjobs exited before listening".into());
+        }
+    }
+    let base = line.trim().trim_start_matches("genjobs listening on ").to_owned();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    Ok(Process { child, base })
+}
+
+async fn spawn_simulator(bin: &Path) -> Result<Process, Failure> {
+    let port = free_port()?;
+    let child = Command::new(bin.join("genjobs-upstream-sim"))
+        .env("SIM_BIND", format!("127.0.0.1:{port}"))
+        .env("SIM_QUEUE_MS", "0")
+        .env("SIM_RUN_MS", "3600000")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()?;
+    let process = Process { child, base: format!("http://127.0.0.1:{port}") };
+    for _ in 0..100 {
+        if reqwest::get(format!("{}/_sim/stats", process.base)).await.is_ok() {
+            return Ok(process);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err("the simulator did not start".into())
+}
+
+fn psql(url: &str, sql: &str) -> Result<(), Failure> {
+    let status = Command::new("psql").args([url, "-qtAc", sql]).stdout(Stdio::null()).status()?;
+    if status.success() { Ok(()) } else { Err(format!("psql failed: {sql}").into()) }
+}
+
+fn database_url(server: &str, name: &str) -> String {
+    let base = server.rsplit_once('/').map_or(server, |(b, _)| b);
+    format!("{base}/{name}")
+}
+
+fn fresh_database(server: &str, name: &str) -> Result<String, Failure> {
+    psql(server, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+    psql(server, &format!("CREATE DATABASE {name}"))?;
+    Ok(database_url(server, name))
+}
+
+async fn create_users(base: &str, n: usize) -> Result<Vec<(String, String)>, Failure> {
+    let client = reqwest::Client::new();
+    let mut users = Vec::new();
+    for i in 0..n {
+        let user: Value = client
+            .post(format!("{base}/api/admin/users"))
+            .bearer_auth(ADMIN)
+            .json(&json!({"name": format!("bench{i}"), "credits": 1_000_000_000_000_u64,
+                          "rate_limit_per_minute": 1_000_000_000, "max_concurrent_jobs": 1_000_000}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let id = user["id"].as_str().ok_or("no user id")?.to_owned();
+        let key = user["api_key"].as_str().ok_or("no key")?.to_owned();
+        users.push((id, key));
+    }
+    Ok(users)
+}
+
+async fn submissions(base: &str, keys: Arc<Vec<String>>, clients: usize, seconds: u64) -> LoadResult {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap_or_default();
+    let url = format!("{base}/api/v1/images/generations");
+    closed_loop(clients, Duration::from_secs(seconds), move |worker, _| {
+        let request = client.post(&url).bearer_auth(&keys[worker % keys.len()]).json(&json!({"prompt": "bench"}));
+        async move { request.send().await.is_ok_and(|r| r.status() == 202) }
+    })
+    .await
+}
+
+async fn reads(base: &str, key: &str, ids: Arc<Vec<String>>, clients: usize, seconds: u64) -> LoadResult {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap_or_default();
+    let (base, key) = (base.to_owned(), key.to_owned());
+    closed_loop(clients, Duration::from_secs(seconds), move |_, n| {
+        let url = format!("{base}/api/v1/jobs/{}", ids[(n as usize) % ids.len()]);
+        let request = client.get(url).bearer_auth(&key);
+        async move { request.send().await.is_ok_and(|r| r.status() == 200) }
+    })
+    .await
+}
+
+/// The accept transaction of genjobs, as plain SQL: a conditional update of the account row, a
+/// job row and a ledger row, for one of the bench users at random.
+fn pgbench_scripts(dir: &Path, users: &[(String, String)]) -> Result<Vec<PathBuf>, Failure> {
+    users
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| {
+            let path = dir.join(format!("accept-{i}.sql"));
+            std::fs::write(
+                &path,
+                format!(
+                    "BEGIN;\n\
+                     UPDATE users SET credits_available = credits_available - 4, credits_held = credits_held + 4, active_jobs = active_jobs + 1 \
+                     WHERE id = '{id}' AND credits_available >= 4 AND active_jobs < max_concurrent_jobs;\n\
+                     INSERT INTO jobs (id, user_id, model, modality, state, progress, created_at, credits_held, input, submit_attempted, poll_failures, version) \
+                     VALUES (gen_random_uuid(), '{id}', 'nano-banana', 'image', 'queued', 0, now(), 4, '{{\"prompt\":\"bench\"}}', false, 0, 0) RETURNING quote_literal(id) AS job_id \\gset\n\
+                     INSERT INTO ledger (user_id, job_id, kind, amount) VALUES ('{id}', :job_id, 'hold', 4);\n\
+                     END;\n"
+                ),
+            )?;
+            Ok(path)
+        })
+        .collect()
+}
+
+fn pgbench(url: &str, scripts: &[PathBuf], clients: usize, seconds: u64) -> Result<f64, Failure> {
+    let mut command = Command::new("pgbench");
+    command.args(["-n", "-c", &clients.to_string(), "-j", "2", "-T", &seconds.to_string()]);
+    for script in scripts {
+        command.arg("-f").arg(format!("{}@1", script.display()));
+    }
+    let output = command.arg(url).output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = ").and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()))
+        .ok_or_else(|| format!("no tps in pgbench output: {text}{}", String::from_utf8_lossy(&output.stderr)).into())
+}
+
+#[derive(Default, serde::Serialize)]
+struct Figures {
+    submissions: LoadResult,
+    pgbench_tps: f64,
+    reads_postgres: LoadResult,
+    reads_memory: LoadResult,
+    reads_baseline: LoadResult,
+    streams: scenarios::StreamsResult,
+    streams_rss_before_kib: u64,
+    streams_rss_after_kib: u64,
+    economy: scenarios::EconomyResult,
+    wakeup_one: scenarios::LatencyResult,
+    wakeup_two: scenarios::LatencyResult,
+    driver: scenarios::DriverResult,
+}
+
+async fn run() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let seconds = env_number("BENCH_SECONDS", 10);
+    let clients = env_number("BENCH_CLIENTS", 32) as usize;
+    let stream_count = env_number("BENCH_STREAMS", 10_000) as usize;
+    let driver_jobs = env_number("BENCH_DRIVER_JOBS", 5_000) as usize;
+    let interval = Duration::from_secs(2);
+    let mut figures = Figures::default();
+    let sim = spawn_simulator(&bin).await?;
+
+    progress("1/6 submissions, and pgbench running the same transaction");
+    {
+        let url = fresh_database(&server, "genjobs_bench_accept")?;
+        let app = spawn_genjobs(&bin, &[("DATABASE_URL", url.clone()), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
+        let users = create_users(&app.base, 64).await?;
+        let keys = Arc::new(users.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>());
+        figures.submissions = submissions(&app.base, keys, clients, seconds).await;
+        progress(&format!("   genjobs: {:.0} submissions/s, p99 {:.1} ms", figures.submissions.per_sec, figures.submissions.p99_ms));
+        drop(app);
+        let dir = std::env::temp_dir().join(format!("genjobs-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        figures.pgbench_tps = pgbench(&url, &pgbench_scripts(&dir, &users)?, clients, seconds)?;
+        progress(&format!("   pgbench: {:.0} transactions/s", figures.pgbench_tps));
+    }
+
+    progress("2/6 reads: Postgres store, in-memory store, constant baseline");
+    {
+        let url = fresh_database(&server, "genjobs_bench_reads")?;
+        let app = spawn_genjobs(&bin, &[("DATABASE_URL", url), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
+        let (_, key) = create_users(&app.base, 1).await?.remove(0);
+        let api = Api::new(&app.base, &key, clients);
+        let ids = Arc::new(scenarios::submit_many(&api, 200, 8, "read me").await);
+        figures.reads_postgres = reads(&app.base, &key, Arc::clone(&ids), clients, seconds).await;
+        drop(app);
+
+        let memory = spawn_genjobs(&bin, &[("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
+        let (_, key) = create_users(&memory.base, 1).await?.remove(0);
+        let api = Api::new(&memory.base, &key, clients);
+        let ids = Arc::new(scenarios::submit_many(&api, 200, 8, "read me").await);
+        figures.reads_memory = reads(&memory.base, &key, ids, clients, seconds).await;
+        drop(memory);
+
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let baseline = genjobs_bench::baseline::server(listener, 2)?;
+        let handle = baseline.handle();
+        tokio::spawn(baseline);
+        figures.reads_baseline = reads(&base, "none", Arc::new(vec!["x".into()]), clients, seconds).await;
+        handle.stop(false).await;
+        progress(&format!(
+            "   reads/s: postgres {:.0}, memory {:.0}, baseline {:.0}",
+            figures.reads_postgres.per_sec, figures.reads_memory.per_sec, figures.reads_baseline.per_sec
+        ));
+    }
+
+    let url = fresh_database(&server, "genjobs_bench_watch")?;
+    let envs = [
+        ("DATABASE_URL", url.clone()),
+        ("GENJOBS_UPSTREAM_URL", sim.base.clone()),
+        ("GENJOBS_STREAM_MAX_SECS", "300".into()),
+    ];
+    let app = spawn_genjobs(&bin, &envs)?;
+    let (_, key) = create_users(&app.base, 1).await?.remove(0);
+    let api = Api::new(&app.base, &key, 256);
+
+    progress(&format!("3/6 {stream_count} open streams on one process"));
+    {
+        let jobs = scenarios::submit_many(&api, 100, 8, "streamed [sim:run=60000]").await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        figures.streams_rss_before_kib = rss_kib(app.pid()).unwrap_or(0);
+        let pid = app.pid();
+        let mut after = 0;
+        figures.streams = scenarios::streams(app.addr(), &key, &jobs, stream_count, Duration::from_secs(120), |opened| {
+            after = rss_kib(pid).unwrap_or(0);
+            progress(&format!("   {opened} streams open"));
+        })
+        .await;
+        figures.streams_rss_after_kib = after;
+        progress(&format!("   {} of {} streams got their final event", figures.streams.finals, figures.streams.opened));
+    }
+
+    progress("4/6 upstream economy: 1000 waiters on 100 running jobs");
+    {
+        let jobs = scenarios::submit_many(&api, 100, 8, "watched [sim:hang]").await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        figures.economy = scenarios::economy(&api, &sim.base, &jobs, 1000, Duration::from_secs(20), interval).await;
+        for id in &jobs {
+            api.cancel(id).await;
+        }
+        progress(&format!("   {:.3} status calls per job per interval", figures.economy.per_job_per_interval));
+    }
+
+    progress("5/6 wake-up latency, one replica and across two");
+    {
+        figures.wakeup_one = scenarios::wakeup(&api, &api, 200, 20).await;
+        let other = spawn_genjobs(&bin, &envs)?;
+        let other_api = Api::new(&other.base, &key, 64);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        figures.wakeup_two = scenarios::wakeup(&other_api, &api, 200, 20).await;
+        progress(&format!("   p99 {:.1} ms on one, {:.1} ms across two", figures.wakeup_one.p99_ms, figures.wakeup_two.p99_ms));
+    }
+
+    progress(&format!("6/6 driver scale: {driver_jobs} jobs running on one replica"));
+    {
+        scenarios::submit_many(&api, driver_jobs, 16, "many [sim:hang]").await;
+        tokio::time::sleep(interval * 3).await;
+        figures.driver = scenarios::driver_scale(&api.client, &sim.base, app.pid(), interval, Duration::from_secs(20)).await;
+        progress(&format!(
+            "   {:.1} % of polls within ±20 %, service at {:.2} cores",
+            figures.driver.within_20_percent * 100.0,
+            figures.driver.service_cores
+        ));
+    }
+    drop(app);
+
+    for name in ["genjobs_bench_accept", "genjobs_bench_reads", "genjobs_bench_watch"] {
+        psql(&server, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+    }
+    report::write(Path::new("docs"), &figures, seconds, clients, stream_count, driver_jobs)?;
+    progress("wrote docs/benchmarks.md");
+    Ok(())
+}
+
+mod report;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("[bench] failed: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `just bench`: builds the release binaries and runs every benchmark on the Postgres store against
+# the simulator, each next to its baseline measured in the same run; writes docs/benchmarks.md.
+# It installs what it uses, bounds its own run time, and targets loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail() { echo "bench: $*" >&2; exit 1; }
+
+if ! command -v pgbench >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq postgresql-client || fail "cannot install pgbench"
+fi
+if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -n | tail -n 1)" main start || true
+  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+fi
+pg_isready -h 127.0.0.1 -p 5432 -q || fail "Postgres is not running at 127.0.0.1:5432"
+
+# 10,000 open streams need as many descriptors in genjobs and in the load generator.
+ulimit -n "$(ulimit -Hn)"
+[ "$(ulimit -n)" -ge 12000 ] || fail "the file-descriptor limit is $(ulimit -n); 10,000 streams need more"
+
+echo "[bench] building release binaries"
+cargo build --release -q -p genjobs -p genjobs-upstream-sim -p genjobs-bench
+timeout 600 target/release/genjobs-bench
