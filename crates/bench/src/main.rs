@@ -224,7 +224,10 @@ async fn run() -> Result<(), Failure> {
         let users = create_users(&app.base, 64).await?;
         let keys = Arc::new(users.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>());
         figures.submissions = submissions(&app.base, keys, clients, seconds).await;
-        progress(&format!("   genjobs: {:.0} submissions/s, p99 {:.1} ms", figures.submissions.per_sec, figures.submissions.p99_ms));
+        progress(&format!(
+            "   genjobs: {:.0} submissions/s, p99 {:.1} ms",
+            figures.submissions.per_sec, figures.submissions.p99_ms
+        ));
         drop(app);
         let dir = std::env::temp_dir().join(format!("genjobs-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -279,11 +282,12 @@ async fn run() -> Result<(), Failure> {
         figures.streams_rss_before_kib = rss_kib(app.pid()).unwrap_or(0);
         let pid = app.pid();
         let mut after = 0;
-        figures.streams = scenarios::streams(app.addr(), &key, &jobs, stream_count, Duration::from_secs(120), |opened| {
-            after = rss_kib(pid).unwrap_or(0);
-            progress(&format!("   {opened} streams open"));
-        })
-        .await;
+        figures.streams =
+            scenarios::streams(app.addr(), &key, &jobs, stream_count, Duration::from_secs(120), |opened| {
+                after = rss_kib(pid).unwrap_or(0);
+                progress(&format!("   {opened} streams open"));
+            })
+            .await;
         figures.streams_rss_after_kib = after;
         progress(&format!("   {} of {} streams got their final event", figures.streams.finals, figures.streams.opened));
     }
@@ -306,14 +310,18 @@ async fn run() -> Result<(), Failure> {
         let other_api = Api::new(&other.base, &key, 64);
         tokio::time::sleep(Duration::from_secs(1)).await;
         figures.wakeup_two = scenarios::wakeup(&other_api, &api, 200, 20).await;
-        progress(&format!("   p99 {:.1} ms on one, {:.1} ms across two", figures.wakeup_one.p99_ms, figures.wakeup_two.p99_ms));
+        progress(&format!(
+            "   p99 {:.1} ms on one, {:.1} ms across two",
+            figures.wakeup_one.p99_ms, figures.wakeup_two.p99_ms
+        ));
     }
 
     progress(&format!("6/6 driver scale: {driver_jobs} jobs running on one replica"));
     {
         scenarios::submit_many(&api, driver_jobs, 16, "many [sim:hang]").await;
         tokio::time::sleep(interval * 3).await;
-        figures.driver = scenarios::driver_scale(&api.client, &sim.base, app.pid(), interval, Duration::from_secs(20)).await;
+        figures.driver =
+            scenarios::driver_scale(&api.client, &sim.base, app.pid(), interval, Duration::from_secs(20)).await;
         progress(&format!(
             "   {:.1} % of polls within ±20 %, service at {:.2} cores",
             figures.driver.within_20_percent * 100.0,

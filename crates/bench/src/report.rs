@@ -11,20 +11,30 @@ use serde_json::{Value, json};
 use super::Figures;
 
 fn command_output(program: &str, args: &[&str]) -> String {
-    Command::new(program).args(args).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default()
+    Command::new(program)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
 }
 
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())))
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned()))
+        })
         .unwrap_or_default();
     let memory = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned()))
         .and_then(|kib| kib.parse::<u64>().ok())
         .map_or_else(String::new, |kib| format!("{:.0} GiB", kib as f64 / 1024.0 / 1024.0));
-    format!("{} cores ({cpu}), {memory}; Postgres, the load generator and the simulator share them", command_output("nproc", &[]))
+    format!(
+        "{} cores ({cpu}), {memory}; Postgres, the load generator and the simulator share them",
+        command_output("nproc", &[])
+    )
 }
 
 fn verdict(met: bool) -> &'static str {
@@ -39,12 +49,20 @@ fn per_stream_kib(f: &Figures) -> f64 {
 ///
 /// # Errors
 /// When a file cannot be written.
-pub fn write(dir: &Path, f: &Figures, seconds: u64, clients: usize, streams: usize, driver_jobs: usize) -> std::io::Result<()> {
+pub fn write(
+    dir: &Path,
+    f: &Figures,
+    seconds: u64,
+    clients: usize,
+    streams: usize,
+    driver_jobs: usize,
+) -> std::io::Result<()> {
     let submit_ratio = f.submissions.per_sec / f.pgbench_tps.max(f64::EPSILON);
     let pg_ratio = f.reads_postgres.per_sec / f.reads_baseline.per_sec.max(f64::EPSILON);
     let mem_ratio = f.reads_memory.per_sec / f.reads_baseline.per_sec.max(f64::EPSILON);
     let kib = per_stream_kib(f);
-    let date = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    let date =
+        time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let commit = command_output("git", &["rev-parse", "--short", "HEAD"]);
 
     let history_path = dir.join("benchmarks-history.jsonl");
@@ -64,7 +82,10 @@ pub fn write(dir: &Path, f: &Figures, seconds: u64, clients: usize, streams: usi
 
     let mut md = String::new();
     let _ = writeln!(md, "# Benchmarks\n");
-    let _ = writeln!(md, "Written by `just bench` (`scripts/bench.sh`, then `target/release/genjobs-bench`); do not edit by hand:");
+    let _ = writeln!(
+        md,
+        "Written by `just bench` (`scripts/bench.sh`, then `target/release/genjobs-bench`); do not edit by hand:"
+    );
     let _ = writeln!(md, "the reading below comes from `docs/benchmarks-notes.md`.\n");
     let _ = writeln!(md, "- Run: {date}, commit `{commit}`");
     let _ = writeln!(md, "- Machine: {}", machine());
@@ -77,54 +98,88 @@ pub fn write(dir: &Path, f: &Figures, seconds: u64, clients: usize, streams: usi
     let _ = writeln!(
         md,
         "| 1 | submissions/s (p50 / p99) | {:.0} ({:.1} / {:.1} ms) | pgbench, same transaction: {:.0} tps | {:.2} | ≥ 0.6, p99 ≤ 50 ms | {} |",
-        f.submissions.per_sec, f.submissions.p50_ms, f.submissions.p99_ms, f.pgbench_tps, submit_ratio,
+        f.submissions.per_sec,
+        f.submissions.p50_ms,
+        f.submissions.p99_ms,
+        f.pgbench_tps,
+        submit_ratio,
         verdict(submit_ratio >= 0.6 && f.submissions.p99_ms <= 50.0)
     );
     let _ = writeln!(
         md,
         "| 2a | reads/s, Postgres store (p99) | {:.0} ({:.1} ms) | constant handler: {:.0} | {:.2} | ≥ 0.35 | {} |",
-        f.reads_postgres.per_sec, f.reads_postgres.p99_ms, f.reads_baseline.per_sec, pg_ratio, verdict(pg_ratio >= 0.35)
+        f.reads_postgres.per_sec,
+        f.reads_postgres.p99_ms,
+        f.reads_baseline.per_sec,
+        pg_ratio,
+        verdict(pg_ratio >= 0.35)
     );
     let _ = writeln!(
         md,
         "| 2b | reads/s, in-memory store (p99) | {:.0} ({:.1} ms) | constant handler: {:.0} | {:.2} | ≥ 0.7 | {} |",
-        f.reads_memory.per_sec, f.reads_memory.p99_ms, f.reads_baseline.per_sec, mem_ratio, verdict(mem_ratio >= 0.7)
+        f.reads_memory.per_sec,
+        f.reads_memory.p99_ms,
+        f.reads_baseline.per_sec,
+        mem_ratio,
+        verdict(mem_ratio >= 0.7)
     );
     let _ = writeln!(
         md,
         "| 3 | {streams} open streams: RSS growth per stream; final events | {kib:.1} KiB; {} of {} | RSS before: {} KiB | | ≤ 16 KiB; all | {} |",
-        f.streams.finals, f.streams.opened, f.streams_rss_before_kib,
+        f.streams.finals,
+        f.streams.opened,
+        f.streams_rss_before_kib,
         verdict(kib <= 16.0 && f.streams.finals == f.streams.opened && f.streams.opened as usize == streams)
     );
     let _ = writeln!(
         md,
         "| 4 | status calls per job per interval, 1000 waiters on 100 jobs | {:.3} ({} calls) | | | ≤ 1.05 | {} |",
-        f.economy.per_job_per_interval, f.economy.status_calls, verdict(f.economy.per_job_per_interval <= 1.05)
+        f.economy.per_job_per_interval,
+        f.economy.status_calls,
+        verdict(f.economy.per_job_per_interval <= 1.05)
     );
     let _ = writeln!(
         md,
         "| 5 | wake-up p50 / p99, one replica; two replicas | {:.1} / {:.1} ms; {:.1} / {:.1} ms | | | p99 ≤ 50; ≤ 100 ms | {} |",
-        f.wakeup_one.p50_ms, f.wakeup_one.p99_ms, f.wakeup_two.p50_ms, f.wakeup_two.p99_ms,
+        f.wakeup_one.p50_ms,
+        f.wakeup_one.p99_ms,
+        f.wakeup_two.p50_ms,
+        f.wakeup_two.p99_ms,
         verdict(f.wakeup_one.p99_ms <= 50.0 && f.wakeup_two.p99_ms <= 100.0)
     );
     let _ = writeln!(
         md,
         "| 6 | {driver_jobs} running jobs: polls within ±20 % of 2 s (p50 / p99 interval); service CPU | {:.1} % ({:.0} / {:.0} ms); {:.2} cores | | | all; < 1 core | {} |\n",
-        f.driver.within_20_percent * 100.0, f.driver.p50_interval_ms, f.driver.p99_interval_ms, f.driver.service_cores,
+        f.driver.within_20_percent * 100.0,
+        f.driver.p50_interval_ms,
+        f.driver.p99_interval_ms,
+        f.driver.service_cores,
         verdict(f.driver.within_20_percent >= 0.99 && f.driver.service_cores < 1.0)
     );
 
     let _ = writeln!(md, "## History\n");
-    let _ = writeln!(md, "| run | commit | submit ratio (p99) | reads pg / mem ratio | KiB/stream | polls/job/interval | wake-up p99 one / two | driver within ±20 % (cores) |");
+    let _ = writeln!(
+        md,
+        "| run | commit | submit ratio (p99) | reads pg / mem ratio | KiB/stream | polls/job/interval | wake-up p99 one / two | driver within ±20 % (cores) |"
+    );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     for run in std::fs::read_to_string(&history_path)?.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
         let n = |k: &str| run[k].as_f64().unwrap_or(0.0);
         let _ = writeln!(
             md,
             "| {} | `{}` | {:.2} ({:.1} ms) | {:.2} / {:.2} | {:.1} | {:.3} | {:.1} / {:.1} ms | {:.1} % ({:.2}) |",
-            run["date"].as_str().unwrap_or(""), run["commit"].as_str().unwrap_or(""),
-            n("submit_ratio"), n("submit_p99_ms"), n("reads_pg_ratio"), n("reads_mem_ratio"), n("kib_per_stream"),
-            n("polls_per_job_interval"), n("wakeup_one_p99_ms"), n("wakeup_two_p99_ms"), n("driver_within") * 100.0, n("driver_cores")
+            run["date"].as_str().unwrap_or(""),
+            run["commit"].as_str().unwrap_or(""),
+            n("submit_ratio"),
+            n("submit_p99_ms"),
+            n("reads_pg_ratio"),
+            n("reads_mem_ratio"),
+            n("kib_per_stream"),
+            n("polls_per_job_interval"),
+            n("wakeup_one_p99_ms"),
+            n("wakeup_two_p99_ms"),
+            n("driver_within") * 100.0,
+            n("driver_cores")
         );
     }
     if let Ok(notes) = std::fs::read_to_string(dir.join("benchmarks-notes.md")) {

@@ -130,8 +130,7 @@ pub async fn streams(
                 let mut buffer = vec![0u8; 2048];
                 let mut seen = String::new();
                 let mut answered = false;
-                loop {
-                    let Ok(read) = stream.read(&mut buffer).await else { break };
+                while let Ok(read) = stream.read(&mut buffer).await {
                     if read == 0 {
                         break;
                     }
@@ -167,9 +166,9 @@ pub async fn streams(
         }
     }
     all_open(opened.load(Ordering::Relaxed));
-    let finals = tokio::time::timeout(limit, join_all(tasks)).await.map_or(0, |done| {
-        done.into_iter().filter(|r| matches!(r, Ok(true))).count() as u64
-    });
+    let finals = tokio::time::timeout(limit, join_all(tasks))
+        .await
+        .map_or(0, |done| done.into_iter().filter(|r| matches!(r, Ok(true))).count() as u64);
     StreamsResult { opened: opened.load(Ordering::Relaxed), finals }
 }
 
@@ -196,7 +195,14 @@ pub struct EconomyResult {
 /// `waiters` clients (half long-polls renewed as they return, half streams) watch `jobs` running
 /// jobs for `window`; counts the simulator's status calls meanwhile. The watched jobs must be
 /// the only ones running, since the simulator counts every status call.
-pub async fn economy(api: &Api, sim_url: &str, jobs: &[String], waiters: usize, window: Duration, interval: Duration) -> EconomyResult {
+pub async fn economy(
+    api: &Api,
+    sim_url: &str,
+    jobs: &[String],
+    waiters: usize,
+    window: Duration,
+    interval: Duration,
+) -> EconomyResult {
     let deadline = Instant::now() + window;
     let before = status_calls(&sim_json(&api.client, sim_url, "/_sim/stats").await);
     let started = Instant::now();
@@ -261,7 +267,11 @@ pub async fn wakeup(wait_api: &Api, cancel_api: &Api, samples: usize, concurrenc
     });
     let mut micros: Vec<u32> = join_all(tasks).await.into_iter().filter_map(|r| r.ok().flatten()).collect();
     micros.sort_unstable();
-    LatencyResult { samples: micros.len() as u64, p50_ms: percentile_ms(&micros, 0.5), p99_ms: percentile_ms(&micros, 0.99) }
+    LatencyResult {
+        samples: micros.len() as u64,
+        p50_ms: percentile_ms(&micros, 0.5),
+        p99_ms: percentile_ms(&micros, 0.99),
+    }
 }
 
 /// What the driver-scale scenario saw.
@@ -283,7 +293,13 @@ pub struct DriverResult {
 
 /// With many jobs running, measures for `window` how regularly the simulator is polled per job
 /// and how much CPU the service process `pid` uses.
-pub async fn driver_scale(client: &reqwest::Client, sim_url: &str, pid: u32, interval: Duration, window: Duration) -> DriverResult {
+pub async fn driver_scale(
+    client: &reqwest::Client,
+    sim_url: &str,
+    pid: u32,
+    interval: Duration,
+    window: Duration,
+) -> DriverResult {
     let polls_before = sim_json(client, sim_url, "/_sim/polls").await;
     let cpu_before = crate::host::cpu_time(pid).unwrap_or_default();
     let started = Instant::now();

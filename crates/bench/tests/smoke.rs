@@ -68,13 +68,15 @@ async fn every_scenario_runs_briefly() {
         assert!(api.cancel(id).await);
     }
     let watched = scenarios::submit_many(&api, 3, 3, "watched [sim:hang]").await;
-    let economy = scenarios::economy(&api, &sim, &watched, 12, Duration::from_secs(1), Duration::from_millis(100)).await;
+    let economy =
+        scenarios::economy(&api, &sim, &watched, 12, Duration::from_secs(1), Duration::from_millis(100)).await;
     assert!(economy.status_calls > 0 && economy.per_job_per_interval < 2.0, "{economy:?}");
 
     let wakeup = scenarios::wakeup(&api, &api, 4, 4).await;
     assert_eq!(wakeup.samples, 4);
     assert!(wakeup.p99_ms < 1000.0, "{wakeup:?}");
 
-    let driver = scenarios::driver_scale(&api.client, &sim, pid, Duration::from_millis(100), Duration::from_millis(800)).await;
+    let driver =
+        scenarios::driver_scale(&api.client, &sim, pid, Duration::from_millis(100), Duration::from_millis(800)).await;
     assert!(driver.jobs_polled >= 3 && driver.intervals > 0 && driver.service_cores > 0.0, "{driver:?}");
 }

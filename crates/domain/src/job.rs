@@ -278,6 +278,22 @@ pub struct Transition {
     pub expected_version: u64,
     /// The credit movement committed in the same step, if any.
     pub movement: Option<CreditMovement>,
+    /// The state before the change.
+    pub from: JobState,
+    /// Whether losing this change in a crash is harmless because the next poll recomputes it
+    /// (progress, the running state, the next poll time). A store may commit such a change
+    /// without waiting for it to be durable; never one that moves credits or records a
+    /// submission.
+    pub recomputable: bool,
+}
+
+impl Transition {
+    /// Whether the change is one that waiters wait for: a new state. Progress alone is picked
+    /// up by streams at their next tick, so it wakes nobody.
+    #[must_use]
+    pub fn changes_state(&self) -> bool {
+        self.from != self.job.state
+    }
 }
 
 /// A trigger that the job's state does not allow.
@@ -350,6 +366,10 @@ impl Job {
         let mut next = self.clone();
         next.version = self.version + 1;
         let mut movement = None;
+        let recomputable = matches!(
+            trigger,
+            Trigger::UpstreamQueued { .. } | Trigger::UpstreamRunning { .. } | Trigger::UpstreamUnreachable { .. }
+        );
         match trigger {
             Trigger::SubmitStarted { next_poll_at } => {
                 if self.upstream.is_some() || self.submit_attempted {
@@ -424,7 +444,7 @@ impl Job {
                 next.finish(now);
             }
         }
-        Ok(Transition { job: next, expected_version: self.version, movement })
+        Ok(Transition { job: next, expected_version: self.version, movement, from: self.state, recomputable })
     }
 
     fn finish(&mut self, now: OffsetDateTime) {
@@ -583,6 +603,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_poll_results_are_recomputable_and_only_new_states_wake_waiters() {
+        let running = in_state(JobState::Running);
+        let progress = running.apply(Trigger::UpstreamRunning { progress: 70, next_poll_at: now() }, now()).unwrap();
+        assert!(progress.recomputable && !progress.changes_state());
+        let started = submitted().apply(Trigger::UpstreamRunning { progress: 1, next_poll_at: now() }, now()).unwrap();
+        assert!(started.recomputable && started.changes_state());
+        for trigger in [Trigger::SubmitStarted { next_poll_at: now() }, success(1), failure(), Trigger::Cancel] {
+            let base = if matches!(trigger, Trigger::SubmitStarted { .. }) { queued() } else { submitted() };
+            assert!(!base.apply(trigger, now()).unwrap().recomputable);
+        }
+        assert!(running.apply(Trigger::Cancel, now()).unwrap().changes_state());
     }
 
     #[test]

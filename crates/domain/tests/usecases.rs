@@ -341,7 +341,7 @@ async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
         .times(1)
         .in_sequence(&mut seq)
         .returning(applied);
-    mocks.events.expect_publish().times(2).returning(|_| ());
+    mocks.events.expect_publish().times(0);
     mocks.driver().advance(job()).await;
 }
 
@@ -483,7 +483,32 @@ async fn driver_estimates_progress_when_the_provider_gives_none() {
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(|| t0() + time::Duration::seconds(4));
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: None }));
-    mocks.jobs.expect_commit().withf(|t| t.job.progress == 50).times(1).returning(applied);
-    mocks.events.expect_publish().returning(|_| ());
+    mocks.jobs.expect_commit().withf(|t| t.job.progress == 50 && t.recomputable).times(1).returning(applied);
+    mocks.events.expect_publish().times(0);
     mocks.driver().advance(started).await;
+}
+
+#[tokio::test]
+async fn driver_wakes_waiters_when_a_job_starts_running() {
+    let mut mocks = Mocks::new();
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: Some(5) }));
+    mocks.jobs.expect_commit().withf(|t| t.job.state == JobState::Running).times(1).returning(applied);
+    mocks.events.expect_publish().times(1).returning(|_| ());
+    mocks.driver().advance(submitted_job()).await;
+}
+
+#[tokio::test]
+async fn driver_keeps_the_cadence_of_the_due_time_not_of_the_answer() {
+    let mut mocks = Mocks::new();
+    let due = submitted_job();
+    mocks.clock = MockClock::new();
+    mocks.clock.expect_now().returning(|| t0() + time::Duration::milliseconds(700));
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Queued));
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job.next_poll_at == Some(t0() + time::Duration::seconds(2)))
+        .times(1)
+        .returning(applied);
+    mocks.driver().advance(due).await;
 }

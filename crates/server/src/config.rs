@@ -45,6 +45,8 @@ pub struct Config {
     pub db_statement_timeout: Duration,
     /// How long a looked-up API key is trusted (`GENJOBS_KEY_CACHE_SECS`).
     pub key_cache_ttl: Duration,
+    /// How long a read job is served from memory on Postgres (`GENJOBS_JOB_CACHE_MS`).
+    pub job_cache_ttl: Duration,
     /// How long a driver keeps a claimed job before another may take it over (`GENJOBS_LEASE_SECS`).
     pub lease: Duration,
     /// Queue time of the built-in simulator (`GENJOBS_SIM_QUEUE_MS`).
@@ -84,6 +86,7 @@ impl Default for Config {
             db_connect_timeout: Duration::from_secs(5),
             db_statement_timeout: Duration::from_secs(5),
             key_cache_ttl: Duration::from_secs(5),
+            job_cache_ttl: Duration::from_millis(500),
             lease: Duration::from_secs(20),
             sim_queue: Duration::from_millis(500),
             sim_run: Duration::from_secs(6),
@@ -159,6 +162,8 @@ impl Config {
             db_statement_timeout: positive("GENJOBS_DB_STATEMENT_TIMEOUT_MS")?
                 .map_or(d.db_statement_timeout, Duration::from_millis),
             key_cache_ttl: parse("GENJOBS_KEY_CACHE_SECS", "seconds")?.map_or(d.key_cache_ttl, Duration::from_secs),
+            job_cache_ttl: parse("GENJOBS_JOB_CACHE_MS", "milliseconds")?
+                .map_or(d.job_cache_ttl, Duration::from_millis),
             lease: positive("GENJOBS_LEASE_SECS")?.map_or(d.lease, Duration::from_secs),
             sim_queue: parse("GENJOBS_SIM_QUEUE_MS", "milliseconds")?.map_or(d.sim_queue, Duration::from_millis),
             sim_run: parse("GENJOBS_SIM_RUN_MS", "milliseconds")?.map_or(d.sim_run, Duration::from_millis),

@@ -23,7 +23,7 @@ use genjobs_domain::usecases::{DriverSettings, Gateway, JobDriver, NewUserReques
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
-use genjobs_store_postgres::{KeyCache, PgEvents, PgRateLimiter, PgSettings, PgStore, SetupError};
+use genjobs_store_postgres::{JobCache, KeyCache, Listeners, PgEvents, PgRateLimiter, PgSettings, PgStore, SetupError};
 use genjobs_upstream_fal::{FalConfig, FalUpstream};
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use tokio::task::JoinHandle;
@@ -136,6 +136,7 @@ fn pg_settings(config: &Config, url: &str) -> PgSettings {
         connect_timeout: config.db_connect_timeout,
         statement_timeout: config.db_statement_timeout,
         key_cache_ttl: config.key_cache_ttl,
+        job_cache_ttl: config.job_cache_ttl,
     }
 }
 
@@ -161,10 +162,16 @@ async fn ports(
     let applied = genjobs_store_postgres::run_migrations(&pg).await?;
     tracing::info!(applied, "database migrations are up to date");
     let pool = genjobs_store_postgres::pool(&pg)?;
-    let keys = Arc::new(KeyCache::new(pg.key_cache_ttl));
-    let hub = Arc::new(EventHub::new());
-    let listener = genjobs_store_postgres::listen(pg.url.clone(), Arc::clone(&hub), Arc::clone(&keys));
-    let store = Arc::new(PgStore::new(pool.clone(), keys));
+    let listeners = Listeners {
+        hub: Arc::new(EventHub::new()),
+        keys: Arc::new(KeyCache::new(pg.key_cache_ttl)),
+        jobs: Arc::new(JobCache::new(pg.job_cache_ttl)),
+    };
+    let listener = genjobs_store_postgres::listen(pg.url.clone(), listeners.clone());
+    let store = PgStore::new(pool.clone(), listeners.keys)
+        .with_relaxed_writes(genjobs_store_postgres::relaxed_pool(&pg)?)
+        .with_job_cache(listeners.jobs);
+    let (store, hub) = (Arc::new(store), listeners.hub);
     let ports = Ports {
         jobs: store.clone(),
         accounts: store,

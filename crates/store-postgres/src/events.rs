@@ -16,7 +16,7 @@ use genjobs_runtime::EventHub;
 use tokio::task::JoinHandle;
 
 use crate::pool::connect;
-use crate::store::{KEYS_CHANNEL, KeyCache};
+use crate::store::{JobCache, KEYS_CHANNEL, KeyCache};
 
 /// The `NOTIFY` channel of changed jobs; the payload is the job id.
 pub const JOBS_CHANNEL: &str = "genjobs_jobs";
@@ -61,13 +61,25 @@ impl JobEvents for PgEvents {
     }
 }
 
+/// What the listener keeps fresh: the local waiters and the caches.
+#[derive(Clone)]
+pub struct Listeners {
+    /// Wakes local waiters of a changed job.
+    pub hub: Arc<EventHub>,
+    /// Drops revoked keys.
+    pub keys: Arc<KeyCache>,
+    /// Evicts changed jobs.
+    pub jobs: Arc<JobCache>,
+}
+
 /// Listens for job changes and key revocations until aborted, reconnecting after a failure.
-/// After a reconnection every local waiter is woken, since notifications may have been missed.
-pub fn listen(url: String, hub: Arc<EventHub>, keys: Arc<KeyCache>) -> JoinHandle<()> {
+/// After a reconnection the caches are emptied and every local waiter is woken, since
+/// notifications may have been missed.
+pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut reconnecting = false;
         loop {
-            match listen_once(&url, &hub, &keys, reconnecting).await {
+            match listen_once(&url, &listeners, reconnecting).await {
                 Ok(()) => tracing::warn!("notification stream ended; reconnecting"),
                 Err(error) => tracing::warn!(%error, "notification listener failed; reconnecting"),
             }
@@ -77,14 +89,16 @@ pub fn listen(url: String, hub: Arc<EventHub>, keys: Arc<KeyCache>) -> JoinHandl
     })
 }
 
-async fn listen_once(url: &str, hub: &EventHub, keys: &KeyCache, reconnecting: bool) -> Result<(), String> {
+async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Result<(), String> {
+    let Listeners { hub, keys, jobs } = listeners;
     let mut conn = connect(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
     for channel in [JOBS_CHANNEL, KEYS_CHANNEL] {
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
     }
     if reconnecting {
-        hub.notify_all();
+        jobs.clear();
         keys.clear();
+        hub.notify_all();
     }
     tracing::info!("listening for job changes and key revocations");
     let mut notifications = std::pin::pin!(conn.notifications_stream());
@@ -92,7 +106,11 @@ async fn listen_once(url: &str, hub: &EventHub, keys: &KeyCache, reconnecting: b
         let notification = notification.map_err(|e| e.to_string())?;
         match notification.channel.as_str() {
             JOBS_CHANNEL => match uuid::Uuid::from_str(&notification.payload) {
-                Ok(id) => hub.notify(JobId::from_uuid(id)),
+                Ok(id) => {
+                    // Evict first, so that the woken waiters read the new state.
+                    jobs.forget(JobId::from_uuid(id));
+                    hub.notify(JobId::from_uuid(id));
+                }
                 Err(_) => tracing::warn!(payload = %notification.payload, "malformed job notification"),
             },
             KEYS_CHANNEL => keys.forget(&KeyPrefix::of(&notification.payload)),

@@ -30,7 +30,7 @@ mod schema;
 mod store;
 pub mod test_support;
 
-pub use events::{JOBS_CHANNEL, PgEvents, listen};
-pub use pool::{MIGRATIONS, PgSettings, SetupError, connect, pool, run_migrations};
+pub use events::{JOBS_CHANNEL, Listeners, PgEvents, listen};
+pub use pool::{Durability, MIGRATIONS, PgSettings, SetupError, connect, pool, relaxed_pool, run_migrations};
 pub use rate_limit::PgRateLimiter;
-pub use store::{KEYS_CHANNEL, KeyCache, LedgerTotals, PgStore};
+pub use store::{JobCache, KEYS_CHANNEL, KeyCache, LedgerTotals, PgStore};

@@ -33,6 +33,10 @@ pub struct PgSettings {
     /// reach every replica at once through `NOTIFY`, this bounds a missed notification
     /// (`GENJOBS_KEY_CACHE_SECS`).
     pub key_cache_ttl: Duration,
+    /// How long a read job is served from memory. State changes reach every replica at once
+    /// through `NOTIFY` and evict it; this bounds how stale progress alone can be
+    /// (`GENJOBS_JOB_CACHE_MS`; 0 turns the cache off).
+    pub job_cache_ttl: Duration,
 }
 
 impl PgSettings {
@@ -47,6 +51,7 @@ impl PgSettings {
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(5),
             key_cache_ttl: Duration::from_secs(5),
+            job_cache_ttl: Duration::from_millis(500),
         }
     }
 }
@@ -74,6 +79,25 @@ pub async fn connect(
     settings_statement_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<AsyncPgConnection, ConnectionError> {
+    connect_with(url, settings_statement_timeout, connect_timeout, Durability::Durable).await
+}
+
+/// Whether a connection's commits wait for the write-ahead log to reach disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Every commit is on disk when it returns: the ledger, submissions, everything by default.
+    Durable,
+    /// `synchronous_commit = off`: a crash may lose the last few hundred milliseconds of commits,
+    /// which is only allowed for writes the next poll recomputes (progress, next poll time).
+    Relaxed,
+}
+
+async fn connect_with(
+    url: &str,
+    settings_statement_timeout: Duration,
+    connect_timeout: Duration,
+    durability: Durability,
+) -> Result<AsyncPgConnection, ConnectionError> {
     let establish = AsyncPgConnection::establish(url);
     let mut conn = tokio::time::timeout(connect_timeout, establish)
         .await
@@ -82,23 +106,43 @@ pub async fn connect(
         .execute(&mut conn)
         .await
         .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    if durability == Durability::Relaxed {
+        diesel::sql_query("SET synchronous_commit = off")
+            .execute(&mut conn)
+            .await
+            .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    }
     Ok(conn)
 }
 
-/// Builds the pool. Connections are made lazily, so this succeeds while the database is down.
+/// Builds the pool of durable connections. Connections are made lazily, so this succeeds while
+/// the database is down.
 ///
 /// # Errors
 /// [`SetupError::Pool`] for settings the pool refuses.
 pub fn pool(settings: &PgSettings) -> Result<Pool<AsyncPgConnection>, SetupError> {
+    pool_of(settings, Durability::Durable, settings.pool_size)
+}
+
+/// Builds a small pool of [`Durability::Relaxed`] connections, for recomputable writes.
+///
+/// # Errors
+/// [`SetupError::Pool`] for settings the pool refuses.
+pub fn relaxed_pool(settings: &PgSettings) -> Result<Pool<AsyncPgConnection>, SetupError> {
+    pool_of(settings, Durability::Relaxed, (settings.pool_size / 4).max(2))
+}
+
+fn pool_of(settings: &PgSettings, durability: Durability, size: usize) -> Result<Pool<AsyncPgConnection>, SetupError> {
     let (statement_timeout, connect_timeout) = (settings.statement_timeout, settings.connect_timeout);
     let mut config = ManagerConfig::default();
-    config.custom_setup = Box::new(move |url| connect(url, statement_timeout, connect_timeout).boxed());
+    config.custom_setup =
+        Box::new(move |url| connect_with(url, statement_timeout, connect_timeout, durability).boxed());
     // A checked-out connection is not pinged first: a dead one fails its query, is dropped as
     // broken, and the request answers 503; the ping would cost a round trip on every request.
     config.recycling_method = RecyclingMethod::Fast;
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(&settings.url, config);
     Pool::builder(manager)
-        .max_size(settings.pool_size)
+        .max_size(size)
         .wait_timeout(Some(settings.pool_timeout))
         .create_timeout(Some(settings.connect_timeout))
         .recycle_timeout(Some(settings.connect_timeout))

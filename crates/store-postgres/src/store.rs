@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Timestamptz};
+use diesel::sql_types::{BigInt, Bool, Integer, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use genjobs_domain::credits::{CreditMovement, Credits};
@@ -63,6 +63,56 @@ impl KeyCache {
     }
 }
 
+/// Jobs read recently, so that many waiters of one job (streams ticking, long-polls woken)
+/// cost one database read per job rather than one each. Local commits refresh it; the event
+/// listener evicts a job as soon as another replica announces a new state.
+#[derive(Debug)]
+pub struct JobCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<JobId, (Instant, Job)>>,
+}
+
+impl JobCache {
+    /// An empty cache serving entries for `ttl`; a zero `ttl` caches nothing.
+    #[must_use]
+    pub fn new(ttl: Duration) -> Self {
+        Self { ttl, entries: Mutex::new(HashMap::new()) }
+    }
+
+    fn get(&self, id: JobId) -> Option<Job> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.get(&id).filter(|(at, _)| at.elapsed() < self.ttl).map(|(_, job)| job.clone())
+    }
+
+    /// Keeps `job` unless a newer version is already kept: a slow read never overwrites a
+    /// commit that finished after it started.
+    fn put(&self, job: &Job) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.len() > 100_000 {
+            entries.retain(|_, (at, _)| at.elapsed() < self.ttl);
+        }
+        match entries.get(&job.id) {
+            Some((at, kept)) if kept.version > job.version && at.elapsed() < self.ttl => {}
+            _ => {
+                entries.insert(job.id, (Instant::now(), job.clone()));
+            }
+        }
+    }
+
+    /// Evicts a job another replica changed.
+    pub fn forget(&self, id: JobId) {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+    }
+
+    /// Evicts everything (after the listener lost notifications while reconnecting).
+    pub fn clear(&self) {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+}
+
 /// The `NOTIFY` channel of revoked key prefixes.
 pub const KEYS_CHANNEL: &str = "genjobs_keys";
 
@@ -70,7 +120,9 @@ pub const KEYS_CHANNEL: &str = "genjobs_keys";
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
+    relaxed: Pool<AsyncPgConnection>,
     keys: Arc<KeyCache>,
+    jobs_cache: Arc<JobCache>,
 }
 
 /// How often an accept races another request with the same idempotency key before giving up.
@@ -82,10 +134,23 @@ enum Refusal {
 }
 
 impl PgStore {
-    /// A store over `pool`, caching keys in `keys`.
+    /// A store over `pool`, caching keys in `keys`, with no job cache and every write durable.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>, keys: Arc<KeyCache>) -> Self {
-        Self { pool, keys }
+        Self { relaxed: pool.clone(), pool, keys, jobs_cache: Arc::new(JobCache::new(Duration::ZERO)) }
+    }
+
+    /// Commits recomputable transitions through `relaxed` (connections with
+    /// `synchronous_commit = off`).
+    #[must_use]
+    pub fn with_relaxed_writes(self, relaxed: Pool<AsyncPgConnection>) -> Self {
+        Self { relaxed, ..self }
+    }
+
+    /// Serves job reads from `cache`.
+    #[must_use]
+    pub fn with_job_cache(self, cache: Arc<JobCache>) -> Self {
+        Self { jobs_cache: cache, ..self }
     }
 
     /// The pool, for adapters that share it.
@@ -236,6 +301,43 @@ impl PgStore {
         })
     }
 
+    /// Accepts a job without an idempotency key in one statement (so one round trip and one
+    /// implicit transaction): the conditional hold on the account row, the job and its ledger
+    /// row are written only if the hold matched.
+    async fn accept_in_one_statement(&self, job: Job) -> Result<Accepted, AcceptError> {
+        let row = JobRow::from_job(&job)?;
+        let mut conn = self.conn().await?;
+        let inserted = diesel::sql_query(ACCEPT)
+            .bind::<SqlUuid, _>(row.id)
+            .bind::<SqlUuid, _>(row.user_id)
+            .bind::<BigInt, _>(row.credits_held)
+            .bind::<Text, _>(&row.model)
+            .bind::<Text, _>(&row.modality)
+            .bind::<Text, _>(&row.state)
+            .bind::<SmallInt, _>(row.progress)
+            .bind::<Nullable<Jsonb>, _>(&row.outputs)
+            .bind::<Nullable<Jsonb>, _>(&row.error)
+            .bind::<Timestamptz, _>(row.created_at)
+            .bind::<Nullable<Timestamptz>, _>(row.started_at)
+            .bind::<Nullable<Timestamptz>, _>(row.finished_at)
+            .bind::<Nullable<Timestamptz>, _>(row.canceled_at)
+            .bind::<Nullable<BigInt>, _>(row.credits_actual)
+            .bind::<Jsonb, _>(&row.input)
+            .bind::<Nullable<Jsonb>, _>(&row.upstream)
+            .bind::<Bool, _>(row.submit_attempted)
+            .bind::<Nullable<Timestamptz>, _>(row.next_poll_at)
+            .bind::<Integer, _>(row.poll_failures)
+            .bind::<BigInt, _>(row.version)
+            .execute(&mut conn)
+            .await
+            .map_err(from_diesel)?;
+        if inserted == 1 {
+            self.jobs_cache.put(&job);
+            return Ok(Accepted::Created(job));
+        }
+        Err(Self::refusal(&mut conn, job.user_id, job.credits_held).await.map_err(from_diesel)?)
+    }
+
     fn movement_columns(movement: CreditMovement) -> Result<(&'static str, i64, i64, i64, i64), StoreError> {
         // (ledger kind, ledger amount, released, Δheld, Δspent); Δavailable = released.
         Ok(match movement {
@@ -258,6 +360,9 @@ impl JobStore for PgStore {
         idempotency: Option<IdempotencyClaim>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
+        if idempotency.is_none() {
+            return self.accept_in_one_statement(job).await;
+        }
         for _ in 0..ACCEPT_ATTEMPTS {
             match self.try_accept(&job, idempotency.as_ref(), now).await? {
                 Ok(accepted) => return Ok(accepted),
@@ -269,7 +374,14 @@ impl JobStore for PgStore {
     }
 
     async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
-        Self::load_job(&mut *self.conn().await?, id).await
+        if let Some(job) = self.jobs_cache.get(id) {
+            return Ok(Some(job));
+        }
+        let job = Self::load_job(&mut *self.conn().await?, id).await?;
+        if let Some(job) = &job {
+            self.jobs_cache.put(job);
+        }
+        Ok(job)
     }
 
     async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {
@@ -293,17 +405,18 @@ impl JobStore for PgStore {
         let becomes_final = transition.job.state.is_final();
         let movement = transition.movement.map(Self::movement_columns).transpose()?;
         let (job_id, user_id) = (row.id, row.user_id);
-        let mut conn = self.conn().await?;
-        let applied = conn
-            .transaction(async |conn| -> Result<bool, diesel::result::Error> {
-                let updated = diesel::update(jobs::table.find(job_id).filter(jobs::version.eq(expected)))
-                    .set(&row)
-                    .execute(conn)
-                    .await?;
-                if updated == 0 {
-                    return Ok(false);
-                }
-                if let Some((kind, amount, released, held, spent)) = movement {
+        // A change that moves no credits is one statement, needing no transaction; a
+        // recomputable one goes through connections that do not wait for the disk.
+        let pool = if transition.recomputable && movement.is_none() { &self.relaxed } else { &self.pool };
+        let mut conn = pool.get().await.map_err(from_pool)?;
+        let update = diesel::update(jobs::table.find(job_id).filter(jobs::version.eq(expected))).set(&row);
+        let applied = match movement {
+            None => update.execute(&mut conn).await.map_err(from_diesel)? == 1,
+            Some((kind, amount, released, held, spent)) => conn
+                .transaction(async |conn| -> Result<bool, diesel::result::Error> {
+                    if update.execute(conn).await? == 0 {
+                        return Ok(false);
+                    }
                     let finished = i32::from(becomes_final);
                     diesel::update(users::table.find(user_id))
                         .set((
@@ -324,16 +437,20 @@ impl JobStore for PgStore {
                         ))
                         .execute(conn)
                         .await?;
-                }
-                Ok(true)
-            })
-            .await
-            .map_err(from_diesel)?;
+                    Ok(true)
+                })
+                .await
+                .map_err(from_diesel)?,
+        };
         if applied {
+            self.jobs_cache.put(&transition.job);
             return Ok(Commit::Applied(transition.job));
         }
         Ok(match Self::load_job(&mut conn, transition.job.id).await? {
-            Some(current) => Commit::Stale(current),
+            Some(current) => {
+                self.jobs_cache.put(&current);
+                Commit::Stale(current)
+            }
             None => Commit::Missing,
         })
     }
@@ -354,6 +471,23 @@ impl JobStore for PgStore {
         rows.into_iter().map(JobRow::into_job).collect()
     }
 }
+
+/// Holds credits on the account row if it has enough and a free slot, then inserts the job and
+/// its ledger row only if the hold matched; one statement, so one implicit transaction.
+const ACCEPT: &str = "
+WITH held AS (
+    UPDATE users
+    SET credits_available = credits_available - $3, credits_held = credits_held + $3, active_jobs = active_jobs + 1
+    WHERE id = $2 AND credits_available >= $3 AND active_jobs < max_concurrent_jobs
+    RETURNING id
+), job AS (
+    INSERT INTO jobs (id, user_id, credits_held, model, modality, state, progress, outputs, error, created_at,
+                      started_at, finished_at, canceled_at, credits_actual, input, upstream, submit_attempted,
+                      next_poll_at, poll_failures, version)
+    SELECT $1, held.id, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM held
+    RETURNING id, user_id
+)
+INSERT INTO ledger (user_id, job_id, kind, amount) SELECT job.user_id, job.id, 'hold', $3 FROM job";
 
 /// Leases due jobs that no other driver holds; `SKIP LOCKED` lets replicas claim side by side.
 const CLAIM_DUE: &str = "

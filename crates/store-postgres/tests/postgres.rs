@@ -12,11 +12,15 @@ use futures_util::StreamExt;
 use futures_util::future::join_all;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
-use genjobs_domain::job::{Job, JobError, JobErrorCode, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef};
+use genjobs_domain::job::{
+    Job, JobError, JobErrorCode, JobState, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef,
+};
 use genjobs_domain::ports::*;
 use genjobs_runtime::EventHub;
 use genjobs_store_postgres::test_support::{TestDatabase, eventually};
-use genjobs_store_postgres::{KeyCache, PgEvents, PgRateLimiter, PgSettings, PgStore, listen, pool};
+use genjobs_store_postgres::{
+    JobCache, KeyCache, Listeners, PgEvents, PgRateLimiter, PgSettings, PgStore, listen, pool, relaxed_pool,
+};
 use time::OffsetDateTime;
 
 struct Replica {
@@ -36,11 +40,12 @@ fn replica(db: &TestDatabase) -> Replica {
     let settings = db.settings();
     let pool = pool(&settings).unwrap();
     let keys = Arc::new(KeyCache::new(Duration::from_secs(60)));
+    let jobs = Arc::new(JobCache::new(Duration::from_secs(60)));
     let hub = Arc::new(EventHub::new());
     Replica {
-        store: PgStore::new(pool.clone(), Arc::clone(&keys)),
+        store: PgStore::new(pool.clone(), Arc::clone(&keys)).with_job_cache(Arc::clone(&jobs)),
         events: PgEvents::new(Arc::clone(&hub), pool),
-        listener: listen(settings.url.clone(), hub, Arc::clone(&keys)),
+        listener: listen(settings.url.clone(), Listeners { hub, keys: Arc::clone(&keys), jobs }),
         keys,
     }
 }
@@ -335,4 +340,43 @@ async fn leased_tokens_never_let_two_replicas_past_the_limit_together() {
     }
     assert!(allowed <= 121, "past the limit: {allowed}");
     assert!(allowed >= 120 - 2 * 6, "leases lost too much: {allowed}");
+}
+
+#[tokio::test]
+async fn a_job_cached_on_one_replica_is_evicted_when_another_changes_its_state() {
+    let db = TestDatabase::new().await;
+    let (a, b) = (replica(&db), replica(&db));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (id, _) = user(&a.store, 50, 4).await;
+    let Accepted::Created(job) = a.store.accept(new_job(id, 10), None, OffsetDateTime::now_utc()).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(b.store.job(job.id).await.unwrap().unwrap().state, JobState::Queued, "now cached on b for a minute");
+    advance(&a.store, job.clone(), Trigger::Cancel).await.unwrap();
+    a.events.publish(job.id).await;
+    let seen = eventually(Duration::from_secs(3), async || {
+        b.store.job(job.id).await.unwrap().is_some_and(|j| j.state == JobState::Canceled)
+    })
+    .await;
+    assert!(seen, "b kept serving the stale job");
+}
+
+#[tokio::test]
+async fn recomputable_and_durable_commits_both_apply() {
+    let db = TestDatabase::new().await;
+    let settings = db.settings();
+    let store = PgStore::new(pool(&settings).unwrap(), Arc::new(KeyCache::new(Duration::ZERO)))
+        .with_relaxed_writes(relaxed_pool(&settings).unwrap());
+    let (id, _) = user(&store, 50, 4).await;
+    let Accepted::Created(job) = store.accept(new_job(id, 10), None, OffsetDateTime::now_utc()).await.unwrap() else {
+        panic!()
+    };
+    let (start, sent) = submission();
+    let job = advance(&store, job, start).await.unwrap();
+    let job = advance(&store, job, sent).await.unwrap();
+    let running = Trigger::UpstreamRunning { progress: 30, next_poll_at: OffsetDateTime::now_utc() };
+    let job = advance(&store, job, running).await.unwrap();
+    assert_eq!(store.job(job.id).await.unwrap().unwrap().progress, 30);
+    advance(&store, job, success(10)).await.unwrap();
+    assert_eq!(store.account(id).await.unwrap().unwrap().balances.spent, Credits::new(10));
 }

@@ -134,12 +134,7 @@ struct SimState {
 
 impl Default for SimState {
     fn default() -> Self {
-        Self {
-            started: Instant::now(),
-            requests: Mutex::default(),
-            stats: Mutex::default(),
-            polls: Mutex::default(),
-        }
+        Self { started: Instant::now(), requests: Mutex::default(), stats: Mutex::default(), polls: Mutex::default() }
     }
 }
 

@@ -105,15 +105,15 @@ impl JobDriver {
             None => self.submit(job).await,
             Some(upstream) => {
                 let trigger = match self.ports.upstream.status(job.id, &upstream).await {
-                    Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(0) },
+                    Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(&job, 0) },
                     Ok(UpstreamStatus::Running { percent }) => Trigger::UpstreamRunning {
                         progress: self.progress(&job, percent),
-                        next_poll_at: self.next_poll(0),
+                        next_poll_at: self.next_poll(&job, 0),
                     },
                     Ok(UpstreamStatus::Completed) => self.result(&job, &upstream).await,
                     Err(PollFailure::Transient(reason)) => {
                         tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, %reason, "status poll failed; backing off");
-                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job.poll_failures + 1) }
+                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(&job, job.poll_failures + 1) }
                     }
                     Err(PollFailure::Gone(reason)) => Trigger::Failed {
                         error: JobError::new(
@@ -141,11 +141,11 @@ impl JobDriver {
         let trigger = match self.ports.upstream.submit(job.id, &input).await {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id, request_id = %upstream.request_id, endpoint = %input.endpoint, "submitted upstream");
-                Trigger::Submitted { upstream, next_poll_at: self.next_poll(0) }
+                Trigger::Submitted { upstream, next_poll_at: self.now_plus_interval() }
             }
             Err(SubmitFailure::NotReached(reason)) => {
                 tracing::warn!(job_id = %job.id, %reason, "provider not reached; will submit again");
-                Trigger::SubmitNotReached { next_poll_at: self.next_poll(job.poll_failures + 1) }
+                Trigger::SubmitNotReached { next_poll_at: self.next_poll(&job, job.poll_failures + 1) }
             }
             Err(SubmitFailure::Rejected(reason)) => Trigger::Failed {
                 error: JobError::new(
@@ -184,14 +184,26 @@ impl JobDriver {
             }
             Err(ResultFailure::Transient(reason)) => {
                 tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, %reason, "result fetch failed; backing off");
-                Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job.poll_failures + 1) }
+                Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job, job.poll_failures + 1) }
             }
         }
     }
 
-    fn next_poll(&self, failures: u32) -> time::OffsetDateTime {
-        let factor = 1u32 << failures.min(MAX_BACKOFF_EXPONENT);
-        self.ports.clock.now() + self.settings.poll_interval * factor
+    /// When to poll a job next. On success the cadence follows the job's own schedule (its due
+    /// time plus one interval), not the time the poll finished, so that a slow answer does not
+    /// stretch every interval; after failures it backs off from now.
+    fn next_poll(&self, job: &Job, failures: u32) -> time::OffsetDateTime {
+        let now = self.ports.clock.now();
+        if failures > 0 {
+            return now + self.settings.poll_interval * (1u32 << failures.min(MAX_BACKOFF_EXPONENT));
+        }
+        let due = job.next_poll_at.unwrap_or(now);
+        let next = due + self.settings.poll_interval;
+        if next > now { next } else { now + self.settings.poll_interval / 10 }
+    }
+
+    fn now_plus_interval(&self) -> time::OffsetDateTime {
+        self.ports.clock.now() + self.settings.poll_interval
     }
 
     /// The provider's percentage when it gives one, otherwise the time run so far against the
@@ -218,9 +230,10 @@ impl JobDriver {
                 return None;
             }
         };
+        let changes_state = transition.changes_state();
         match self.ports.jobs.commit(transition).await {
             Ok(Commit::Applied(stored)) => {
-                if stored.state != job.state || stored.state.is_final() {
+                if changes_state {
                     tracing::info!(
                         job_id = %stored.id,
                         state = stored.state.as_str(),
@@ -230,7 +243,9 @@ impl JobDriver {
                         "job {}", name
                     );
                 }
-                self.ports.events.publish(stored.id).await;
+                if changes_state {
+                    self.ports.events.publish(stored.id).await;
+                }
                 Some(stored)
             }
             Ok(Commit::Stale(current)) => {
