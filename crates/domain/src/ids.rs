@@ -1,23 +1,29 @@
 //! Identifiers and secrets, parsed once at the edge and trusted everywhere after.
 
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
-use uuid::{NoContext, Timestamp, Uuid};
+use uuid::{ContextV7, Timestamp, Uuid};
 
 /// A string that does not name a job, a user or a model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not a valid identifier: {0:?}")]
 pub struct InvalidId(pub String);
 
+/// One counter for the process, so that ids made in the same millisecond still sort in the order
+/// they were made: listings page by id, newest first.
+static V7_CONTEXT: Mutex<ContextV7> = Mutex::new(ContextV7::new());
+
 fn uuid_v7_at(at: OffsetDateTime) -> Uuid {
     let nanos = at.unix_timestamp_nanos();
     let secs = u64::try_from(nanos.div_euclid(1_000_000_000)).unwrap_or(0);
     let subsec = u32::try_from(nanos.rem_euclid(1_000_000_000)).unwrap_or(0);
-    Uuid::new_v7(Timestamp::from_unix(NoContext, secs, subsec))
+    let context = V7_CONTEXT.lock().unwrap_or_else(PoisonError::into_inner);
+    Uuid::new_v7(Timestamp::from_unix(&*context, secs, subsec))
 }
 
 macro_rules! uuid_id {
@@ -250,6 +256,13 @@ mod tests {
         assert!(token.verify("s3cret"));
         assert!(!token.verify("s3cret "));
         assert!(!token.verify(""));
+    }
+
+    #[test]
+    fn ids_made_in_the_same_millisecond_keep_their_order() {
+        let at = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let ids: Vec<JobId> = (0..1000).map(|_| JobId::new_at(at)).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -447,6 +447,22 @@ impl Job {
         Ok(Transition { job: next, expected_version: self.version, movement, from: self.state, recomputable })
     }
 
+    /// Whether `other` shows a client the same job: everything but the schedule (next poll,
+    /// failure count) and the version. A poll that changes nothing else need not be written.
+    #[must_use]
+    pub fn same_observable_state(&self, other: &Job) -> bool {
+        self.state == other.state
+            && self.progress == other.progress
+            && self.started_at == other.started_at
+            && self.finished_at == other.finished_at
+            && self.canceled_at == other.canceled_at
+            && self.outputs == other.outputs
+            && self.error == other.error
+            && self.credits_actual == other.credits_actual
+            && self.upstream == other.upstream
+            && self.submit_attempted == other.submit_attempted
+    }
+
     fn finish(&mut self, now: OffsetDateTime) {
         self.finished_at = Some(now);
         self.next_poll_at = None;
@@ -617,6 +633,19 @@ mod tests {
             assert!(!base.apply(trigger, now()).unwrap().recomputable);
         }
         assert!(running.apply(Trigger::Cancel, now()).unwrap().changes_state());
+    }
+
+    #[test]
+    fn a_poll_that_only_reschedules_changes_nothing_observable() {
+        let running = in_state(JobState::Running);
+        let same =
+            step(&running, Trigger::UpstreamRunning { progress: 10, next_poll_at: now() + time::Duration::seconds(2) });
+        assert!(same.same_observable_state(&running));
+        let unreachable = step(&running, Trigger::UpstreamUnreachable { next_poll_at: now() });
+        assert!(unreachable.same_observable_state(&running));
+        let further = step(&running, Trigger::UpstreamRunning { progress: 11, next_poll_at: now() });
+        assert!(!further.same_observable_state(&running));
+        assert!(!step(&running, Trigger::Cancel).same_observable_state(&running));
     }
 
     #[test]

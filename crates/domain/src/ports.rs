@@ -239,7 +239,7 @@ pub trait JobStore: Send + Sync {
     async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError>;
 
     /// Commits a transition if the stored job still has `expected_version`, together with its
-    /// credit movement, and clears the job's lease.
+    /// credit movement. The job's lease is left as it is: the driver holding it keeps it.
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError>;
 
     /// Claims up to `limit` non-final jobs whose `next_poll_at` has come and whose lease (if
@@ -250,6 +250,16 @@ pub trait JobStore: Send + Sync {
         lease_until: OffsetDateTime,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError>;
+
+    /// Extends to `lease_until` the leases of those of `jobs` whose lease has not run out by
+    /// `now` and which are not final; returns them. The others are no longer the caller's: final,
+    /// or possibly claimed by another driver after the lease ran out.
+    async fn renew_leases(
+        &self,
+        jobs: Vec<JobId>,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+    ) -> Result<Vec<JobId>, StoreError>;
 }
 
 /// What the provider says of a job.
@@ -350,6 +360,10 @@ pub trait JobEvents: Send + Sync {
 
     /// Changes of one job from now on. Subscribe before reading the job, so no change is missed.
     fn subscribe(&self, job_id: JobId) -> JobChanges;
+
+    /// The ids of all jobs that change from now on, for the driver to let go of jobs canceled
+    /// while it holds them. A slow reader may miss some; the driver's lease renewal catches up.
+    fn subscribe_all(&self) -> BoxStream<'static, JobId>;
 }
 
 /// Whether a request may go ahead.

@@ -449,17 +449,12 @@ async fn driver_maps_result_failures_to_error_codes() {
 }
 
 #[tokio::test]
-async fn driver_backs_off_on_transient_poll_failures() {
+async fn driver_backs_off_on_transient_poll_failures_without_writing() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_status().returning(|_, _| Err(PollFailure::Transient("503".into())));
-    mocks
-        .jobs
-        .expect_commit()
-        .withf(|t| t.job.poll_failures == 1 && t.job.next_poll_at == Some(t0() + time::Duration::seconds(4)))
-        .times(1)
-        .returning(applied);
-    mocks.events.expect_publish().returning(|_| ());
-    mocks.driver().advance(submitted_job()).await;
+    mocks.jobs.expect_commit().times(0);
+    let kept = mocks.driver().advance(submitted_job()).await.unwrap();
+    assert_eq!((kept.poll_failures, kept.next_poll_at), (1, Some(t0() + time::Duration::seconds(4))));
 }
 
 #[tokio::test]
@@ -500,15 +495,34 @@ async fn driver_wakes_waiters_when_a_job_starts_running() {
 #[tokio::test]
 async fn driver_keeps_the_cadence_of_the_due_time_not_of_the_answer() {
     let mut mocks = Mocks::new();
-    let due = submitted_job();
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(|| t0() + time::Duration::milliseconds(700));
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Queued));
-    mocks
-        .jobs
-        .expect_commit()
-        .withf(|t| t.job.next_poll_at == Some(t0() + time::Duration::seconds(2)))
-        .times(1)
-        .returning(applied);
-    mocks.driver().advance(due).await;
+    let kept = mocks.driver().advance(submitted_job()).await.unwrap();
+    assert_eq!(kept.next_poll_at, Some(t0() + time::Duration::seconds(2)));
+}
+
+#[tokio::test]
+async fn driver_writes_nothing_for_a_poll_that_changes_nothing_visible() {
+    let mut mocks = Mocks::new();
+    let running =
+        submitted_job().apply(Trigger::UpstreamRunning { progress: 40, next_poll_at: t0() }, t0()).unwrap().job;
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: Some(40) }));
+    mocks.jobs.expect_commit().times(0);
+    mocks.events.expect_publish().times(0);
+    let kept = mocks.driver().advance(running.clone()).await.unwrap();
+    assert_eq!(kept.version, running.version, "nothing was written, so the version stays");
+    assert_eq!(kept.next_poll_at, Some(t0() + time::Duration::seconds(2)));
+}
+
+#[tokio::test]
+async fn driver_lets_go_of_a_job_once_it_is_final() {
+    let mut mocks = Mocks::new();
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
+    mocks.upstream.expect_result().returning(|_, _, _| {
+        Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])
+    });
+    mocks.jobs.expect_commit().returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    assert_eq!(mocks.driver().advance(submitted_job()).await, None);
 }

@@ -3,6 +3,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::ports::{JobChanges, JobEvents};
 use tokio::sync::broadcast;
@@ -12,9 +13,16 @@ use tokio_stream::wrappers::BroadcastStream;
 ///
 /// A channel exists only while someone watches its job; publishing to a job nobody watches costs
 /// one map look-up. A lagging subscriber still wakes (a lag means "something changed").
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EventHub {
     channels: Mutex<Channels>,
+    every_change: broadcast::Sender<JobId>,
+}
+
+impl Default for EventHub {
+    fn default() -> Self {
+        Self { channels: Mutex::default(), every_change: broadcast::channel(4096).0 }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +44,8 @@ impl EventHub {
 
     /// Wakes the job's subscribers in this process.
     pub fn notify(&self, job_id: JobId) {
+        // No receiver is not an error: nobody follows every change.
+        let _ = self.every_change.send(job_id);
         let mut channels = self.channels();
         if let Some(sender) = channels.by_job.get(&job_id)
             && sender.send(()).is_err()
@@ -74,6 +84,10 @@ impl JobEvents for EventHub {
         let receiver = channels.by_job.entry(job_id).or_insert_with(|| broadcast::channel(1).0).subscribe();
         BroadcastStream::new(receiver).map(|_| ()).boxed()
     }
+
+    fn subscribe_all(&self) -> BoxStream<'static, JobId> {
+        BroadcastStream::new(self.every_change.subscribe()).filter_map(|id| std::future::ready(id.ok())).boxed()
+    }
 }
 
 #[cfg(test)]
@@ -95,6 +109,17 @@ mod tests {
         hub.publish(a).await;
         assert_eq!(tokio::time::timeout(Duration::from_secs(1), watching_a.next()).await.unwrap(), Some(()));
         assert!(tokio::time::timeout(Duration::from_millis(20), watching_b.next()).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn every_change_reaches_a_follower_of_all_jobs() {
+        let hub = EventHub::new();
+        let mut all = hub.subscribe_all();
+        let (a, b) = (job(), job());
+        hub.publish(a).await;
+        hub.publish(b).await;
+        assert_eq!(all.next().await, Some(a));
+        assert_eq!(all.next().await, Some(b));
     }
 
     #[tokio::test]

@@ -230,7 +230,8 @@ pub async fn commit_of_a_missing_job_says_so<S: Store>(store: Arc<S>) {
     assert_eq!(store.commit(transition).await.unwrap(), Commit::Missing);
 }
 
-/// A due job is claimed once; it comes back only after its lease ends or a commit reschedules it.
+/// A due job is claimed once; it comes back only after its lease ends, and a commit by the
+/// driver holding it keeps the lease.
 pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let job = accepted(&*store, id, 1).await;
@@ -239,18 +240,44 @@ pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: A
     let first = store.claim_due(t0, lease, 10).await.unwrap();
     assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![job.id]);
     assert!(store.claim_due(t0, lease, 10).await.unwrap().is_empty(), "leased jobs are not claimed twice");
+
+    let attempted = step(&*store, &first[0], Trigger::SubmitStarted { next_poll_at: now() }).await;
+    let soon = now() + Duration::seconds(1);
+    step(&*store, &attempted, Trigger::SubmitNotReached { next_poll_at: soon }).await;
+    let later = soon + Duration::seconds(5);
+    assert!(
+        store.claim_due(later, later + Duration::seconds(30), 10).await.unwrap().is_empty(),
+        "the commit kept the lease"
+    );
+
     let after_lease = lease + Duration::seconds(1);
     let again = store.claim_due(after_lease, after_lease + Duration::seconds(30), 10).await.unwrap();
     assert_eq!(again.len(), 1, "an expired lease makes the job claimable again");
+    assert!(!again[0].submit_attempted, "with what was committed meanwhile");
+}
 
-    let later = now() + Duration::seconds(5);
-    let rescheduled = job.apply(Trigger::SubmitNotReached { next_poll_at: later }, now());
-    assert!(rescheduled.is_err(), "a queued job was never attempted");
-    let attempted = step(&*store, &again[0], Trigger::SubmitStarted { next_poll_at: now() }).await;
-    let rescheduled = step(&*store, &attempted, Trigger::SubmitNotReached { next_poll_at: later }).await;
-    assert!(store.claim_due(now(), now() + Duration::seconds(30), 10).await.unwrap().is_empty());
-    let due_again = store.claim_due(later, later + Duration::seconds(30), 10).await.unwrap();
-    assert_eq!(due_again, vec![rescheduled], "a commit clears the lease and sets the next poll");
+/// Renewing extends the leases the caller still has, and leaves out final jobs and leases that
+/// ran out (another driver may have the job).
+pub async fn renewing_extends_only_live_leases_of_open_jobs<S: Store>(store: Arc<S>) {
+    let limits = Limits { max_concurrent_jobs: 10, ..LIMITS };
+    let id = user_with(&*store, 100, limits).await;
+    let (open, finished, expired) =
+        (accepted(&*store, id, 1).await, accepted(&*store, id, 1).await, accepted(&*store, id, 1).await);
+    let t0 = now() + Duration::milliseconds(1);
+    let claimed = store.claim_due(t0, t0 + Duration::seconds(10), 10).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    let held = |id: JobId| claimed.iter().find(|j| j.id == id).cloned().unwrap();
+    step(&*store, &held(finished.id), Trigger::Cancel).await;
+
+    let renewed = store
+        .renew_leases(vec![open.id, finished.id], t0 + Duration::seconds(5), t0 + Duration::seconds(60))
+        .await
+        .unwrap();
+    assert_eq!(renewed, vec![open.id]);
+    let late = t0 + Duration::seconds(11);
+    assert!(store.renew_leases(vec![expired.id], late, late + Duration::seconds(60)).await.unwrap().is_empty());
+    let reclaimed = store.claim_due(late, late + Duration::seconds(30), 10).await.unwrap();
+    assert_eq!(reclaimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![expired.id], "only the lease that ran out");
 }
 
 /// Final jobs and jobs due later are not claimed; `limit` bounds a claim.

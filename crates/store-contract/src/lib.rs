@@ -33,6 +33,7 @@ macro_rules! store_contract_tests {
             commit_of_a_missing_job_says_so,
             claim_returns_due_jobs_once_until_the_lease_ends,
             claim_skips_final_and_future_jobs,
+            renewing_extends_only_live_leases_of_open_jobs,
             jobs_are_listed_newest_first_in_pages,
             keys_are_found_by_prefix_and_revoked_at_once,
             key_prefixes_are_unique,

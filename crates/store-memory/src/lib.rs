@@ -82,15 +82,6 @@ impl State {
         })
     }
 
-    fn unindex(&mut self, row: &JobRow) {
-        if let Some(at) = row.job.next_poll_at {
-            self.due.remove(&(at, row.job.id));
-        }
-        if let Some(until) = row.lease_until {
-            self.leased.remove(&(until, row.job.id));
-        }
-    }
-
     fn index(&mut self, job: &Job) {
         if let (false, Some(at)) = (job.state.is_final(), job.next_poll_at) {
             self.due.insert((at, job.id));
@@ -258,9 +249,19 @@ impl JobStore for MemoryStore {
         if job.state.is_final() && !row.job.state.is_final() {
             user.active_jobs = user.active_jobs.saturating_sub(1);
         }
-        state.unindex(&row);
-        state.index(&job);
-        state.jobs.insert(job.id, JobRow { job: job.clone(), lease_until: None });
+        if let Some(at) = row.job.next_poll_at {
+            state.due.remove(&(at, row.job.id));
+        }
+        if row.lease_until.is_none() || job.state.is_final() {
+            state.index(&job);
+        }
+        if job.state.is_final()
+            && let Some(until) = row.lease_until
+        {
+            state.leased.remove(&(until, job.id));
+        }
+        let lease_until = if job.state.is_final() { None } else { row.lease_until };
+        state.jobs.insert(job.id, JobRow { job: job.clone(), lease_until });
         Ok(Commit::Applied(job))
     }
 
@@ -291,6 +292,27 @@ impl JobStore for MemoryStore {
             }
         }
         Ok(claimed)
+    }
+
+    async fn renew_leases(
+        &self,
+        jobs: Vec<JobId>,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+    ) -> Result<Vec<JobId>, StoreError> {
+        let mut state = self.state();
+        let mut open = Vec::with_capacity(jobs.len());
+        for id in jobs {
+            let Some(row) = state.jobs.get_mut(&id) else { continue };
+            let Some(previous) = row.lease_until.filter(|until| *until > now && !row.job.state.is_final()) else {
+                continue;
+            };
+            row.lease_until = Some(lease_until);
+            state.leased.remove(&(previous, id));
+            state.leased.insert((lease_until, id));
+            open.push(id);
+        }
+        Ok(open)
     }
 }
 

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use genjobs_domain::ids::{JobId, KeyPrefix};
 use genjobs_domain::ports::{JobChanges, JobEvents};
 use genjobs_runtime::EventHub;
@@ -58,6 +59,10 @@ impl JobEvents for PgEvents {
 
     fn subscribe(&self, job_id: JobId) -> JobChanges {
         self.hub.subscribe(job_id)
+    }
+
+    fn subscribe_all(&self) -> BoxStream<'static, JobId> {
+        self.hub.subscribe_all()
     }
 }
 

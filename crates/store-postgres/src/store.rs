@@ -399,8 +399,7 @@ impl JobStore for PgStore {
     }
 
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
-        let mut row = JobRow::from_job(&transition.job)?;
-        row.lease_until = None;
+        let row = JobRow::from_job(&transition.job)?;
         let expected = i64::try_from(transition.expected_version).unwrap_or(i64::MAX);
         let becomes_final = transition.job.state.is_final();
         let movement = transition.movement.map(Self::movement_columns).transpose()?;
@@ -409,7 +408,7 @@ impl JobStore for PgStore {
         // recomputable one goes through connections that do not wait for the disk.
         let pool = if transition.recomputable && movement.is_none() { &self.relaxed } else { &self.pool };
         let mut conn = pool.get().await.map_err(from_pool)?;
-        let update = diesel::update(jobs::table.find(job_id).filter(jobs::version.eq(expected))).set(&row);
+        let update = diesel::update(jobs::table.find(job_id).filter(jobs::version.eq(expected))).set(row.update());
         let applied = match movement {
             None => update.execute(&mut conn).await.map_err(from_diesel)? == 1,
             Some((kind, amount, released, held, spent)) => conn
@@ -470,7 +469,34 @@ impl JobStore for PgStore {
             .map_err(from_diesel)?;
         rows.into_iter().map(JobRow::into_job).collect()
     }
+
+    async fn renew_leases(
+        &self,
+        jobs: Vec<JobId>,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+    ) -> Result<Vec<JobId>, StoreError> {
+        let ids: Vec<uuid::Uuid> = jobs.iter().map(JobId::as_uuid).collect();
+        // A lost renewal only lets another driver take a job over early, so it need not wait
+        // for the disk.
+        let mut conn = self.relaxed.get().await.map_err(from_pool)?;
+        let renewed: Vec<uuid::Uuid> = diesel::update(
+            jobs::table
+                .filter(jobs::id.eq_any(ids))
+                .filter(jobs::lease_until.gt(now))
+                .filter(jobs::state.eq_any(OPEN_STATES)),
+        )
+        .set(jobs::lease_until.eq(Some(lease_until)))
+        .returning(jobs::id)
+        .get_results(&mut conn)
+        .await
+        .map_err(from_diesel)?;
+        Ok(renewed.into_iter().map(JobId::from_uuid).collect())
+    }
 }
+
+/// Jobs a driver may still hold: not final.
+const OPEN_STATES: [&str; 2] = ["queued", "running"];
 
 /// Holds credits on the account row if it has enough and a free slot, then inserts the job and
 /// its ledger row only if the hold matched; one statement, so one implicit transaction.
