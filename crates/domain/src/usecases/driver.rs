@@ -11,6 +11,8 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use futures_util::future::{Either, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use time::OffsetDateTime;
@@ -19,7 +21,7 @@ use super::Ports;
 use crate::catalog::Catalog;
 use crate::ids::JobId;
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
-use crate::ports::{Commit, PollFailure, ResultFailure, SubmitFailure, UpstreamStatus};
+use crate::ports::{Commit, PollFailure, ResultFailure, StoreError, SubmitFailure, UpstreamStatus};
 
 /// How the driver paces itself.
 #[derive(Debug, Clone)]
@@ -73,14 +75,16 @@ pub struct JobDriver {
     settings: DriverSettings,
 }
 
-/// What woke the driver's loop.
-enum Woke {
+/// What the driver's loop was waiting for.
+enum Done {
+    /// A claim of due jobs.
+    Claimed(Result<Vec<Job>, StoreError>),
+    /// A renewal of leases; the jobs still held.
+    Renewed(Result<Vec<JobId>, StoreError>),
     /// A job's step ended; the job to keep holding, if any.
     Stepped(JobId, Option<Box<Job>>),
-    /// A job changed elsewhere.
-    Changed(JobId),
-    /// Time for the next claim, renewal or poll.
-    Timer,
+    /// A job changed elsewhere; whether it is final now.
+    Checked(JobId, bool),
 }
 
 /// The jobs a driver holds, by id and by next poll time, and those being advanced right now.
@@ -151,18 +155,67 @@ impl JobDriver {
 
     /// Runs until dropped: claims due jobs, advances each held job at its time (at most
     /// `max_in_flight` at once) and renews the leases of what it holds.
+    ///
+    /// Everything the loop waits for (claims, renewals, steps, checks) is one set of futures
+    /// polled together, so that no step holding a database connection starves while the loop
+    /// waits for another.
     pub async fn run(&self) {
         let mut held = Held::default();
-        let mut in_flight = FuturesUnordered::new();
+        let mut work: FuturesUnordered<BoxFuture<'_, Done>> = FuturesUnordered::new();
         let mut changes = self.ports.events.subscribe_all();
+        let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
         let now = self.ports.clock.now();
         let (mut next_claim, mut next_renewal) = (now, now + self.settings.lease / 3);
         loop {
             let now = self.ports.clock.now();
-            if now >= next_claim {
-                next_claim = now + self.settings.idle_tick;
-                if held.jobs.len() + in_flight.len() < self.settings.max_held {
-                    match self.ports.jobs.claim_due(now, now + self.settings.lease, self.settings.batch).await {
+            if !claiming && now >= next_claim && held.jobs.len() + advancing < self.settings.max_held {
+                claiming = true;
+                let until = now + self.settings.lease;
+                work.push(
+                    async move { Done::Claimed(self.ports.jobs.claim_due(now, until, self.settings.batch).await) }
+                        .boxed(),
+                );
+            }
+            if !renewing && now >= next_renewal {
+                renewing = true;
+                let ids = held.all_ids();
+                let until = now + self.settings.lease;
+                work.push(async move { Done::Renewed(self.ports.jobs.renew_leases(ids, now, until).await) }.boxed());
+            }
+            while advancing < self.settings.max_in_flight {
+                let Some(job) = held.take_due(now) else { break };
+                advancing += 1;
+                let id = job.id;
+                work.push(async move { Done::Stepped(id, self.advance(job).await.map(Box::new)) }.boxed());
+            }
+            // With every slot busy, a due job waits for a step to end, not for the clock.
+            let due = held.next_due().filter(|_| advancing < self.settings.max_in_flight);
+            let claim_at = (!claiming).then_some(next_claim);
+            let renew_at = (!renewing).then_some(next_renewal);
+            let wake_at = [claim_at, renew_at, due].into_iter().flatten().min();
+            let nap = wake_at.map_or(self.settings.idle_tick, |at| {
+                Duration::try_from(at - self.ports.clock.now()).unwrap_or_default()
+            });
+            let woke = {
+                let finished =
+                    async { if work.is_empty() { futures_util::future::pending().await } else { work.next().await } };
+                let timer = pin!(self.ports.clock.sleep(nap));
+                let timer_or_change = pin!(select(timer, changes.next()));
+                match select(pin!(finished), timer_or_change).await {
+                    Either::Left((Some(done), _)) => Some(done),
+                    Either::Right((Either::Right((Some(changed), _)), _)) if held.jobs.contains_key(&changed) => {
+                        work.push(async move { Done::Checked(changed, self.is_final(changed).await) }.boxed());
+                        None
+                    }
+                    _ => None,
+                }
+            };
+            let now = self.ports.clock.now();
+            match woke {
+                Some(Done::Claimed(claimed)) => {
+                    claiming = false;
+                    next_claim = now + self.settings.idle_tick;
+                    match claimed {
                         Ok(jobs) => {
                             if jobs.len() == self.settings.batch {
                                 next_claim = now;
@@ -174,67 +227,30 @@ impl JobDriver {
                         Err(e) => tracing::warn!(error = %e, "could not claim due jobs"),
                     }
                 }
-            }
-            if now >= next_renewal {
-                next_renewal = now + self.settings.lease / 3;
-                self.renew(&mut held).await;
-            }
-            while in_flight.len() < self.settings.max_in_flight {
-                let Some(job) = held.take_due(self.ports.clock.now()) else { break };
-                let id = job.id;
-                in_flight.push(async move { (id, self.advance(job).await) });
-            }
-            let wake_at = [Some(next_claim), Some(next_renewal), held.next_due()].into_iter().flatten().min();
-            let nap = wake_at.map_or(self.settings.idle_tick, |at| {
-                Duration::try_from(at - self.ports.clock.now()).unwrap_or_default()
-            });
-            let step_done = async {
-                if in_flight.is_empty() { futures_util::future::pending().await } else { in_flight.next().await }
-            };
-            let woke = {
-                let timer = pin!(self.ports.clock.sleep(nap));
-                let timer_or_change = pin!(select(timer, changes.next()));
-                match select(pin!(step_done), timer_or_change).await {
-                    Either::Left((Some((id, kept)), _)) => Woke::Stepped(id, kept.map(Box::new)),
-                    Either::Right((Either::Right((Some(changed), _)), _)) => Woke::Changed(changed),
-                    _ => Woke::Timer,
+                Some(Done::Renewed(renewed)) => {
+                    renewing = false;
+                    next_renewal = now + self.settings.lease / 3;
+                    match renewed {
+                        Ok(still_open) => held.release_all_but(&still_open),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not renew leases; other replicas may take jobs over")
+                        }
+                    }
                 }
-            };
-            match woke {
-                Woke::Stepped(id, kept) => held.finished_step(id, kept.map(|job| *job), self.ports.clock.now()),
-                Woke::Changed(id) => self.let_go_if_final(&mut held, id).await,
-                Woke::Timer => {}
+                Some(Done::Stepped(id, kept)) => {
+                    advancing -= 1;
+                    held.finished_step(id, kept.map(|job| *job), now);
+                }
+                Some(Done::Checked(id, true)) => held.forget(id),
+                Some(Done::Checked(_, false)) | None => {}
             }
         }
     }
 
-    /// A held job changed elsewhere (canceled, most likely): stop polling it if it is final.
-    async fn let_go_if_final(&self, held: &mut Held, id: JobId) {
-        if !held.jobs.contains_key(&id) {
-            return;
-        }
-        if let Ok(stored) = self.ports.jobs.job(id).await
-            && stored.is_none_or(|job| job.state.is_final())
-        {
-            held.forget(id);
-        }
-    }
-
-    /// Extends the leases of every held job, those being advanced included; jobs the store no
-    /// longer counts as this driver's (finished or canceled meanwhile) are let go.
-    async fn renew(&self, held: &mut Held) {
-        let ids = held.all_ids();
-        if ids.is_empty() {
-            return;
-        }
-        let now = self.ports.clock.now();
-        match self.ports.jobs.renew_leases(ids, now, now + self.settings.lease).await {
-            Ok(still_open) => {
-                held.release_all_but(&still_open);
-                tracing::debug!(held = held.jobs.len(), advancing = held.advancing.len(), "leases renewed");
-            }
-            Err(e) => tracing::warn!(error = %e, "could not renew leases; other replicas may take jobs over"),
-        }
+    /// Whether a job changed elsewhere is final (canceled, most likely), so that the driver
+    /// stops polling it.
+    async fn is_final(&self, id: JobId) -> bool {
+        matches!(self.ports.jobs.job(id).await, Ok(stored) if stored.as_ref().is_none_or(|job| job.state.is_final()))
     }
 
     /// Advances one held job by one step and commits what changed. Returns the job to keep
