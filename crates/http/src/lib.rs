@@ -41,6 +41,8 @@ pub struct HttpSettings {
     pub retry_hint: Duration,
     /// Time given to open connections to finish on shutdown.
     pub shutdown_timeout: Duration,
+    /// HTTP worker threads; `None` for one per core.
+    pub workers: Option<usize>,
 }
 
 impl Default for HttpSettings {
@@ -50,6 +52,7 @@ impl Default for HttpSettings {
             keep_alive: Duration::from_secs(10),
             retry_hint: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(10),
+            workers: None,
         }
     }
 }
@@ -114,14 +117,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// When the listener cannot be used.
 pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> {
     let shutdown_timeout = state.settings.shutdown_timeout.as_secs();
+    let workers = state.settings.workers;
     let state = web::Data::new(state);
     let server = HttpServer::new(move || {
         App::new().app_data(state.clone()).wrap(actix_web::middleware::from_fn(log_request)).configure(configure)
     })
-    .shutdown_timeout(shutdown_timeout)
-    .listen(listener)?
-    .run();
-    Ok(server)
+    .shutdown_timeout(shutdown_timeout);
+    let server = match workers {
+        Some(workers) => server.workers(workers),
+        None => server,
+    };
+    Ok(server.listen(listener)?.run())
 }
 
 /// One log line per request, with its method, path, status and duration.

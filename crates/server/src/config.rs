@@ -45,6 +45,8 @@ pub struct Config {
     pub db_statement_timeout: Duration,
     /// How long a looked-up API key is trusted (`GENJOBS_KEY_CACHE_SECS`).
     pub key_cache_ttl: Duration,
+    /// HTTP worker threads (`GENJOBS_HTTP_WORKERS`); one per core when unset.
+    pub http_workers: Option<usize>,
     /// How long a read job is served from memory on Postgres (`GENJOBS_JOB_CACHE_MS`).
     pub job_cache_ttl: Duration,
     /// How long a driver keeps a claimed job before another may take it over (`GENJOBS_LEASE_SECS`).
@@ -87,6 +89,7 @@ impl Default for Config {
             db_statement_timeout: Duration::from_secs(5),
             key_cache_ttl: Duration::from_secs(5),
             job_cache_ttl: Duration::from_millis(500),
+            http_workers: None,
             lease: Duration::from_secs(20),
             sim_queue: Duration::from_millis(500),
             sim_run: Duration::from_secs(6),
@@ -162,6 +165,7 @@ impl Config {
             db_statement_timeout: positive("GENJOBS_DB_STATEMENT_TIMEOUT_MS")?
                 .map_or(d.db_statement_timeout, Duration::from_millis),
             key_cache_ttl: parse("GENJOBS_KEY_CACHE_SECS", "seconds")?.map_or(d.key_cache_ttl, Duration::from_secs),
+            http_workers: positive("GENJOBS_HTTP_WORKERS")?.map(|v| v as usize),
             job_cache_ttl: parse("GENJOBS_JOB_CACHE_MS", "milliseconds")?
                 .map_or(d.job_cache_ttl, Duration::from_millis),
             lease: positive("GENJOBS_LEASE_SECS")?.map_or(d.lease, Duration::from_secs),

@@ -242,6 +242,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         settings: HttpSettings {
             stream_max: config.stream_max,
             keep_alive: config.sse_keep_alive,
+            workers: config.http_workers,
             ..HttpSettings::default()
         },
     };
