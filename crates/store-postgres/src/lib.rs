@@ -20,6 +20,7 @@
 //! The driver claims due jobs with `FOR UPDATE SKIP LOCKED` and a lease, so that replicas share
 //! the work and a replica that dies has its jobs taken over once its leases run out.
 
+mod batch;
 mod error;
 mod events;
 mod pool;

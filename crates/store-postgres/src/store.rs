@@ -20,6 +20,7 @@ use genjobs_domain::ports::{
 };
 use time::OffsetDateTime;
 
+use crate::batch::GroupCommit;
 use crate::error::{TxError, from_diesel, from_pool};
 use crate::rows::{JobRow, UserRow, amount, key_hash};
 use crate::schema::{api_keys, idempotency_keys, jobs, ledger, users};
@@ -123,6 +124,8 @@ pub struct PgStore {
     relaxed: Pool<AsyncPgConnection>,
     keys: Arc<KeyCache>,
     jobs_cache: Arc<JobCache>,
+    durable_group: Arc<GroupCommit>,
+    relaxed_group: Arc<GroupCommit>,
 }
 
 /// How often an accept races another request with the same idempotency key before giving up.
@@ -137,7 +140,14 @@ impl PgStore {
     /// A store over `pool`, caching keys in `keys`, with no job cache and every write durable.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>, keys: Arc<KeyCache>) -> Self {
-        Self { relaxed: pool.clone(), pool, keys, jobs_cache: Arc::new(JobCache::new(Duration::ZERO)) }
+        Self {
+            relaxed: pool.clone(),
+            pool,
+            keys,
+            jobs_cache: Arc::new(JobCache::new(Duration::ZERO)),
+            durable_group: Arc::default(),
+            relaxed_group: Arc::default(),
+        }
     }
 
     /// Commits recomputable transitions through `relaxed` (connections with
@@ -404,48 +414,52 @@ impl JobStore for PgStore {
         let becomes_final = transition.job.state.is_final();
         let movement = transition.movement.map(Self::movement_columns).transpose()?;
         let (job_id, user_id) = (row.id, row.user_id);
-        // A change that moves no credits is one statement, needing no transaction; a
-        // recomputable one goes through connections that do not wait for the disk.
-        let pool = if transition.recomputable && movement.is_none() { &self.relaxed } else { &self.pool };
-        let mut conn = pool.get().await.map_err(from_pool)?;
-        let update = diesel::update(jobs::table.find(job_id).filter(jobs::version.eq(expected))).set(row.update());
+        // A change that moves no credits joins a group commit (one statement for every change
+        // waiting on the same flush); a recomputable one goes through connections that do not
+        // wait for the disk. One that moves credits is a transaction of its own.
         let applied = match movement {
-            None => update.execute(&mut conn).await.map_err(from_diesel)? == 1,
-            Some((kind, amount, released, held, spent)) => conn
-                .transaction(async |conn| -> Result<bool, diesel::result::Error> {
-                    if update.execute(conn).await? == 0 {
-                        return Ok(false);
-                    }
-                    let finished = i32::from(becomes_final);
-                    diesel::update(users::table.find(user_id))
-                        .set((
-                            users::credits_available.eq(users::credits_available + released),
-                            users::credits_held.eq(users::credits_held - held),
-                            users::credits_spent.eq(users::credits_spent + spent),
-                            users::active_jobs.eq(users::active_jobs - finished),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    diesel::insert_into(ledger::table)
-                        .values((
-                            ledger::user_id.eq(user_id),
-                            ledger::job_id.eq(Some(job_id)),
-                            ledger::kind.eq(kind),
-                            ledger::amount.eq(amount),
-                            ledger::released.eq(released),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    Ok(true)
-                })
-                .await
-                .map_err(from_diesel)?,
+            None if transition.recomputable => self.relaxed_group.commit(&self.relaxed, row, expected).await?,
+            None => self.durable_group.commit(&self.pool, row, expected).await?,
+            Some((kind, amount, released, held, spent)) => {
+                let update =
+                    diesel::update(jobs::table.find(job_id).filter(jobs::version.eq(expected))).set(row.update());
+                self.conn()
+                    .await?
+                    .transaction(async |conn| -> Result<bool, diesel::result::Error> {
+                        if update.execute(conn).await? == 0 {
+                            return Ok(false);
+                        }
+                        let finished = i32::from(becomes_final);
+                        diesel::update(users::table.find(user_id))
+                            .set((
+                                users::credits_available.eq(users::credits_available + released),
+                                users::credits_held.eq(users::credits_held - held),
+                                users::credits_spent.eq(users::credits_spent + spent),
+                                users::active_jobs.eq(users::active_jobs - finished),
+                            ))
+                            .execute(conn)
+                            .await?;
+                        diesel::insert_into(ledger::table)
+                            .values((
+                                ledger::user_id.eq(user_id),
+                                ledger::job_id.eq(Some(job_id)),
+                                ledger::kind.eq(kind),
+                                ledger::amount.eq(amount),
+                                ledger::released.eq(released),
+                            ))
+                            .execute(conn)
+                            .await?;
+                        Ok(true)
+                    })
+                    .await
+                    .map_err(from_diesel)?
+            }
         };
         if applied {
             self.jobs_cache.put(&transition.job);
             return Ok(Commit::Applied(transition.job));
         }
-        Ok(match Self::load_job(&mut conn, transition.job.id).await? {
+        Ok(match Self::load_job(&mut *self.conn().await?, transition.job.id).await? {
             Some(current) => {
                 self.jobs_cache.put(&current);
                 Commit::Stale(current)

@@ -380,3 +380,40 @@ async fn recomputable_and_durable_commits_both_apply() {
     advance(&store, job, success(10)).await.unwrap();
     assert_eq!(store.account(id).await.unwrap().unwrap().balances.spent, Credits::new(10));
 }
+
+/// Commits that move no credits are written in groups: many at once all apply, and of two
+/// transitions from the same version in one group only one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_commits_keep_compare_and_set_per_job() {
+    let db = TestDatabase::new().await;
+    let r = replica(&db);
+    let (id, _) = user(&r.store, 1000, 100).await;
+    let mut jobs = Vec::new();
+    for _ in 0..50 {
+        let Accepted::Created(job) = r.store.accept(new_job(id, 1), None, OffsetDateTime::now_utc()).await.unwrap()
+        else {
+            panic!()
+        };
+        jobs.push(job);
+    }
+    let started = join_all(jobs.iter().map(|job| {
+        let transition =
+            job.apply(Trigger::SubmitStarted { next_poll_at: OffsetDateTime::now_utc() }, OffsetDateTime::now_utc());
+        r.store.commit(transition.unwrap())
+    }))
+    .await;
+    assert!(started.iter().all(|c| matches!(c, Ok(Commit::Applied(_)))), "{started:?}");
+
+    let Ok(Commit::Applied(attempted)) = &started[0] else { panic!() };
+    let twins = [1, 2].map(|s| {
+        attempted
+            .apply(
+                Trigger::SubmitNotReached { next_poll_at: OffsetDateTime::now_utc() + time::Duration::seconds(s) },
+                OffsetDateTime::now_utc(),
+            )
+            .unwrap()
+    });
+    let outcomes = join_all(twins.into_iter().map(|t| r.store.commit(t))).await;
+    assert_eq!(outcomes.iter().filter(|o| matches!(o, Ok(Commit::Applied(_)))).count(), 1, "{outcomes:?}");
+    assert_eq!(outcomes.iter().filter(|o| matches!(o, Ok(Commit::Stale(_)))).count(), 1, "{outcomes:?}");
+}
