@@ -79,8 +79,8 @@ pub struct JobDriver {
 enum Done {
     /// A claim of due jobs.
     Claimed(Result<Vec<Job>, StoreError>),
-    /// A renewal of leases; the jobs still held.
-    Renewed(Result<Vec<JobId>, StoreError>),
+    /// A renewal of the leases of the jobs sent; those still held.
+    Renewed(Vec<JobId>, Result<Vec<JobId>, StoreError>),
     /// A job's step ended; the job to keep holding, if any.
     Stepped(JobId, Option<Box<Job>>),
     /// A job changed elsewhere; whether it is final now.
@@ -121,14 +121,18 @@ impl Held {
         self.schedule.first().map(|(at, _)| *at)
     }
 
-    /// Lets go of every waiting job not in `kept`. A job being advanced is let go when its step
-    /// ends, if it was not kept.
-    fn release_all_but(&mut self, kept: &[JobId]) {
-        let kept: HashSet<_> = kept.iter().collect();
-        self.jobs.retain(|id, _| kept.contains(id));
-        let jobs = &self.jobs;
-        self.schedule.retain(|(_, id)| jobs.contains_key(id));
-        self.lost.extend(self.advancing.iter().filter(|id| !kept.contains(id)));
+    /// Lets go of the jobs of a renewal that the store no longer counts as this driver's; jobs
+    /// claimed since the renewal was sent are not concerned. A job being advanced is let go
+    /// when its step ends.
+    fn release_unrenewed(&mut self, sent: &[JobId], renewed: &[JobId]) {
+        let renewed: HashSet<_> = renewed.iter().collect();
+        for id in sent.iter().filter(|id| !renewed.contains(id)) {
+            if self.advancing.contains(id) {
+                self.lost.insert(*id);
+            } else {
+                self.forget(*id);
+            }
+        }
     }
 
     fn forget(&mut self, id: JobId) {
@@ -180,7 +184,13 @@ impl JobDriver {
                 renewing = true;
                 let ids = held.all_ids();
                 let until = now + self.settings.lease;
-                work.push(async move { Done::Renewed(self.ports.jobs.renew_leases(ids, now, until).await) }.boxed());
+                work.push(
+                    async move {
+                        let renewed = self.ports.jobs.renew_leases(ids.clone(), now, until).await;
+                        Done::Renewed(ids, renewed)
+                    }
+                    .boxed(),
+                );
             }
             while advancing < self.settings.max_in_flight {
                 let Some(job) = held.take_due(now) else { break };
@@ -227,11 +237,11 @@ impl JobDriver {
                         Err(e) => tracing::warn!(error = %e, "could not claim due jobs"),
                     }
                 }
-                Some(Done::Renewed(renewed)) => {
+                Some(Done::Renewed(sent, renewed)) => {
                     renewing = false;
                     next_renewal = now + self.settings.lease / 3;
                     match renewed {
-                        Ok(still_open) => held.release_all_but(&still_open),
+                        Ok(still_open) => held.release_unrenewed(&sent, &still_open),
                         Err(e) => {
                             tracing::warn!(error = %e, "could not renew leases; other replicas may take jobs over")
                         }

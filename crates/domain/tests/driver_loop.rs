@@ -1,0 +1,151 @@
+//! The driver's loop over the in-memory store and the in-process event hub, with a scripted
+//! provider: it claims, advances and lets go of jobs on its own.
+
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use genjobs_domain::catalog::{Catalog, Modality};
+use genjobs_domain::credits::Credits;
+use genjobs_domain::ids::{ApiKey, JobId, UserId};
+use genjobs_domain::job::{Job, JobState, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef};
+use genjobs_domain::ports::*;
+use genjobs_domain::request::GenerationRequest;
+use genjobs_domain::usecases::{DriverSettings, JobDriver, Ports};
+use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
+use genjobs_store_memory::MemoryStore;
+use time::OffsetDateTime;
+
+struct Setup {
+    store: Arc<MemoryStore>,
+    events: Arc<EventHub>,
+    user: UserId,
+    status_calls: Arc<AtomicU64>,
+}
+
+fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
+    let store = Arc::new(MemoryStore::new());
+    let events = Arc::new(EventHub::new());
+    let status_calls = Arc::new(AtomicU64::new(0));
+    let mut upstream = MockUpstreamProvider::new();
+    upstream.expect_submit().returning(|id, _| {
+        Ok(UpstreamRef {
+            request_id: id.to_string(),
+            status_url: "s".into(),
+            response_url: "r".into(),
+            cancel_url: "c".into(),
+        })
+    });
+    let calls = Arc::clone(&status_calls);
+    upstream.expect_status().returning(move |_, _| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok(status)
+    });
+    upstream.expect_result().returning(|_, _, _| {
+        Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])
+    });
+    let ports = Ports {
+        jobs: store.clone(),
+        accounts: store.clone(),
+        upstream: Arc::new(upstream),
+        events: events.clone(),
+        rate_limiter: Arc::new(TokenBucketLimiter::new()),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+    };
+    let settings = DriverSettings {
+        lease: Duration::from_millis(600),
+        ..DriverSettings::new(Duration::from_millis(20), Duration::from_secs(60))
+    };
+    let driver = JobDriver::new(ports, Arc::new(Catalog::builtin().unwrap()), settings);
+    (Setup { store, events, user: UserId::new_at(OffsetDateTime::now_utc()), status_calls }, driver)
+}
+
+async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
+    let key = ApiKey::generate();
+    let limits = Limits { rate_limit_per_minute: 1000, max_concurrent_jobs: 1000 };
+    let stored = StoredKey::of(&key, setup.user, OffsetDateTime::now_utc());
+    setup.store.create_user(setup.user, "u".into(), Credits::new(10_000), limits, stored).await.unwrap();
+    let catalog = Catalog::builtin().unwrap();
+    let request = GenerationRequest::parse(Modality::Image, &serde_json::json!({"prompt": "p"}), &catalog).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let now = OffsetDateTime::now_utc();
+        let (job, _) = Job::accept(
+            JobId::new_at(now),
+            setup.user,
+            request.model.clone(),
+            Modality::Image,
+            request.input.clone(),
+            Credits::new(4),
+            now,
+        );
+        ids.push(job.id);
+        setup.store.accept(job, None, now).await.unwrap();
+    }
+    ids
+}
+
+async fn states(setup: &Setup, ids: &[JobId]) -> Vec<JobState> {
+    let mut states = Vec::new();
+    for id in ids {
+        states.push(setup.store.job(*id).await.unwrap().unwrap().state);
+    }
+    states
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_drives_every_job_to_its_end_and_settles_it() {
+    let (setup, driver) = setup(UpstreamStatus::Completed);
+    let ids = accept(&setup, 40).await;
+    let running = tokio::spawn(async move { driver.run().await });
+    let mut done = false;
+    for _ in 0..100 {
+        if states(&setup, &ids).await.iter().all(|s| *s == JobState::Succeeded) {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    running.abort();
+    assert!(done, "{:?}", states(&setup, &ids).await);
+    let account = setup.store.account(setup.user).await.unwrap().unwrap();
+    assert_eq!(
+        (account.active_jobs, account.balances.held, account.balances.spent),
+        (0, Credits::ZERO, Credits::new(160))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_canceled_while_held_stops_being_polled_at_once() {
+    let (setup, driver) = setup(UpstreamStatus::Running { percent: Some(10) });
+    let ids = accept(&setup, 1).await;
+    let running = tokio::spawn(async move { driver.run().await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(setup.status_calls.load(Ordering::SeqCst) > 3, "the job is being polled");
+
+    let job = setup.store.job(ids[0]).await.unwrap().unwrap();
+    let cancel = job.apply(Trigger::Cancel, OffsetDateTime::now_utc()).unwrap();
+    assert!(matches!(setup.store.commit(cancel).await.unwrap(), Commit::Applied(_)));
+    setup.events.publish(ids[0]).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let after_cancel = setup.status_calls.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.abort();
+    assert_eq!(setup.status_calls.load(Ordering::SeqCst), after_cancel, "polled after the cancel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_job_keeps_its_lease_and_is_not_claimed_twice() {
+    let (setup, driver) = setup(UpstreamStatus::Running { percent: Some(10) });
+    let ids = accept(&setup, 3).await;
+    let running = tokio::spawn(async move { driver.run().await });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let now = OffsetDateTime::now_utc();
+    let stolen = setup.store.claim_due(now, now + time::Duration::seconds(10), 10).await.unwrap();
+    running.abort();
+    assert!(stolen.is_empty(), "renewals kept the leases past their 600 ms: {} claimable", stolen.len());
+    assert_eq!(states(&setup, &ids).await, vec![JobState::Running; 3]);
+}
