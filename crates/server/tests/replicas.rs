@@ -70,31 +70,19 @@ fn sim() -> RunningSim {
     .unwrap()
 }
 
+async fn post_json(client: &reqwest::Client, url: String, bearer: &str, body: Value) -> Value {
+    client.post(url).bearer_auth(bearer).json(&body).send().await.unwrap().json().await.unwrap()
+}
+
 async fn create_user(client: &reqwest::Client, replica: &Replica, credits: u64) -> (String, String) {
-    let user: Value = client
-        .post(format!("{}/api/admin/users", replica.base))
-        .bearer_auth(ADMIN)
-        .json(&json!({"name": "r", "credits": credits, "max_concurrent_jobs": 20}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = json!({"name": "r", "credits": credits, "max_concurrent_jobs": 20});
+    let user = post_json(client, format!("{}/api/admin/users", replica.base), ADMIN, body).await;
     (user["id"].as_str().unwrap().to_owned(), user["api_key"].as_str().unwrap().to_owned())
 }
 
 async fn submit(client: &reqwest::Client, replica: &Replica, key: &str, prompt: &str) -> String {
-    let receipt: Value = client
-        .post(format!("{}/api/v1/images/generations", replica.base))
-        .bearer_auth(key)
-        .json(&json!({"prompt": prompt}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let url = format!("{}/api/v1/images/generations", replica.base);
+    let receipt = post_json(client, url, key, json!({"prompt": prompt})).await;
     receipt["job_id"].as_str().unwrap_or_else(|| panic!("no job id: {receipt}")).to_owned()
 }
 

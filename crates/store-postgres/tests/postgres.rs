@@ -202,13 +202,17 @@ async fn a_revoked_key_stops_working_on_every_replica_at_once() {
     b.keys.clear();
 }
 
+/// A user and two rate limiters on one database, as two replicas have.
+async fn two_limiters(db: &TestDatabase) -> (UserId, [PgRateLimiter; 2]) {
+    let (id, _) = user(&replica(db).store, 1, 1).await;
+    let limiter = || PgRateLimiter::new(pool(&db.settings()).unwrap());
+    (id, [limiter(), limiter()])
+}
+
 #[tokio::test]
 async fn two_replicas_share_one_rate_limit() {
     let db = TestDatabase::new().await;
-    let r = replica(&db);
-    let (id, _) = user(&r.store, 1, 1).await;
-    let limiters =
-        [PgRateLimiter::new(pool(&db.settings()).unwrap()), PgRateLimiter::new(pool(&db.settings()).unwrap())];
+    let (id, limiters) = two_limiters(&db).await;
     let mut allowed = 0;
     let mut retry_after = Duration::ZERO;
     for i in 0..12 {
@@ -328,10 +332,7 @@ async fn a_database_outage_is_unavailable_and_the_store_recovers_by_itself() {
 #[tokio::test]
 async fn leased_tokens_never_let_two_replicas_past_the_limit_together() {
     let db = TestDatabase::new().await;
-    let r = replica(&db);
-    let (id, _) = user(&r.store, 1, 1).await;
-    let limiters =
-        [PgRateLimiter::new(pool(&db.settings()).unwrap()), PgRateLimiter::new(pool(&db.settings()).unwrap())];
+    let (id, limiters) = two_limiters(&db).await;
     let mut allowed = 0;
     for i in 0..300 {
         if limiters[i % 2].acquire(id, 120).await.unwrap() == RateDecision::Allowed {
