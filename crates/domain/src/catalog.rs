@@ -4,56 +4,17 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::credits::Credits;
 use crate::ids::ModelId;
-use crate::request::GenerationInput;
-
-/// Kinds of media a model produces. Only `video` and `image` models exist at present; the others
-/// are accepted as a filter so that clients can ask for them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Modality {
-    /// Video generation.
-    Video,
-    /// Image generation.
-    Image,
-    /// Audio generation.
-    Audio,
-    /// Music generation.
-    Music,
-    /// Speech synthesis.
-    Speech,
-    /// 3D asset generation.
-    #[serde(rename = "3d")]
-    ThreeD,
-}
-
-impl Modality {
-    /// Parses the lowercase name used in the API.
-    #[must_use]
-    pub fn parse(text: &str) -> Option<Modality> {
-        serde_json::from_value(Value::String(text.to_owned())).ok()
-    }
-
-    /// The lowercase name used in the API.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Modality::Video => "video",
-            Modality::Image => "image",
-            Modality::Audio => "audio",
-            Modality::Music => "music",
-            Modality::Speech => "speech",
-            Modality::ThreeD => "3d",
-        }
-    }
-}
+use crate::input::GenerationInput;
+use crate::modality::Modality;
+use crate::output::OutputItem;
 
 /// One form field of a model, as the models endpoint shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Field {
     /// camelCase name of the body key (`aspectRatio` for `aspect_ratio`).
@@ -63,27 +24,27 @@ pub struct Field {
     /// One of `text`, `textarea`, `number`, `select`, `image-url`.
     pub kind: FieldKind,
     /// Whether the client must fill it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub required: Option<bool>,
     /// Hint text for an empty field.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub placeholder: Option<String>,
     /// The value used when the client sends none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub default: Option<Value>,
     /// Choices of a `select` field.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub options: Option<Vec<FieldOption>>,
     /// Lower bound of a `number` field (kept as written: `4`, not `4.0`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub min: Option<serde_json::Number>,
     /// Upper bound of a `number` field.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub max: Option<serde_json::Number>,
 }
 
 /// How a client draws a field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FieldKind {
     /// One line of text.
@@ -99,7 +60,7 @@ pub enum FieldKind {
 }
 
 /// A choice of a `select` field.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldOption {
     /// The value sent in the body.
@@ -109,7 +70,7 @@ pub struct FieldOption {
 }
 
 /// Allowed and default video duration of a model, in whole seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DurationRange {
     /// Shortest duration.
@@ -121,7 +82,7 @@ pub struct DurationRange {
 }
 
 /// What a model costs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Price {
     /// Credits per image delivered.
@@ -132,7 +93,7 @@ pub enum Price {
 
 /// A body parameter's name at fal, and whether fal wants it as a string (some video endpoints take
 /// `"duration": "5"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
 pub enum ParamMapping {
     /// Sent as it is, under this name.
@@ -163,7 +124,7 @@ impl ParamMapping {
 }
 
 /// How reference images are passed to fal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageInputMapping {
     /// The name at fal, e.g. `image_url` or `image_urls`.
@@ -174,23 +135,23 @@ pub struct ImageInputMapping {
 }
 
 /// Where and how a model runs at fal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FalRoute {
     /// Endpoint id for text-only requests, e.g. `fal-ai/flux-pro/v1.1`.
     pub endpoint: String,
     /// Endpoint id used when `image_inputs` are given (image-to-video, edit), if it differs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub image_endpoint: Option<String>,
     /// Our body field (snake_case) to fal's parameter; fields not listed are not sent.
     pub params: BTreeMap<String, ParamMapping>,
     /// How `image_inputs` are passed; `None` when the model takes no images.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub image_inputs: Option<ImageInputMapping>,
 }
 
 /// A request in fal's terms: which endpoint, which body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct UpstreamInput {
     /// The fal endpoint id.
     pub endpoint: String,
@@ -232,7 +193,7 @@ impl FalRoute {
 }
 
 /// One model of the catalog.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Model {
     /// The id clients pass as `model`.
@@ -254,13 +215,13 @@ pub struct Model {
     /// Aspect ratio when the client sends none.
     pub default_aspect_ratio: String,
     /// Resolutions the model accepts; empty when it takes no `resolution`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub resolutions: Vec<String>,
     /// Resolution when the client sends none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub default_resolution: Option<String>,
     /// Duration limits of a video model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub duration_sec: Option<DurationRange>,
     /// How it maps onto fal.
     pub fal: FalRoute,
@@ -279,7 +240,7 @@ impl Model {
     /// What the delivered outputs cost: images delivered, or seconds of video delivered (the
     /// duration requested when the provider does not say), never more than what was held.
     #[must_use]
-    pub fn price_delivered(&self, input: &GenerationInput, outputs: &[crate::job::OutputItem]) -> Credits {
+    pub fn price_delivered(&self, input: &GenerationInput, outputs: &[OutputItem]) -> Credits {
         let held = self.price_to_hold(input);
         let delivered = match &self.price {
             Price::PerImage(each) => Credits::new(each * outputs.len() as u64),
@@ -328,7 +289,7 @@ pub enum CatalogError {
 }
 
 /// The models that can be requested.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Catalog {
     /// Every model, in listing order.
@@ -409,7 +370,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{OutputItem, OutputKind, OutputMeta};
+    use crate::output::{OutputKind, OutputMeta};
 
     fn input() -> GenerationInput {
         GenerationInput {
@@ -450,10 +411,10 @@ mod tests {
 
     #[test]
     fn duplicate_ids_are_refused() {
-        let catalog = Catalog::builtin().unwrap();
-        let mut doubled = catalog.clone();
-        doubled.models.push(catalog.models[0].clone());
-        let text = serde_json::to_string(&doubled).unwrap();
+        let mut file: Value = serde_json::from_str(BUILTIN).unwrap();
+        let models = file["models"].as_array_mut().unwrap();
+        models.push(models[0].clone());
+        let text = file.to_string();
         assert!(matches!(Catalog::from_json(&text), Err(CatalogError::Inconsistent { .. })));
     }
 

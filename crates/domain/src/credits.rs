@@ -2,11 +2,8 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 /// A whole number of credits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Credits(u64);
 
 impl Credits {
@@ -46,7 +43,7 @@ impl fmt::Display for Credits {
 
 /// One movement of credits for one job. Accepting a job holds; reaching a final state either
 /// settles (charges `actual`, releases the rest of `held`) or releases everything held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreditMovement {
     /// Available to held, at acceptance.
     Hold(Credits),
@@ -87,7 +84,7 @@ pub enum BalanceError {
 }
 
 /// Where an account's credits are. `available + held + spent` equals all credits ever granted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Balances {
     /// Free to hold for new jobs.
     pub available: Credits,

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
@@ -29,9 +28,8 @@ fn uuid_v7_at(at: OffsetDateTime) -> Uuid {
 macro_rules! uuid_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(Uuid);
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+                pub struct $name(Uuid);
 
         impl $name {
             /// A new time-ordered id (UUID v7) for something created at `at`.
@@ -79,7 +77,7 @@ uuid_id!(
 );
 
 /// A model id as found in the catalog, e.g. `seedance-2.0-fast`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
 #[serde(transparent)]
 pub struct ModelId(String);
 
@@ -150,8 +148,7 @@ impl fmt::Debug for ApiKey {
 }
 
 /// The first [`KEY_PREFIX_LEN`] characters of a key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeyPrefix(String);
 
 impl KeyPrefix {
@@ -175,7 +172,7 @@ impl fmt::Display for KeyPrefix {
 }
 
 /// SHA-256 of an API key; compared in constant time.
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy)]
 pub struct KeyHash([u8; 32]);
 
 impl KeyHash {

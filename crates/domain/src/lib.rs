@@ -27,7 +27,10 @@
 pub mod catalog;
 pub mod credits;
 pub mod ids;
+pub mod input;
 pub mod job;
+pub mod modality;
+pub mod output;
 pub mod ports;
 pub mod request;
 pub mod usecases;

@@ -10,10 +10,12 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use time::OffsetDateTime;
 
-use crate::catalog::{Modality, UpstreamInput};
+use crate::catalog::UpstreamInput;
 use crate::credits::{Balances, Credits};
 use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, UserId};
-use crate::job::{Job, OutputItem, Transition, UpstreamRef};
+use crate::job::{Job, Transition, UpstreamRef};
+use crate::modality::Modality;
+use crate::output::OutputItem;
 
 /// A store that cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

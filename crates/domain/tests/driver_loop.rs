@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use genjobs_domain::catalog::{Catalog, Modality};
+use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
-use genjobs_domain::job::{Job, JobState, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef};
+use genjobs_domain::job::{Job, JobState, Trigger, UpstreamRef};
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
-use genjobs_domain::request::GenerationRequest;
+use genjobs_domain::request::{GenerationDraft, GenerationRequest};
 use genjobs_domain::usecases::{DriverSettings, JobDriver, Ports};
 use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
@@ -69,7 +71,12 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
     let stored = StoredKey::of(&key, setup.user, OffsetDateTime::now_utc());
     setup.store.create_user(setup.user, "u".into(), Credits::new(10_000), limits, stored).await.unwrap();
     let catalog = Catalog::builtin().unwrap();
-    let request = GenerationRequest::parse(Modality::Image, &serde_json::json!({"prompt": "p"}), &catalog).unwrap();
+    let request = GenerationRequest::validate(
+        Modality::Image,
+        GenerationDraft { prompt: Some("p".into()), ..GenerationDraft::default() },
+        &catalog,
+    )
+    .unwrap();
     let mut ids = Vec::new();
     for _ in 0..n {
         let now = OffsetDateTime::now_utc();
@@ -82,7 +89,7 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
             Credits::new(4),
             now,
         );
-        ids.push(job.id);
+        ids.push(job.id());
         setup.store.accept(job, None, now).await.unwrap();
     }
     ids
@@ -91,7 +98,7 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
 async fn states(setup: &Setup, ids: &[JobId]) -> Vec<JobState> {
     let mut states = Vec::new();
     for id in ids {
-        states.push(setup.store.job(*id).await.unwrap().unwrap().state);
+        states.push(setup.store.job(*id).await.unwrap().unwrap().state());
     }
     states
 }

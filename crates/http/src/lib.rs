@@ -8,15 +8,16 @@
 //! - `body`: JSON bodies, with 415 / 413 / 400 in that order.
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
 //! - `routes`: one handler per endpoint.
-//! - `views`: the JSON shapes of responses, exactly as the spec writes them.
+//! - [`dto`]: the wire formats: request bodies read into domain types once (`try_into_domain`),
+//!   and the JSON shapes of responses, exactly as the spec writes them.
 //!
 //! No compression middleware is installed: it would buffer server-sent events.
 
 mod auth;
 mod body;
+pub mod dto;
 mod error;
 mod routes;
-mod views;
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -27,8 +28,8 @@ use genjobs_domain::ids::AdminToken;
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::Gateway;
 
+pub use dto::responses::iso;
 pub use error::ApiError;
-pub use views::iso;
 
 /// Settings of the edge itself.
 #[derive(Debug, Clone)]

@@ -7,22 +7,20 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, Responder, web};
 use actix_web_lab::sse;
 use futures_util::StreamExt;
-use genjobs_domain::catalog::Modality;
 use genjobs_domain::ids::{JobId, UserId};
-use genjobs_domain::request::{GenerationRequest, InvalidRequest};
-use genjobs_domain::usecases::{
-    IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT_SECS, NewUserRequest, Submission, parse_grant,
-    request_fingerprint,
-};
+use genjobs_domain::modality::Modality;
+use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::usecases::{IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT_SECS, Submission};
 
 use crate::AppState;
 use crate::auth::{Authenticated, Operator};
 use crate::body::read_json;
-use crate::error::ApiError;
-use crate::views::{
+use crate::dto::requests::{GenerationBody, GrantBody, NewUserBody, request_fingerprint};
+use crate::dto::responses::{
     AccountView, CancelView, CreatedUserView, DataView, EventView, JobPageView, JobView, ModelView, ReceiptView,
     UserView,
 };
+use crate::error::ApiError;
 
 type Query = web::Query<HashMap<String, String>>;
 type Handled = Result<HttpResponse, ApiError>;
@@ -69,7 +67,7 @@ async fn generate(
     payload: web::Payload,
 ) -> Handled {
     let body = read_json(&req, payload).await?;
-    let request = GenerationRequest::parse(modality, &body, state.gateway.catalog())?;
+    let request = GenerationBody::from_json(modality, &body)?.try_into_domain(modality, state.gateway.catalog())?;
     let idempotency = idempotency_key(&req)?.map(|key| (key, request_fingerprint(modality, &body)));
     let receipt = state
         .gateway
@@ -123,15 +121,15 @@ pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query:
     Ok(HttpResponse::Ok().json(JobPageView::from(&page)))
 }
 
-fn sse_event(event: &JobEvent) -> sse::Event {
+fn sse_event(event: &JobEvent) -> Result<sse::Event, serde_json::Error> {
     let name = match event {
         JobEvent::Progress(_) => "progress",
         JobEvent::Done(_) => "done",
         JobEvent::Error(_) => "error",
     };
     let id = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).to_string();
-    let data = serde_json::to_string(&EventView::from(event.job())).unwrap_or_default();
-    sse::Data::new(data).event(name).id(id).into()
+    let data = serde_json::to_string(&EventView::from(event.job()))?;
+    Ok(sse::Data::new(data).event(name).id(id).into())
 }
 
 /// `GET /api/v1/jobs/:id/stream`
@@ -144,8 +142,12 @@ pub async fn stream_job(
     let id = job_id(&path)?;
     let events = state.gateway.job_events(&caller.0, id).await?;
     let lifetime = tokio::time::sleep(state.settings.stream_max);
-    let stream = events.map(|event| sse_event(&event)).take_until(lifetime);
-    let response = sse::Sse::from_infallible_stream(stream)
+    let stream = events
+        .map(move |event| {
+            sse_event(&event).inspect_err(|e| tracing::error!(job_id = %id, error = %e, "cannot serialize an event"))
+        })
+        .take_until(lifetime);
+    let response = sse::Sse::from_stream(stream)
         .with_keep_alive(state.settings.keep_alive)
         .with_retry_duration(state.settings.retry_hint);
     // Proxies such as nginx buffer responses unless told not to, which would hold events back.
@@ -187,7 +189,7 @@ pub async fn admin_create_user(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Handled {
-    let request = NewUserRequest::parse(&read_json(&req, payload).await?)?;
+    let request = NewUserBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
     let (account, key) = state.gateway.create_user(request).await?;
     Ok(HttpResponse::Created().json(CreatedUserView::new(&account, key.expose())))
 }
@@ -213,7 +215,7 @@ pub async fn admin_grant(
     payload: web::Payload,
 ) -> Handled {
     let user_id = user_id(&path)?;
-    let amount = parse_grant(&read_json(&req, payload).await?)?;
+    let amount = GrantBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
     let account = state.gateway.grant(user_id, amount).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&account)))
 }

@@ -3,16 +3,15 @@
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use genjobs_domain::catalog::Modality;
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{ApiKey, JobId, ModelId, UserId};
-use genjobs_domain::job::{
-    Job, JobError, JobErrorCode, JobState, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef,
-};
+use genjobs_domain::input::GenerationInput;
+use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, UpstreamRef};
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, AccountError, AccountStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey,
 };
-use genjobs_domain::request::GenerationInput;
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
@@ -120,9 +119,9 @@ pub async fn accept_holds_credits_and_counts_the_job<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let job = accepted(&*store, id, 30).await;
     assert_eq!(balances(&*store, id).await, (b(70, 30, 0), 1));
-    let stored = store.job(job.id).await.unwrap().expect("stored");
+    let stored = store.job(job.id()).await.unwrap().expect("stored");
     assert_eq!(stored, job);
-    assert_eq!(stored.input.extra, input().extra);
+    assert_eq!(stored.input().extra, input().extra);
 }
 
 /// A user short of credits and at the limit gets 402, not 429: credits are checked first.
@@ -191,7 +190,7 @@ pub async fn commit_applies_only_on_the_expected_version<S: Store>(store: Arc<S>
     let late_success = job.apply(success(20), now()).unwrap();
     assert!(matches!(store.commit(cancel).await.unwrap(), Commit::Applied(_)));
     match store.commit(late_success).await.unwrap() {
-        Commit::Stale(current) => assert_eq!(current.state, JobState::Canceled),
+        Commit::Stale(current) => assert_eq!(current.state(), JobState::Canceled),
         other => panic!("a late result after a cancel must not apply: {other:?}"),
     }
     assert_eq!(balances(&*store, id).await, (b(100, 0, 0), 0));
@@ -202,10 +201,10 @@ pub async fn success_settles_and_frees_a_slot<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let job = submitted(&*store, &accepted(&*store, id, 20).await).await;
     let running = step(&*store, &job, Trigger::UpstreamRunning { progress: 40, next_poll_at: now() }).await;
-    assert_eq!(store.job(job.id).await.unwrap().unwrap().progress, 40);
+    assert_eq!(store.job(job.id()).await.unwrap().unwrap().progress(), 40);
     let done = step(&*store, &running, success(15)).await;
-    assert_eq!(done.state, JobState::Succeeded);
-    assert_eq!(store.job(job.id).await.unwrap(), Some(done));
+    assert_eq!(done.state(), JobState::Succeeded);
+    assert_eq!(store.job(job.id()).await.unwrap(), Some(done));
     assert_eq!(balances(&*store, id).await, (b(85, 0, 15), 0));
 }
 
@@ -217,8 +216,8 @@ pub async fn failure_and_cancel_release_everything<S: Store>(store: Arc<S>) {
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
     let failed = step(&*store, &failing, Trigger::Failed { error }).await;
     let canceled = step(&*store, &canceling, Trigger::Cancel).await;
-    assert_eq!(failed.error.as_ref().map(|e| e.code), Some(JobErrorCode::UpstreamFailed));
-    assert_eq!(canceled.canceled_at, canceled.finished_at);
+    assert_eq!(failed.error().as_ref().map(|e| e.code), Some(JobErrorCode::UpstreamFailed));
+    assert_eq!(canceled.canceled_at(), canceled.finished_at());
     assert_eq!(balances(&*store, id).await, (b(100, 0, 0), 0));
 }
 
@@ -238,7 +237,7 @@ pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: A
     let t0 = now() + Duration::milliseconds(1);
     let lease = t0 + Duration::seconds(30);
     let first = store.claim_due(t0, lease, 10).await.unwrap();
-    assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![job.id]);
+    assert_eq!(first.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![job.id()]);
     assert!(store.claim_due(t0, lease, 10).await.unwrap().is_empty(), "leased jobs are not claimed twice");
 
     let attempted = step(&*store, &first[0], Trigger::SubmitStarted { next_poll_at: now() }).await;
@@ -253,7 +252,7 @@ pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: A
     let after_lease = lease + Duration::seconds(1);
     let again = store.claim_due(after_lease, after_lease + Duration::seconds(30), 10).await.unwrap();
     assert_eq!(again.len(), 1, "an expired lease makes the job claimable again");
-    assert!(!again[0].submit_attempted, "with what was committed meanwhile");
+    assert!(!again[0].submit_attempted(), "with what was committed meanwhile");
 }
 
 /// Renewing extends the leases the caller still has, and leaves out final jobs and leases that
@@ -266,18 +265,18 @@ pub async fn renewing_extends_only_live_leases_of_open_jobs<S: Store>(store: Arc
     let t0 = now() + Duration::milliseconds(1);
     let claimed = store.claim_due(t0, t0 + Duration::seconds(10), 10).await.unwrap();
     assert_eq!(claimed.len(), 3);
-    let held = |id: JobId| claimed.iter().find(|j| j.id == id).cloned().unwrap();
-    step(&*store, &held(finished.id), Trigger::Cancel).await;
+    let held = |id: JobId| claimed.iter().find(|j| j.id() == id).cloned().unwrap();
+    step(&*store, &held(finished.id()), Trigger::Cancel).await;
 
     let renewed = store
-        .renew_leases(vec![open.id, finished.id], t0 + Duration::seconds(5), t0 + Duration::seconds(60))
+        .renew_leases(vec![open.id(), finished.id()], t0 + Duration::seconds(5), t0 + Duration::seconds(60))
         .await
         .unwrap();
-    assert_eq!(renewed, vec![open.id]);
+    assert_eq!(renewed, vec![open.id()]);
     let late = t0 + Duration::seconds(11);
-    assert!(store.renew_leases(vec![expired.id], late, late + Duration::seconds(60)).await.unwrap().is_empty());
+    assert!(store.renew_leases(vec![expired.id()], late, late + Duration::seconds(60)).await.unwrap().is_empty());
     let reclaimed = store.claim_due(late, late + Duration::seconds(30), 10).await.unwrap();
-    assert_eq!(reclaimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![expired.id], "only the lease that ran out");
+    assert_eq!(reclaimed.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![expired.id()], "only the lease that ran out");
 }
 
 /// Final jobs and jobs due later are not claimed; `limit` bounds a claim.
@@ -295,7 +294,7 @@ pub async fn claim_skips_final_and_future_jobs<S: Store>(store: Arc<S>) {
     assert_eq!(claimed.len(), 2);
     let rest = store.claim_due(t, t + Duration::seconds(30), 10).await.unwrap();
     assert_eq!(rest.len(), 1);
-    assert!(claimed.iter().chain(&rest).all(|j| j.state == JobState::Queued && j.id != canceled.id));
+    assert!(claimed.iter().chain(&rest).all(|j| j.state() == JobState::Queued && j.id() != canceled.id()));
 }
 
 /// A user's jobs come newest first, paged by `before`, and never another user's.
@@ -307,13 +306,13 @@ pub async fn jobs_are_listed_newest_first_in_pages<S: Store>(store: Arc<S>) {
     let mut ids = Vec::new();
     for i in 0..5 {
         let job = new_job(id, 1, base + Duration::milliseconds(i));
-        ids.push(job.id);
+        ids.push(job.id());
         store.accept(job, None, now()).await.expect("accept");
     }
     ids.reverse();
-    let page1: Vec<_> = store.jobs_of(id, None, 3).await.unwrap().iter().map(|j| j.id).collect();
+    let page1: Vec<_> = store.jobs_of(id, None, 3).await.unwrap().iter().map(|j| j.id()).collect();
     assert_eq!(page1, ids[..3]);
-    let page2: Vec<_> = store.jobs_of(id, Some(ids[2]), 3).await.unwrap().iter().map(|j| j.id).collect();
+    let page2: Vec<_> = store.jobs_of(id, Some(ids[2]), 3).await.unwrap().iter().map(|j| j.id()).collect();
     assert_eq!(page2, ids[3..]);
 }
 
@@ -386,7 +385,7 @@ pub async fn concurrent_accepts_and_finishes_keep_every_invariant<S: Store>(stor
     let applied: usize = join_all(tasks).await.into_iter().map(|r| r.expect("task")).sum();
     let accepted_jobs = store.jobs_of(id, None, 1000).await.unwrap();
     assert_eq!(applied, accepted_jobs.len(), "exactly one final transition per job");
-    assert!(accepted_jobs.iter().all(|j| j.state.is_final()));
+    assert!(accepted_jobs.iter().all(|j| j.state().is_final()));
     let (balances, active) = balances(&*store, id).await;
     assert_eq!(active, 0);
     assert_eq!(balances, b(200, 0, 0));

@@ -83,8 +83,8 @@ impl State {
     }
 
     fn index(&mut self, job: &Job) {
-        if let (false, Some(at)) = (job.state.is_final(), job.next_poll_at) {
-            self.due.insert((at, job.id));
+        if let (false, Some(at)) = (job.state().is_final(), job.next_poll_at()) {
+            self.due.insert((at, job.id()));
         }
     }
 
@@ -178,7 +178,7 @@ impl JobStore for MemoryStore {
         let mut state = self.state();
         state.prune_idempotency(now);
         if let Some(claim) = &idempotency {
-            let slot = (job.user_id, claim.key.clone());
+            let slot = (job.user_id(), claim.key.clone());
             if let Some(record) = state.idempotency.get(&slot).filter(|r| now - r.created_at < IDEMPOTENCY_RETENTION) {
                 if record.fingerprint != claim.fingerprint {
                     return Err(AcceptError::IdempotencyConflict);
@@ -191,8 +191,8 @@ impl JobStore for MemoryStore {
                 return Ok(Accepted::Replayed(original));
             }
         }
-        let user = state.users.get_mut(&job.user_id).ok_or(AcceptError::UnknownUser)?;
-        let balances = match user.balances.apply(CreditMovement::Hold(job.credits_held)) {
+        let user = state.users.get_mut(&job.user_id()).ok_or(AcceptError::UnknownUser)?;
+        let balances = match user.balances.apply(CreditMovement::Hold(job.credits_held())) {
             Ok(b) => b,
             Err(BalanceError::Insufficient { needed, available }) => {
                 return Err(AcceptError::InsufficientCredits { needed, available });
@@ -206,13 +206,13 @@ impl JobStore for MemoryStore {
         user.active_jobs += 1;
         if let Some(claim) = idempotency {
             state.idempotency.insert(
-                (job.user_id, claim.key),
-                IdempotencyRecord { fingerprint: claim.fingerprint, job_id: job.id, created_at: now },
+                (job.user_id(), claim.key),
+                IdempotencyRecord { fingerprint: claim.fingerprint, job_id: job.id(), created_at: now },
             );
         }
-        state.jobs_by_user.entry(job.user_id).or_default().insert(job.id);
+        state.jobs_by_user.entry(job.user_id()).or_default().insert(job.id());
         state.index(&job);
-        state.jobs.insert(job.id, JobRow { job: job.clone(), lease_until: None });
+        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until: None });
         Ok(Accepted::Created(job))
     }
 
@@ -234,34 +234,35 @@ impl JobStore for MemoryStore {
 
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
         let mut state = self.state();
-        let Some(row) = state.jobs.get(&transition.job.id).cloned() else {
+        let Some(row) = state.jobs.get(&transition.job().id()).cloned() else {
             return Ok(Commit::Missing);
         };
-        if row.job.version != transition.expected_version {
+        if row.job.version() != transition.expected_version() {
             return Ok(Commit::Stale(row.job));
         }
-        let job = transition.job;
+        let (movement, frees_slot) = (transition.movement(), transition.frees_slot());
+        let job = transition.into_job();
         let user =
-            state.users.get_mut(&job.user_id).ok_or_else(|| StoreError::Internal("job without its user".into()))?;
-        if let Some(movement) = transition.movement {
+            state.users.get_mut(&job.user_id()).ok_or_else(|| StoreError::Internal("job without its user".into()))?;
+        if let Some(movement) = movement {
             user.balances = user.balances.apply(movement).map_err(inconsistent)?;
         }
-        if job.state.is_final() && !row.job.state.is_final() {
+        if frees_slot {
             user.active_jobs = user.active_jobs.saturating_sub(1);
         }
-        if let Some(at) = row.job.next_poll_at {
-            state.due.remove(&(at, row.job.id));
+        if let Some(at) = row.job.next_poll_at() {
+            state.due.remove(&(at, row.job.id()));
         }
-        if row.lease_until.is_none() || job.state.is_final() {
+        if row.lease_until.is_none() || job.state().is_final() {
             state.index(&job);
         }
-        if job.state.is_final()
+        if job.state().is_final()
             && let Some(until) = row.lease_until
         {
-            state.leased.remove(&(until, job.id));
+            state.leased.remove(&(until, job.id()));
         }
-        let lease_until = if job.state.is_final() { None } else { row.lease_until };
-        state.jobs.insert(job.id, JobRow { job: job.clone(), lease_until });
+        let lease_until = if job.state().is_final() { None } else { row.lease_until };
+        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until });
         Ok(Commit::Applied(job))
     }
 
@@ -304,7 +305,7 @@ impl JobStore for MemoryStore {
         let mut open = Vec::with_capacity(jobs.len());
         for id in jobs {
             let Some(row) = state.jobs.get_mut(&id) else { continue };
-            let Some(previous) = row.lease_until.filter(|until| *until > now && !row.job.state.is_final()) else {
+            let Some(previous) = row.lease_until.filter(|until| *until > now && !row.job.state().is_final()) else {
                 continue;
             };
             row.lease_until = Some(lease_until);

@@ -1,12 +1,17 @@
-//! Rows as diesel reads and writes them, and their conversion to and from domain types.
+//! Rows as diesel reads and writes them, and their conversion to and from domain types. The jsonb
+//! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
-use genjobs_domain::catalog::Modality;
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{JobId, KeyHash, ModelId, UserId};
-use genjobs_domain::job::{Job, JobState};
+use genjobs_domain::input::GenerationInput;
+use genjobs_domain::job::{Job, JobError, JobErrorCode, JobRecord, JobState, UpstreamRef};
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{Account, Limits, StoreError};
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -82,11 +87,11 @@ fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(format!("stored {what} cannot be read: {detail}"))
 }
 
-fn json<T: serde::Serialize>(value: &T) -> Result<Value, StoreError> {
-    serde_json::to_value(value).map_err(|e| StoreError::Internal(e.to_string()))
+fn to_jsonb<T: Serialize>(value: &T) -> Result<Value, StoreError> {
+    serde_json::to_value(value).map_err(|e| StoreError::Internal(format!("cannot serialize a job column: {e}")))
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(what: &str, value: Value) -> Result<T, StoreError> {
+fn from_jsonb<T: DeserializeOwned>(what: &str, value: Value) -> Result<T, StoreError> {
     serde_json::from_value(value).map_err(|e| corrupt(what, e))
 }
 
@@ -100,55 +105,227 @@ pub(crate) fn amount(credits: Credits) -> Result<i64, StoreError> {
 
 impl JobRow {
     pub(crate) fn from_job(job: &Job) -> Result<Self, StoreError> {
+        let r = job.record();
         Ok(Self {
-            id: job.id.as_uuid(),
-            user_id: job.user_id.as_uuid(),
-            model: job.model.to_string(),
-            modality: job.modality.as_str().to_owned(),
-            state: job.state.as_str().to_owned(),
-            progress: i16::from(job.progress),
-            outputs: job.outputs.as_ref().map(json).transpose()?,
-            error: job.error.as_ref().map(json).transpose()?,
-            created_at: job.created_at,
-            started_at: job.started_at,
-            finished_at: job.finished_at,
-            canceled_at: job.canceled_at,
-            credits_held: amount(job.credits_held)?,
-            credits_actual: job.credits_actual.map(amount).transpose()?,
-            input: json(&job.input)?,
-            upstream: job.upstream.as_ref().map(json).transpose()?,
-            submit_attempted: job.submit_attempted,
-            next_poll_at: job.next_poll_at,
-            poll_failures: i32::try_from(job.poll_failures).unwrap_or(i32::MAX),
-            version: i64::try_from(job.version).unwrap_or(i64::MAX),
+            id: r.id.as_uuid(),
+            user_id: r.user_id.as_uuid(),
+            model: r.model.to_string(),
+            modality: r.modality.as_str().to_owned(),
+            state: r.state.as_str().to_owned(),
+            progress: i16::from(r.progress),
+            outputs: r
+                .outputs
+                .as_ref()
+                .map(|items| to_jsonb(&items.iter().map(OutputJson::from).collect::<Vec<_>>()))
+                .transpose()?,
+            error: r.error.as_ref().map(|e| to_jsonb(&ErrorJson::from(e))).transpose()?,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            canceled_at: r.canceled_at,
+            credits_held: amount(r.credits_held)?,
+            credits_actual: r.credits_actual.map(amount).transpose()?,
+            input: to_jsonb(&InputJson::from(&r.input))?,
+            upstream: r.upstream.as_ref().map(|u| to_jsonb(&UpstreamJson::from(u))).transpose()?,
+            submit_attempted: r.submit_attempted,
+            next_poll_at: r.next_poll_at,
+            poll_failures: i32::try_from(r.poll_failures).unwrap_or(i32::MAX),
+            version: i64::try_from(r.version)
+                .map_err(|e| StoreError::Internal(format!("version out of range: {e}")))?,
             lease_until: None,
         })
     }
 
     pub(crate) fn into_job(self) -> Result<Job, StoreError> {
-        let state: JobState = from_json("state", Value::String(self.state))?;
-        Ok(Job {
+        let outputs = self
+            .outputs
+            .map(|v| from_jsonb::<Vec<OutputJson>>("outputs", v)?.into_iter().map(OutputJson::into_domain).collect())
+            .transpose()?;
+        let record = JobRecord {
             id: JobId::from_uuid(self.id),
             user_id: UserId::from_uuid(self.user_id),
             model: ModelId::new(self.model),
             modality: Modality::parse(&self.modality).ok_or_else(|| corrupt("modality", &self.modality))?,
-            state,
+            state: JobState::parse(&self.state).ok_or_else(|| corrupt("state", &self.state))?,
             progress: u8::try_from(self.progress).map_err(|e| corrupt("progress", e))?,
-            outputs: self.outputs.map(|v| from_json("outputs", v)).transpose()?,
-            error: self.error.map(|v| from_json("error", v)).transpose()?,
+            outputs,
+            error: self.error.map(|v| from_jsonb::<ErrorJson>("error", v)?.into_domain()).transpose()?,
             created_at: self.created_at,
             started_at: self.started_at,
             finished_at: self.finished_at,
             canceled_at: self.canceled_at,
             credits_held: credits(self.credits_held)?,
             credits_actual: self.credits_actual.map(credits).transpose()?,
-            input: from_json("input", self.input)?,
-            upstream: self.upstream.map(|v| from_json("upstream", v)).transpose()?,
+            input: from_jsonb::<InputJson>("input", self.input)?.into(),
+            upstream: self.upstream.map(|v| from_jsonb::<UpstreamJson>("upstream", v).map(Into::into)).transpose()?,
             submit_attempted: self.submit_attempted,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),
             version: u64::try_from(self.version).map_err(|e| corrupt("version", e))?,
+        };
+        Job::restore(record).map_err(|e| corrupt("job", e))
+    }
+}
+
+/// An output item as the `outputs` column keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+struct OutputJson {
+    url: String,
+    #[serde(rename = "type")]
+    kind: String,
+    meta: MetaJson,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct MetaJson {
+    content_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    height: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+}
+
+impl From<&OutputItem> for OutputJson {
+    fn from(item: &OutputItem) -> Self {
+        let m = &item.meta;
+        Self {
+            url: item.url.clone(),
+            kind: item.kind.as_str().to_owned(),
+            meta: MetaJson {
+                content_type: m.content_type.clone(),
+                width: m.width,
+                height: m.height,
+                duration_sec: m.duration_sec,
+                seed: m.seed,
+            },
+        }
+    }
+}
+
+impl OutputJson {
+    fn into_domain(self) -> Result<OutputItem, StoreError> {
+        let m = self.meta;
+        Ok(OutputItem {
+            url: self.url,
+            kind: OutputKind::parse(&self.kind).ok_or_else(|| corrupt("output type", &self.kind))?,
+            meta: OutputMeta {
+                content_type: m.content_type,
+                width: m.width,
+                height: m.height,
+                duration_sec: m.duration_sec,
+                seed: m.seed,
+            },
         })
+    }
+}
+
+/// A job's error as the `error` column keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+struct ErrorJson {
+    #[serde(rename = "type")]
+    kind: String,
+    code: String,
+    message: String,
+}
+
+impl From<&JobError> for ErrorJson {
+    fn from(e: &JobError) -> Self {
+        Self { kind: e.error_type().to_owned(), code: e.code.as_str().to_owned(), message: e.message.clone() }
+    }
+}
+
+impl ErrorJson {
+    fn into_domain(self) -> Result<JobError, StoreError> {
+        let code = JobErrorCode::parse(&self.code).ok_or_else(|| corrupt("error code", &self.code))?;
+        Ok(JobError::new(code, self.message))
+    }
+}
+
+/// A job's validated request as the `input` column keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+struct InputJson {
+    prompt: String,
+    #[serde(default)]
+    negative_prompt: Option<String>,
+    aspect_ratio: String,
+    #[serde(default)]
+    resolution: Option<String>,
+    #[serde(default)]
+    duration_sec: Option<u32>,
+    #[serde(default)]
+    n: Option<u8>,
+    #[serde(default)]
+    seed: Option<u32>,
+    #[serde(default)]
+    image_inputs: Vec<String>,
+    #[serde(default)]
+    extra: Option<Map<String, Value>>,
+}
+
+impl From<&GenerationInput> for InputJson {
+    fn from(i: &GenerationInput) -> Self {
+        Self {
+            prompt: i.prompt.clone(),
+            negative_prompt: i.negative_prompt.clone(),
+            aspect_ratio: i.aspect_ratio.clone(),
+            resolution: i.resolution.clone(),
+            duration_sec: i.duration_sec,
+            n: i.n,
+            seed: i.seed,
+            image_inputs: i.image_inputs.clone(),
+            extra: i.extra.clone(),
+        }
+    }
+}
+
+impl From<InputJson> for GenerationInput {
+    fn from(i: InputJson) -> Self {
+        Self {
+            prompt: i.prompt,
+            negative_prompt: i.negative_prompt,
+            aspect_ratio: i.aspect_ratio,
+            resolution: i.resolution,
+            duration_sec: i.duration_sec,
+            n: i.n,
+            seed: i.seed,
+            image_inputs: i.image_inputs,
+            extra: i.extra,
+        }
+    }
+}
+
+/// Where a job lives at the provider, as the `upstream` column keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+struct UpstreamJson {
+    request_id: String,
+    status_url: String,
+    response_url: String,
+    cancel_url: String,
+}
+
+impl From<&UpstreamRef> for UpstreamJson {
+    fn from(u: &UpstreamRef) -> Self {
+        Self {
+            request_id: u.request_id.clone(),
+            status_url: u.status_url.clone(),
+            response_url: u.response_url.clone(),
+            cancel_url: u.cancel_url.clone(),
+        }
+    }
+}
+
+impl From<UpstreamJson> for UpstreamRef {
+    fn from(u: UpstreamJson) -> Self {
+        Self {
+            request_id: u.request_id,
+            status_url: u.status_url,
+            response_url: u.response_url,
+            cancel_url: u.cancel_url,
+        }
     }
 }
 

@@ -95,10 +95,10 @@ impl JobCache {
         if entries.len() > 100_000 {
             entries.retain(|_, (at, _)| at.elapsed() < self.ttl);
         }
-        match entries.get(&job.id) {
-            Some((at, kept)) if kept.version > job.version && at.elapsed() < self.ttl => {}
+        match entries.get(&job.id()) {
+            Some((at, kept)) if kept.version() > job.version() && at.elapsed() < self.ttl => {}
             _ => {
-                entries.insert(job.id, (Instant::now(), job.clone()));
+                entries.insert(job.id(), (Instant::now(), job.clone()));
             }
         }
     }
@@ -205,8 +205,8 @@ impl PgStore {
     ) -> Result<Result<Accepted, Refusal>, StoreError> {
         let mut conn = self.conn().await?;
         let row = JobRow::from_job(job)?;
-        let held = amount(job.credits_held)?;
-        let user_id = job.user_id.as_uuid();
+        let held = amount(job.credits_held())?;
+        let user_id = job.user_id().as_uuid();
         let fresh_after = now - IDEMPOTENCY_RETENTION;
         let outcome = conn
             .transaction(async |conn| -> Result<Accepted, TxError<Refusal>> {
@@ -248,7 +248,7 @@ impl PgStore {
                 .execute(conn)
                 .await?;
                 if hold == 0 {
-                    let refusal = Self::refusal(conn, job.user_id, job.credits_held).await?;
+                    let refusal = Self::refusal(conn, job.user_id(), job.credits_held()).await?;
                     return Err(TxError::Refused(Refusal::Accept(refusal)));
                 }
                 diesel::insert_into(jobs::table).values(&row).execute(conn).await?;
@@ -345,7 +345,7 @@ impl PgStore {
             self.jobs_cache.put(&job);
             return Ok(Accepted::Created(job));
         }
-        Err(Self::refusal(&mut conn, job.user_id, job.credits_held).await.map_err(from_diesel)?)
+        Err(Self::refusal(&mut conn, job.user_id(), job.credits_held()).await.map_err(from_diesel)?)
     }
 
     fn movement_columns(movement: CreditMovement) -> Result<(&'static str, i64, i64, i64, i64), StoreError> {
@@ -409,16 +409,16 @@ impl JobStore for PgStore {
     }
 
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
-        let row = JobRow::from_job(&transition.job)?;
-        let expected = i64::try_from(transition.expected_version).unwrap_or(i64::MAX);
-        let becomes_final = transition.job.state.is_final();
-        let movement = transition.movement.map(Self::movement_columns).transpose()?;
+        let row = JobRow::from_job(transition.job())?;
+        let expected = i64::try_from(transition.expected_version()).unwrap_or(i64::MAX);
+        let frees_slot = transition.frees_slot();
+        let movement = transition.movement().map(Self::movement_columns).transpose()?;
         let (job_id, user_id) = (row.id, row.user_id);
         // A change that moves no credits joins a group commit (one statement for every change
         // waiting on the same flush); a recomputable one goes through connections that do not
         // wait for the disk. One that moves credits is a transaction of its own.
         let applied = match movement {
-            None if transition.recomputable => self.relaxed_group.commit(&self.relaxed, row, expected).await?,
+            None if transition.is_recomputable() => self.relaxed_group.commit(&self.relaxed, row, expected).await?,
             None => self.durable_group.commit(&self.pool, row, expected).await?,
             Some((kind, amount, released, held, spent)) => {
                 let update =
@@ -429,7 +429,7 @@ impl JobStore for PgStore {
                         if update.execute(conn).await? == 0 {
                             return Ok(false);
                         }
-                        let finished = i32::from(becomes_final);
+                        let finished = i32::from(frees_slot);
                         diesel::update(users::table.find(user_id))
                             .set((
                                 users::credits_available.eq(users::credits_available + released),
@@ -455,11 +455,12 @@ impl JobStore for PgStore {
                     .map_err(from_diesel)?
             }
         };
+        let job = transition.into_job();
         if applied {
-            self.jobs_cache.put(&transition.job);
-            return Ok(Commit::Applied(transition.job));
+            self.jobs_cache.put(&job);
+            return Ok(Commit::Applied(job));
         }
-        Ok(match Self::load_job(&mut *self.conn().await?, transition.job.id).await? {
+        Ok(match Self::load_job(&mut *self.conn().await?, job.id()).await? {
             Some(current) => {
                 self.jobs_cache.put(&current);
                 Commit::Stale(current)

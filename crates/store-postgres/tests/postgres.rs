@@ -12,9 +12,8 @@ use futures_util::StreamExt;
 use futures_util::future::join_all;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
-use genjobs_domain::job::{
-    Job, JobError, JobErrorCode, JobState, OutputItem, OutputKind, OutputMeta, Trigger, UpstreamRef,
-};
+use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, UpstreamRef};
+use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
 use genjobs_runtime::EventHub;
 use genjobs_store_postgres::test_support::{TestDatabase, eventually};
@@ -156,7 +155,8 @@ async fn the_database_refuses_a_second_final_movement_and_negative_balances() {
     let mut conn = r.store.pool().get().await.unwrap();
     let second = diesel::sql_query(format!(
         "INSERT INTO ledger (user_id, job_id, kind, amount, released) VALUES ('{}', '{}', 'settle', 10, 0)",
-        id, job.id
+        id,
+        job.id()
     ))
     .execute(&mut conn)
     .await;
@@ -352,11 +352,11 @@ async fn a_job_cached_on_one_replica_is_evicted_when_another_changes_its_state()
     let Accepted::Created(job) = a.store.accept(new_job(id, 10), None, OffsetDateTime::now_utc()).await.unwrap() else {
         panic!()
     };
-    assert_eq!(b.store.job(job.id).await.unwrap().unwrap().state, JobState::Queued, "now cached on b for a minute");
+    assert_eq!(b.store.job(job.id()).await.unwrap().unwrap().state(), JobState::Queued, "now cached on b for a minute");
     advance(&a.store, job.clone(), Trigger::Cancel).await.unwrap();
-    a.events.publish(job.id).await;
+    a.events.publish(job.id()).await;
     let seen = eventually(Duration::from_secs(3), async || {
-        b.store.job(job.id).await.unwrap().is_some_and(|j| j.state == JobState::Canceled)
+        b.store.job(job.id()).await.unwrap().is_some_and(|j| j.state() == JobState::Canceled)
     })
     .await;
     assert!(seen, "b kept serving the stale job");
@@ -377,7 +377,7 @@ async fn recomputable_and_durable_commits_both_apply() {
     let job = advance(&store, job, sent).await.unwrap();
     let running = Trigger::UpstreamRunning { progress: 30, next_poll_at: OffsetDateTime::now_utc() };
     let job = advance(&store, job, running).await.unwrap();
-    assert_eq!(store.job(job.id).await.unwrap().unwrap().progress, 30);
+    assert_eq!(store.job(job.id()).await.unwrap().unwrap().progress(), 30);
     advance(&store, job, success(10)).await.unwrap();
     assert_eq!(store.account(id).await.unwrap().unwrap().balances.spent, Credits::new(10));
 }

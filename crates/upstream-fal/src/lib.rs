@@ -14,9 +14,11 @@ mod outputs;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use genjobs_domain::catalog::{Modality, UpstreamInput};
+use genjobs_domain::catalog::UpstreamInput;
 use genjobs_domain::ids::JobId;
-use genjobs_domain::job::{OutputItem, UpstreamRef};
+use genjobs_domain::job::UpstreamRef;
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;

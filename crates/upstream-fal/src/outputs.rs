@@ -1,5 +1,5 @@
-use genjobs_domain::catalog::Modality;
-use genjobs_domain::job::{OutputItem, OutputKind, OutputMeta};
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use serde_json::Value;
 
 /// Reads fal's output shapes: `images: [..]`, `image: {..}`, `video: {..}`, `videos: [..]`, each

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use genjobs_domain::catalog::{Catalog, Modality, UpstreamInput};
+use genjobs_domain::catalog::{Catalog, UpstreamInput};
 use genjobs_domain::ids::JobId;
 use genjobs_domain::job::UpstreamRef;
+use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
-use genjobs_domain::request::GenerationRequest;
+use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
 use genjobs_upstream_fal::{FalConfig, FalUpstream};
 use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
@@ -107,8 +108,15 @@ fn job() -> JobId {
 
 fn flux_input() -> UpstreamInput {
     let catalog = Catalog::builtin().unwrap();
-    let body = json!({"prompt": "a fox", "n": 2, "seed": 5, "image_inputs": ["https://img/ref.png"], "extra": {"raw": true, "seed": 6}});
-    let request = GenerationRequest::parse(Modality::Image, &body, &catalog).unwrap();
+    let draft = GenerationDraft {
+        prompt: Some("a fox".into()),
+        n: Some(WholeNumber::Exact(2)),
+        seed: Some(WholeNumber::Exact(5)),
+        image_inputs: Some(vec!["https://img/ref.png".into()]),
+        extra: json!({"raw": true, "seed": 6}).as_object().cloned(),
+        ..GenerationDraft::default()
+    };
+    let request = GenerationRequest::validate(Modality::Image, draft, &catalog).unwrap();
     catalog.model("flux-pro").unwrap().fal.upstream_input(&request.input)
 }
 

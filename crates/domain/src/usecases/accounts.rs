@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::Gateway;
 use crate::credits::Credits;
 use crate::ids::{ApiKey, KeyPrefix, UserId};
@@ -75,68 +73,59 @@ pub struct NewUserRequest {
     pub max_concurrent_jobs: Option<u32>,
 }
 
-fn object(body: &Value) -> Result<&serde_json::Map<String, Value>, InvalidRequest> {
-    body.as_object().ok_or_else(|| InvalidRequest::body("the body must be a JSON object"))
-}
-
-fn reject_unknown(map: &serde_json::Map<String, Value>, known: &[&str]) -> Result<(), InvalidRequest> {
-    match map.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(InvalidRequest::param(k, format!("unknown field `{k}`"))),
-        None => Ok(()),
-    }
-}
-
-fn positive_u32(map: &serde_json::Map<String, Value>, name: &str) -> Result<Option<u32>, InvalidRequest> {
-    match map.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .filter(|n| *n >= 1)
-            .map(Some)
-            .ok_or_else(|| InvalidRequest::param(name, format!("`{name}` must be a positive integer"))),
-    }
-}
+/// Longest user name, in characters after trimming.
+pub const MAX_USER_NAME_CHARS: usize = 200;
 
 impl NewUserRequest {
-    /// Validates the body.
+    /// Checks an operator's new user: a name of 1 to 200 characters (trimmed), an opening grant
+    /// that the ledger can count (at most `i64::MAX`), and limits of at least 1 where given.
     ///
     /// # Errors
     /// [`InvalidRequest`] naming the field at fault.
-    pub fn parse(body: &Value) -> Result<Self, InvalidRequest> {
-        let map = object(body)?;
-        reject_unknown(map, &["name", "credits", "rate_limit_per_minute", "max_concurrent_jobs"])?;
-        let name = match map.get("name") {
-            Some(Value::String(n)) if !n.trim().is_empty() && n.chars().count() <= 200 => n.trim().to_owned(),
-            _ => {
-                return Err(InvalidRequest::param("name", "`name` must be a string of 1 to 200 characters"));
-            }
+    pub fn validate(
+        name: &str,
+        credits: u64,
+        rate_limit_per_minute: Option<u64>,
+        max_concurrent_jobs: Option<u64>,
+    ) -> Result<Self, InvalidRequest> {
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > MAX_USER_NAME_CHARS {
+            return Err(InvalidRequest::param(
+                "name",
+                format!("`name` must be a string of 1 to {MAX_USER_NAME_CHARS} characters"),
+            ));
+        }
+        if i64::try_from(credits).is_err() {
+            return Err(InvalidRequest::param("credits", "`credits` must be a non-negative integer"));
+        }
+        let limit = |name: &str, value: Option<u64>| {
+            value
+                .map(|v| {
+                    u32::try_from(v)
+                        .ok()
+                        .filter(|v| *v >= 1)
+                        .ok_or_else(|| InvalidRequest::param(name, format!("`{name}` must be a positive integer")))
+                })
+                .transpose()
         };
-        let credits = map
-            .get("credits")
-            .and_then(Value::as_u64)
-            .filter(|c| i64::try_from(*c).is_ok())
-            .ok_or_else(|| InvalidRequest::param("credits", "`credits` must be a non-negative integer"))?;
         Ok(Self {
-            name,
+            name: name.to_owned(),
             credits: Credits::new(credits),
-            rate_limit_per_minute: positive_u32(map, "rate_limit_per_minute")?,
-            max_concurrent_jobs: positive_u32(map, "max_concurrent_jobs")?,
+            rate_limit_per_minute: limit("rate_limit_per_minute", rate_limit_per_minute)?,
+            max_concurrent_jobs: limit("max_concurrent_jobs", max_concurrent_jobs)?,
         })
     }
 }
 
-/// Validates the body of `POST /api/admin/users/{id}/credits`: `{amount}`, a non-zero integer.
+/// Checks an operator's grant: a non-zero number of credits, negative to take away.
 ///
 /// # Errors
-/// [`InvalidRequest`] naming `amount` or the unknown field.
-pub fn parse_grant(body: &Value) -> Result<i64, InvalidRequest> {
-    let map = object(body)?;
-    reject_unknown(map, &["amount"])?;
-    map.get("amount")
-        .and_then(Value::as_i64)
-        .filter(|a| *a != 0)
-        .ok_or_else(|| InvalidRequest::param("amount", "`amount` must be a non-zero integer"))
+/// [`InvalidRequest`] naming `amount`.
+pub fn validate_grant(amount: i64) -> Result<i64, InvalidRequest> {
+    if amount == 0 {
+        return Err(InvalidRequest::param("amount", "`amount` must be a non-zero integer"));
+    }
+    Ok(amount)
 }
 
 /// How often a new key is drawn when its prefix is taken (48 random bits make a second try rare).
@@ -265,33 +254,28 @@ impl Gateway {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
-    fn new_user_body_is_validated() {
-        let ok = NewUserRequest::parse(&json!({"name": "ada", "credits": 10, "max_concurrent_jobs": 2})).unwrap();
-        assert_eq!(ok.credits, Credits::new(10));
-        assert_eq!(ok.rate_limit_per_minute, None);
-        assert_eq!(ok.max_concurrent_jobs, Some(2));
-        for (body, param) in [
-            (json!({"credits": 1}), "name"),
-            (json!({"name": "", "credits": 1}), "name"),
-            (json!({"name": "a"}), "credits"),
-            (json!({"name": "a", "credits": -1}), "credits"),
-            (json!({"name": "a", "credits": 1, "rate_limit_per_minute": 0}), "rate_limit_per_minute"),
-            (json!({"name": "a", "credits": 1, "admin": true}), "admin"),
-        ] {
-            assert_eq!(NewUserRequest::parse(&body).unwrap_err().param.as_deref(), Some(param), "{body}");
+    fn new_user_is_validated() {
+        let ok = NewUserRequest::validate(" ada ", 10, None, Some(2)).unwrap();
+        assert_eq!((ok.name.as_str(), ok.credits), ("ada", Credits::new(10)));
+        assert_eq!((ok.rate_limit_per_minute, ok.max_concurrent_jobs), (None, Some(2)));
+        let refusals = [
+            (NewUserRequest::validate("", 1, None, None), "name"),
+            (NewUserRequest::validate(&"x".repeat(201), 1, None, None), "name"),
+            (NewUserRequest::validate("a", u64::MAX, None, None), "credits"),
+            (NewUserRequest::validate("a", 1, Some(0), None), "rate_limit_per_minute"),
+            (NewUserRequest::validate("a", 1, None, Some(u64::from(u32::MAX) + 1)), "max_concurrent_jobs"),
+        ];
+        for (result, param) in refusals {
+            assert_eq!(result.unwrap_err().param.as_deref(), Some(param));
         }
     }
 
     #[test]
-    fn grant_body_is_validated() {
-        assert_eq!(parse_grant(&json!({"amount": -5})), Ok(-5));
-        assert!(parse_grant(&json!({"amount": 0})).is_err());
-        assert!(parse_grant(&json!({"amount": 1.5})).is_err());
-        assert!(parse_grant(&json!({})).is_err());
+    fn a_grant_is_not_zero() {
+        assert_eq!(validate_grant(-5), Ok(-5));
+        assert!(validate_grant(0).is_err());
     }
 }

@@ -90,17 +90,17 @@ enum Done {
 /// The jobs a driver holds, by id and by next poll time, and those being advanced right now.
 #[derive(Default)]
 struct Held {
-    jobs: HashMap<JobId, Job>,
+    jobs: HashMap<JobId, (OffsetDateTime, Job)>,
     schedule: BTreeSet<(OffsetDateTime, JobId)>,
     advancing: HashSet<JobId>,
     lost: HashSet<JobId>,
 }
 
 impl Held {
-    fn keep(&mut self, mut job: Job, now: OffsetDateTime) {
-        let due = *job.next_poll_at.get_or_insert(now);
-        self.schedule.insert((due, job.id));
-        self.jobs.insert(job.id, job);
+    fn keep(&mut self, job: Job, now: OffsetDateTime) {
+        let due = job.next_poll_at().unwrap_or(now);
+        self.schedule.insert((due, job.id()));
+        self.jobs.insert(job.id(), (due, job));
     }
 
     fn take_due(&mut self, now: OffsetDateTime) -> Option<Job> {
@@ -110,7 +110,7 @@ impl Held {
         }
         self.schedule.remove(&first);
         self.advancing.insert(first.1);
-        self.jobs.remove(&first.1)
+        self.jobs.remove(&first.1).map(|(_, job)| job)
     }
 
     fn all_ids(&self) -> Vec<JobId> {
@@ -136,7 +136,7 @@ impl Held {
     }
 
     fn forget(&mut self, id: JobId) {
-        if let Some(due) = self.jobs.remove(&id).and_then(|job| job.next_poll_at) {
+        if let Some((due, _)) = self.jobs.remove(&id) {
             self.schedule.remove(&(due, id));
         }
     }
@@ -195,7 +195,7 @@ impl JobDriver {
             while advancing < self.settings.max_in_flight {
                 let Some(job) = held.take_due(now) else { break };
                 advancing += 1;
-                let id = job.id;
+                let id = job.id();
                 work.push(async move { Done::Stepped(id, self.advance(job).await.map(Box::new)) }.boxed());
             }
             // With every slot busy, a due job waits for a step to end, not for the clock.
@@ -260,19 +260,19 @@ impl JobDriver {
     /// Whether a job changed elsewhere is final (canceled, most likely), so that the driver
     /// stops polling it.
     async fn is_final(&self, id: JobId) -> bool {
-        matches!(self.ports.jobs.job(id).await, Ok(stored) if stored.as_ref().is_none_or(|job| job.state.is_final()))
+        matches!(self.ports.jobs.job(id).await, Ok(stored) if stored.as_ref().is_none_or(|job| job.state().is_final()))
     }
 
     /// Advances one held job by one step and commits what changed. Returns the job to keep
     /// holding (with its next poll time), or `None` when it is final or no longer this driver's.
     pub async fn advance(&self, job: Job) -> Option<Job> {
         let now = self.ports.clock.now();
-        if now - job.created_at >= self.settings.job_timeout {
+        if now - job.created_at() >= self.settings.job_timeout {
             let error = JobError::new(JobErrorCode::UpstreamTimeout, "the job did not finish in time");
             return self.commit(&job, Trigger::Failed { error }).await;
         }
-        match job.upstream.clone() {
-            None if job.submit_attempted => {
+        match job.upstream() {
+            None if job.submit_attempted() => {
                 let error = JobError::new(
                     JobErrorCode::UpstreamFailed,
                     "the submission was interrupted; it is not repeated so that it never runs twice",
@@ -281,16 +281,16 @@ impl JobDriver {
             }
             None => self.submit(job).await,
             Some(upstream) => {
-                let trigger = match self.ports.upstream.status(job.id, &upstream).await {
+                let trigger = match self.ports.upstream.status(job.id(), upstream).await {
                     Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(&job, 0) },
                     Ok(UpstreamStatus::Running { percent }) => Trigger::UpstreamRunning {
                         progress: self.progress(&job, percent),
                         next_poll_at: self.next_poll(&job, 0),
                     },
-                    Ok(UpstreamStatus::Completed) => self.result(&job, &upstream).await,
+                    Ok(UpstreamStatus::Completed) => self.result(&job, upstream).await,
                     Err(PollFailure::Transient(reason)) => {
-                        tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, %reason, "status poll failed; backing off");
-                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(&job, job.poll_failures + 1) }
+                        tracing::warn!(job_id = %job.id(), request_id = %upstream.request_id, %reason, "status poll failed; backing off");
+                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(&job, job.poll_failures() + 1) }
                     }
                     Err(PollFailure::Gone(reason)) => Trigger::Failed {
                         error: JobError::new(
@@ -305,21 +305,21 @@ impl JobDriver {
     }
 
     async fn submit(&self, job: Job) -> Option<Job> {
-        let Some(model) = self.catalog.model(job.model.as_str()) else {
+        let Some(model) = self.catalog.model(job.model().as_str()) else {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is no longer offered");
             return self.commit(&job, Trigger::Failed { error }).await;
         };
         let in_flight_until = self.ports.clock.now() + self.settings.lease;
         let job = self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await?;
-        let input = model.fal.upstream_input(&job.input);
-        let trigger = match self.ports.upstream.submit(job.id, &input).await {
+        let input = model.fal.upstream_input(job.input());
+        let trigger = match self.ports.upstream.submit(job.id(), &input).await {
             Ok(upstream) => {
-                tracing::info!(job_id = %job.id, request_id = %upstream.request_id, endpoint = %input.endpoint, "submitted upstream");
+                tracing::info!(job_id = %job.id(), request_id = %upstream.request_id, endpoint = %input.endpoint, "submitted upstream");
                 Trigger::Submitted { upstream, next_poll_at: self.now_plus_interval() }
             }
             Err(SubmitFailure::NotReached(reason)) => {
-                tracing::warn!(job_id = %job.id, %reason, "provider not reached; will submit again");
-                Trigger::SubmitNotReached { next_poll_at: self.next_poll(&job, job.poll_failures + 1) }
+                tracing::warn!(job_id = %job.id(), %reason, "provider not reached; will submit again");
+                Trigger::SubmitNotReached { next_poll_at: self.next_poll(&job, job.poll_failures() + 1) }
             }
             Err(SubmitFailure::Rejected(reason)) => Trigger::Failed {
                 error: JobError::new(
@@ -336,15 +336,15 @@ impl JobDriver {
 
     async fn result(&self, job: &Job, upstream: &crate::job::UpstreamRef) -> Trigger {
         let failed = |code, message: String| Trigger::Failed { error: JobError::new(code, message) };
-        match self.ports.upstream.result(job.id, upstream, job.modality).await {
+        match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
             Ok(outputs) if outputs.is_empty() => {
                 failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
             }
             Ok(outputs) => {
                 let credits_actual = self
                     .catalog
-                    .model(job.model.as_str())
-                    .map_or(job.credits_held, |m| m.price_delivered(&job.input, &outputs));
+                    .model(job.model().as_str())
+                    .map_or(job.credits_held(), |m| m.price_delivered(job.input(), &outputs));
                 Trigger::Succeeded { outputs, credits_actual }
             }
             Err(ResultFailure::Rejected(reason)) => {
@@ -357,8 +357,8 @@ impl JobDriver {
                 failed(JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
             }
             Err(ResultFailure::Transient(reason)) => {
-                tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, %reason, "result fetch failed; backing off");
-                Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job, job.poll_failures + 1) }
+                tracing::warn!(job_id = %job.id(), request_id = %upstream.request_id, %reason, "result fetch failed; backing off");
+                Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job, job.poll_failures() + 1) }
             }
         }
     }
@@ -371,7 +371,7 @@ impl JobDriver {
         if failures > 0 {
             return now + self.settings.poll_interval * (1u32 << failures.min(MAX_BACKOFF_EXPONENT));
         }
-        let due = job.next_poll_at.unwrap_or(now);
+        let due = job.next_poll_at().unwrap_or(now);
         let next = due + self.settings.poll_interval;
         if next > now { next } else { now + self.settings.poll_interval / 10 }
     }
@@ -386,8 +386,8 @@ impl JobDriver {
         if let Some(percent) = percent {
             return percent.min(MAX_RUNNING_PROGRESS);
         }
-        let typical = self.catalog.model(job.model.as_str()).map_or(FALLBACK_RUN_SECS, |m| m.typical_run_secs);
-        let started = job.started_at.unwrap_or_else(|| self.ports.clock.now());
+        let typical = self.catalog.model(job.model().as_str()).map_or(FALLBACK_RUN_SECS, |m| m.typical_run_secs);
+        let started = job.started_at().unwrap_or_else(|| self.ports.clock.now());
         let elapsed = (self.ports.clock.now() - started).as_seconds_f64().max(0.0);
         let estimate = (elapsed / f64::from(typical.max(1)) * 100.0).floor();
         estimate.min(f64::from(MAX_RUNNING_PROGRESS)) as u8
@@ -402,41 +402,41 @@ impl JobDriver {
         let transition = match job.apply(trigger, self.ports.clock.now()) {
             Ok(t) => t,
             Err(e) => {
-                tracing::info!(job_id = %job.id, trigger = name, reason = %e, "provider event discarded");
+                tracing::info!(job_id = %job.id(), trigger = name, reason = %e, "provider event discarded");
                 return None;
             }
         };
-        if transition.recomputable && transition.job.same_observable_state(job) {
-            return Some(Job { version: job.version, ..transition.job });
+        if transition.is_recomputable() && transition.job().same_observable_state(job) {
+            return Some(transition.into_unwritten_job());
         }
         let changes_state = transition.changes_state();
         match self.ports.jobs.commit(transition).await {
             Ok(Commit::Applied(stored)) => {
                 if changes_state {
                     tracing::info!(
-                        job_id = %stored.id,
-                        state = stored.state.as_str(),
-                        progress = stored.progress,
-                        credits_actual = ?stored.credits_actual.map(|c| c.get()),
-                        error_code = ?stored.error.as_ref().map(|e| e.code),
+                        job_id = %stored.id(),
+                        state = stored.state().as_str(),
+                        progress = stored.progress(),
+                        credits_actual = ?stored.credits_actual().map(|c| c.get()),
+                        error_code = ?stored.error().as_ref().map(|e| e.code),
                         "job {}", name
                     );
                 }
                 if changes_state {
-                    self.ports.events.publish(stored.id).await;
+                    self.ports.events.publish(stored.id()).await;
                 }
-                (!stored.state.is_final()).then_some(stored)
+                (!stored.state().is_final()).then_some(stored)
             }
             Ok(Commit::Stale(current)) => {
-                tracing::info!(job_id = %job.id, trigger = name, state = current.state.as_str(), "job changed meanwhile; provider event discarded");
+                tracing::info!(job_id = %job.id(), trigger = name, state = current.state().as_str(), "job changed meanwhile; provider event discarded");
                 None
             }
             Ok(Commit::Missing) => {
-                tracing::warn!(job_id = %job.id, "job vanished from the store");
+                tracing::warn!(job_id = %job.id(), "job vanished from the store");
                 None
             }
             Err(e) => {
-                tracing::warn!(job_id = %job.id, trigger = name, error = %e, "could not commit; the lease will run out and the step repeat");
+                tracing::warn!(job_id = %job.id(), trigger = name, error = %e, "could not commit; the lease will run out and the step repeat");
                 None
             }
         }

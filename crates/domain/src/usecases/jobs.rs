@@ -47,7 +47,7 @@ pub enum JobEvent {
 
 impl JobEvent {
     fn of(job: Job) -> Self {
-        match job.state {
+        match job.state() {
             JobState::Succeeded => JobEvent::Done(job),
             JobState::Failed | JobState::Canceled => JobEvent::Error(job),
             JobState::Queued | JobState::Running => JobEvent::Progress(job),
@@ -91,7 +91,7 @@ impl Gateway {
     async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
         match self.ports.jobs.job(id).await? {
             None => Err(JobQueryError::NotFound),
-            Some(job) if job.user_id != caller.user_id => Err(JobQueryError::Forbidden),
+            Some(job) if job.user_id() != caller.user_id => Err(JobQueryError::Forbidden),
             Some(job) => Ok(job),
         }
     }
@@ -111,7 +111,7 @@ impl Gateway {
     pub async fn wait_for_job(&self, caller: &Caller, id: JobId, wait: Duration) -> Result<Job, JobQueryError> {
         let mut changes = self.ports.events.subscribe(id);
         let job = self.owned_job(caller, id).await?;
-        if job.state.is_final() || wait.is_zero() {
+        if job.state().is_final() || wait.is_zero() {
             return Ok(job);
         }
         let deadline = self.ports.clock.now() + wait;
@@ -123,7 +123,7 @@ impl Gateway {
             let nap = Duration::try_from(remaining).unwrap_or_default().min(self.settings.poll_interval);
             self.next_change_or(&mut changes, nap).await;
             let job = self.owned_job(caller, id).await?;
-            if job.state.is_final() {
+            if job.state().is_final() {
                 return Ok(job);
             }
         }
@@ -181,7 +181,7 @@ impl Gateway {
             let transition = match job.apply(Trigger::Cancel, now) {
                 Ok(transition) => transition,
                 Err(TransitionError::AlreadyFinal(state)) => {
-                    return Ok(CancelReceipt { id, state, canceled_at: job.canceled_at.unwrap_or(now) });
+                    return Ok(CancelReceipt { id, state, canceled_at: job.canceled_at().unwrap_or(now) });
                 }
                 Err(e @ TransitionError::NotApplicable { .. }) => {
                     return Err(StoreError::Internal(e.to_string()).into());
@@ -189,10 +189,10 @@ impl Gateway {
             };
             match self.ports.jobs.commit(transition).await? {
                 Commit::Applied(job) => {
-                    tracing::info!(job_id = %id, credits_released = %job.credits_held, "job canceled");
+                    tracing::info!(job_id = %id, credits_released = %job.credits_held(), "job canceled");
                     self.ports.events.publish(id).await;
                     self.stop_upstream(&job).await;
-                    return Ok(CancelReceipt { id, state: job.state, canceled_at: job.canceled_at.unwrap_or(now) });
+                    return Ok(CancelReceipt { id, state: job.state(), canceled_at: job.canceled_at().unwrap_or(now) });
                 }
                 Commit::Stale(_) => continue,
                 Commit::Missing => return Err(JobQueryError::NotFound),
@@ -202,13 +202,13 @@ impl Gateway {
     }
 
     async fn stop_upstream(&self, job: &Job) {
-        if let (true, Some(upstream)) = (self.settings.upstream_cancel, &job.upstream) {
-            match self.ports.upstream.cancel(job.id, upstream).await {
+        if let (true, Some(upstream)) = (self.settings.upstream_cancel, &job.upstream()) {
+            match self.ports.upstream.cancel(job.id(), upstream).await {
                 Ok(()) => {
-                    tracing::info!(job_id = %job.id, request_id = %upstream.request_id, "upstream asked to cancel")
+                    tracing::info!(job_id = %job.id(), request_id = %upstream.request_id, "upstream asked to cancel")
                 }
                 Err(e) => {
-                    tracing::warn!(job_id = %job.id, request_id = %upstream.request_id, error = %e, "upstream cancel failed")
+                    tracing::warn!(job_id = %job.id(), request_id = %upstream.request_id, error = %e, "upstream cancel failed")
                 }
             }
         }
@@ -228,7 +228,7 @@ impl Gateway {
         let mut jobs = self.ports.jobs.jobs_of(caller.user_id, before, limit + 1).await?;
         let next = if jobs.len() > limit {
             jobs.truncate(limit);
-            jobs.last().map(|j| j.id)
+            jobs.last().map(|j| j.id())
         } else {
             None
         };
@@ -264,7 +264,7 @@ impl Watch {
                 }
                 Err(_) => return None,
             };
-            if job.state.is_final() {
+            if job.state().is_final() {
                 return Some(JobEvent::of(job));
             }
             if tick_due || gateway.ports.clock.now() >= self.next_tick {

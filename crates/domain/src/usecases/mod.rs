@@ -9,10 +9,10 @@ mod submit;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use accounts::{AdminError, AuthError, Caller, NewUserRequest, parse_grant};
+pub use accounts::{AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
 pub use driver::{DriverSettings, JobDriver};
 pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
-pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError, request_fingerprint};
+pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
 
 use crate::catalog::Catalog;
 use crate::ports::{AccountStore, Clock, IdSource, JobEvents, JobStore, Limits, RateLimiter, UpstreamProvider};

@@ -1,11 +1,8 @@
 //! Submitting a generation job: price it, then hold credits and insert it in one atomic step.
 
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use super::{Caller, Gateway};
-use crate::catalog::Modality;
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
 use crate::job::{Job, JobState};
@@ -36,23 +33,13 @@ impl IdempotencyKey {
     }
 }
 
-/// A fingerprint of a request body for idempotency: the endpoint and the canonical JSON of the
-/// body, so that key order and white space do not make two equal bodies differ.
-#[must_use]
-pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(endpoint.as_str().as_bytes());
-    hasher.update([0]);
-    hasher.update(body.to_string().as_bytes());
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A validated submission.
 #[derive(Debug, Clone)]
 pub struct Submission {
     /// The validated request.
     pub request: GenerationRequest,
-    /// The idempotency key and the request's fingerprint, when the client sent a key.
+    /// The idempotency key and a fingerprint of the request as the client sent it (equal
+    /// requests, equal fingerprints), when the client sent a key.
     pub idempotency: Option<(IdempotencyKey, String)>,
 }
 
@@ -74,11 +61,11 @@ pub struct Receipt {
 impl Receipt {
     fn of(job: &Job) -> Self {
         Self {
-            job_id: job.id,
+            job_id: job.id(),
             state: JobState::Queued,
-            model: job.model.clone(),
-            created_at: job.created_at,
-            credits_held: job.credits_held,
+            model: job.model().clone(),
+            created_at: job.created_at(),
+            credits_held: job.credits_held(),
         }
     }
 }
@@ -132,11 +119,11 @@ impl Gateway {
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         match self.ports.jobs.accept(job, claim, now).await {
             Ok(Accepted::Created(job)) => {
-                tracing::info!(job_id = %job.id, user_id = %job.user_id, model = %job.model, credits_held = %job.credits_held, "job accepted");
+                tracing::info!(job_id = %job.id(), user_id = %job.user_id(), model = %job.model(), credits_held = %job.credits_held(), "job accepted");
                 Ok(Receipt::of(&job))
             }
             Ok(Accepted::Replayed(job)) => {
-                tracing::info!(job_id = %job.id, "idempotent retry answered with the original receipt");
+                tracing::info!(job_id = %job.id(), "idempotent retry answered with the original receipt");
                 Ok(Receipt::of(&job))
             }
             Err(AcceptError::InsufficientCredits { needed, available }) => {

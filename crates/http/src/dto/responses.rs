@@ -1,19 +1,89 @@
 //! The JSON shapes of responses, kept apart from the domain types so that the API stays exactly
-//! as the spec writes it whatever the domain keeps internally.
+//! as the spec writes it whatever the domain keeps internally. No view embeds a domain type.
 
-use genjobs_domain::catalog::{Field, Model};
-use genjobs_domain::job::{Job, JobError, OutputItem};
+use genjobs_domain::catalog::{Field, FieldKind, FieldOption, Model};
+use genjobs_domain::job::{Job, JobError};
+use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::Account;
 use genjobs_domain::usecases::{CancelReceipt, JobListing, Receipt};
 use serde::Serialize;
+use serde_json::Value;
 use time::OffsetDateTime;
-use time::macros::format_description;
 
-/// ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`.
+/// ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`. Written out by hand rather
+/// than through a format description, whose formatting can fail.
 #[must_use]
 pub fn iso(at: OffsetDateTime) -> String {
-    let format = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
-    at.to_offset(time::UtcOffset::UTC).format(&format).unwrap_or_default()
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.millisecond()
+    )
+}
+
+/// An output item: `{url, type, meta}`.
+#[derive(Debug, Serialize)]
+pub struct OutputView<'a> {
+    url: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    meta: MetaView<'a>,
+}
+
+/// What is known of an output: `{content_type, width?, height?, duration_sec?, seed?}`.
+#[derive(Debug, Serialize)]
+pub struct MetaView<'a> {
+    content_type: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    width: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    height: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_sec: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+}
+
+impl<'a> From<&'a OutputItem> for OutputView<'a> {
+    fn from(item: &'a OutputItem) -> Self {
+        let m = &item.meta;
+        Self {
+            url: &item.url,
+            kind: item.kind.as_str(),
+            meta: MetaView {
+                content_type: &m.content_type,
+                width: m.width,
+                height: m.height,
+                duration_sec: m.duration_sec,
+                seed: m.seed,
+            },
+        }
+    }
+}
+
+fn outputs(job: &Job) -> Option<Vec<OutputView<'_>>> {
+    job.outputs().map(|items| items.iter().map(OutputView::from).collect())
+}
+
+/// A final job's error: `{type, code, message}`.
+#[derive(Debug, Serialize)]
+pub struct JobErrorView<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    code: &'static str,
+    message: &'a str,
+}
+
+impl<'a> From<&'a JobError> for JobErrorView<'a> {
+    fn from(e: &'a JobError) -> Self {
+        Self { kind: e.error_type(), code: e.code.as_str(), message: &e.message }
+    }
 }
 
 /// A job as `GET /v1/jobs/:id` shows it.
@@ -24,8 +94,8 @@ pub struct JobView<'a> {
     progress: u8,
     model: &'a str,
     modality: &'static str,
-    outputs: Option<&'a [OutputItem]>,
-    error: Option<&'a JobError>,
+    outputs: Option<Vec<OutputView<'a>>>,
+    error: Option<JobErrorView<'a>>,
     created_at: String,
     started_at: Option<String>,
     finished_at: Option<String>,
@@ -36,18 +106,18 @@ pub struct JobView<'a> {
 impl<'a> From<&'a Job> for JobView<'a> {
     fn from(job: &'a Job) -> Self {
         Self {
-            id: job.id.to_string(),
-            state: job.state.as_str(),
-            progress: job.progress,
-            model: job.model.as_str(),
-            modality: job.modality.as_str(),
-            outputs: job.outputs.as_deref(),
-            error: job.error.as_ref(),
-            created_at: iso(job.created_at),
-            started_at: job.started_at.map(iso),
-            finished_at: job.finished_at.map(iso),
-            credits_held: job.credits_held.get(),
-            credits_actual: job.credits_actual.map(|c| c.get()),
+            id: job.id().to_string(),
+            state: job.state().as_str(),
+            progress: job.progress(),
+            model: job.model().as_str(),
+            modality: job.modality().as_str(),
+            outputs: outputs(job),
+            error: job.error().map(JobErrorView::from),
+            created_at: iso(job.created_at()),
+            started_at: job.started_at().map(iso),
+            finished_at: job.finished_at().map(iso),
+            credits_held: job.credits_held().get(),
+            credits_actual: job.credits_actual().map(|c| c.get()),
         }
     }
 }
@@ -57,17 +127,17 @@ impl<'a> From<&'a Job> for JobView<'a> {
 pub struct EventView<'a> {
     state: &'static str,
     progress: u8,
-    outputs: Option<&'a [OutputItem]>,
-    error: Option<&'a JobError>,
+    outputs: Option<Vec<OutputView<'a>>>,
+    error: Option<JobErrorView<'a>>,
 }
 
 impl<'a> From<&'a Job> for EventView<'a> {
     fn from(job: &'a Job) -> Self {
         Self {
-            state: job.state.as_str(),
-            progress: job.progress,
-            outputs: job.outputs.as_deref(),
-            error: job.error.as_ref(),
+            state: job.state().as_str(),
+            progress: job.progress(),
+            outputs: outputs(job),
+            error: job.error().map(JobErrorView::from),
         }
     }
 }
@@ -128,7 +198,66 @@ pub struct ModelView<'a> {
     modality: &'static str,
     display_name: &'a str,
     upstream: &'a str,
-    fields: &'a [Field],
+    fields: Vec<FieldView<'a>>,
+}
+
+/// A form field of a model, as the spec describes it.
+#[derive(Debug, Serialize)]
+pub struct FieldView<'a> {
+    name: &'a str,
+    label: &'a str,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    required: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placeholder: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    options: Option<Vec<FieldOptionView<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min: Option<&'a serde_json::Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max: Option<&'a serde_json::Number>,
+}
+
+/// A choice of a `select` field: `{value, label}`.
+#[derive(Debug, Serialize)]
+pub struct FieldOptionView<'a> {
+    value: &'a str,
+    label: &'a str,
+}
+
+impl<'a> From<&'a FieldOption> for FieldOptionView<'a> {
+    fn from(o: &'a FieldOption) -> Self {
+        Self { value: &o.value, label: &o.label }
+    }
+}
+
+fn field_kind(kind: FieldKind) -> &'static str {
+    match kind {
+        FieldKind::Text => "text",
+        FieldKind::Textarea => "textarea",
+        FieldKind::Number => "number",
+        FieldKind::Select => "select",
+        FieldKind::ImageUrl => "image-url",
+    }
+}
+
+impl<'a> From<&'a Field> for FieldView<'a> {
+    fn from(f: &'a Field) -> Self {
+        Self {
+            name: &f.name,
+            label: &f.label,
+            kind: field_kind(f.kind),
+            required: f.required,
+            placeholder: f.placeholder.as_deref(),
+            default: f.default.as_ref(),
+            options: f.options.as_ref().map(|o| o.iter().map(FieldOptionView::from).collect()),
+            min: f.min.as_ref(),
+            max: f.max.as_ref(),
+        }
+    }
 }
 
 impl<'a> From<&'a Model> for ModelView<'a> {
@@ -138,7 +267,7 @@ impl<'a> From<&'a Model> for ModelView<'a> {
             modality: m.modality.as_str(),
             display_name: &m.display_name,
             upstream: &m.upstream,
-            fields: &m.fields,
+            fields: m.fields.iter().map(FieldView::from).collect(),
         }
     }
 }

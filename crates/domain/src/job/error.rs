@@ -1,0 +1,90 @@
+//! Why a job ended badly, and where it lives at the provider.
+
+/// Code of a final job's error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobErrorCode {
+    /// The provider failed the job.
+    UpstreamFailed,
+    /// The job was not final within the job timeout.
+    UpstreamTimeout,
+    /// The provider refused the input.
+    UpstreamRejected,
+    /// The provider's result could not be read.
+    OutputInvalid,
+    /// The owner canceled the job.
+    JobCanceled,
+}
+
+impl JobErrorCode {
+    /// Every code.
+    pub const ALL: [JobErrorCode; 5] = [
+        JobErrorCode::UpstreamFailed,
+        JobErrorCode::UpstreamTimeout,
+        JobErrorCode::UpstreamRejected,
+        JobErrorCode::OutputInvalid,
+        JobErrorCode::JobCanceled,
+    ];
+
+    /// The `type` that goes with the code.
+    #[must_use]
+    pub fn error_type(self) -> &'static str {
+        match self {
+            JobErrorCode::JobCanceled => "canceled",
+            _ => "upstream_error",
+        }
+    }
+
+    /// The code's name, e.g. `UPSTREAM_FAILED`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobErrorCode::UpstreamFailed => "UPSTREAM_FAILED",
+            JobErrorCode::UpstreamTimeout => "UPSTREAM_TIMEOUT",
+            JobErrorCode::UpstreamRejected => "UPSTREAM_REJECTED",
+            JobErrorCode::OutputInvalid => "OUTPUT_INVALID",
+            JobErrorCode::JobCanceled => "JOB_CANCELED",
+        }
+    }
+
+    /// Parses [`JobErrorCode::as_str`].
+    #[must_use]
+    pub fn parse(text: &str) -> Option<JobErrorCode> {
+        JobErrorCode::ALL.into_iter().find(|c| c.as_str() == text)
+    }
+}
+
+/// Why a job failed or was canceled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobError {
+    /// The code; its `type` is [`JobErrorCode::error_type`].
+    pub code: JobErrorCode,
+    /// For a human; never the provider's key or internals.
+    pub message: String,
+}
+
+impl JobError {
+    /// An error of `code`.
+    #[must_use]
+    pub fn new(code: JobErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+
+    /// `upstream_error` or `canceled`.
+    #[must_use]
+    pub fn error_type(&self) -> &'static str {
+        self.code.error_type()
+    }
+}
+
+/// Where a job lives at the provider: fal's queue URLs, used for everything after submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamRef {
+    /// The provider's request id.
+    pub request_id: String,
+    /// Where to poll status.
+    pub status_url: String,
+    /// Where to fetch the result.
+    pub response_url: String,
+    /// Where to ask for cancellation.
+    pub cancel_url: String,
+}

@@ -1,0 +1,205 @@
+//! The states of a job, the triggers that move it, and the table of where each trigger leads.
+
+use time::OffsetDateTime;
+
+use super::JobError;
+use super::UpstreamRef;
+use crate::credits::Credits;
+use crate::output::OutputItem;
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Accepted, waiting at the provider.
+    Queued,
+    /// Running at the provider.
+    Running,
+    /// Final: outputs delivered.
+    Succeeded,
+    /// Final: the provider failed, refused, or took too long.
+    Failed,
+    /// Final: canceled by its owner.
+    Canceled,
+}
+
+impl JobState {
+    /// Every state, for exhaustive tests.
+    pub const ALL: [JobState; 5] =
+        [JobState::Queued, JobState::Running, JobState::Succeeded, JobState::Failed, JobState::Canceled];
+
+    /// Whether the job can change no more.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Canceled)
+    }
+
+    /// The lowercase name used in the API.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Canceled => "canceled",
+        }
+    }
+
+    /// Parses [`JobState::as_str`].
+    #[must_use]
+    pub fn parse(text: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// What happens to a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trigger {
+    /// The driver is about to send the job to the provider.
+    SubmitStarted {
+        /// When another driver may look at the job if this one never records the outcome; it
+        /// will then fail the job rather than submit it again.
+        next_poll_at: OffsetDateTime,
+    },
+    /// The provider accepted the job.
+    Submitted {
+        /// Where the job lives there.
+        upstream: UpstreamRef,
+        /// When to poll it first.
+        next_poll_at: OffsetDateTime,
+    },
+    /// The submission surely did not reach the provider; it may be sent again later.
+    SubmitNotReached {
+        /// When to try again.
+        next_poll_at: OffsetDateTime,
+    },
+    /// The provider reports the job waiting in its queue.
+    UpstreamQueued {
+        /// When to poll next.
+        next_poll_at: OffsetDateTime,
+    },
+    /// The provider reports the job running.
+    UpstreamRunning {
+        /// Progress estimate, 0 to 100; capped below 100 and never lowered.
+        progress: u8,
+        /// When to poll next.
+        next_poll_at: OffsetDateTime,
+    },
+    /// Talking to the provider failed in a way worth retrying.
+    UpstreamUnreachable {
+        /// When to try again.
+        next_poll_at: OffsetDateTime,
+    },
+    /// Outputs delivered.
+    Succeeded {
+        /// What was delivered.
+        outputs: Vec<OutputItem>,
+        /// What it costs; capped at what was held.
+        credits_actual: Credits,
+    },
+    /// The provider failed, refused, or the job timed out.
+    Failed {
+        /// Why.
+        error: JobError,
+    },
+    /// The owner canceled it.
+    Cancel,
+}
+
+/// A trigger without its data: the column of the state table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TriggerKind {
+    /// [`Trigger::SubmitStarted`].
+    SubmitStarted,
+    /// [`Trigger::Submitted`].
+    Submitted,
+    /// [`Trigger::SubmitNotReached`].
+    SubmitNotReached,
+    /// [`Trigger::UpstreamQueued`].
+    UpstreamQueued,
+    /// [`Trigger::UpstreamRunning`].
+    UpstreamRunning,
+    /// [`Trigger::UpstreamUnreachable`].
+    UpstreamUnreachable,
+    /// [`Trigger::Succeeded`].
+    Succeeded,
+    /// [`Trigger::Failed`].
+    Failed,
+    /// [`Trigger::Cancel`].
+    Cancel,
+}
+
+impl TriggerKind {
+    /// Every kind, for exhaustive tests.
+    pub const ALL: [TriggerKind; 9] = [
+        TriggerKind::SubmitStarted,
+        TriggerKind::Submitted,
+        TriggerKind::SubmitNotReached,
+        TriggerKind::UpstreamQueued,
+        TriggerKind::UpstreamRunning,
+        TriggerKind::UpstreamUnreachable,
+        TriggerKind::Succeeded,
+        TriggerKind::Failed,
+        TriggerKind::Cancel,
+    ];
+
+    /// A short name for logs.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            TriggerKind::SubmitStarted => "submit_started",
+            TriggerKind::Submitted => "submitted",
+            TriggerKind::SubmitNotReached => "submit_not_reached",
+            TriggerKind::UpstreamQueued => "upstream_queued",
+            TriggerKind::UpstreamRunning => "upstream_running",
+            TriggerKind::UpstreamUnreachable => "upstream_unreachable",
+            TriggerKind::Succeeded => "succeeded",
+            TriggerKind::Failed => "failed",
+            TriggerKind::Cancel => "cancel",
+        }
+    }
+}
+
+impl Trigger {
+    /// Which trigger this is.
+    #[must_use]
+    pub fn kind(&self) -> TriggerKind {
+        match self {
+            Trigger::SubmitStarted { .. } => TriggerKind::SubmitStarted,
+            Trigger::Submitted { .. } => TriggerKind::Submitted,
+            Trigger::SubmitNotReached { .. } => TriggerKind::SubmitNotReached,
+            Trigger::UpstreamQueued { .. } => TriggerKind::UpstreamQueued,
+            Trigger::UpstreamRunning { .. } => TriggerKind::UpstreamRunning,
+            Trigger::UpstreamUnreachable { .. } => TriggerKind::UpstreamUnreachable,
+            Trigger::Succeeded { .. } => TriggerKind::Succeeded,
+            Trigger::Failed { .. } => TriggerKind::Failed,
+            Trigger::Cancel => TriggerKind::Cancel,
+        }
+    }
+
+    /// A short name for logs and tests.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+}
+
+/// The state machine as one table: the state a trigger leads to from `from`, or `None` where the
+/// trigger does not apply. Final states take no trigger. [`Job::apply`] adds the submission
+/// guards: `SubmitStarted` only once, `Submitted` and `SubmitNotReached` only after it, and the
+/// provider's answers (`UpstreamQueued`, `UpstreamRunning`, `Succeeded`) only once submitted.
+#[must_use]
+pub fn next_state(from: JobState, trigger: TriggerKind) -> Option<JobState> {
+    use JobState::{Canceled, Failed, Queued, Running, Succeeded};
+    use TriggerKind as T;
+    match (from, trigger) {
+        (Succeeded | Failed | Canceled, _) => None,
+        (Queued, T::SubmitStarted | T::Submitted | T::SubmitNotReached) => Some(Queued),
+        (Running, T::SubmitStarted | T::Submitted | T::SubmitNotReached) => None,
+        (state, T::UpstreamQueued | T::UpstreamUnreachable) => Some(state),
+        (_, T::UpstreamRunning) => Some(Running),
+        (_, T::Succeeded) => Some(Succeeded),
+        (_, T::Failed) => Some(Failed),
+        (_, T::Cancel) => Some(Canceled),
+    }
+}

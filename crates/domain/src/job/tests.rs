@@ -1,0 +1,274 @@
+use super::*;
+use crate::output::{OutputKind, OutputMeta};
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000)
+}
+
+fn input() -> GenerationInput {
+    GenerationInput {
+        prompt: "a cat".into(),
+        negative_prompt: None,
+        aspect_ratio: "1:1".into(),
+        resolution: None,
+        duration_sec: None,
+        n: Some(2),
+        seed: None,
+        image_inputs: vec![],
+        extra: None,
+    }
+}
+
+fn upstream() -> UpstreamRef {
+    UpstreamRef { request_id: "r1".into(), status_url: "s".into(), response_url: "r".into(), cancel_url: "c".into() }
+}
+
+fn accepted() -> (Job, CreditMovement) {
+    Job::accept(
+        JobId::new_at(now()),
+        UserId::new_at(now()),
+        ModelId::new("nano-banana"),
+        Modality::Image,
+        input(),
+        Credits::new(8),
+        now(),
+    )
+}
+
+fn queued() -> Job {
+    accepted().0
+}
+
+fn step(job: &Job, trigger: Trigger) -> Job {
+    job.apply(trigger, now()).unwrap().into_job()
+}
+
+fn submitted() -> Job {
+    let attempted = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
+    step(&attempted, Trigger::Submitted { upstream: upstream(), next_poll_at: now() })
+}
+
+fn in_state(state: JobState) -> Job {
+    let job = submitted();
+    match state {
+        JobState::Queued => job,
+        JobState::Running => step(&job, Trigger::UpstreamRunning { progress: 10, next_poll_at: now() }),
+        JobState::Succeeded => step(&job, success(8)),
+        JobState::Failed => step(&job, failure()),
+        JobState::Canceled => step(&job, Trigger::Cancel),
+    }
+}
+
+fn image() -> OutputItem {
+    OutputItem {
+        url: "https://x/1.png".into(),
+        kind: OutputKind::Image,
+        meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
+    }
+}
+
+fn success(actual: u64) -> Trigger {
+    Trigger::Succeeded { outputs: vec![image()], credits_actual: Credits::new(actual) }
+}
+
+fn failure() -> Trigger {
+    Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "boom") }
+}
+
+fn trigger_of(kind: TriggerKind) -> Trigger {
+    match kind {
+        TriggerKind::SubmitStarted => Trigger::SubmitStarted { next_poll_at: now() },
+        TriggerKind::Submitted => Trigger::Submitted { upstream: upstream(), next_poll_at: now() },
+        TriggerKind::SubmitNotReached => Trigger::SubmitNotReached { next_poll_at: now() },
+        TriggerKind::UpstreamQueued => Trigger::UpstreamQueued { next_poll_at: now() },
+        TriggerKind::UpstreamRunning => Trigger::UpstreamRunning { progress: 50, next_poll_at: now() },
+        TriggerKind::UpstreamUnreachable => Trigger::UpstreamUnreachable { next_poll_at: now() },
+        TriggerKind::Succeeded => success(4),
+        TriggerKind::Failed => failure(),
+        TriggerKind::Cancel => Trigger::Cancel,
+    }
+}
+
+/// A job in `state` on which the submission guards of `kind` hold, so that only the table decides.
+fn ready_for(state: JobState, kind: TriggerKind) -> Job {
+    match (state, kind) {
+        (JobState::Queued, TriggerKind::SubmitStarted) => queued(),
+        (JobState::Queued, TriggerKind::Submitted | TriggerKind::SubmitNotReached) => {
+            step(&queued(), Trigger::SubmitStarted { next_poll_at: now() })
+        }
+        _ => in_state(state),
+    }
+}
+
+/// The state machine, written out: every (state, trigger) pair and where it leads.
+#[test]
+fn the_state_table() {
+    use JobState::{Canceled, Failed, Queued, Running, Succeeded};
+    use TriggerKind as T;
+    #[rustfmt::skip]
+    let table: [(JobState, [Option<JobState>; 9]); 5] = [
+        //        SubmitStarted  Submitted     NotReached    UpQueued       UpRunning      Unreachable    Succeeded        Failed        Cancel
+        (Queued,  [Some(Queued), Some(Queued), Some(Queued), Some(Queued),  Some(Running), Some(Queued),  Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Running, [None,         None,         None,         Some(Running), Some(Running), Some(Running), Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Succeeded, [None; 9]),
+        (Failed,    [None; 9]),
+        (Canceled,  [None; 9]),
+    ];
+    let columns = [
+        T::SubmitStarted,
+        T::Submitted,
+        T::SubmitNotReached,
+        T::UpstreamQueued,
+        T::UpstreamRunning,
+        T::UpstreamUnreachable,
+        T::Succeeded,
+        T::Failed,
+        T::Cancel,
+    ];
+    assert_eq!(columns, TriggerKind::ALL);
+    for (state, row) in table {
+        for (kind, expected) in columns.into_iter().zip(row) {
+            assert_eq!(next_state(state, kind), expected, "{state:?} {kind:?}");
+            let job = ready_for(state, kind);
+            let result = job.apply(trigger_of(kind), now());
+            match expected {
+                None if state.is_final() => assert_eq!(result, Err(TransitionError::AlreadyFinal(state))),
+                None => assert!(matches!(result, Err(TransitionError::NotApplicable { .. })), "{state:?} {kind:?}"),
+                Some(next) => {
+                    let t = result.unwrap_or_else(|e| panic!("{state:?} {kind:?}: {e}"));
+                    assert_eq!(t.job().state(), next, "{state:?} {kind:?}");
+                    assert_eq!(t.expected_version(), job.version());
+                    assert_eq!(t.job().version(), job.version() + 1);
+                    assert_eq!(t.frees_slot(), next.is_final());
+                    let movement = match next {
+                        Succeeded => Some(CreditMovement::Settle { held: Credits::new(8), actual: Credits::new(4) }),
+                        Failed | Canceled => Some(CreditMovement::Release(Credits::new(8))),
+                        Queued | Running => None,
+                    };
+                    assert_eq!(t.movement(), movement, "{state:?} {kind:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn accepting_holds_the_price() {
+    let (job, movement) = accepted();
+    assert_eq!(job.state(), JobState::Queued);
+    assert_eq!(movement, CreditMovement::Hold(Credits::new(8)));
+    assert_eq!((job.started_at(), job.finished_at(), job.credits_actual()), (None, None, None));
+    assert_eq!((job.outputs(), job.error()), (None, None));
+}
+
+#[test]
+fn restore_refuses_records_that_break_invariants() {
+    for state in JobState::ALL {
+        let job = in_state(state);
+        assert_eq!(Job::restore(job.record().clone()).as_ref(), Ok(&job), "{state:?} round trip");
+    }
+    let fabricated = JobRecord { credits_actual: Some(Credits::new(1)), ..queued().record().clone() };
+    assert!(Job::restore(fabricated).is_err(), "a charge on a queued job");
+    let settled = in_state(JobState::Succeeded).record().clone();
+    assert!(Job::restore(JobRecord { credits_actual: Some(Credits::new(9)), ..settled.clone() }).is_err());
+    assert!(Job::restore(JobRecord { outputs: None, ..settled.clone() }).is_err());
+    assert!(Job::restore(JobRecord { progress: 99, ..settled }).is_err());
+    let failed = in_state(JobState::Failed).record().clone();
+    assert!(Job::restore(JobRecord { error: None, ..failed.clone() }).is_err());
+    assert!(Job::restore(JobRecord { finished_at: None, ..failed }).is_err());
+}
+
+#[test]
+fn only_poll_results_are_recomputable_and_only_new_states_wake_waiters() {
+    let running = in_state(JobState::Running);
+    let progress = running.apply(Trigger::UpstreamRunning { progress: 70, next_poll_at: now() }, now()).unwrap();
+    assert!(progress.is_recomputable() && !progress.changes_state());
+    let started = submitted().apply(Trigger::UpstreamRunning { progress: 1, next_poll_at: now() }, now()).unwrap();
+    assert!(started.is_recomputable() && started.changes_state());
+    for trigger in [Trigger::SubmitStarted { next_poll_at: now() }, success(1), failure(), Trigger::Cancel] {
+        let base = if matches!(trigger, Trigger::SubmitStarted { .. }) { queued() } else { submitted() };
+        assert!(!base.apply(trigger, now()).unwrap().is_recomputable());
+    }
+    assert!(running.apply(Trigger::Cancel, now()).unwrap().changes_state());
+}
+
+#[test]
+fn a_poll_that_only_reschedules_changes_nothing_observable() {
+    let running = in_state(JobState::Running);
+    let later = now() + time::Duration::seconds(2);
+    let same = step(&running, Trigger::UpstreamRunning { progress: 10, next_poll_at: later });
+    assert!(same.same_observable_state(&running));
+    let unreachable = step(&running, Trigger::UpstreamUnreachable { next_poll_at: now() });
+    assert!(unreachable.same_observable_state(&running));
+    let further = step(&running, Trigger::UpstreamRunning { progress: 11, next_poll_at: now() });
+    assert!(!further.same_observable_state(&running));
+    assert!(!step(&running, Trigger::Cancel).same_observable_state(&running));
+    let kept = running.apply(Trigger::UpstreamRunning { progress: 10, next_poll_at: later }, now()).unwrap();
+    let kept = kept.into_unwritten_job();
+    assert_eq!((kept.version(), kept.next_poll_at()), (running.version(), Some(later)));
+}
+
+#[test]
+fn submission_steps_apply_only_before_submission() {
+    let job = queued();
+    assert!(job.apply(Trigger::Submitted { upstream: upstream(), next_poll_at: now() }, now()).is_err());
+    let attempted = step(&job, Trigger::SubmitStarted { next_poll_at: now() });
+    assert!(attempted.submit_attempted());
+    assert!(attempted.apply(Trigger::SubmitStarted { next_poll_at: now() }, now()).is_err(), "never submitted twice");
+    let retry = step(&attempted, Trigger::SubmitNotReached { next_poll_at: now() });
+    assert!(!retry.submit_attempted());
+    assert_eq!(retry.poll_failures(), 1);
+    assert!(queued().apply(success(1), now()).is_err(), "no result without submission");
+    assert!(queued().apply(Trigger::UpstreamRunning { progress: 1, next_poll_at: now() }, now()).is_err());
+}
+
+#[test]
+fn progress_never_decreases_and_stays_below_100_until_success() {
+    let job = step(&submitted(), Trigger::UpstreamRunning { progress: 60, next_poll_at: now() });
+    let lower = step(&job, Trigger::UpstreamRunning { progress: 30, next_poll_at: now() });
+    assert_eq!(lower.progress(), 60);
+    let over = step(&job, Trigger::UpstreamRunning { progress: 100, next_poll_at: now() });
+    assert_eq!(over.progress(), MAX_RUNNING_PROGRESS);
+    assert_eq!(step(&job, success(8)).progress(), 100);
+}
+
+#[test]
+fn success_charges_at_most_the_hold() {
+    let t = submitted().apply(success(50), now()).unwrap();
+    assert_eq!(t.job().credits_actual(), Some(Credits::new(8)));
+    assert_eq!(t.movement(), Some(CreditMovement::Settle { held: Credits::new(8), actual: Credits::new(8) }));
+    assert!(t.job().outputs().is_some());
+    assert_eq!(t.job().error(), None);
+    assert_eq!(t.job().finished_at(), Some(now()));
+    assert_eq!(t.job().next_poll_at(), None);
+}
+
+#[test]
+fn cancel_sets_canceled_at_equal_to_finished_at_and_releases() {
+    let t = in_state(JobState::Running).apply(Trigger::Cancel, now()).unwrap();
+    let job = t.job();
+    assert_eq!(job.canceled_at(), Some(now()));
+    assert_eq!(job.finished_at(), job.canceled_at());
+    assert_eq!(job.credits_actual(), Some(Credits::ZERO));
+    assert_eq!(job.error().unwrap().code, JobErrorCode::JobCanceled);
+    assert_eq!(job.error().unwrap().error_type(), "canceled");
+    assert_eq!(job.outputs(), None);
+}
+
+#[test]
+fn failure_releases_and_records_the_error() {
+    let t = queued().apply(failure(), now()).unwrap();
+    assert_eq!(t.job().error().unwrap().error_type(), "upstream_error");
+    assert_eq!(t.job().credits_actual(), Some(Credits::ZERO));
+    assert_eq!(t.movement(), Some(CreditMovement::Release(Credits::new(8))));
+}
+
+#[test]
+fn names_round_trip() {
+    for state in JobState::ALL {
+        assert_eq!(JobState::parse(state.as_str()), Some(state));
+    }
+    for code in JobErrorCode::ALL {
+        assert_eq!(JobErrorCode::parse(code.as_str()), Some(code));
+    }
+}

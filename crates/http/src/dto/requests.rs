@@ -1,0 +1,285 @@
+//! Request bodies. Each is read field by field from the JSON object, so that a value of the wrong
+//! type is refused with the field's name as `param`, then turned into the domain's request with
+//! `try_into_domain`, where the domain's rules (ranges, choices, the catalog) apply.
+
+use genjobs_domain::catalog::Catalog;
+use genjobs_domain::modality::Modality;
+use genjobs_domain::request::{GenerationDraft, GenerationRequest, InvalidRequest, WholeNumber};
+use genjobs_domain::usecases::{NewUserRequest, validate_grant};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Number, Value};
+use sha2::{Digest, Sha256};
+
+/// A JSON object body whose fields are taken one by one; a field absent or `null` is `None`.
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    fn of(body: &'a Value, known: &[&str]) -> Result<Self, InvalidRequest> {
+        let Value::Object(map) = body else {
+            return Err(InvalidRequest::body("the body must be a JSON object"));
+        };
+        if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(InvalidRequest::param(unknown, format!("unknown field `{unknown}`")));
+        }
+        Ok(Self(map))
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Value> {
+        self.0.get(name).filter(|v| !v.is_null())
+    }
+
+    fn typed<T: DeserializeOwned>(&self, name: &str, expected: &str) -> Result<Option<T>, InvalidRequest> {
+        self.get(name)
+            .map(|v| T::deserialize(v).map_err(|_| InvalidRequest::param(name, format!("`{name}` must be {expected}"))))
+            .transpose()
+    }
+
+    fn string(&self, name: &str) -> Result<Option<String>, InvalidRequest> {
+        self.typed(name, "a string")
+    }
+
+    fn number(&self, name: &str) -> Result<Option<WholeNumber>, InvalidRequest> {
+        Ok(self.typed::<Number>(name, "a number")?.map(|n| whole(&n)))
+    }
+}
+
+/// `5` and `5.0` are the whole number 5; anything negative, fractional or beyond `u64` is not.
+fn whole(n: &Number) -> WholeNumber {
+    n.as_u64()
+        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64).map(|f| f as u64))
+        .map_or(WholeNumber::Other, WholeNumber::Exact)
+}
+
+/// Body of `POST /api/v1/video/generations` and `POST /api/v1/images/generations`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerationBody {
+    /// Description of the media.
+    pub prompt: Option<String>,
+    /// Model id.
+    pub model: Option<String>,
+    /// What to avoid.
+    pub negative_prompt: Option<String>,
+    /// Aspect ratio.
+    pub aspect_ratio: Option<String>,
+    /// Resolution (video).
+    pub resolution: Option<String>,
+    /// Duration in seconds (video).
+    pub duration_sec: Option<WholeNumber>,
+    /// Number of images (image).
+    pub n: Option<WholeNumber>,
+    /// Seed.
+    pub seed: Option<WholeNumber>,
+    /// Reference image URLs.
+    pub image_inputs: Option<Vec<String>>,
+    /// Provider-specific parameters.
+    pub extra: Option<Map<String, Value>>,
+}
+
+const VIDEO_FIELDS: &[&str] = &[
+    "prompt",
+    "model",
+    "duration_sec",
+    "aspect_ratio",
+    "resolution",
+    "image_inputs",
+    "seed",
+    "negative_prompt",
+    "extra",
+];
+const IMAGE_FIELDS: &[&str] =
+    &["prompt", "model", "aspect_ratio", "n", "seed", "image_inputs", "negative_prompt", "extra"];
+
+impl GenerationBody {
+    /// Reads the body of the generation endpoint of `endpoint`.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] for a body that is not an object, a field the endpoint does not have,
+    /// or a value of the wrong JSON type.
+    pub fn from_json(endpoint: Modality, body: &Value) -> Result<Self, InvalidRequest> {
+        let fields = Fields::of(body, if endpoint == Modality::Video { VIDEO_FIELDS } else { IMAGE_FIELDS })?;
+        Ok(Self {
+            prompt: fields.string("prompt")?,
+            model: fields.string("model")?,
+            negative_prompt: fields.string("negative_prompt")?,
+            aspect_ratio: fields.string("aspect_ratio")?,
+            resolution: fields.string("resolution")?,
+            duration_sec: fields.number("duration_sec")?,
+            n: fields.number("n")?,
+            seed: fields.number("seed")?,
+            image_inputs: fields.typed("image_inputs", "an array of URLs")?,
+            extra: fields.typed("extra", "a JSON object")?,
+        })
+    }
+
+    /// The domain's validated request.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] from the domain's rules.
+    pub fn try_into_domain(self, endpoint: Modality, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
+        let draft = GenerationDraft {
+            prompt: self.prompt,
+            model: self.model,
+            negative_prompt: self.negative_prompt,
+            aspect_ratio: self.aspect_ratio,
+            resolution: self.resolution,
+            duration_sec: self.duration_sec,
+            n: self.n,
+            seed: self.seed,
+            image_inputs: self.image_inputs,
+            extra: self.extra,
+        };
+        GenerationRequest::validate(endpoint, draft, catalog)
+    }
+}
+
+/// A fingerprint of a generation request for idempotency: the endpoint and the canonical JSON of
+/// the body (keys sorted), so that key order and white space do not make two equal bodies differ.
+#[must_use]
+pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(endpoint.as_str().as_bytes());
+    hasher.update([0]);
+    hasher.update(body.to_string().as_bytes());
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Body of `POST /api/admin/users`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewUserBody {
+    /// Display name.
+    pub name: String,
+    /// Opening grant.
+    pub credits: u64,
+    /// Request rate limit.
+    pub rate_limit_per_minute: Option<u64>,
+    /// Concurrent-job limit.
+    pub max_concurrent_jobs: Option<u64>,
+}
+
+impl NewUserBody {
+    /// Reads the body.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming the field at fault.
+    pub fn from_json(body: &Value) -> Result<Self, InvalidRequest> {
+        let fields = Fields::of(body, &["name", "credits", "rate_limit_per_minute", "max_concurrent_jobs"])?;
+        let limit = |name: &str| fields.typed::<u64>(name, "a positive integer");
+        Ok(Self {
+            name: fields
+                .string("name")?
+                .ok_or_else(|| InvalidRequest::param("name", "`name` must be a string of 1 to 200 characters"))?,
+            credits: fields
+                .typed("credits", "a non-negative integer")?
+                .ok_or_else(|| InvalidRequest::param("credits", "`credits` must be a non-negative integer"))?,
+            rate_limit_per_minute: limit("rate_limit_per_minute")?,
+            max_concurrent_jobs: limit("max_concurrent_jobs")?,
+        })
+    }
+
+    /// The domain's validated request.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] from the domain's rules.
+    pub fn try_into_domain(self) -> Result<NewUserRequest, InvalidRequest> {
+        NewUserRequest::validate(&self.name, self.credits, self.rate_limit_per_minute, self.max_concurrent_jobs)
+    }
+}
+
+/// Body of `POST /api/admin/users/{id}/credits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantBody {
+    /// Credits to add; negative to take away.
+    pub amount: i64,
+}
+
+impl GrantBody {
+    /// Reads the body.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming `amount` or the unknown field.
+    pub fn from_json(body: &Value) -> Result<Self, InvalidRequest> {
+        let fields = Fields::of(body, &["amount"])?;
+        let amount = fields
+            .typed("amount", "a non-zero integer")?
+            .ok_or_else(|| InvalidRequest::param("amount", "`amount` must be a non-zero integer"))?;
+        Ok(Self { amount })
+    }
+
+    /// The domain's validated grant.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] from the domain's rules.
+    pub fn try_into_domain(self) -> Result<i64, InvalidRequest> {
+        validate_grant(self.amount)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn generation(endpoint: Modality, body: Value) -> Result<GenerationRequest, InvalidRequest> {
+        GenerationBody::from_json(endpoint, &body)?.try_into_domain(endpoint, &Catalog::builtin().unwrap())
+    }
+
+    #[test]
+    fn wrong_types_and_unknown_fields_name_their_param() {
+        let cases = [
+            (Modality::Video, json!({"prompt": 5}), "prompt"),
+            (Modality::Video, json!({"prompt": "a", "duration_sec": "5"}), "duration_sec"),
+            (Modality::Video, json!({"prompt": "a", "duration_sec": 5.5}), "duration_sec"),
+            (Modality::Video, json!({"prompt": "a", "seed": -1}), "seed"),
+            (Modality::Video, json!({"prompt": "a", "image_inputs": "https://a/b.png"}), "image_inputs"),
+            (Modality::Video, json!({"prompt": "a", "image_inputs": [5]}), "image_inputs"),
+            (Modality::Video, json!({"prompt": "a", "extra": [1]}), "extra"),
+            (Modality::Video, json!({"prompt": "a", "n": 2}), "n"),
+            (Modality::Image, json!({"prompt": "a", "duration_sec": 5}), "duration_sec"),
+            (Modality::Video, json!({"prompt": "a", "surprise": true}), "surprise"),
+        ];
+        for (endpoint, body, param) in cases {
+            let refused = generation(endpoint, body.clone()).unwrap_err();
+            assert_eq!(refused.param.as_deref(), Some(param), "{body}");
+        }
+        assert_eq!(generation(Modality::Image, json!(["prompt"])).unwrap_err().param, None);
+    }
+
+    #[test]
+    fn null_is_absent_and_whole_floats_are_whole() {
+        let request =
+            generation(Modality::Video, json!({"prompt": "a", "seed": null, "duration_sec": 4.0, "extra": {"k": [1]}}))
+                .unwrap();
+        assert_eq!((request.input.seed, request.input.duration_sec), (None, Some(4)));
+        assert!(request.input.extra.is_some());
+    }
+
+    #[test]
+    fn fingerprints_ignore_key_order_but_not_values_or_endpoint() {
+        let a: Value = serde_json::from_str(r#"{"prompt":"x","n":2}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{ "n": 2, "prompt": "x" }"#).unwrap();
+        assert_eq!(request_fingerprint(Modality::Image, &a), request_fingerprint(Modality::Image, &b));
+        assert_ne!(request_fingerprint(Modality::Image, &a), request_fingerprint(Modality::Video, &a));
+        let other = json!({"prompt": "y", "n": 2});
+        assert_ne!(request_fingerprint(Modality::Image, &a), request_fingerprint(Modality::Image, &other));
+    }
+
+    #[test]
+    fn admin_bodies_are_read_then_validated() {
+        let user = NewUserBody::from_json(&json!({"name": "ada", "credits": 10, "max_concurrent_jobs": 2})).unwrap();
+        assert_eq!(user.clone().try_into_domain().unwrap().max_concurrent_jobs, Some(2));
+        for (body, param) in [
+            (json!({"credits": 1}), "name"),
+            (json!({"name": "a"}), "credits"),
+            (json!({"name": "a", "credits": -1}), "credits"),
+            (json!({"name": "a", "credits": 1, "rate_limit_per_minute": -3}), "rate_limit_per_minute"),
+            (json!({"name": "a", "credits": 1, "admin": true}), "admin"),
+        ] {
+            assert_eq!(NewUserBody::from_json(&body).unwrap_err().param.as_deref(), Some(param), "{body}");
+        }
+        assert_eq!(GrantBody::from_json(&json!({"amount": -5})).unwrap().try_into_domain(), Ok(-5));
+        assert!(GrantBody::from_json(&json!({"amount": 1.5})).is_err());
+        assert!(GrantBody::from_json(&json!({})).is_err());
+        assert!(GrantBody::from_json(&json!({"amount": 0})).unwrap().try_into_domain().is_err());
+    }
+}
