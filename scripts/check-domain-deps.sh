@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# The domain crate must not depend on any I/O crate: no web framework, database driver, HTTP
-# client or async runtime. Reused by other tools, it must stay pure.
+# The domain crate must not depend on any I/O crate (web framework, database driver, HTTP client,
+# async runtime) nor on mockall: reused by other tools, it must stay pure, and its mocks are for
+# tests only (the `mocks` feature is enabled from dev-dependencies alone). The production binary
+# must not compile mockall either.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+forbidden='^(actix[-a-z]*|diesel[-a-z_]*|reqwest|hyper[-a-z]*|tokio[-a-z]*|mio|deadpool[-a-z]*|tokio-postgres|sqlx[-a-z]*|mockall[-a-z_]*) '
 tree=$(cargo tree -p genjobs-domain -e normal --prefix none)
-forbidden=$(printf '%s\n' "$tree" | grep -E '^(actix[-a-z]*|diesel[-a-z_]*|reqwest|hyper[-a-z]*|tokio[-a-z]*|mio|deadpool[-a-z]*|tokio-postgres|sqlx[-a-z]*) ' | sort -u || true)
-if [ -n "$forbidden" ]; then
-  echo "genjobs-domain depends on I/O crates:" >&2
-  printf '%s\n' "$forbidden" >&2
+found=$(printf '%s\n' "$tree" | grep -E "$forbidden" | sort -u || true)
+if [ -n "$found" ]; then
+  echo "genjobs-domain depends on crates it must not:" >&2
+  printf '%s\n' "$found" >&2
   exit 1
 fi
-echo "genjobs-domain: no I/O crates among $(printf '%s\n' "$tree" | sort -u | wc -l) dependencies"
+binary=$(cargo tree -p genjobs -e normal --prefix none)
+if printf '%s\n' "$binary" | grep -qE '^mockall '; then
+  echo "the genjobs binary compiles mockall: enable the domain's mocks feature only from dev-dependencies" >&2
+  exit 1
+fi
+echo "genjobs-domain: no I/O crate and no mockall among $(printf '%s\n' "$tree" | sort -u | wc -l) dependencies; the binary has no mockall"

@@ -16,7 +16,7 @@ use genjobs_domain::catalog::Catalog;
 use genjobs_domain::ids::AdminToken;
 use genjobs_domain::usecases::{Gateway, Ports, Settings};
 use genjobs_http::{AppState, HttpSettings};
-use genjobs_store_postgres::test_support::TestDatabase;
+use genjobs_test_postgres::TestDatabase;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 

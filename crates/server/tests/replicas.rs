@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use genjobs_domain::ids::UserId;
-use genjobs_store_postgres::test_support::{TestDatabase, eventually};
 use genjobs_store_postgres::{KeyCache, PgStore, pool};
+use genjobs_test_postgres::{TestDatabase, eventually};
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use serde_json::{Value, json};
 

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use genjobs_store_postgres::test_support::TestDatabase;
 use genjobs_store_postgres::{KeyCache, PgStore, pool};
+use genjobs_test_postgres::TestDatabase;
 
 async fn store() -> (Arc<PgStore>, TestDatabase) {
     let db = TestDatabase::new().await;

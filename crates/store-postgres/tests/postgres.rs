@@ -16,10 +16,10 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
 use genjobs_runtime::EventHub;
-use genjobs_store_postgres::test_support::{TestDatabase, eventually};
 use genjobs_store_postgres::{
     JobCache, KeyCache, Listeners, PgEvents, PgRateLimiter, PgSettings, PgStore, listen, pool, relaxed_pool,
 };
+use genjobs_test_postgres::{TestDatabase, eventually};
 use time::OffsetDateTime;
 
 struct Replica {

@@ -16,9 +16,13 @@
 //! - `[sim:malformed]`: the result is not of the output shape.
 //! - `[sim:expired]`: the result is gone (404) when fetched.
 //!
+//! With the `stats` feature (on by default, off in the `genjobs` binary, which has no use for it),
 //! `GET /_sim/stats` counts the calls received, per route and per request id; `GET /_sim/polls`
 //! gives the time of every status call per request id (milliseconds since the simulator started),
-//! so that benchmarks can check the poll interval.
+//! so that tests and benchmarks can check the provider's load and the poll interval.
+
+#[cfg(feature = "stats")]
+mod stats;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -27,7 +31,6 @@ use std::time::{Duration, Instant};
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 /// How the simulator behaves by default.
@@ -116,26 +119,14 @@ impl SimRequest {
     }
 }
 
-/// Calls received, per route and per request id.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct SimStats {
-    /// `submit`, `status`, `result`, `cancel` → count.
-    pub routes: HashMap<String, u64>,
-    /// Request id → route → count.
-    pub requests: HashMap<String, HashMap<String, u64>>,
-}
+#[cfg(feature = "stats")]
+pub use stats::SimStats;
 
+#[derive(Default)]
 struct SimState {
-    started: Instant,
     requests: Mutex<HashMap<String, SimRequest>>,
-    stats: Mutex<SimStats>,
-    polls: Mutex<HashMap<String, Vec<u64>>>,
-}
-
-impl Default for SimState {
-    fn default() -> Self {
-        Self { started: Instant::now(), requests: Mutex::default(), stats: Mutex::default(), polls: Mutex::default() }
-    }
+    #[cfg(feature = "stats")]
+    recorder: stats::Recorder,
 }
 
 impl SimState {
@@ -143,16 +134,10 @@ impl SimState {
         self.requests.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
     fn count(&self, route: &str, request_id: Option<&str>) {
-        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
-        *stats.routes.entry(route.to_owned()).or_default() += 1;
-        if let Some(id) = request_id {
-            *stats.requests.entry(id.to_owned()).or_default().entry(route.to_owned()).or_default() += 1;
-        }
-        if let (Some(id), "status") = (request_id, route) {
-            let at = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.polls.lock().unwrap_or_else(PoisonError::into_inner).entry(id.to_owned()).or_default().push(at);
-        }
+        #[cfg(feature = "stats")]
+        self.recorder.count(route, request_id);
     }
 }
 
@@ -166,14 +151,16 @@ pub struct RunningSim {
     /// Base URL, e.g. `http://127.0.0.1:40123`, to use as `GENJOBS_UPSTREAM_URL`.
     pub base_url: String,
     handle: ServerHandle,
+    #[cfg(feature = "stats")]
     sim: Arc<Sim>,
 }
 
 impl RunningSim {
     /// The calls received so far.
+    #[cfg(feature = "stats")]
     #[must_use]
     pub fn stats(&self) -> SimStats {
-        self.sim.state.stats.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.sim.state.recorder.stats()
     }
 
     /// Stops serving.
@@ -192,13 +179,13 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
     let data = web::Data::from(Arc::clone(&sim));
     let base = web::Data::new(base_url.clone());
     let server = HttpServer::new(move || {
-        App::new()
+        let app = App::new()
             .app_data(data.clone())
             .app_data(base.clone())
-            .app_data(web::JsonConfig::default().limit(1 << 20))
-            .route("/_sim/stats", web::get().to(stats))
-            .route("/_sim/polls", web::get().to(polls))
-            .route("/{owner}/{app}/requests/{id}/status", web::get().to(status))
+            .app_data(web::JsonConfig::default().limit(1 << 20));
+        #[cfg(feature = "stats")]
+        let app = app.configure(stats::routes::<Sim>);
+        app.route("/{owner}/{app}/requests/{id}/status", web::get().to(status))
             .route("/{owner}/{app}/requests/{id}/cancel", web::put().to(cancel))
             .route("/{owner}/{app}/requests/{id}", web::get().to(result))
             .route("/{endpoint:.+}", web::post().to(submit))
@@ -208,7 +195,15 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
     .listen(listener)?
     .run();
     let handle = server.handle();
-    Ok((server, RunningSim { base_url, handle, sim }))
+    Ok((
+        server,
+        RunningSim {
+            base_url,
+            handle,
+            #[cfg(feature = "stats")]
+            sim,
+        },
+    ))
 }
 
 /// Starts the simulator on an ephemeral loopback port in the current tokio runtime.
@@ -376,14 +371,11 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
     HttpResponse::Accepted().json(json!({"status": "CANCELLATION_REQUESTED"}))
 }
 
-async fn polls(sim: web::Data<Sim>) -> HttpResponse {
-    let polls = sim.state.polls.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    HttpResponse::Ok().json(polls)
-}
-
-async fn stats(sim: web::Data<Sim>) -> HttpResponse {
-    let stats = sim.state.stats.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    HttpResponse::Ok().json(stats)
+#[cfg(feature = "stats")]
+impl stats::HasRecorder for Sim {
+    fn recorder(&self) -> &stats::Recorder {
+        &self.state.recorder
+    }
 }
 
 #[cfg(test)]

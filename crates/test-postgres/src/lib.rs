@@ -1,0 +1,214 @@
+//! # genjobs-test-postgres
+//!
+//! Test support for the Postgres side of genjobs, kept out of the production crates: a
+//! [`TestDatabase`] per test, dropped when the value is dropped.
+//!
+//! Migrating a fresh database for every test costs a few hundred milliseconds each; so the
+//! migrations run once into a template database named after a digest of `migrations/`, and each
+//! test database is `CREATE DATABASE … TEMPLATE` of it, a file copy on the server. A change to any
+//! migration gives a new digest, so a stale template is never used. Without a server the tests
+//! panic with what to do; they never skip.
+
+use std::path::Path;
+use std::time::Duration;
+
+use diesel::QueryableByName;
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use genjobs_store_postgres::{PgSettings, run_migrations};
+use sha2::{Digest, Sha256};
+
+/// The server tests use when `DATABASE_URL` is not set.
+pub const LOCAL_SERVER: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Serializes template creation across test processes.
+const TEMPLATE_LOCK: i64 = 7_423_002;
+
+/// A migrated database of its own, dropped with this value.
+#[derive(Debug)]
+pub struct TestDatabase {
+    /// URL of the test database.
+    pub url: String,
+    name: String,
+    admin_url: String,
+}
+
+/// `url` with its database name replaced by `name`.
+#[must_use]
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
+    let mut out = format!("{}/{name}", &base[..host_end]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+/// A digest of every file under `migrations/`, in path order.
+fn migrations_digest() -> String {
+    fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() { walk(&path, files) } else { files.push(path) }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    let mut hasher = Sha256::new();
+    for file in files {
+        hasher.update(file.strip_prefix(&root).unwrap_or(&file).to_string_lossy().as_bytes());
+        hasher.update(std::fs::read(&file).unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display())));
+    }
+    hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+async fn execute(conn: &mut AsyncPgConnection, sql: &str) -> Result<usize, diesel::result::Error> {
+    diesel::sql_query(sql).execute(conn).await
+}
+
+/// The name of the migrated template, creating it first if no test process has.
+async fn template(admin: &mut AsyncPgConnection, admin_url: &str) -> String {
+    let name = format!("genjobs_template_{}", migrations_digest());
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! { panic!("cannot {what} the template {name}: {e}") };
+    execute(admin, &format!("SELECT pg_advisory_lock({TEMPLATE_LOCK})")).await.unwrap_or_else(|e| fail("lock", &e));
+    let exists: Vec<Count> =
+        diesel::sql_query(format!("SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"))
+            .load(admin)
+            .await
+            .unwrap_or_else(|e| fail("look up", &e));
+    if exists.iter().all(|c| c.n == 0) {
+        // Built under another name and renamed when complete, so that a test process that dies
+        // half-way never leaves a half-migrated template behind.
+        let building = format!("{name}_building");
+        execute(admin, &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"))
+            .await
+            .unwrap_or_else(|e| fail("clean up", &e));
+        execute(admin, &format!("CREATE DATABASE {building}")).await.unwrap_or_else(|e| fail("create", &e));
+        run_migrations(&PgSettings::new(with_database(admin_url, &building)))
+            .await
+            .unwrap_or_else(|e| fail("migrate", &e));
+        execute(admin, &format!("ALTER DATABASE {building} RENAME TO {name}"))
+            .await
+            .unwrap_or_else(|e| fail("rename", &e));
+    }
+    execute(admin, &format!("SELECT pg_advisory_unlock({TEMPLATE_LOCK})")).await.unwrap_or_else(|e| fail("unlock", &e));
+    name
+}
+
+impl TestDatabase {
+    /// Creates a fresh database from the migrated template.
+    ///
+    /// # Panics
+    /// When no Postgres server answers: the tests need one, and say so.
+    pub async fn new() -> TestDatabase {
+        let admin_url = std::env::var("DATABASE_URL").unwrap_or_else(|_| LOCAL_SERVER.to_owned());
+        let mut admin = AsyncPgConnection::establish(&admin_url).await.unwrap_or_else(|e| {
+            panic!(
+                "the Postgres tests need a server: cannot connect to {admin_url}: {e}. Start it \
+                 (pg_ctlcluster --skip-systemctl-redirect 15 main start) or set DATABASE_URL."
+            )
+        });
+        let template = template(&mut admin, &admin_url).await;
+        let name = format!("genjobs_test_{}", uuid::Uuid::new_v4().simple());
+        // Postgres refuses to copy a template while another session is connected to it, which a
+        // just-closed migration connection may still briefly be.
+        let mut attempts = 0;
+        while let Err(e) = execute(&mut admin, &format!("CREATE DATABASE {name} TEMPLATE {template}")).await {
+            attempts += 1;
+            assert!(attempts < 50, "cannot create the test database {name} from {template}: {e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        TestDatabase { url: with_database(&admin_url, &name), name, admin_url }
+    }
+
+    /// Settings for a pool on this database.
+    #[must_use]
+    pub fn settings(&self) -> PgSettings {
+        PgSettings { pool_size: 8, ..PgSettings::new(self.url.clone()) }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
+        // Drop runs inside or outside a runtime; a thread of its own with its own runtime works
+        // in both.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            runtime.block_on(async {
+                let mut admin = AsyncPgConnection::establish(&admin_url).await.ok()?;
+                execute(&mut admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok()
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Some(_))) {
+            eprintln!("could not drop the test database {}", self.name);
+        }
+    }
+}
+
+/// Waits until `check` holds or `limit` passes; for tests of things that happen in the background.
+pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_name_is_replaced_and_options_kept() {
+        assert_eq!(with_database("postgres://u@h:5432/postgres", "t1"), "postgres://u@h:5432/t1");
+        assert_eq!(with_database("postgres://u@h/postgres?sslmode=disable", "t1"), "postgres://u@h/t1?sslmode=disable");
+        assert_eq!(with_database("postgres://u@h:5432", "t1"), "postgres://u@h:5432/t1");
+    }
+
+    #[test]
+    fn the_template_is_named_after_the_migrations() {
+        let digest = migrations_digest();
+        assert_eq!(digest.len(), 16);
+        assert_eq!(digest, migrations_digest());
+    }
+
+    #[tokio::test]
+    async fn test_databases_come_migrated_and_go() {
+        let db = TestDatabase::new().await;
+        let mut conn = AsyncPgConnection::establish(&db.url).await.unwrap();
+        let tables: Vec<Count> = diesel::sql_query(
+            "SELECT count(*) AS n FROM information_schema.tables WHERE table_name IN ('jobs', 'users', 'ledger')",
+        )
+        .load(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(tables[0].n, 3);
+        drop(conn);
+        let (admin_url, name) = (db.admin_url.clone(), db.name.clone());
+        drop(db);
+        let mut admin = AsyncPgConnection::establish(&admin_url).await.unwrap();
+        let left: Vec<Count> =
+            diesel::sql_query(format!("SELECT count(*) AS n FROM pg_database WHERE datname = '{name}'"))
+                .load(&mut admin)
+                .await
+                .unwrap();
+        assert_eq!(left[0].n, 0);
+    }
+}

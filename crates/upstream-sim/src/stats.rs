@@ -1,0 +1,71 @@
+//! What tests and benchmarks read of the simulator: calls per route and per request id, and the
+//! time of every status call. Behind the `stats` feature so that the production binary, whose
+//! built-in simulator nobody measures, does not carry it.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use actix_web::{HttpResponse, web};
+use serde::Serialize;
+
+/// Calls received, per route and per request id.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct SimStats {
+    /// `submit`, `status`, `result`, `cancel` → count.
+    pub routes: HashMap<String, u64>,
+    /// Request id → route → count.
+    pub requests: HashMap<String, HashMap<String, u64>>,
+}
+
+/// Counts calls as they arrive.
+pub(crate) struct Recorder {
+    started: Instant,
+    stats: Mutex<SimStats>,
+    polls: Mutex<HashMap<String, Vec<u64>>>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self { started: Instant::now(), stats: Mutex::default(), polls: Mutex::default() }
+    }
+}
+
+impl Recorder {
+    pub(crate) fn count(&self, route: &str, request_id: Option<&str>) {
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        *stats.routes.entry(route.to_owned()).or_default() += 1;
+        if let Some(id) = request_id {
+            *stats.requests.entry(id.to_owned()).or_default().entry(route.to_owned()).or_default() += 1;
+        }
+        if let (Some(id), "status") = (request_id, route) {
+            let at = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.polls.lock().unwrap_or_else(PoisonError::into_inner).entry(id.to_owned()).or_default().push(at);
+        }
+    }
+
+    pub(crate) fn stats(&self) -> SimStats {
+        self.stats.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn polls(&self) -> HashMap<String, Vec<u64>> {
+        self.polls.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// The simulator's state, as the stats routes see it.
+pub(crate) trait HasRecorder: 'static {
+    fn recorder(&self) -> &Recorder;
+}
+
+pub(crate) fn routes<S: HasRecorder>(config: &mut web::ServiceConfig) {
+    config
+        .route(
+            "/_sim/stats",
+            web::get().to(|sim: web::Data<S>| async move { HttpResponse::Ok().json(sim.recorder().stats()) }),
+        )
+        .route(
+            "/_sim/polls",
+            web::get().to(|sim: web::Data<S>| async move { HttpResponse::Ok().json(sim.recorder().polls()) }),
+        );
+}
