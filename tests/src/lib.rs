@@ -14,9 +14,11 @@ use futures_util::StreamExt;
 use genjobs::{Config, start};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::ids::AdminToken;
-use genjobs_domain::usecases::{Gateway, Ports, Settings};
+use genjobs_domain::usecases::{DriverSettings, Gateway, Ports, Settings};
 use genjobs_http::{AppState, HttpSettings};
+use genjobs_store_postgres::PgSettings;
 use genjobs_test_postgres::TestDatabase;
+use genjobs_upstream_sim::SimConfig;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -67,11 +69,10 @@ pub fn fast_config() -> Config {
     Config {
         bind: "127.0.0.1:0".parse().expect("loopback address"),
         admin_token: Some(ADMIN_TOKEN.into()),
-        poll_interval: Duration::from_millis(50),
-        sim_queue: Duration::from_millis(30),
-        sim_run: Duration::from_millis(250),
+        simulator: SimConfig { queue: Duration::from_millis(30), run: Duration::from_millis(250), api_key: None },
         ..Config::default()
     }
+    .with_poll_interval(Duration::from_millis(50))
 }
 
 /// Starts genjobs with [`fast_config`].
@@ -98,8 +99,12 @@ pub async fn spawn_app_with(config: Config) -> TestApp {
 pub async fn spawn_postgres_app(config: Config) -> TestApp {
     let database = TestDatabase::new().await;
     let demo_credits = config.demo_credits;
-    let config =
-        Config { database_url: Some(database.url.clone()), db_pool_size: 8, lease: Duration::from_secs(2), ..config };
+    let config = Config {
+        database_url: Some(database.url.clone()),
+        postgres: PgSettings { pool_size: config.postgres.pool_size.min(8), ..config.postgres },
+        driver: DriverSettings { lease: Duration::from_secs(2), ..config.driver },
+        ..config
+    };
     let service = start(config).await.expect("genjobs starts on Postgres");
     let mut app = TestApp {
         base: format!("http://{}", service.address),

@@ -11,16 +11,16 @@ use std::time::Duration;
 use genjobs::{Config, start};
 use genjobs_bench::load::closed_loop;
 use genjobs_bench::scenarios::{self, Api};
+use genjobs_upstream_sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_runs_briefly() {
     let config = Config {
         bind: "127.0.0.1:0".parse().unwrap(),
-        poll_interval: Duration::from_millis(100),
-        sim_queue: Duration::ZERO,
-        sim_run: Duration::from_secs(600),
+        simulator: SimConfig { queue: Duration::ZERO, run: Duration::from_secs(600), api_key: None },
         ..Config::default()
-    };
+    }
+    .with_poll_interval(Duration::from_millis(100));
     let service = start(config).await.unwrap();
     let (base, admin, sim, addr, pid) = (
         format!("http://{}", service.address),

@@ -4,7 +4,7 @@ use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::UserId;
 use genjobs_domain::usecases::NewUserRequest;
 
-use crate::{Config, StartError, gateway, pg_settings};
+use crate::{Config, StartError, gateway};
 
 /// What a subcommand prints.
 pub type Output = String;
@@ -52,11 +52,10 @@ pub async fn run(config: &Config, args: &[String]) -> Result<Output, CliError> {
         ["users", "grant"] => "users grant",
         _ => return Err(CliError::Usage),
     };
-    let Some(url) = &config.database_url else { return Err(CliError::NoDatabase(command)) };
+    let Some(pg) = config.postgres_settings() else { return Err(CliError::NoDatabase(command)) };
     match command {
         "migrate" => {
-            let applied =
-                genjobs_store_postgres::run_migrations(&pg_settings(config, url)).await.map_err(StartError::from)?;
+            let applied = genjobs_store_postgres::run_migrations(&pg).await.map_err(StartError::from)?;
             Ok(format!("{applied} migrations applied"))
         }
         "users create" => {

@@ -4,7 +4,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The service's configuration.
+use genjobs_domain::usecases::{DriverSettings, Settings};
+use genjobs_http::HttpSettings;
+use genjobs_store_postgres::PgSettings;
+use genjobs_upstream_sim::SimConfig;
+
+/// The service's configuration: the wiring choices of the binary, and each adapter's own
+/// settings, whose defaults live with the adapter (the domain's [`Settings`] and
+/// [`DriverSettings`], [`HttpSettings`], [`PgSettings`], [`SimConfig`]).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `GENJOBS_BIND`.
@@ -17,44 +24,20 @@ pub struct Config {
     pub upstream_url: Option<String>,
     /// `GENJOBS_UPSTREAM_KEY`.
     pub upstream_key: Option<String>,
-    /// `GENJOBS_UPSTREAM_CANCEL=1`: also ask the provider to stop canceled jobs.
-    pub upstream_cancel: bool,
-    /// `GENJOBS_POLL_INTERVAL_MS`.
-    pub poll_interval: Duration,
-    /// `GENJOBS_STREAM_MAX_SECS`.
-    pub stream_max: Duration,
-    /// `GENJOBS_SSE_KEEPALIVE_SECS`: interval of `: keep-alive` comments (at most 15).
-    pub sse_keep_alive: Duration,
-    /// `GENJOBS_JOB_TIMEOUT_SECS`.
-    pub job_timeout: Duration,
     /// `GENJOBS_MODELS`.
     pub models_path: Option<PathBuf>,
-    /// `GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE`.
-    pub default_rate_limit_per_minute: u32,
-    /// `GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS`.
-    pub default_max_concurrent_jobs: u32,
     /// `GENJOBS_DEMO_CREDITS`.
     pub demo_credits: u64,
-    /// Connections of the database pool (`GENJOBS_DB_POOL_SIZE`).
-    pub db_pool_size: usize,
-    /// Wait for a free connection before answering 503 (`GENJOBS_DB_POOL_TIMEOUT_MS`).
-    pub db_pool_timeout: Duration,
-    /// Time allowed to connect (`GENJOBS_DB_CONNECT_TIMEOUT_MS`).
-    pub db_connect_timeout: Duration,
-    /// `statement_timeout` of every connection (`GENJOBS_DB_STATEMENT_TIMEOUT_MS`).
-    pub db_statement_timeout: Duration,
-    /// How long a looked-up API key is trusted (`GENJOBS_KEY_CACHE_SECS`).
-    pub key_cache_ttl: Duration,
-    /// HTTP worker threads (`GENJOBS_HTTP_WORKERS`); one per core when unset.
-    pub http_workers: Option<usize>,
-    /// How long a read job is served from memory on Postgres (`GENJOBS_JOB_CACHE_MS`).
-    pub job_cache_ttl: Duration,
-    /// How long a driver keeps a claimed job before another may take it over (`GENJOBS_LEASE_SECS`).
-    pub lease: Duration,
-    /// Queue time of the built-in simulator (`GENJOBS_SIM_QUEUE_MS`).
-    pub sim_queue: Duration,
-    /// Run time of the built-in simulator (`GENJOBS_SIM_RUN_MS`).
-    pub sim_run: Duration,
+    /// The use cases: poll interval, default limits, `GENJOBS_UPSTREAM_CANCEL`.
+    pub gateway: Settings,
+    /// The job driver: `GENJOBS_JOB_TIMEOUT_SECS`, `GENJOBS_LEASE_SECS`, and the poll interval.
+    pub driver: DriverSettings,
+    /// The HTTP edge: SSE lifetime and keep-alive, worker threads.
+    pub http: HttpSettings,
+    /// Postgres (its `url` is `database_url`): pool, timeouts, caches.
+    pub postgres: PgSettings,
+    /// The built-in simulator: `GENJOBS_SIM_QUEUE_MS`, `GENJOBS_SIM_RUN_MS`.
+    pub simulator: SimConfig,
 }
 
 /// A variable that is set but cannot be used.
@@ -66,6 +49,9 @@ pub struct ConfigError {
     expected: &'static str,
 }
 
+/// Most seconds between two `: keep-alive` comments (the contract's "at least every 15 s").
+const MAX_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -74,30 +60,29 @@ impl Default for Config {
             admin_token: None,
             upstream_url: None,
             upstream_key: None,
-            upstream_cancel: false,
-            poll_interval: Duration::from_millis(2000),
-            stream_max: Duration::from_secs(60),
-            sse_keep_alive: Duration::from_secs(10),
-            job_timeout: Duration::from_secs(1800),
             models_path: None,
-            default_rate_limit_per_minute: 120,
-            default_max_concurrent_jobs: 8,
             demo_credits: 1000,
-            db_pool_size: 16,
-            db_pool_timeout: Duration::from_secs(2),
-            db_connect_timeout: Duration::from_secs(5),
-            db_statement_timeout: Duration::from_secs(5),
-            key_cache_ttl: Duration::from_secs(5),
-            job_cache_ttl: Duration::from_millis(500),
-            http_workers: None,
-            lease: Duration::from_secs(20),
-            sim_queue: Duration::from_millis(500),
-            sim_run: Duration::from_secs(6),
+            gateway: Settings::default(),
+            driver: DriverSettings::default(),
+            http: HttpSettings::default(),
+            postgres: PgSettings::default(),
+            simulator: SimConfig::default(),
         }
     }
 }
 
 impl Config {
+    /// Sets the upstream poll interval, which is also the interval of `progress` events and the
+    /// pace of the driver.
+    #[must_use]
+    pub fn with_poll_interval(self, poll_interval: Duration) -> Self {
+        Self {
+            gateway: Settings { poll_interval, ..self.gateway },
+            driver: self.driver.with_poll_interval(poll_interval),
+            ..self
+        }
+    }
+
     /// Reads the process environment.
     ///
     /// # Errors
@@ -107,11 +92,11 @@ impl Config {
     }
 
     /// Reads variables through `lookup`, so that tests need not touch the process environment.
+    /// Every variable left unset keeps its adapter's default.
     ///
     /// # Errors
     /// As [`Config::from_env`].
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let d = Config::default();
         let parse = |name: &'static str, expected: &'static str| -> Result<Option<u64>, ConfigError> {
             lookup(name)
                 .map(|value| value.trim().parse::<u64>().map_err(|_| ConfigError { name, value, expected }))
@@ -134,44 +119,58 @@ impl Config {
                 })
                 .transpose()
         };
-        let bind = match lookup("GENJOBS_BIND") {
-            Some(value) => {
-                value.parse().map_err(|_| ConfigError { name: "GENJOBS_BIND", value, expected: "host:port" })?
-            }
-            None => d.bind,
-        };
-        Ok(Config {
-            bind,
-            database_url: lookup("DATABASE_URL"),
-            admin_token: lookup("GENJOBS_ADMIN_TOKEN"),
-            upstream_url: lookup("GENJOBS_UPSTREAM_URL"),
-            upstream_key: lookup("GENJOBS_UPSTREAM_KEY"),
-            upstream_cancel: matches!(lookup("GENJOBS_UPSTREAM_CANCEL").as_deref(), Some("1" | "true" | "yes")),
-            poll_interval: positive("GENJOBS_POLL_INTERVAL_MS")?.map_or(d.poll_interval, Duration::from_millis),
-            stream_max: positive("GENJOBS_STREAM_MAX_SECS")?.map_or(d.stream_max, Duration::from_secs),
-            sse_keep_alive: positive("GENJOBS_SSE_KEEPALIVE_SECS")?
-                .map_or(d.sse_keep_alive, |s| Duration::from_secs(s.min(15))),
-            job_timeout: positive("GENJOBS_JOB_TIMEOUT_SECS")?.map_or(d.job_timeout, Duration::from_secs),
-            models_path: lookup("GENJOBS_MODELS").map(PathBuf::from),
-            default_rate_limit_per_minute: small("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE")?
-                .unwrap_or(d.default_rate_limit_per_minute),
-            default_max_concurrent_jobs: small("GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS")?
-                .unwrap_or(d.default_max_concurrent_jobs),
-            demo_credits: parse("GENJOBS_DEMO_CREDITS", "a non-negative integer")?.unwrap_or(d.demo_credits),
-            db_pool_size: positive("GENJOBS_DB_POOL_SIZE")?.map_or(d.db_pool_size, |v| v as usize),
-            db_pool_timeout: positive("GENJOBS_DB_POOL_TIMEOUT_MS")?.map_or(d.db_pool_timeout, Duration::from_millis),
-            db_connect_timeout: positive("GENJOBS_DB_CONNECT_TIMEOUT_MS")?
-                .map_or(d.db_connect_timeout, Duration::from_millis),
-            db_statement_timeout: positive("GENJOBS_DB_STATEMENT_TIMEOUT_MS")?
-                .map_or(d.db_statement_timeout, Duration::from_millis),
-            key_cache_ttl: parse("GENJOBS_KEY_CACHE_SECS", "seconds")?.map_or(d.key_cache_ttl, Duration::from_secs),
-            http_workers: positive("GENJOBS_HTTP_WORKERS")?.map(|v| v as usize),
-            job_cache_ttl: parse("GENJOBS_JOB_CACHE_MS", "milliseconds")?
-                .map_or(d.job_cache_ttl, Duration::from_millis),
-            lease: positive("GENJOBS_LEASE_SECS")?.map_or(d.lease, Duration::from_secs),
-            sim_queue: parse("GENJOBS_SIM_QUEUE_MS", "milliseconds")?.map_or(d.sim_queue, Duration::from_millis),
-            sim_run: parse("GENJOBS_SIM_RUN_MS", "milliseconds")?.map_or(d.sim_run, Duration::from_millis),
-        })
+        let millis = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+        let secs = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_secs);
+
+        let mut c = Config::default();
+        if let Some(value) = lookup("GENJOBS_BIND") {
+            c.bind = value.parse().map_err(|_| ConfigError { name: "GENJOBS_BIND", value, expected: "host:port" })?;
+        }
+        c.database_url = lookup("DATABASE_URL");
+        c.admin_token = lookup("GENJOBS_ADMIN_TOKEN");
+        c.upstream_url = lookup("GENJOBS_UPSTREAM_URL");
+        c.upstream_key = lookup("GENJOBS_UPSTREAM_KEY");
+        c.models_path = lookup("GENJOBS_MODELS").map(PathBuf::from);
+        c.demo_credits = parse("GENJOBS_DEMO_CREDITS", "a non-negative integer")?.unwrap_or(c.demo_credits);
+        if let Some(ms) = positive("GENJOBS_POLL_INTERVAL_MS")? {
+            c = c.with_poll_interval(Duration::from_millis(ms));
+        }
+
+        let g = &mut c.gateway;
+        g.upstream_cancel = matches!(lookup("GENJOBS_UPSTREAM_CANCEL").as_deref(), Some("1" | "true" | "yes"));
+        let limits = &mut g.default_limits;
+        limits.rate_limit_per_minute =
+            small("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE")?.unwrap_or(limits.rate_limit_per_minute);
+        limits.max_concurrent_jobs =
+            small("GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS")?.unwrap_or(limits.max_concurrent_jobs);
+
+        let d = &mut c.driver;
+        d.job_timeout = secs(positive("GENJOBS_JOB_TIMEOUT_SECS")?, d.job_timeout);
+        d.lease = secs(positive("GENJOBS_LEASE_SECS")?, d.lease);
+
+        let h = &mut c.http;
+        h.stream_max = secs(positive("GENJOBS_STREAM_MAX_SECS")?, h.stream_max);
+        h.keep_alive = secs(positive("GENJOBS_SSE_KEEPALIVE_SECS")?, h.keep_alive).min(MAX_KEEP_ALIVE);
+        h.workers = positive("GENJOBS_HTTP_WORKERS")?.map(|v| v as usize).or(h.workers);
+
+        let p = &mut c.postgres;
+        p.pool_size = positive("GENJOBS_DB_POOL_SIZE")?.map_or(p.pool_size, |v| v as usize);
+        p.pool_timeout = millis(positive("GENJOBS_DB_POOL_TIMEOUT_MS")?, p.pool_timeout);
+        p.connect_timeout = millis(positive("GENJOBS_DB_CONNECT_TIMEOUT_MS")?, p.connect_timeout);
+        p.statement_timeout = millis(positive("GENJOBS_DB_STATEMENT_TIMEOUT_MS")?, p.statement_timeout);
+        p.key_cache_ttl = secs(parse("GENJOBS_KEY_CACHE_SECS", "seconds")?, p.key_cache_ttl);
+        p.job_cache_ttl = millis(parse("GENJOBS_JOB_CACHE_MS", "milliseconds")?, p.job_cache_ttl);
+
+        let s = &mut c.simulator;
+        s.queue = millis(parse("GENJOBS_SIM_QUEUE_MS", "milliseconds")?, s.queue);
+        s.run = millis(parse("GENJOBS_SIM_RUN_MS", "milliseconds")?, s.run);
+        Ok(c)
+    }
+
+    /// The Postgres settings with `database_url`, when there is one.
+    #[must_use]
+    pub fn postgres_settings(&self) -> Option<PgSettings> {
+        self.database_url.as_ref().map(|url| PgSettings { url: url.clone(), ..self.postgres.clone() })
     }
 }
 
@@ -190,18 +189,23 @@ mod tests {
     fn defaults_follow_the_contract() {
         let c = config(&[]).unwrap();
         assert_eq!(c.bind.to_string(), "127.0.0.1:8080");
-        assert_eq!(c.poll_interval, Duration::from_millis(2000));
-        assert_eq!(c.stream_max, Duration::from_secs(60));
-        assert_eq!(c.job_timeout, Duration::from_secs(1800));
-        assert_eq!((c.default_rate_limit_per_minute, c.default_max_concurrent_jobs, c.demo_credits), (120, 8, 1000));
+        assert_eq!((c.gateway.poll_interval, c.driver.poll_interval), (Duration::from_secs(2), Duration::from_secs(2)));
+        assert_eq!(c.http.stream_max, Duration::from_secs(60));
+        assert_eq!(c.driver.job_timeout, Duration::from_secs(1800));
+        let limits = c.gateway.default_limits;
+        assert_eq!((limits.rate_limit_per_minute, limits.max_concurrent_jobs, c.demo_credits), (120, 8, 1000));
         assert!(c.database_url.is_none() && c.upstream_url.is_none() && c.admin_token.is_none());
     }
 
     #[test]
     fn variables_override_and_bad_values_are_named() {
         let c = config(&[("GENJOBS_POLL_INTERVAL_MS", "50"), ("GENJOBS_UPSTREAM_CANCEL", "1")]).unwrap();
-        assert_eq!(c.poll_interval, Duration::from_millis(50));
-        assert!(c.upstream_cancel);
+        assert_eq!(
+            (c.gateway.poll_interval, c.driver.poll_interval),
+            (Duration::from_millis(50), Duration::from_millis(50))
+        );
+        assert!(c.gateway.upstream_cancel);
+        assert_eq!(config(&[("GENJOBS_SSE_KEEPALIVE_SECS", "60")]).unwrap().http.keep_alive, MAX_KEEP_ALIVE);
         let err = config(&[("GENJOBS_STREAM_MAX_SECS", "soon")]).unwrap_err();
         assert!(err.to_string().contains("GENJOBS_STREAM_MAX_SECS"));
         assert!(config(&[("GENJOBS_POLL_INTERVAL_MS", "0")]).is_err());

@@ -18,14 +18,14 @@ use std::sync::Arc;
 use actix_web::dev::{Server, ServerHandle};
 use genjobs_domain::catalog::{Catalog, CatalogError};
 use genjobs_domain::ids::{AdminToken, ApiKey};
-use genjobs_domain::ports::{Limits, RandomIds, UpstreamProvider};
-use genjobs_domain::usecases::{DriverSettings, Gateway, JobDriver, NewUserRequest, Ports, Settings};
-use genjobs_http::{AppState, HttpSettings};
+use genjobs_domain::ports::{RandomIds, UpstreamProvider};
+use genjobs_domain::usecases::{Gateway, JobDriver, NewUserRequest, Ports};
+use genjobs_http::AppState;
 use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
-use genjobs_store_postgres::{JobCache, KeyCache, Listeners, PgEvents, PgRateLimiter, PgSettings, PgStore, SetupError};
+use genjobs_store_postgres::{PgAdapters, SetupError};
 use genjobs_upstream_fal::{FalConfig, FalUpstream};
-use genjobs_upstream_sim::{RunningSim, SimConfig};
+use genjobs_upstream_sim::RunningSim;
 use tokio::task::JoinHandle;
 
 pub use config::{Config, ConfigError};
@@ -78,6 +78,7 @@ pub struct Service {
     pub simulator_url: Option<String>,
     server: Server,
     background: Vec<JoinHandle<()>>,
+    postgres: Option<PgAdapters>,
     simulator: Option<RunningSim>,
 }
 
@@ -98,6 +99,7 @@ impl Service {
         for task in &self.background {
             task.abort();
         }
+        drop(self.postgres);
         if let Some(sim) = &self.simulator {
             sim.stop().await;
         }
@@ -117,35 +119,12 @@ fn catalog(config: &Config) -> Result<Catalog, StartError> {
     }
 }
 
-fn settings(config: &Config) -> Settings {
-    Settings {
-        poll_interval: config.poll_interval,
-        default_limits: Limits {
-            rate_limit_per_minute: config.default_rate_limit_per_minute,
-            max_concurrent_jobs: config.default_max_concurrent_jobs,
-        },
-        upstream_cancel: config.upstream_cancel,
-    }
-}
-
-fn pg_settings(config: &Config, url: &str) -> PgSettings {
-    PgSettings {
-        url: url.to_owned(),
-        pool_size: config.db_pool_size,
-        pool_timeout: config.db_pool_timeout,
-        connect_timeout: config.db_connect_timeout,
-        statement_timeout: config.db_statement_timeout,
-        key_cache_ttl: config.key_cache_ttl,
-        job_cache_ttl: config.job_cache_ttl,
-    }
-}
-
 /// The ports of the configured store, and the tasks that serve them in the background.
 async fn ports(
     config: &Config,
     upstream: Arc<dyn UpstreamProvider>,
-) -> Result<(Ports, Vec<JoinHandle<()>>), StartError> {
-    let Some(url) = &config.database_url else {
+) -> Result<(Ports, Option<PgAdapters>), StartError> {
+    let Some(pg) = config.postgres_settings() else {
         let store = Arc::new(MemoryStore::new());
         let ports = Ports {
             jobs: store.clone(),
@@ -156,32 +135,21 @@ async fn ports(
             clock: Arc::new(SystemClock),
             ids: Arc::new(RandomIds),
         };
-        return Ok((ports, Vec::new()));
+        return Ok((ports, None));
     };
-    let pg = pg_settings(config, url);
     let applied = genjobs_store_postgres::run_migrations(&pg).await?;
     tracing::info!(applied, "database migrations are up to date");
-    let pool = genjobs_store_postgres::pool(&pg)?;
-    let listeners = Listeners {
-        hub: Arc::new(EventHub::new()),
-        keys: Arc::new(KeyCache::new(pg.key_cache_ttl)),
-        jobs: Arc::new(JobCache::new(pg.job_cache_ttl)),
-    };
-    let listener = genjobs_store_postgres::listen(pg.url.clone(), listeners.clone());
-    let store = PgStore::new(pool.clone(), listeners.keys)
-        .with_relaxed_writes(genjobs_store_postgres::relaxed_pool(&pg)?)
-        .with_job_cache(listeners.jobs);
-    let (store, hub) = (Arc::new(store), listeners.hub);
+    let adapters = genjobs_store_postgres::connect(&pg)?;
     let ports = Ports {
-        jobs: store.clone(),
-        accounts: store,
+        jobs: adapters.store.clone(),
+        accounts: adapters.store.clone(),
         upstream,
-        events: Arc::new(PgEvents::new(hub, pool.clone())),
-        rate_limiter: Arc::new(PgRateLimiter::new(pool)),
+        events: adapters.events.clone(),
+        rate_limiter: adapters.rate_limiter.clone(),
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
     };
-    Ok((ports, vec![listener]))
+    Ok((ports, Some(adapters)))
 }
 
 /// The use cases over the configured store, for the command line's administration.
@@ -191,7 +159,7 @@ async fn ports(
 pub async fn gateway(config: &Config) -> Result<Gateway, StartError> {
     let upstream = FalUpstream::new(FalConfig::new(config.upstream_url.clone().unwrap_or_default(), None))?;
     let (ports, _) = ports(config, Arc::new(upstream)).await?;
-    Ok(Gateway::new(ports, Arc::new(catalog(config)?), settings(config)))
+    Ok(Gateway::new(ports, Arc::new(catalog(config)?), config.gateway.clone()))
 }
 
 /// Builds every adapter, binds, and starts the job driver; the returned [`Service`] serves once
@@ -203,16 +171,12 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let catalog = Arc::new(catalog(&config)?);
     let simulator = match &config.upstream_url {
         Some(_) => None,
-        None => Some(genjobs_upstream_sim::spawn(SimConfig {
-            queue: config.sim_queue,
-            run: config.sim_run,
-            api_key: None,
-        })?),
+        None => Some(genjobs_upstream_sim::spawn(config.simulator.clone())?),
     };
     let upstream_url = config.upstream_url.clone().or_else(|| simulator.as_ref().map(|s| s.base_url.clone()));
     let upstream = FalUpstream::new(FalConfig::new(upstream_url.unwrap_or_default(), config.upstream_key.clone()))?;
-    let (ports, mut background) = ports(&config, Arc::new(upstream)).await?;
-    let gateway = Gateway::new(ports.clone(), Arc::clone(&catalog), settings(&config));
+    let (ports, postgres) = ports(&config, Arc::new(upstream)).await?;
+    let gateway = Gateway::new(ports.clone(), Arc::clone(&catalog), config.gateway.clone());
     let demo_key = match config.database_url {
         Some(_) => None,
         None => {
@@ -227,25 +191,14 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         }
     };
 
-    let driver_settings =
-        DriverSettings { lease: config.lease, ..DriverSettings::new(config.poll_interval, config.job_timeout) };
-    let driver = JobDriver::new(ports, catalog, driver_settings);
-    background.push(tokio::spawn(async move { driver.run().await }));
+    let driver = JobDriver::new(ports, catalog, config.driver.clone());
+    let background = vec![tokio::spawn(async move { driver.run().await })];
 
     let admin_token =
         config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
-    let state = AppState {
-        gateway,
-        admin_token: AdminToken::new(&admin_token),
-        settings: HttpSettings {
-            stream_max: config.stream_max,
-            keep_alive: config.sse_keep_alive,
-            workers: config.http_workers,
-            ..HttpSettings::default()
-        },
-    };
+    let state = AppState { gateway, admin_token: AdminToken::new(&admin_token), settings: config.http.clone() };
     let server = genjobs_http::serve(listener, state)?;
     Ok(Service {
         address,
@@ -254,6 +207,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         simulator_url: simulator.as_ref().map(|s| s.base_url.clone()),
         server,
         background,
+        postgres,
         simulator,
     })
 }

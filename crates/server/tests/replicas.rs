@@ -6,11 +6,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use genjobs_domain::ids::UserId;
-use genjobs_store_postgres::{KeyCache, PgStore, pool};
+use genjobs_store_postgres::{PgSettings, connect};
 use genjobs_test_postgres::{TestDatabase, eventually};
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use serde_json::{Value, json};
@@ -99,9 +98,10 @@ async fn job(client: &reqwest::Client, replica: &Replica, key: &str, id: &str, w
 }
 
 async fn assert_ledger_balances(db: &TestDatabase, user_id: &str, granted: i64) {
-    let store = PgStore::new(pool(&db.settings()).unwrap(), Arc::new(KeyCache::new(Duration::ZERO)));
+    let adapters = connect(&PgSettings { key_cache_ttl: Duration::ZERO, ..db.settings() }).unwrap();
+    let store = &*adapters.store;
     let id = UserId::parse(user_id).unwrap();
-    let account = genjobs_domain::ports::AccountStore::account(&store, id).await.unwrap().unwrap();
+    let account = genjobs_domain::ports::AccountStore::account(store, id).await.unwrap().unwrap();
     assert_eq!((account.active_jobs, account.balances.held.get()), (0, 0), "{account:?}");
     assert_eq!(account.balances.total(), granted as u128);
     let totals = store.ledger_totals(id).await.unwrap();

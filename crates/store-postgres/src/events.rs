@@ -16,8 +16,9 @@ use genjobs_domain::ports::{JobChanges, JobEvents};
 use genjobs_runtime::EventHub;
 use tokio::task::JoinHandle;
 
-use crate::pool::connect;
-use crate::store::{JobCache, KEYS_CHANNEL, KeyCache};
+use crate::cache::{JobCache, KeyCache};
+use crate::pool::open_connection;
+use crate::store::KEYS_CHANNEL;
 
 /// The `NOTIFY` channel of changed jobs; the payload is the job id.
 pub const JOBS_CHANNEL: &str = "genjobs_jobs";
@@ -96,7 +97,7 @@ pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
 
 async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Result<(), String> {
     let Listeners { hub, keys, jobs } = listeners;
-    let mut conn = connect(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
+    let mut conn = open_connection(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
     for channel in [JOBS_CHANNEL, KEYS_CHANNEL] {
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
     }
@@ -113,7 +114,7 @@ async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Re
             JOBS_CHANNEL => match uuid::Uuid::from_str(&notification.payload) {
                 Ok(id) => {
                     // Evict first, so that the woken waiters read the new state.
-                    jobs.forget(JobId::from_uuid(id));
+                    jobs.forget(&JobId::from_uuid(id));
                     hub.notify(JobId::from_uuid(id));
                 }
                 Err(_) => tracing::warn!(payload = %notification.payload, "malformed job notification"),

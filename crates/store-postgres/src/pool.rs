@@ -40,12 +40,19 @@ pub struct PgSettings {
 }
 
 impl PgSettings {
-    /// Defaults for `url`: 16 connections, 2 s to get one, 5 s to connect, 5 s per statement,
-    /// keys cached for 5 s.
+    /// The defaults for `url`.
     #[must_use]
     pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), ..Self::default() }
+    }
+}
+
+impl Default for PgSettings {
+    /// No URL yet; 16 connections, 2 s to get one, 5 s to connect, 5 s per statement, keys
+    /// cached for 5 s, job reads for 500 ms.
+    fn default() -> Self {
         Self {
-            url: url.into(),
+            url: String::new(),
             pool_size: 16,
             pool_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
@@ -74,7 +81,7 @@ pub enum SetupError {
 ///
 /// # Errors
 /// When the database cannot be reached within `connect_timeout`.
-pub async fn connect(
+pub async fn open_connection(
     url: &str,
     settings_statement_timeout: Duration,
     connect_timeout: Duration,
@@ -156,7 +163,7 @@ fn pool_of(settings: &PgSettings, durability: Durability, size: usize) -> Result
 /// # Errors
 /// [`SetupError::Connect`] or [`SetupError::Migrate`].
 pub async fn run_migrations(settings: &PgSettings) -> Result<usize, SetupError> {
-    let conn = connect(&settings.url, Duration::from_secs(600), settings.connect_timeout)
+    let conn = open_connection(&settings.url, Duration::from_secs(600), settings.connect_timeout)
         .await
         .map_err(|e| SetupError::Connect(e.to_string()))?;
     let mut wrapper: AsyncConnectionWrapper<AsyncPgConnection> = AsyncConnectionWrapper::from(conn);

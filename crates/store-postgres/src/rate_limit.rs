@@ -4,9 +4,7 @@
 //! while most requests cost no database round trip. Tokens of a lease not spent within
 //! [`LEASE_LIFETIME`] are dropped, never returned, so a lease can only make the limit stricter.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use diesel::sql_types::{Bool, Double, Integer, Uuid as SqlUuid};
@@ -15,6 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::{RateDecision, RateLimiter, StoreError};
 
+use crate::cache::TtlCache;
 use crate::error::{from_diesel, from_pool};
 
 /// How long a replica may spend the tokens of one lease.
@@ -29,40 +28,25 @@ fn lease_size(per_minute: u32) -> u32 {
 /// The shared rate limiter.
 pub struct PgRateLimiter {
     pool: Pool<AsyncPgConnection>,
-    leases: Mutex<HashMap<UserId, Lease>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Lease {
-    tokens: u32,
-    expires: Instant,
+    /// Tokens left of each user's current lease.
+    leases: TtlCache<UserId, u32>,
 }
 
 impl PgRateLimiter {
     /// A limiter over `pool`.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>) -> Self {
-        Self { pool, leases: Mutex::new(HashMap::new()) }
+        Self { pool, leases: TtlCache::new(LEASE_LIFETIME) }
     }
 
     fn spend_leased(&self, user_id: UserId) -> bool {
-        let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
-        match leases.get_mut(&user_id) {
-            Some(lease) if lease.tokens > 0 && lease.expires > Instant::now() => {
-                lease.tokens -= 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn keep_lease(&self, user_id: UserId, tokens: u32) {
-        let mut leases = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
-        if leases.len() > 100_000 {
-            let now = Instant::now();
-            leases.retain(|_, lease| lease.expires > now);
-        }
-        leases.insert(user_id, Lease { tokens, expires: Instant::now() + LEASE_LIFETIME });
+        self.leases
+            .update(&user_id, |tokens| {
+                let spent = *tokens > 0;
+                *tokens = tokens.saturating_sub(1);
+                spent
+            })
+            .unwrap_or(false)
     }
 }
 
@@ -115,7 +99,7 @@ impl RateLimiter for PgRateLimiter {
             .await
             .map_err(from_diesel)?;
         if bucket.allowed && bucket.taken >= 1 {
-            self.keep_lease(user_id, u32::try_from(bucket.taken - 1).unwrap_or(0));
+            self.leases.put(user_id, u32::try_from(bucket.taken - 1).unwrap_or(0));
             return Ok(RateDecision::Allowed);
         }
         let per_second = capacity / 60.0;

@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use genjobs_store_postgres::{KeyCache, PgStore, pool};
+use genjobs_store_postgres::{PgAdapters, PgStore, connect};
 use genjobs_test_postgres::TestDatabase;
 
-async fn store() -> (Arc<PgStore>, TestDatabase) {
+/// The store of a replica built as the binary builds it; the adapters and the database live as
+/// long as the case.
+async fn store() -> (Arc<PgStore>, (PgAdapters, TestDatabase)) {
     let db = TestDatabase::new().await;
-    let settings = db.settings();
-    let pool = pool(&settings).expect("pool");
-    (Arc::new(PgStore::new(pool, Arc::new(KeyCache::new(settings.key_cache_ttl)))), db)
+    let adapters = connect(&db.settings()).expect("adapters");
+    (Arc::clone(&adapters.store), (adapters, db))
 }
 
 genjobs_store_contract::store_contract_tests!(store());

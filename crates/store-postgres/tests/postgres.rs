@@ -15,38 +15,14 @@ use genjobs_domain::ids::{ApiKey, JobId, UserId};
 use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, UpstreamRef};
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
-use genjobs_runtime::EventHub;
-use genjobs_store_postgres::{
-    JobCache, KeyCache, Listeners, PgEvents, PgRateLimiter, PgSettings, PgStore, listen, pool, relaxed_pool,
-};
+use genjobs_store_postgres::{KeyCache, PgAdapters, PgRateLimiter, PgSettings, PgStore, connect, pool, relaxed_pool};
 use genjobs_test_postgres::{TestDatabase, eventually};
 use time::OffsetDateTime;
 
-struct Replica {
-    store: PgStore,
-    events: PgEvents,
-    keys: Arc<KeyCache>,
-    listener: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.listener.abort();
-    }
-}
-
-fn replica(db: &TestDatabase) -> Replica {
-    let settings = db.settings();
-    let pool = pool(&settings).unwrap();
-    let keys = Arc::new(KeyCache::new(Duration::from_secs(60)));
-    let jobs = Arc::new(JobCache::new(Duration::from_secs(60)));
-    let hub = Arc::new(EventHub::new());
-    Replica {
-        store: PgStore::new(pool.clone(), Arc::clone(&keys)).with_job_cache(Arc::clone(&jobs)),
-        events: PgEvents::new(Arc::clone(&hub), pool),
-        listener: listen(settings.url.clone(), Listeners { hub, keys: Arc::clone(&keys), jobs }),
-        keys,
-    }
+/// A replica as the binary builds it, with caches long enough that only `NOTIFY` can refresh them.
+fn replica(db: &TestDatabase) -> PgAdapters {
+    let long = Duration::from_secs(60);
+    connect(&PgSettings { key_cache_ttl: long, job_cache_ttl: long, ..db.settings() }).unwrap()
 }
 
 async fn user(store: &PgStore, credits: u64, max_concurrent_jobs: u32) -> (UserId, ApiKey) {
@@ -417,4 +393,21 @@ async fn group_commits_keep_compare_and_set_per_job() {
     let outcomes = join_all(twins.into_iter().map(|t| r.store.commit(t))).await;
     assert_eq!(outcomes.iter().filter(|o| matches!(o, Ok(Commit::Applied(_)))).count(), 1, "{outcomes:?}");
     assert_eq!(outcomes.iter().filter(|o| matches!(o, Ok(Commit::Stale(_)))).count(), 1, "{outcomes:?}");
+}
+
+#[tokio::test]
+async fn idempotency_records_older_than_the_retention_are_pruned() {
+    let db = TestDatabase::new().await;
+    let r = replica(&db);
+    let (id, _) = user(&r.store, 100, 8).await;
+    let now = OffsetDateTime::now_utc();
+    let day = time::Duration::hours(24);
+    let claim = |key: &str| Some(IdempotencyClaim { key: key.into(), fingerprint: "f".into() });
+    r.store.accept(new_job(id, 1), claim("old"), now - day - time::Duration::minutes(1)).await.unwrap();
+    r.store.accept(new_job(id, 1), claim("fresh"), now).await.unwrap();
+    assert_eq!(r.store.prune_idempotency(now - day).await.unwrap(), 1);
+    let replayed = r.store.accept(new_job(id, 1), claim("fresh"), now).await.unwrap();
+    assert!(matches!(replayed, Accepted::Replayed(_)), "the fresh record is kept");
+    let again = r.store.accept(new_job(id, 1), claim("old"), now).await.unwrap();
+    assert!(matches!(again, Accepted::Created(_)), "the pruned key is free again");
 }

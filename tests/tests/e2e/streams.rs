@@ -2,12 +2,18 @@ use std::time::{Duration, Instant};
 
 use crate::{spawn_app, spawn_app_with};
 use genjobs::Config;
+use genjobs_http::HttpSettings;
 use genjobs_tests::{fast_config, parse_sse};
+use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn a_stream_sends_progress_then_done_and_closes() {
-    let app = spawn_app_with(Config { sim_run: Duration::from_millis(600), ..fast_config() }).await;
+    let app = spawn_app_with({
+        let config = fast_config();
+        Config { simulator: SimConfig { run: Duration::from_millis(600), ..config.simulator }, ..config }
+    })
+    .await;
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "watch me"})).await;
     let id = receipt["job_id"].as_str().unwrap();
     let (headers, text) = app.read_stream(id, &app.demo_key, Duration::from_secs(20)).await;
@@ -82,7 +88,11 @@ async fn a_failed_or_canceled_job_ends_with_an_error_event() {
 
 #[tokio::test]
 async fn a_stream_closes_after_its_lifetime_and_resumes_on_reconnect() {
-    let app = spawn_app_with(Config { stream_max: Duration::from_secs(1), ..fast_config() }).await;
+    let app = spawn_app_with({
+        let config = fast_config();
+        Config { http: HttpSettings { stream_max: Duration::from_secs(1), ..config.http }, ..config }
+    })
+    .await;
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "forever [sim:hang]"})).await;
     let id = receipt["job_id"].as_str().unwrap();
     for _ in 0..2 {
@@ -98,12 +108,9 @@ async fn a_stream_closes_after_its_lifetime_and_resumes_on_reconnect() {
 
 #[tokio::test]
 async fn an_idle_stream_carries_keep_alive_comments() {
-    let config = Config {
-        sse_keep_alive: Duration::from_secs(1),
-        poll_interval: Duration::from_secs(5),
-        stream_max: Duration::from_secs(3),
-        ..fast_config()
-    };
+    let config = fast_config().with_poll_interval(Duration::from_secs(5));
+    let http = HttpSettings { keep_alive: Duration::from_secs(1), stream_max: Duration::from_secs(3), ..config.http };
+    let config = Config { http, ..config };
     let app = spawn_app_with(config).await;
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "idle [sim:hang]"})).await;
     let (_, text) = app.read_stream(receipt["job_id"].as_str().unwrap(), &app.demo_key, Duration::from_secs(10)).await;

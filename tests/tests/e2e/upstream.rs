@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use crate::{spawn_app, spawn_app_with};
 use genjobs::Config;
+use genjobs_domain::usecases::DriverSettings;
 use genjobs_tests::fast_config;
 use serde_json::{Value, json};
 
@@ -52,7 +53,10 @@ async fn an_expired_result_fails_the_job() {
 
 #[tokio::test]
 async fn a_job_past_the_timeout_is_upstream_timeout() {
-    let config = Config { job_timeout: Duration::from_secs(1), ..fast_config() };
+    let config = {
+        let config = fast_config();
+        Config { driver: DriverSettings { job_timeout: Duration::from_secs(1), ..config.driver }, ..config }
+    };
     assert_failed_with("stuck [sim:hang]", "UPSTREAM_TIMEOUT", config).await;
 }
 

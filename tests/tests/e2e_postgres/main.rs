@@ -23,6 +23,7 @@ mod submit;
 mod upstream;
 
 use genjobs::Config;
+use genjobs_store_postgres::PgSettings;
 use genjobs_tests::{TestApp, fast_config, spawn_postgres_app};
 
 pub(crate) async fn spawn_app() -> TestApp {
@@ -37,7 +38,9 @@ pub(crate) async fn spawn_app_with(config: Config) -> TestApp {
 /// of submissions (each of which the driver then submits and polls) and reads all succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_pool_serves_a_burst_without_starving() {
-    let app = spawn_postgres_app(Config { db_pool_size: 2, ..fast_config() }).await;
+    let app =
+        spawn_postgres_app(Config { postgres: PgSettings { pool_size: 2, ..PgSettings::default() }, ..fast_config() })
+            .await;
     let user = app
         .create_user(10_000, serde_json::json!({"max_concurrent_jobs": 1000, "rate_limit_per_minute": 100000}))
         .await;

@@ -58,6 +58,21 @@ impl DriverSettings {
             max_held: 100_000,
         }
     }
+
+    /// The same settings at another poll interval, with the tick derived again; the lease and
+    /// the timeout stay as they are.
+    #[must_use]
+    pub fn with_poll_interval(self, poll_interval: Duration) -> Self {
+        let derived = Self::new(poll_interval, self.job_timeout);
+        Self { poll_interval, idle_tick: derived.idle_tick, ..self }
+    }
+}
+
+impl Default for DriverSettings {
+    /// The gateway's default poll interval and a 30-minute job timeout.
+    fn default() -> Self {
+        Self::new(super::Settings::default().poll_interval, Duration::from_secs(1800))
+    }
 }
 
 /// Back-off cap: a job whose provider keeps failing transiently is polled at most every

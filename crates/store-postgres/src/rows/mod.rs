@@ -12,76 +12,13 @@ use genjobs_domain::ports::{Account, Limits, StoreError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::schema::{jobs, users};
+use crate::schema::users;
 
-#[derive(Debug, Clone, Queryable, QueryableByName, Selectable, Insertable)]
-#[diesel(table_name = jobs, check_for_backend(diesel::pg::Pg), treat_none_as_null = true)]
-pub(crate) struct JobRow {
-    pub id: Uuid,
-    pub user_id: Uuid,
-    pub model: String,
-    pub modality: String,
-    pub state: String,
-    pub progress: i16,
-    pub outputs: Option<Value>,
-    pub error: Option<Value>,
-    pub created_at: OffsetDateTime,
-    pub started_at: Option<OffsetDateTime>,
-    pub finished_at: Option<OffsetDateTime>,
-    pub canceled_at: Option<OffsetDateTime>,
-    pub credits_held: i64,
-    pub credits_actual: Option<i64>,
-    pub input: Value,
-    pub upstream: Option<Value>,
-    pub submit_attempted: bool,
-    pub next_poll_at: Option<OffsetDateTime>,
-    pub poll_failures: i32,
-    pub version: i64,
-    pub lease_until: Option<OffsetDateTime>,
-}
+mod job_columns;
 
-/// The columns a transition may change: everything but the job's identity, its creation and
-/// its lease, which belongs to the driver holding it.
-#[derive(Debug, Clone, AsChangeset)]
-#[diesel(table_name = jobs, check_for_backend(diesel::pg::Pg), treat_none_as_null = true)]
-pub(crate) struct JobUpdate<'a> {
-    pub state: &'a str,
-    pub progress: i16,
-    pub outputs: Option<&'a Value>,
-    pub error: Option<&'a Value>,
-    pub started_at: Option<OffsetDateTime>,
-    pub finished_at: Option<OffsetDateTime>,
-    pub canceled_at: Option<OffsetDateTime>,
-    pub credits_actual: Option<i64>,
-    pub upstream: Option<&'a Value>,
-    pub submit_attempted: bool,
-    pub next_poll_at: Option<OffsetDateTime>,
-    pub poll_failures: i32,
-    pub version: i64,
-}
-
-impl JobRow {
-    pub(crate) fn update(&self) -> JobUpdate<'_> {
-        JobUpdate {
-            state: &self.state,
-            progress: self.progress,
-            outputs: self.outputs.as_ref(),
-            error: self.error.as_ref(),
-            started_at: self.started_at,
-            finished_at: self.finished_at,
-            canceled_at: self.canceled_at,
-            credits_actual: self.credits_actual,
-            upstream: self.upstream.as_ref(),
-            submit_attempted: self.submit_attempted,
-            next_poll_at: self.next_poll_at,
-            poll_failures: self.poll_failures,
-            version: self.version,
-        }
-    }
-}
+pub(crate) use job_columns::{JobRow, bind_accept, update_rows};
 
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(format!("stored {what} cannot be read: {detail}"))

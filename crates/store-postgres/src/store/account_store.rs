@@ -1,0 +1,182 @@
+//! The account port over Postgres: users with their opening grant, keys (only prefix and hash are
+//! stored; a revocation is announced with `NOTIFY`), grants and balances.
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use genjobs_domain::credits::Credits;
+use genjobs_domain::ids::{KeyPrefix, UserId};
+use genjobs_domain::ports::{Account, AccountError, AccountStore, Credential, Limits, StoreError, StoredKey};
+use time::OffsetDateTime;
+
+use super::PgStore;
+use crate::error::from_diesel;
+use crate::rows::{amount, key_hash};
+use crate::schema::{api_keys, ledger, users};
+
+/// The `NOTIFY` channel of revoked key prefixes.
+pub const KEYS_CHANNEL: &str = "genjobs_keys";
+
+/// Stores a key's prefix and hash; 0 rows when the prefix is taken.
+async fn insert_key(conn: &mut AsyncPgConnection, key: &StoredKey) -> Result<usize, diesel::result::Error> {
+    diesel::insert_into(api_keys::table)
+        .values((
+            api_keys::prefix.eq(key.prefix.as_str()),
+            api_keys::key_hash.eq(key.hash.as_bytes().to_vec()),
+            api_keys::user_id.eq(key.user_id.as_uuid()),
+            api_keys::created_at.eq(key.created_at),
+        ))
+        .on_conflict_do_nothing()
+        .execute(conn)
+        .await
+}
+
+#[async_trait]
+impl AccountStore for PgStore {
+    async fn create_user(
+        &self,
+        user_id: UserId,
+        name: String,
+        credits_granted: Credits,
+        limits: Limits,
+        key: StoredKey,
+    ) -> Result<Account, AccountError> {
+        let granted = amount(credits_granted)?;
+        let to_i32 = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+        let mut conn = self.conn().await?;
+        let created = conn
+            .transaction(async |conn| -> Result<bool, diesel::result::Error> {
+                diesel::insert_into(users::table)
+                    .values((
+                        users::id.eq(user_id.as_uuid()),
+                        users::name.eq(&name),
+                        users::credits_available.eq(granted),
+                        users::credits_held.eq(0),
+                        users::credits_spent.eq(0),
+                        users::credits_granted.eq(granted),
+                        users::rate_limit_per_minute.eq(to_i32(limits.rate_limit_per_minute)),
+                        users::max_concurrent_jobs.eq(to_i32(limits.max_concurrent_jobs)),
+                        users::active_jobs.eq(0),
+                    ))
+                    .execute(conn)
+                    .await?;
+                diesel::insert_into(ledger::table)
+                    .values((
+                        ledger::user_id.eq(user_id.as_uuid()),
+                        ledger::kind.eq("grant"),
+                        ledger::amount.eq(granted),
+                    ))
+                    .execute(conn)
+                    .await?;
+                if insert_key(conn, &key).await? == 0 {
+                    return Err(diesel::result::Error::RollbackTransaction);
+                }
+                Ok(true)
+            })
+            .await;
+        match created {
+            Ok(_) => {}
+            Err(diesel::result::Error::RollbackTransaction) => return Err(AccountError::KeyPrefixTaken),
+            Err(e) => return Err(from_diesel(e).into()),
+        }
+        self.keys.forget(&key.prefix);
+        Self::load_account(&mut conn, user_id).await?.ok_or(AccountError::UnknownUser)
+    }
+
+    async fn add_key(&self, key: StoredKey) -> Result<(), AccountError> {
+        let owner = key.user_id.as_uuid();
+        let mut conn = self.conn().await?;
+        let exists: i64 = users::table.find(owner).count().get_result(&mut conn).await.map_err(from_diesel)?;
+        if exists == 0 {
+            return Err(AccountError::UnknownUser);
+        }
+        if insert_key(&mut conn, &key).await.map_err(from_diesel)? == 0 {
+            return Err(AccountError::KeyPrefixTaken);
+        }
+        self.keys.forget(&key.prefix);
+        Ok(())
+    }
+
+    async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError> {
+        let mut conn = self.conn().await?;
+        let revoked = diesel::update(api_keys::table.find(prefix.as_str()).filter(api_keys::revoked_at.is_null()))
+            .set(api_keys::revoked_at.eq(Some(OffsetDateTime::now_utc())))
+            .execute(&mut conn)
+            .await
+            .map_err(from_diesel)?;
+        self.keys.forget(prefix);
+        if revoked > 0 {
+            diesel::sql_query("SELECT pg_notify($1, $2)")
+                .bind::<diesel::sql_types::Text, _>(KEYS_CHANNEL)
+                .bind::<diesel::sql_types::Text, _>(prefix.as_str())
+                .execute(&mut conn)
+                .await
+                .map_err(from_diesel)?;
+        }
+        Ok(revoked > 0)
+    }
+
+    async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
+        if let Some(cached) = self.keys.get(prefix) {
+            return Ok(cached);
+        }
+        let rows: Vec<(Vec<u8>, uuid::Uuid, i32)> = api_keys::table
+            .inner_join(users::table)
+            .filter(api_keys::prefix.eq(prefix.as_str()))
+            .filter(api_keys::revoked_at.is_null())
+            .select((api_keys::key_hash, api_keys::user_id, users::rate_limit_per_minute))
+            .load(&mut *self.conn().await?)
+            .await
+            .map_err(from_diesel)?;
+        let found = rows
+            .into_iter()
+            .map(|(hash, user_id, rate)| {
+                Ok(Credential {
+                    hash: key_hash(&hash)?,
+                    user_id: UserId::from_uuid(user_id),
+                    rate_limit_per_minute: u32::try_from(rate).unwrap_or(1),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        if !found.is_empty() {
+            self.keys.put(prefix.clone(), found.clone());
+        }
+        Ok(found)
+    }
+
+    async fn grant(&self, user_id: UserId, grant: i64) -> Result<Account, AccountError> {
+        let mut conn = self.conn().await?;
+        let applied = conn
+            .transaction(async |conn| -> Result<bool, diesel::result::Error> {
+                let updated = diesel::update(
+                    users::table.find(user_id.as_uuid()).filter((users::credits_available + grant).ge(0)),
+                )
+                .set((
+                    users::credits_available.eq(users::credits_available + grant),
+                    users::credits_granted.eq(users::credits_granted + grant),
+                ))
+                .execute(conn)
+                .await?;
+                if updated == 0 {
+                    return Ok(false);
+                }
+                diesel::insert_into(ledger::table)
+                    .values((ledger::user_id.eq(user_id.as_uuid()), ledger::kind.eq("grant"), ledger::amount.eq(grant)))
+                    .execute(conn)
+                    .await?;
+                Ok(true)
+            })
+            .await
+            .map_err(from_diesel)?;
+        let account = Self::load_account(&mut conn, user_id).await?.ok_or(AccountError::UnknownUser)?;
+        if applied {
+            Ok(account)
+        } else {
+            Err(AccountError::GrantBelowZero { available: account.balances.available, amount: grant })
+        }
+    }
+
+    async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {
+        Self::load_account(&mut *self.conn().await?, user_id).await
+    }
+}

@@ -1,0 +1,107 @@
+//! [`PgStore`]: the job and account ports over Postgres. Every operation that moves credits is one
+//! transaction: a conditional update of the account row, the job row, and an append to the ledger,
+//! whose unique indexes forbid a second hold or a second final movement for one job.
+//!
+//! - `job_store`: the job port: accept, read, commit, and the driver's claims and leases.
+//! - `account_store`: the account port: users, keys, grants.
+//! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
+
+mod account_store;
+mod job_store;
+mod ledger;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::job::Job;
+use genjobs_domain::ports::{Account, StoreError};
+
+pub use account_store::KEYS_CHANNEL;
+pub use job_store::IDEMPOTENCY_PRUNE_INTERVAL;
+pub use ledger::LedgerTotals;
+
+use crate::batch::GroupCommit;
+use crate::cache::{JobCache, KeyCache};
+use crate::error::{from_diesel, from_pool};
+use crate::rows::{JobRow, UserRow};
+use crate::schema::{jobs, users};
+
+/// The Postgres store.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool<AsyncPgConnection>,
+    relaxed: Pool<AsyncPgConnection>,
+    keys: Arc<KeyCache>,
+    jobs_cache: Arc<JobCache>,
+    durable_group: Arc<GroupCommit>,
+    relaxed_group: Arc<GroupCommit>,
+}
+
+impl PgStore {
+    /// A store over `pool`, caching keys in `keys`, with no job cache and every write durable.
+    #[must_use]
+    pub fn new(pool: Pool<AsyncPgConnection>, keys: Arc<KeyCache>) -> Self {
+        Self {
+            relaxed: pool.clone(),
+            pool,
+            keys,
+            jobs_cache: Arc::new(JobCache::new(Duration::ZERO)),
+            durable_group: Arc::default(),
+            relaxed_group: Arc::default(),
+        }
+    }
+
+    /// Commits recomputable transitions through `relaxed` (connections with
+    /// `synchronous_commit = off`).
+    #[must_use]
+    pub fn with_relaxed_writes(self, relaxed: Pool<AsyncPgConnection>) -> Self {
+        Self { relaxed, ..self }
+    }
+
+    /// Serves job reads from `cache`.
+    #[must_use]
+    pub fn with_job_cache(self, cache: Arc<JobCache>) -> Self {
+        Self { jobs_cache: cache, ..self }
+    }
+
+    /// The pool, for adapters that share it.
+    #[must_use]
+    pub fn pool(&self) -> &Pool<AsyncPgConnection> {
+        &self.pool
+    }
+
+    pub(super) async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
+        self.pool.get().await.map_err(from_pool)
+    }
+
+    pub(super) async fn load_job(conn: &mut AsyncPgConnection, id: JobId) -> Result<Option<Job>, StoreError> {
+        jobs::table
+            .find(id.as_uuid())
+            .select(JobRow::as_select())
+            .first(conn)
+            .await
+            .optional()
+            .map_err(from_diesel)?
+            .map(JobRow::into_job)
+            .transpose()
+    }
+
+    pub(super) async fn load_account(
+        conn: &mut AsyncPgConnection,
+        user_id: UserId,
+    ) -> Result<Option<Account>, StoreError> {
+        users::table
+            .find(user_id.as_uuid())
+            .select(UserRow::as_select())
+            .first(conn)
+            .await
+            .optional()
+            .map_err(from_diesel)?
+            .map(UserRow::into_account)
+            .transpose()
+    }
+}
