@@ -22,6 +22,20 @@ use genjobs_upstream_sim::SimConfig;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 
+pub use insta;
+
+/// An insta JSON snapshot of a response body, shared by both stores (`e2e` and `e2e_postgres`
+/// run the same modules): named, not prefixed with the module, with ids, keys and times redacted
+/// by the selectors given.
+#[macro_export]
+macro_rules! snapshot {
+    ($name:literal, $value:expr $(, { $($selector:literal => $redaction:expr),* $(,)? })?) => {
+        $crate::insta::with_settings!({ prepend_module_to_snapshot => false }, {
+            $crate::insta::assert_json_snapshot!($name, $value $(, { $($selector => $redaction),* })?);
+        });
+    };
+}
+
 /// The admin token of every test app.
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
@@ -166,6 +180,21 @@ pub async fn assert_error(response: Response, status: u16, kind: &str, code: &st
 }
 
 impl TestApp {
+    /// A client of a genjobs already running at `base` (another process, say) whose admin token
+    /// is [`ADMIN_TOKEN`], on the simulator at `sim_url`.
+    #[must_use]
+    pub fn remote(base: String, sim_url: String) -> TestApp {
+        let client = Client::builder().timeout(Duration::from_secs(90)).build().expect("client");
+        TestApp { base, demo_key: String::new(), sim_url, client, database: None }
+    }
+
+    /// The job now (`wait` 0) or long-polled for up to `wait` seconds.
+    pub async fn job(&self, key: &str, job_id: &str, wait: u64) -> Value {
+        let response = self.get(&format!("/api/v1/jobs/{job_id}?wait={wait}"), key).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.expect("job")
+    }
+
     /// The absolute URL of `path`.
     #[must_use]
     pub fn url(&self, path: &str) -> String {

@@ -1,5 +1,7 @@
 //! The driver's loop over the in-memory store and the in-process event hub, with a scripted
-//! provider: it claims, advances and lets go of jobs on its own.
+//! provider: it claims, advances and lets go of jobs on its own. Time is tokio's paused clock:
+//! it moves only when every task waits, so these tests take no wall-clock time and do not
+//! depend on how loaded the machine is.
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
@@ -16,11 +18,29 @@ use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest};
 use genjobs_domain::usecases::{DriverSettings, JobDriver, Ports};
-use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
+use genjobs_runtime::{EventHub, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use time::OffsetDateTime;
 
+/// The driver's clock, following tokio's (paused) time from a fixed origin.
+struct PausedClock {
+    origin: OffsetDateTime,
+    start: tokio::time::Instant,
+}
+
+#[async_trait::async_trait]
+impl Clock for PausedClock {
+    fn now(&self) -> OffsetDateTime {
+        self.origin + self.start.elapsed()
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        tokio::time::sleep(duration).await;
+    }
+}
+
 struct Setup {
+    clock: Arc<PausedClock>,
     store: Arc<MemoryStore>,
     events: Arc<EventHub>,
     user: UserId,
@@ -48,13 +68,14 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
     upstream.expect_result().returning(|_, _, _| {
         Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])
     });
+    let clock = Arc::new(PausedClock { origin: OffsetDateTime::now_utc(), start: tokio::time::Instant::now() });
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
         upstream: Arc::new(upstream),
         events: events.clone(),
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
-        clock: Arc::new(SystemClock),
+        clock: clock.clone(),
         ids: Arc::new(RandomIds),
     };
     let settings = DriverSettings {
@@ -62,13 +83,14 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         ..DriverSettings::new(Duration::from_millis(20), Duration::from_secs(60))
     };
     let driver = JobDriver::new(ports, Arc::new(Catalog::builtin().unwrap()), settings);
-    (Setup { store, events, user: UserId::new_at(OffsetDateTime::now_utc()), status_calls }, driver)
+    let user = UserId::new_at(clock.now());
+    (Setup { clock, store, events, user, status_calls }, driver)
 }
 
 async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
     let key = ApiKey::generate();
     let limits = Limits { rate_limit_per_minute: 1000, max_concurrent_jobs: 1000 };
-    let stored = StoredKey::of(&key, setup.user, OffsetDateTime::now_utc());
+    let stored = StoredKey::of(&key, setup.user, setup.clock.now());
     setup.store.create_user(setup.user, "u".into(), Credits::new(10_000), limits, stored).await.unwrap();
     let catalog = Catalog::builtin().unwrap();
     let request = GenerationRequest::validate(
@@ -79,7 +101,7 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
     .unwrap();
     let mut ids = Vec::new();
     for _ in 0..n {
-        let now = OffsetDateTime::now_utc();
+        let now = setup.clock.now();
         let (job, _) = Job::accept(
             JobId::new_at(now),
             setup.user,
@@ -103,7 +125,7 @@ async fn states(setup: &Setup, ids: &[JobId]) -> Vec<JobState> {
     states
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn the_loop_drives_every_job_to_its_end_and_settles_it() {
     let (setup, driver) = setup(UpstreamStatus::Completed);
     let ids = accept(&setup, 40).await;
@@ -125,7 +147,7 @@ async fn the_loop_drives_every_job_to_its_end_and_settles_it() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_job_canceled_while_held_stops_being_polled_at_once() {
     let (setup, driver) = setup(UpstreamStatus::Running { percent: Some(10) });
     let ids = accept(&setup, 1).await;
@@ -134,7 +156,7 @@ async fn a_job_canceled_while_held_stops_being_polled_at_once() {
     assert!(setup.status_calls.load(Ordering::SeqCst) > 3, "the job is being polled");
 
     let job = setup.store.job(ids[0]).await.unwrap().unwrap();
-    let cancel = job.apply(Trigger::Cancel, OffsetDateTime::now_utc()).unwrap();
+    let cancel = job.apply(Trigger::Cancel, setup.clock.now()).unwrap();
     assert!(matches!(setup.store.commit(cancel).await.unwrap(), Commit::Applied(_)));
     setup.events.publish(ids[0]).await;
     tokio::time::sleep(Duration::from_millis(60)).await;
@@ -144,13 +166,13 @@ async fn a_job_canceled_while_held_stops_being_polled_at_once() {
     assert_eq!(setup.status_calls.load(Ordering::SeqCst), after_cancel, "polled after the cancel");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_held_job_keeps_its_lease_and_is_not_claimed_twice() {
     let (setup, driver) = setup(UpstreamStatus::Running { percent: Some(10) });
     let ids = accept(&setup, 3).await;
     let running = tokio::spawn(async move { driver.run().await });
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let now = OffsetDateTime::now_utc();
+    let now = setup.clock.now();
     let stolen = setup.store.claim_due(now, now + time::Duration::seconds(10), 10).await.unwrap();
     running.abort();
     assert!(stolen.is_empty(), "renewals kept the leases past their 600 ms: {} claimable", stolen.len());

@@ -11,14 +11,14 @@ use std::time::Duration;
 use genjobs_domain::ids::UserId;
 use genjobs_store_postgres::{PgSettings, connect};
 use genjobs_test_postgres::{TestDatabase, eventually};
+use genjobs_tests::{ADMIN_TOKEN, TestApp};
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use serde_json::{Value, json};
 
-const ADMIN: &str = "replica-test-admin";
-
+/// A genjobs process, and the shared test client pointed at it.
 struct Replica {
     child: Child,
-    base: String,
+    app: TestApp,
 }
 
 impl Replica {
@@ -27,7 +27,7 @@ impl Replica {
             .env("DATABASE_URL", &db.url)
             .env("GENJOBS_UPSTREAM_URL", &sim.base_url)
             .env("GENJOBS_BIND", "127.0.0.1:0")
-            .env("GENJOBS_ADMIN_TOKEN", ADMIN)
+            .env("GENJOBS_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("GENJOBS_POLL_INTERVAL_MS", "100")
             .env("GENJOBS_LEASE_SECS", "2")
             .env("GENJOBS_DB_POOL_SIZE", "4")
@@ -44,7 +44,7 @@ impl Replica {
         let base = line.trim().trim_start_matches("genjobs listening on ").to_owned();
         // Keep reading: a closed pipe would make the replica's next print fail.
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        Replica { child, base }
+        Replica { child, app: TestApp::remote(base, sim.base_url.clone()) }
     }
 
     fn kill_hard(&mut self) {
@@ -69,32 +69,18 @@ fn sim() -> RunningSim {
     .unwrap()
 }
 
-async fn post_json(client: &reqwest::Client, url: String, bearer: &str, body: Value) -> Value {
-    client.post(url).bearer_auth(bearer).json(&body).send().await.unwrap().json().await.unwrap()
+async fn create_user(replica: &Replica, credits: u64) -> (String, String) {
+    let user = replica.app.create_user(credits, json!({"max_concurrent_jobs": 20})).await;
+    (user.id, user.key)
 }
 
-async fn create_user(client: &reqwest::Client, replica: &Replica, credits: u64) -> (String, String) {
-    let body = json!({"name": "r", "credits": credits, "max_concurrent_jobs": 20});
-    let user = post_json(client, format!("{}/api/admin/users", replica.base), ADMIN, body).await;
-    (user["id"].as_str().unwrap().to_owned(), user["api_key"].as_str().unwrap().to_owned())
-}
-
-async fn submit(client: &reqwest::Client, replica: &Replica, key: &str, prompt: &str) -> String {
-    let url = format!("{}/api/v1/images/generations", replica.base);
-    let receipt = post_json(client, url, key, json!({"prompt": prompt})).await;
+async fn submit(replica: &Replica, key: &str, prompt: &str) -> String {
+    let receipt = replica.app.submit("images", key, json!({"prompt": prompt})).await;
     receipt["job_id"].as_str().unwrap_or_else(|| panic!("no job id: {receipt}")).to_owned()
 }
 
-async fn job(client: &reqwest::Client, replica: &Replica, key: &str, id: &str, wait: u64) -> Value {
-    client
-        .get(format!("{}/api/v1/jobs/{id}?wait={wait}", replica.base))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+async fn job(replica: &Replica, key: &str, id: &str, wait: u64) -> Value {
+    replica.app.job(key, id, wait).await
 }
 
 async fn assert_ledger_balances(db: &TestDatabase, user_id: &str, granted: i64) {
@@ -114,14 +100,12 @@ async fn assert_ledger_balances(db: &TestDatabase, user_id: &str, granted: i64) 
 async fn a_job_submitted_through_one_replica_streams_to_completion_through_the_other() {
     let (db, sim) = (TestDatabase::new().await, sim());
     let (a, b) = (Replica::start(&db, &sim), Replica::start(&db, &sim));
-    let client = reqwest::Client::new();
-    let (_, key) = create_user(&client, &a, 100).await;
-    let id = submit(&client, &a, &key, "relay [sim:run=800]").await;
-    let stream = client.get(format!("{}/api/v1/jobs/{id}/stream", b.base)).bearer_auth(&key).send().await.unwrap();
-    let text = tokio::time::timeout(Duration::from_secs(20), stream.text()).await.unwrap().unwrap();
+    let (_, key) = create_user(&a, 100).await;
+    let id = submit(&a, &key, "relay [sim:run=800]").await;
+    let (_, text) = b.app.read_stream(&id, &key, Duration::from_secs(20)).await;
     assert!(text.contains("event: progress"), "{text}");
     assert!(text.contains("event: done"), "{text}");
-    let waited = job(&client, &b, &key, &id, 0).await;
+    let waited = job(&b, &key, &id, 0).await;
     assert_eq!(waited["state"], "succeeded");
 }
 
@@ -129,15 +113,13 @@ async fn a_job_submitted_through_one_replica_streams_to_completion_through_the_o
 async fn the_other_replica_finishes_the_jobs_of_one_killed_with_sigkill() {
     let (db, sim) = (TestDatabase::new().await, sim());
     let mut a = Replica::start(&db, &sim);
-    let client = reqwest::Client::new();
-    let (user_id, key) = create_user(&client, &a, 100).await;
-    let id = submit(&client, &a, &key, "orphan [sim:run=2500]").await;
-    let running =
-        eventually(Duration::from_secs(10), async || job(&client, &a, &key, &id, 0).await["state"] == "running").await;
+    let (user_id, key) = create_user(&a, 100).await;
+    let id = submit(&a, &key, "orphan [sim:run=2500]").await;
+    let running = eventually(Duration::from_secs(10), async || job(&a, &key, &id, 0).await["state"] == "running").await;
     assert!(running, "replica a never started the job");
     let b = Replica::start(&db, &sim);
     a.kill_hard();
-    let done = job(&client, &b, &key, &id, 30).await;
+    let done = job(&b, &key, &id, 30).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(sim.stats().routes["submit"], 1, "the job was never submitted twice");
     assert_ledger_balances(&db, &user_id, 100).await;
@@ -153,24 +135,23 @@ async fn a_process_killed_and_restarted_loses_no_job_and_balances_its_ledger() {
     })
     .unwrap();
     let mut first = Replica::start(&db, &sim);
-    let client = reqwest::Client::new();
-    let (user_id, key) = create_user(&client, &first, 1000).await;
-    let done = submit(&client, &first, &key, "early").await;
-    let failed = submit(&client, &first, &key, "broken [sim:fail]").await;
-    let canceled = submit(&client, &first, &key, "unwanted [sim:hang]").await;
-    client.post(format!("{}/api/v1/jobs/{canceled}/cancel", first.base)).bearer_auth(&key).send().await.unwrap();
+    let (user_id, key) = create_user(&first, 1000).await;
+    let done = submit(&first, &key, "early").await;
+    let failed = submit(&first, &key, "broken [sim:fail]").await;
+    let canceled = submit(&first, &key, "unwanted [sim:hang]").await;
+    let canceled_answer = first.app.post(&format!("/api/v1/jobs/{canceled}/cancel"), &key, &json!({})).await;
+    assert_eq!(canceled_answer.status(), 200);
     for id in [&done, &failed] {
-        assert!(job(&client, &first, &key, id, 20).await["state"] != "queued");
+        assert!(job(&first, &key, id, 20).await["state"] != "queued");
     }
-    let running = submit(&client, &first, &key, "long [sim:run=3000]").await;
-    eventually(Duration::from_secs(10), async || job(&client, &first, &key, &running, 0).await["state"] == "running")
-        .await;
+    let running = submit(&first, &key, "long [sim:run=3000]").await;
+    eventually(Duration::from_secs(10), async || job(&first, &key, &running, 0).await["state"] == "running").await;
     let mut queued = Vec::new();
     for i in 0..3 {
-        queued.push(submit(&client, &first, &key, &format!("late {i}")).await);
+        queued.push(submit(&first, &key, &format!("late {i}")).await);
     }
     let states: Vec<Value> = futures_util::future::join_all(
-        [&done, &failed, &canceled, &running].into_iter().chain(&queued).map(|id| job(&client, &first, &key, id, 0)),
+        [&done, &failed, &canceled, &running].into_iter().chain(&queued).map(|id| job(&first, &key, id, 0)),
     )
     .await;
     let seen: std::collections::BTreeSet<_> = states.iter().map(|j| j["state"].as_str().unwrap().to_owned()).collect();
@@ -183,18 +164,10 @@ async fn a_process_killed_and_restarted_loses_no_job_and_balances_its_ledger() {
 
     let second = Replica::start(&db, &sim);
     for id in [&done, &failed, &canceled, &running].into_iter().chain(&queued) {
-        let job = job(&client, &second, &key, id, 30).await;
+        let job = job(&second, &key, id, 30).await;
         assert!(["succeeded", "failed", "canceled"].contains(&job["state"].as_str().unwrap()), "{job}");
     }
-    let listed: Value = client
-        .get(format!("{}/api/v1/jobs?limit=100", second.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = second.app.get("/api/v1/jobs?limit=100", &key).await.json().await.unwrap();
     assert_eq!(listed["data"].as_array().unwrap().len(), 4 + queued.len(), "nothing accepted is lost");
     assert_ledger_balances(&db, &user_id, 1000).await;
 }

@@ -1,21 +1,13 @@
-//! The ports: what the domain needs from the outside world. Adapters implement them (the
-//! in-memory and Postgres stores, the fal adapter, the in-process event hub and rate limiter, the
-//! system clock); tests replace them with the mockall mocks of the `mocks` feature.
-//!
-//! Every store adapter must pass the contract suite of `genjobs-store-contract`.
+//! The store ports: jobs (with their credit movements) and accounts.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::stream::BoxStream;
 use time::OffsetDateTime;
 
-use crate::catalog::UpstreamInput;
 use crate::credits::{Balances, Credits};
 use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, UserId};
-use crate::job::{Job, Transition, UpstreamRef};
-use crate::modality::Modality;
-use crate::output::OutputItem;
+use crate::job::{Job, Transition};
 
 /// A store that cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -240,8 +232,19 @@ pub trait JobStore: Send + Sync {
     /// A user's jobs, newest first, older than `before` when given, at most `limit`.
     async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError>;
 
-    /// Commits a transition if the stored job still has `expected_version`, together with its
-    /// credit movement. The job's lease is left as it is: the driver holding it keeps it.
+    /// Commits a transition if the stored job still has [`Transition::expected_version`], in one
+    /// atomic step with what it implies:
+    /// - its [`Transition::movement`], if any, applied to the owner's balances (a settle moves
+    ///   the charge from held to spent and releases the rest; a release returns all that was
+    ///   held). A transition never carries a hold: only [`JobStore::accept`] holds.
+    /// - when [`Transition::frees_slot`], one fewer non-final job counted against the owner's
+    ///   concurrent-job limit.
+    ///
+    /// Whether the write waits for the disk may follow [`Transition::is_recomputable`]. The job's
+    /// lease is left as it is: the driver holding it keeps it.
+    ///
+    /// # Errors
+    /// [`StoreError::Internal`] when the movement does not fit the balances (a broken ledger).
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError>;
 
     /// Claims up to `limit` non-final jobs whose `next_poll_at` has come and whose lease (if
@@ -262,171 +265,4 @@ pub trait JobStore: Send + Sync {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> Result<Vec<JobId>, StoreError>;
-}
-
-/// What the provider says of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamStatus {
-    /// Waiting in the provider's queue.
-    Queued,
-    /// Running; with the percentage the provider reported, if any.
-    Running {
-        /// Percent done according to the provider's logs.
-        percent: Option<u8>,
-    },
-    /// Done; the result can be fetched (it may still be an error).
-    Completed,
-}
-
-/// Why a submission failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubmitFailure {
-    /// The provider refused the input (a 4xx): final.
-    #[error("refused: {0}")]
-    Rejected(String),
-    /// The request surely never reached the provider (connection refused): safe to send again.
-    #[error("not reached: {0}")]
-    NotReached(String),
-    /// The provider may or may not have the job (timeout, 5xx, cut connection): never resent.
-    #[error("outcome unknown: {0}")]
-    Ambiguous(String),
-}
-
-/// Why a status or cancel call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PollFailure {
-    /// Timeout, connection error, 429 or 5xx: try again later.
-    #[error("transient: {0}")]
-    Transient(String),
-    /// The provider does not know the request (any more): final.
-    #[error("gone: {0}")]
-    Gone(String),
-}
-
-/// Why a result could not be had.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResultFailure {
-    /// The provider refused the input (422).
-    #[error("refused: {0}")]
-    Rejected(String),
-    /// The model failed (other 4xx, 5xx with a detail).
-    #[error("failed: {0}")]
-    Failed(String),
-    /// A result came but cannot be read.
-    #[error("unreadable: {0}")]
-    Invalid(String),
-    /// Timeout, connection error, 429 or a bare 5xx: try again later.
-    #[error("transient: {0}")]
-    Transient(String),
-}
-
-/// The upstream provider (fal's queue API).
-///
-/// # Errors
-/// Implementations classify every failure into the variants of [`SubmitFailure`],
-/// [`PollFailure`] and [`ResultFailure`] as documented there; messages never contain the key.
-#[cfg_attr(feature = "mocks", mockall::automock)]
-#[async_trait]
-pub trait UpstreamProvider: Send + Sync {
-    /// Submits a job.
-    async fn submit(&self, job_id: JobId, input: &UpstreamInput) -> Result<UpstreamRef, SubmitFailure>;
-
-    /// Polls a job's status.
-    async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure>;
-
-    /// Fetches a completed job's outputs.
-    async fn result(
-        &self,
-        job_id: JobId,
-        upstream: &UpstreamRef,
-        modality: Modality,
-    ) -> Result<Vec<OutputItem>, ResultFailure>;
-
-    /// Asks the provider to stop a job (best effort).
-    async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure>;
-}
-
-/// Notifications that a job changed; each item means "read the job again".
-pub type JobChanges = BoxStream<'static, ()>;
-
-/// Wakes whoever waits on a job (long-polls, streams) when it changes, across replicas where the
-/// adapter spans them.
-///
-/// # Errors
-/// None: a lost notification only delays a waiter until its next periodic check.
-#[cfg_attr(feature = "mocks", mockall::automock)]
-#[async_trait]
-pub trait JobEvents: Send + Sync {
-    /// Tells the job's subscribers that it changed.
-    async fn publish(&self, job_id: JobId);
-
-    /// Changes of one job from now on. Subscribe before reading the job, so no change is missed.
-    fn subscribe(&self, job_id: JobId) -> JobChanges;
-
-    /// The ids of all jobs that change from now on, for the driver to let go of jobs canceled
-    /// while it holds them. A slow reader may miss some; the driver's lease renewal catches up.
-    fn subscribe_all(&self) -> BoxStream<'static, JobId>;
-}
-
-/// Whether a request may go ahead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RateDecision {
-    /// Go ahead.
-    Allowed,
-    /// Too many requests; try again after this long.
-    Limited {
-        /// Time until a request would be allowed.
-        retry_after: Duration,
-    },
-}
-
-/// Requests per minute per user.
-///
-/// # Errors
-/// [`StoreError::Unavailable`] when a shared limiter cannot be reached.
-#[cfg_attr(feature = "mocks", mockall::automock)]
-#[async_trait]
-pub trait RateLimiter: Send + Sync {
-    /// Takes one request from the user's allowance of `per_minute`.
-    async fn acquire(&self, user_id: UserId, per_minute: u32) -> Result<RateDecision, StoreError>;
-}
-
-/// Time, so that tests control it.
-#[cfg_attr(feature = "mocks", mockall::automock)]
-#[async_trait]
-pub trait Clock: Send + Sync {
-    /// The current UTC time.
-    fn now(&self) -> OffsetDateTime;
-
-    /// Resolves after `duration`.
-    async fn sleep(&self, duration: Duration);
-}
-
-/// New identifiers and keys, so that tests can fix them.
-#[cfg_attr(feature = "mocks", mockall::automock)]
-pub trait IdSource: Send + Sync {
-    /// A new job id for a job created at `at`.
-    fn job_id(&self, at: OffsetDateTime) -> JobId;
-    /// A new user id for a user created at `at`.
-    fn user_id(&self, at: OffsetDateTime) -> UserId;
-    /// A new random API key.
-    fn api_key(&self) -> ApiKey;
-}
-
-/// The production [`IdSource`]: UUID v7 ids and random keys.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RandomIds;
-
-impl IdSource for RandomIds {
-    fn job_id(&self, at: OffsetDateTime) -> JobId {
-        JobId::new_at(at)
-    }
-
-    fn user_id(&self, at: OffsetDateTime) -> UserId {
-        UserId::new_at(at)
-    }
-
-    fn api_key(&self) -> ApiKey {
-        ApiKey::generate()
-    }
 }

@@ -6,7 +6,6 @@
 //! dies has its jobs claimed by another once their leases run out. Waiters never poll the
 //! provider themselves; they wake on the events this driver publishes.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +14,10 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use futures_util::future::{Either, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use time::OffsetDateTime;
+
+mod held;
+
+use held::Held;
 
 use super::Ports;
 use crate::catalog::Catalog;
@@ -100,69 +102,6 @@ enum Done {
     Stepped(JobId, Option<Box<Job>>),
     /// A job changed elsewhere; whether it is final now.
     Checked(JobId, bool),
-}
-
-/// The jobs a driver holds, by id and by next poll time, and those being advanced right now.
-#[derive(Default)]
-struct Held {
-    jobs: HashMap<JobId, (OffsetDateTime, Job)>,
-    schedule: BTreeSet<(OffsetDateTime, JobId)>,
-    advancing: HashSet<JobId>,
-    lost: HashSet<JobId>,
-}
-
-impl Held {
-    fn keep(&mut self, job: Job, now: OffsetDateTime) {
-        let due = job.next_poll_at().unwrap_or(now);
-        self.schedule.insert((due, job.id()));
-        self.jobs.insert(job.id(), (due, job));
-    }
-
-    fn take_due(&mut self, now: OffsetDateTime) -> Option<Job> {
-        let first = *self.schedule.first()?;
-        if first.0 > now {
-            return None;
-        }
-        self.schedule.remove(&first);
-        self.advancing.insert(first.1);
-        self.jobs.remove(&first.1).map(|(_, job)| job)
-    }
-
-    fn all_ids(&self) -> Vec<JobId> {
-        self.jobs.keys().chain(&self.advancing).copied().collect()
-    }
-
-    fn next_due(&self) -> Option<OffsetDateTime> {
-        self.schedule.first().map(|(at, _)| *at)
-    }
-
-    /// Lets go of the jobs of a renewal that the store no longer counts as this driver's; jobs
-    /// claimed since the renewal was sent are not concerned. A job being advanced is let go
-    /// when its step ends.
-    fn release_unrenewed(&mut self, sent: &[JobId], renewed: &[JobId]) {
-        let renewed: HashSet<_> = renewed.iter().collect();
-        for id in sent.iter().filter(|id| !renewed.contains(id)) {
-            if self.advancing.contains(id) {
-                self.lost.insert(*id);
-            } else {
-                self.forget(*id);
-            }
-        }
-    }
-
-    fn forget(&mut self, id: JobId) {
-        if let Some((due, _)) = self.jobs.remove(&id) {
-            self.schedule.remove(&(due, id));
-        }
-    }
-
-    fn finished_step(&mut self, id: JobId, kept: Option<Job>, now: OffsetDateTime) {
-        self.advancing.remove(&id);
-        let lost = self.lost.remove(&id);
-        if let (Some(job), false) = (kept, lost) {
-            self.keep(job, now);
-        }
-    }
 }
 
 impl JobDriver {

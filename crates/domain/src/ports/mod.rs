@@ -1,0 +1,17 @@
+//! The ports: what the domain needs from the outside world. Adapters implement them (the
+//! in-memory and Postgres stores, the fal adapter, the in-process event hub and rate limiter, the
+//! system clock); tests replace them with the mockall mocks of the `mocks` feature.
+//!
+//! Every store adapter must pass the contract suite of `genjobs-store-contract`.
+//!
+//! - `stores`: [`JobStore`] and [`AccountStore`], what a database adapter implements.
+//! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
+//! - `runtime`: [`JobEvents`], [`RateLimiter`], [`Clock`], [`IdSource`]: in-process services.
+
+mod runtime;
+mod stores;
+mod upstream;
+
+pub use runtime::*;
+pub use stores::*;
+pub use upstream::*;

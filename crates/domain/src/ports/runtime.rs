@@ -1,0 +1,95 @@
+//! In-process services the use cases need: change notifications, the rate limit, time and ids.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use time::OffsetDateTime;
+
+use super::StoreError;
+use crate::ids::{ApiKey, JobId, UserId};
+
+/// Notifications that a job changed; each item means "read the job again".
+pub type JobChanges = BoxStream<'static, ()>;
+
+/// Wakes whoever waits on a job (long-polls, streams) when it changes, across replicas where the
+/// adapter spans them.
+///
+/// # Errors
+/// None: a lost notification only delays a waiter until its next periodic check.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait JobEvents: Send + Sync {
+    /// Tells the job's subscribers that it changed.
+    async fn publish(&self, job_id: JobId);
+
+    /// Changes of one job from now on. Subscribe before reading the job, so no change is missed.
+    fn subscribe(&self, job_id: JobId) -> JobChanges;
+
+    /// The ids of all jobs that change from now on, for the driver to let go of jobs canceled
+    /// while it holds them. A slow reader may miss some; the driver's lease renewal catches up.
+    fn subscribe_all(&self) -> BoxStream<'static, JobId>;
+}
+
+/// Whether a request may go ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateDecision {
+    /// Go ahead.
+    Allowed,
+    /// Too many requests; try again after this long.
+    Limited {
+        /// Time until a request would be allowed.
+        retry_after: Duration,
+    },
+}
+
+/// Requests per minute per user.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] when a shared limiter cannot be reached.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Takes one request from the user's allowance of `per_minute`.
+    async fn acquire(&self, user_id: UserId, per_minute: u32) -> Result<RateDecision, StoreError>;
+}
+
+/// Time, so that tests control it.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait Clock: Send + Sync {
+    /// The current UTC time.
+    fn now(&self) -> OffsetDateTime;
+
+    /// Resolves after `duration`.
+    async fn sleep(&self, duration: Duration);
+}
+
+/// New identifiers and keys, so that tests can fix them.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+pub trait IdSource: Send + Sync {
+    /// A new job id for a job created at `at`.
+    fn job_id(&self, at: OffsetDateTime) -> JobId;
+    /// A new user id for a user created at `at`.
+    fn user_id(&self, at: OffsetDateTime) -> UserId;
+    /// A new random API key.
+    fn api_key(&self) -> ApiKey;
+}
+
+/// The production [`IdSource`]: UUID v7 ids and random keys.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RandomIds;
+
+impl IdSource for RandomIds {
+    fn job_id(&self, at: OffsetDateTime) -> JobId {
+        JobId::new_at(at)
+    }
+
+    fn user_id(&self, at: OffsetDateTime) -> UserId {
+        UserId::new_at(at)
+    }
+
+    fn api_key(&self) -> ApiKey {
+        ApiKey::generate()
+    }
+}

@@ -1,0 +1,91 @@
+//! The provider port: submit, poll, fetch and cancel, with every failure classified.
+
+use async_trait::async_trait;
+
+use crate::catalog::UpstreamInput;
+use crate::ids::JobId;
+use crate::job::UpstreamRef;
+use crate::modality::Modality;
+use crate::output::OutputItem;
+
+/// What the provider says of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamStatus {
+    /// Waiting in the provider's queue.
+    Queued,
+    /// Running; with the percentage the provider reported, if any.
+    Running {
+        /// Percent done according to the provider's logs.
+        percent: Option<u8>,
+    },
+    /// Done; the result can be fetched (it may still be an error).
+    Completed,
+}
+
+/// Why a submission failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitFailure {
+    /// The provider refused the input (a 4xx): final.
+    #[error("refused: {0}")]
+    Rejected(String),
+    /// The request surely never reached the provider (connection refused): safe to send again.
+    #[error("not reached: {0}")]
+    NotReached(String),
+    /// The provider may or may not have the job (timeout, 5xx, cut connection): never resent.
+    #[error("outcome unknown: {0}")]
+    Ambiguous(String),
+}
+
+/// Why a status or cancel call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PollFailure {
+    /// Timeout, connection error, 429 or 5xx: try again later.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// The provider does not know the request (any more): final.
+    #[error("gone: {0}")]
+    Gone(String),
+}
+
+/// Why a result could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResultFailure {
+    /// The provider refused the input (422).
+    #[error("refused: {0}")]
+    Rejected(String),
+    /// The model failed (other 4xx, 5xx with a detail).
+    #[error("failed: {0}")]
+    Failed(String),
+    /// A result came but cannot be read.
+    #[error("unreadable: {0}")]
+    Invalid(String),
+    /// Timeout, connection error, 429 or a bare 5xx: try again later.
+    #[error("transient: {0}")]
+    Transient(String),
+}
+
+/// The upstream provider (fal's queue API).
+///
+/// # Errors
+/// Implementations classify every failure into the variants of [`SubmitFailure`],
+/// [`PollFailure`] and [`ResultFailure`] as documented there; messages never contain the key.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait UpstreamProvider: Send + Sync {
+    /// Submits a job.
+    async fn submit(&self, job_id: JobId, input: &UpstreamInput) -> Result<UpstreamRef, SubmitFailure>;
+
+    /// Polls a job's status.
+    async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure>;
+
+    /// Fetches a completed job's outputs.
+    async fn result(
+        &self,
+        job_id: JobId,
+        upstream: &UpstreamRef,
+        modality: Modality,
+    ) -> Result<Vec<OutputItem>, ResultFailure>;
+
+    /// Asks the provider to stop a job (best effort).
+    async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure>;
+}

@@ -1,0 +1,72 @@
+//! The jobs a driver holds in memory, with their schedule: polls come from here, not from the
+//! database, while the driver keeps each job's lease.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use time::OffsetDateTime;
+
+use crate::ids::JobId;
+use crate::job::Job;
+
+/// The jobs a driver holds, by id and by next poll time, and those being advanced right now.
+#[derive(Default)]
+pub(super) struct Held {
+    pub(super) jobs: HashMap<JobId, (OffsetDateTime, Job)>,
+    schedule: BTreeSet<(OffsetDateTime, JobId)>,
+    advancing: HashSet<JobId>,
+    lost: HashSet<JobId>,
+}
+
+impl Held {
+    pub(super) fn keep(&mut self, job: Job, now: OffsetDateTime) {
+        let due = job.next_poll_at().unwrap_or(now);
+        self.schedule.insert((due, job.id()));
+        self.jobs.insert(job.id(), (due, job));
+    }
+
+    pub(super) fn take_due(&mut self, now: OffsetDateTime) -> Option<Job> {
+        let first = *self.schedule.first()?;
+        if first.0 > now {
+            return None;
+        }
+        self.schedule.remove(&first);
+        self.advancing.insert(first.1);
+        self.jobs.remove(&first.1).map(|(_, job)| job)
+    }
+
+    pub(super) fn all_ids(&self) -> Vec<JobId> {
+        self.jobs.keys().chain(&self.advancing).copied().collect()
+    }
+
+    pub(super) fn next_due(&self) -> Option<OffsetDateTime> {
+        self.schedule.first().map(|(at, _)| *at)
+    }
+
+    /// Lets go of the jobs of a renewal that the store no longer counts as this driver's; jobs
+    /// claimed since the renewal was sent are not concerned. A job being advanced is let go
+    /// when its step ends.
+    pub(super) fn release_unrenewed(&mut self, sent: &[JobId], renewed: &[JobId]) {
+        let renewed: HashSet<_> = renewed.iter().collect();
+        for id in sent.iter().filter(|id| !renewed.contains(id)) {
+            if self.advancing.contains(id) {
+                self.lost.insert(*id);
+            } else {
+                self.forget(*id);
+            }
+        }
+    }
+
+    pub(super) fn forget(&mut self, id: JobId) {
+        if let Some((due, _)) = self.jobs.remove(&id) {
+            self.schedule.remove(&(due, id));
+        }
+    }
+
+    pub(super) fn finished_step(&mut self, id: JobId, kept: Option<Job>, now: OffsetDateTime) {
+        self.advancing.remove(&id);
+        let lost = self.lost.remove(&id);
+        if let (Some(job), false) = (kept, lost) {
+            self.keep(job, now);
+        }
+    }
+}
