@@ -13,6 +13,8 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
     scripts/check-domain-deps.sh
+    python3 scripts/check-msrv.py
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
     scripts/check-schema.sh
 
 # Run on Postgres (DATABASE_URL, or the local server's `genjobs` database).

@@ -301,6 +301,17 @@ const BUILTIN: &str = include_str!("../models.json");
 impl Catalog {
     /// The catalog shipped with genjobs.
     ///
+    /// ```
+    /// use genjobs_domain::catalog::Catalog;
+    /// use genjobs_domain::modality::Modality;
+    ///
+    /// let catalog = Catalog::builtin()?;
+    /// let video = catalog.model("seedance-2.0-fast").expect("a spec model");
+    /// assert_eq!(video.modality, Modality::Video);
+    /// assert!(catalog.models_of(Some(Modality::Image)).count() >= 3);
+    /// # Ok::<(), genjobs_domain::catalog::CatalogError>(())
+    /// ```
+    ///
     /// # Errors
     /// Only if the shipped file is broken, which a unit test rules out.
     pub fn builtin() -> Result<Catalog, CatalogError> {

@@ -100,6 +100,17 @@ impl Balances {
     /// # Errors
     /// [`BalanceError::Insufficient`] for a hold larger than `available`;
     /// [`BalanceError::Inconsistent`] when a settle or release exceeds `held`.
+    ///
+    /// ```
+    /// use genjobs_domain::credits::{Balances, CreditMovement, Credits};
+    ///
+    /// let opened = Balances::default().grant(10)?;
+    /// let held = opened.apply(CreditMovement::Hold(Credits::new(8)))?;
+    /// let settled = held.apply(CreditMovement::Settle { held: Credits::new(8), actual: Credits::new(6) })?;
+    /// assert_eq!((settled.available, settled.held, settled.spent), (Credits::new(4), Credits::ZERO, Credits::new(6)));
+    /// assert_eq!(settled.total(), 10, "credits are only moved, never made or lost");
+    /// # Ok::<(), genjobs_domain::credits::BalanceError>(())
+    /// ```
     pub fn apply(self, movement: CreditMovement) -> Result<Balances, BalanceError> {
         let inconsistent = BalanceError::Inconsistent;
         match movement {

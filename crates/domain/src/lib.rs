@@ -5,15 +5,23 @@
 //! database, provider, clock and notification is reached through a port trait, which is why
 //! other tools can reuse it and why its tests run without a network.
 //!
+//! A tool that reuses the domain supplies one adapter per port (see the crate README and
+//! `examples/drive_a_job.rs`, which drives a job through the in-memory store and a hand-written
+//! provider).
+//!
 //! ## Layout
+//! - [`modality`], [`input`], [`output`]: leaf types the others share (what a model produces,
+//!   a validated request's inputs, a delivered output).
 //! - [`ids`]: job, user and model ids; API keys, hashed and compared in constant time.
 //! - [`credits`]: credits and balances; the hold / settle / release rules.
-//! - [`job`]: the job and its state machine. Every change is a [`job::Transition`]: the new job,
-//!   the version it replaces (for compare-and-set) and the credit movement to commit with it.
+//! - [`job`]: the job and its state machine ([`job::next_state`] is the table). Every change is
+//!   a [`job::Transition`]: the new job, the version it replaces (for compare-and-set) and the
+//!   credit movement to commit with it. Fields are private: no caller can fabricate a settlement.
 //! - [`catalog`]: the model catalog (data in `models.json`): form fields, limits, prices and
 //!   the mapping onto fal endpoints.
-//! - [`request`]: generation bodies validated into [`request::GenerationRequest`]; each refusal
-//!   names its `param`.
+//! - [`request`]: a typed [`request::GenerationDraft`] validated into a
+//!   [`request::GenerationRequest`]; each refusal names its `param`. Parsing JSON is the edge's
+//!   job: no type here is a wire or storage format.
 //! - [`ports`]: the traits adapters implement, each documenting the errors it must return.
 //!   With the `mocks` feature, mockall mocks of each (`MockJobStore`, …).
 //! - [`usecases`]: [`usecases::Gateway`] (submit, read, wait, stream, cancel, list, account,

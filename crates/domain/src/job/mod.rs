@@ -230,6 +230,47 @@ impl Job {
 
     /// The transition `trigger` causes at `now`.
     ///
+    /// ```
+    /// use genjobs_domain::credits::{CreditMovement, Credits};
+    /// use genjobs_domain::ids::{JobId, ModelId, UserId};
+    /// use genjobs_domain::input::GenerationInput;
+    /// use genjobs_domain::job::{Job, JobState, Trigger};
+    /// use genjobs_domain::modality::Modality;
+    ///
+    /// let now = time::OffsetDateTime::now_utc();
+    /// let input = GenerationInput {
+    ///     prompt: "a fox".into(),
+    ///     negative_prompt: None,
+    ///     aspect_ratio: "1:1".into(),
+    ///     resolution: None,
+    ///     duration_sec: None,
+    ///     n: Some(1),
+    ///     seed: None,
+    ///     image_inputs: vec![],
+    ///     extra: None,
+    /// };
+    /// let (job, hold) = Job::accept(
+    ///     JobId::new_at(now),
+    ///     UserId::new_at(now),
+    ///     ModelId::new("nano-banana"),
+    ///     Modality::Image,
+    ///     input,
+    ///     Credits::new(4),
+    ///     now,
+    /// );
+    /// assert_eq!(hold, CreditMovement::Hold(Credits::new(4)));
+    ///
+    /// // A cancel releases everything held; a store commits it only if the version still matches.
+    /// let cancel = job.apply(Trigger::Cancel, now)?;
+    /// assert_eq!(cancel.job().state(), JobState::Canceled);
+    /// assert_eq!(cancel.movement(), Some(CreditMovement::Release(Credits::new(4))));
+    /// assert_eq!(cancel.expected_version(), job.version());
+    ///
+    /// // A final job takes no trigger: a late provider result cannot charge it.
+    /// assert!(cancel.job().apply(Trigger::Cancel, now).is_err());
+    /// # Ok::<(), genjobs_domain::job::TransitionError>(())
+    /// ```
+    ///
     /// # Errors
     /// [`TransitionError::AlreadyFinal`] for any trigger on a final job;
     /// [`TransitionError::NotApplicable`] where [`next_state`] has no entry, and for a provider

@@ -10,8 +10,8 @@ use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::output::OutputItem;
 
-/// Every field of a job, as an adapter keeps it. [`Job::restore`] turns a record back into a job
-/// after checking it; [`Job::record`] shows a job's record for writing.
+/// Every field of a job, as an adapter keeps it. [`Job::restore`](super::Job::restore) turns a record back into a job
+/// after checking it; [`Job::record`](super::Job::record) shows a job's record for writing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {
     /// Its id.

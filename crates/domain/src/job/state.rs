@@ -185,7 +185,7 @@ impl Trigger {
 }
 
 /// The state machine as one table: the state a trigger leads to from `from`, or `None` where the
-/// trigger does not apply. Final states take no trigger. [`Job::apply`] adds the submission
+/// trigger does not apply. Final states take no trigger. [`Job::apply`](super::Job::apply) adds the submission
 /// guards: `SubmitStarted` only once, `Submitted` and `SubmitNotReached` only after it, and the
 /// provider's answers (`UpstreamQueued`, `UpstreamRunning`, `Succeeded`) only once submitted.
 #[must_use]

@@ -4,7 +4,7 @@ use super::{Job, JobState};
 use crate::credits::CreditMovement;
 
 /// A change to commit: the job after it, the version it must replace, and the credits it moves.
-/// Only [`Job::apply`] makes one.
+/// Only [`Job::apply`](super::Job::apply) makes one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
     pub(super) job: Job,
