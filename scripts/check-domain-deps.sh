@@ -19,3 +19,14 @@ if printf '%s\n' "$binary" | grep -qE '^mockall '; then
   exit 1
 fi
 echo "genjobs-domain: no I/O crate and no mockall among $(printf '%s\n' "$tree" | sort -u | wc -l) dependencies; the binary has no mockall"
+
+# The domain is provider-neutral: no provider's name, endpoint id or parameter name appears in it
+# (those live in crates/upstream-fal).
+provider=$(grep -rnwiE 'fal|queue\.fal\.run' crates/domain || true)
+provider+=$(grep -rnE 'fal-ai/|bytedance/|num_images|image_urls|image_size|"duration":' crates/domain || true)
+if [ -n "$provider" ]; then
+  echo "crates/domain names the provider's endpoints or fields:" >&2
+  printf '%s\n' "$provider" >&2
+  exit 1
+fi
+echo "genjobs-domain: provider-neutral (no provider name, endpoint id or parameter name)"

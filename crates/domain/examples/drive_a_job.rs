@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use genjobs_domain::catalog::{Catalog, UpstreamInput};
+use genjobs_domain::catalog::{Catalog, Model};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::JobId;
+use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
@@ -26,14 +27,14 @@ struct InstantProvider;
 
 #[async_trait]
 impl UpstreamProvider for InstantProvider {
-    async fn submit(&self, job_id: JobId, input: &UpstreamInput) -> Result<UpstreamRef, SubmitFailure> {
-        let images = input.body["num_images"].as_u64().unwrap_or(1);
-        Ok(UpstreamRef {
-            request_id: format!("{job_id}:{images}"),
-            status_url: String::new(),
-            response_url: String::new(),
-            cancel_url: String::new(),
-        })
+    fn name(&self) -> &'static str {
+        "instant"
+    }
+
+    /// The reference is this provider's own text: here, the job and how many images it wants.
+    async fn submit(&self, job_id: JobId, _: &Model, input: &GenerationInput) -> Result<UpstreamRef, SubmitFailure> {
+        let images = input.n.unwrap_or(1);
+        Ok(UpstreamRef::new(format!("{job_id}:{images}")))
     }
 
     async fn status(&self, _: JobId, _: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
@@ -41,7 +42,7 @@ impl UpstreamProvider for InstantProvider {
     }
 
     async fn result(&self, _: JobId, at: &UpstreamRef, _: Modality) -> Result<Vec<OutputItem>, ResultFailure> {
-        let images = at.request_id.rsplit(':').next().and_then(|n| n.parse().ok()).unwrap_or(1);
+        let images = at.as_str().rsplit(':').next().and_then(|n| n.parse().ok()).unwrap_or(1);
         let image = |i| OutputItem {
             url: format!("https://example.invalid/{i}.png"),
             kind: OutputKind::Image,

@@ -1,11 +1,12 @@
 //! The model catalog: data, not code. The built-in catalog is `models.json` beside this crate's
-//! manifest; an operator replaces it with `GENJOBS_MODELS`. A model says what the client may send
-//! (its form fields and limits), what it costs, and how it maps onto its fal endpoint.
+//! manifest; an operator replaces it with `GENJOBS_MODELS`. A model says what a client may send
+//! (its form fields and limits), its defaults and what it costs. How a model runs at a provider
+//! (endpoints, parameter names) is the provider adapter's business, not the catalog's.
 
 use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::credits::Credits;
 use crate::ids::ModelId;
@@ -70,7 +71,7 @@ pub struct FieldOption {
 }
 
 /// Allowed and default video duration of a model, in whole seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DurationRange {
     /// Shortest duration.
@@ -79,6 +80,19 @@ pub struct DurationRange {
     pub max: u32,
     /// Duration when the client sends none.
     pub default: u32,
+    /// When not empty, the only durations the model takes (within `min..=max`); its form field
+    /// is then a `select` of them.
+    #[serde(default)]
+    pub choices: Vec<u32>,
+}
+
+impl DurationRange {
+    /// Whether `seconds` is a duration the model takes.
+    #[must_use]
+    pub fn allows(&self, seconds: u64) -> bool {
+        (u64::from(self.min)..=u64::from(self.max)).contains(&seconds)
+            && (self.choices.is_empty() || self.choices.iter().any(|c| u64::from(*c) == seconds))
+    }
 }
 
 /// What a model costs.
@@ -91,107 +105,6 @@ pub enum Price {
     PerSecond(BTreeMap<String, u64>),
 }
 
-/// A body parameter's name at fal, and whether fal wants it as a string (some video endpoints take
-/// `"duration": "5"`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum ParamMapping {
-    /// Sent as it is, under this name.
-    Name(String),
-    /// Sent under `to`, as a string when `as_string`.
-    Detailed {
-        /// The name at fal.
-        to: String,
-        /// Whether to send the value as a JSON string.
-        #[serde(default)]
-        as_string: bool,
-    },
-}
-
-impl ParamMapping {
-    fn to(&self) -> &str {
-        match self {
-            ParamMapping::Name(to) | ParamMapping::Detailed { to, .. } => to,
-        }
-    }
-
-    fn convert(&self, value: Value) -> Value {
-        match (self, &value) {
-            (ParamMapping::Detailed { as_string: true, .. }, Value::Number(n)) => Value::String(n.to_string()),
-            _ => value,
-        }
-    }
-}
-
-/// How reference images are passed to fal.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImageInputMapping {
-    /// The name at fal, e.g. `image_url` or `image_urls`.
-    pub to: String,
-    /// Whether fal takes all images as a list, or only the first one.
-    #[serde(default)]
-    pub list: bool,
-}
-
-/// Where and how a model runs at fal.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FalRoute {
-    /// Endpoint id for text-only requests, e.g. `fal-ai/flux-pro/v1.1`.
-    pub endpoint: String,
-    /// Endpoint id used when `image_inputs` are given (image-to-video, edit), if it differs.
-    #[serde(default)]
-    pub image_endpoint: Option<String>,
-    /// Our body field (snake_case) to fal's parameter; fields not listed are not sent.
-    pub params: BTreeMap<String, ParamMapping>,
-    /// How `image_inputs` are passed; `None` when the model takes no images.
-    #[serde(default)]
-    pub image_inputs: Option<ImageInputMapping>,
-}
-
-/// A request in fal's terms: which endpoint, which body.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct UpstreamInput {
-    /// The fal endpoint id.
-    pub endpoint: String,
-    /// The JSON body to submit.
-    pub body: Value,
-}
-
-impl FalRoute {
-    /// Maps a validated input onto this route: mapped fields first, then `extra` merged on top
-    /// unchanged (extra wins on a clash, since it is the client's explicit word to the provider).
-    #[must_use]
-    pub fn upstream_input(&self, input: &GenerationInput) -> UpstreamInput {
-        let mut body = Map::new();
-        let mut put = |field: &str, value: Option<Value>| {
-            if let (Some(value), Some(mapping)) = (value, self.params.get(field)) {
-                body.insert(mapping.to().to_owned(), mapping.convert(value));
-            }
-        };
-        put("prompt", Some(Value::String(input.prompt.clone())));
-        put("negative_prompt", input.negative_prompt.clone().map(Value::String));
-        put("aspect_ratio", Some(Value::String(input.aspect_ratio.clone())));
-        put("resolution", input.resolution.clone().map(Value::String));
-        put("duration_sec", input.duration_sec.map(Value::from));
-        put("n", input.n.map(Value::from));
-        put("seed", input.seed.map(Value::from));
-
-        let mut endpoint = &self.endpoint;
-        if let (Some(first), Some(mapping)) = (input.image_inputs.first(), &self.image_inputs) {
-            let value =
-                if mapping.list { Value::from(input.image_inputs.clone()) } else { Value::String(first.clone()) };
-            body.insert(mapping.to.clone(), value);
-            endpoint = self.image_endpoint.as_ref().unwrap_or(&self.endpoint);
-        }
-        if let Some(extra) = &input.extra {
-            body.extend(extra.clone());
-        }
-        UpstreamInput { endpoint: endpoint.clone(), body: Value::Object(body) }
-    }
-}
-
 /// One model of the catalog.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,8 +115,9 @@ pub struct Model {
     pub modality: Modality,
     /// Human-readable name.
     pub display_name: String,
-    /// The upstream provider; always `fal` at present.
-    pub upstream: String,
+    /// What a client should know when choosing it (e.g. which tier serves which resolution).
+    #[serde(default)]
+    pub description: Option<String>,
     /// Form fields, in display order.
     pub fields: Vec<Field>,
     /// What it costs.
@@ -223,8 +137,6 @@ pub struct Model {
     /// Duration limits of a video model.
     #[serde(default)]
     pub duration_sec: Option<DurationRange>,
-    /// How it maps onto fal.
-    pub fal: FalRoute,
 }
 
 impl Model {
@@ -343,11 +255,14 @@ impl Catalog {
                     return Err(fail("default_resolution must be one of resolutions, or both absent"));
                 }
             }
-            match (model.modality, &model.price, model.duration_sec) {
+            match (model.modality, &model.price, &model.duration_sec) {
                 (Modality::Image, Price::PerImage(_), None) => {}
                 (Modality::Video, Price::PerSecond(prices), Some(range)) => {
-                    if range.min > range.max || !(range.min..=range.max).contains(&range.default) {
-                        return Err(fail("duration_sec default must lie within min..=max"));
+                    if range.min > range.max || !range.allows(u64::from(range.default)) {
+                        return Err(fail("duration_sec default must be one of its choices, within min..=max"));
+                    }
+                    if range.choices.iter().any(|c| !(range.min..=range.max).contains(c)) {
+                        return Err(fail("duration_sec choices must lie within min..=max"));
                     }
                     let priced = |r: &str| prices.contains_key(r) || prices.contains_key("default");
                     if model.resolutions.is_empty() && !prices.contains_key("default")
@@ -409,7 +324,6 @@ mod tests {
             assert_eq!(catalog.model(id).unwrap().modality, modality, "{id}");
         }
         assert!(catalog.models_of(Some(Modality::Video)).count() >= 2);
-        assert!(catalog.models.iter().all(|m| m.upstream == "fal"));
     }
 
     #[test]
@@ -452,29 +366,12 @@ mod tests {
     }
 
     #[test]
-    fn mapping_renames_fields_and_extra_wins() {
+    fn a_duration_with_choices_allows_only_those() {
         let catalog = Catalog::builtin().unwrap();
-        let model = catalog.model("flux-pro").unwrap();
-        let mut input = input();
-        input.n = Some(3);
-        input.extra = Some(serde_json::json!({"safety_tolerance": "5", "seed": 99}).as_object().unwrap().clone());
-        let upstream = model.fal.upstream_input(&input);
-        assert_eq!(upstream.endpoint, model.fal.endpoint);
-        assert_eq!(upstream.body["num_images"], 3);
-        assert_eq!(upstream.body["safety_tolerance"], "5");
-        assert_eq!(upstream.body["seed"], 99);
-        assert!(upstream.body.get("duration").is_none());
-    }
-
-    #[test]
-    fn image_inputs_choose_the_image_endpoint() {
-        let catalog = Catalog::builtin().unwrap();
-        let model = catalog.model("seedance-2.0-fast").unwrap();
-        let mut input = input();
-        input.image_inputs = vec!["https://a/1.png".into(), "https://a/2.png".into()];
-        let upstream = model.fal.upstream_input(&input);
-        assert_eq!(Some(&upstream.endpoint), model.fal.image_endpoint.as_ref());
-        assert_eq!(upstream.body["image_url"], "https://a/1.png");
-        assert_eq!(upstream.body["duration"], "5");
+        let kling = catalog.model("kling-2.1-master").unwrap().duration_sec.clone().unwrap();
+        assert!(kling.allows(5) && kling.allows(10));
+        assert!(!kling.allows(7), "Kling 2.1 master takes 5 or 10 seconds only");
+        let seedance = catalog.model("seedance-2.0-fast").unwrap().duration_sec.clone().unwrap();
+        assert!((4..=15).all(|s| seedance.allows(s)));
     }
 }

@@ -17,8 +17,8 @@
 //! - [`job`]: the job and its state machine ([`job::next_state`] is the table). Every change is
 //!   a [`job::Transition`]: the new job, the version it replaces (for compare-and-set) and the
 //!   credit movement to commit with it. Fields are private: no caller can fabricate a settlement.
-//! - [`catalog`]: the model catalog (data in `models.json`): form fields, limits, prices and
-//!   the mapping onto fal endpoints.
+//! - [`catalog`]: the model catalog (data in `models.json`): form fields, limits, defaults and
+//!   prices. How a model runs at a provider is the provider adapter's business.
 //! - [`request`]: a typed [`request::GenerationDraft`] validated into a
 //!   [`request::GenerationRequest`]; each refusal names its `param`. Parsing JSON is the edge's
 //!   job: no type here is a wire or storage format.

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::catalog::{Catalog, Model};
+use crate::catalog::{Catalog, DurationRange, Model};
 use crate::ids::ModelId;
 use crate::input::GenerationInput;
 use crate::modality::Modality;
@@ -54,12 +54,15 @@ impl InvalidRequest {
     }
 }
 
-/// A number as a client sent it: a whole, non-negative number (`5` or `5.0`), or anything else,
-/// which every integer field refuses as out of its range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A number as a client sent it: a whole, non-negative number (`5` or `5.0`), the text of an
+/// option of a `select` field (a form drawn from the models list sends `"10"`), or anything else,
+/// which every integer field refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WholeNumber {
     /// A whole number from 0 up.
     Exact(u64),
+    /// Text; taken only where the model's field is a `select` of numbers.
+    Text(String),
     /// Negative, fractional, or too large.
     Other,
 }
@@ -106,6 +109,25 @@ fn integer(name: &str, value: Option<WholeNumber>, min: u64, max: u64) -> Result
         None => Ok(None),
         Some(WholeNumber::Exact(n)) if (min..=max).contains(&n) => Ok(Some(n)),
         Some(_) => Err(InvalidRequest::param(name, format!("`{name}` must be an integer from {min} to {max}"))),
+    }
+}
+
+fn duration(range: &DurationRange, given: WholeNumber) -> Result<u32, InvalidRequest> {
+    let seconds = match given {
+        WholeNumber::Exact(n) => Some(n),
+        WholeNumber::Text(text) if !range.choices.is_empty() => text.parse().ok(),
+        WholeNumber::Text(_) | WholeNumber::Other => None,
+    };
+    match seconds.filter(|s| range.allows(*s)).and_then(|s| u32::try_from(s).ok()) {
+        Some(seconds) => Ok(seconds),
+        None if range.choices.is_empty() => Err(InvalidRequest::param(
+            "duration_sec",
+            format!("`duration_sec` must be an integer from {} to {}", range.min, range.max),
+        )),
+        None => {
+            let choices: Vec<String> = range.choices.iter().map(u32::to_string).collect();
+            Err(InvalidRequest::param("duration_sec", format!("`duration_sec` must be one of {}", choices.join(", "))))
+        }
     }
 }
 
@@ -178,11 +200,9 @@ impl GenerationRequest {
             (true, None) => None,
             (false, given) => choice("resolution", given, &model.resolutions)?.or(model.default_resolution.clone()),
         };
-        let duration_sec = match (model.duration_sec, draft.duration_sec) {
-            (Some(range), given) => Some(
-                integer("duration_sec", given, u64::from(range.min), u64::from(range.max))?
-                    .map_or(range.default, |d| d as u32),
-            ),
+        let duration_sec = match (&model.duration_sec, draft.duration_sec) {
+            (Some(range), None) => Some(range.default),
+            (Some(range), Some(given)) => Some(duration(range, given)?),
             (None, Some(_)) => return Err(not_taken("duration_sec", model)),
             (None, None) => None,
         };
@@ -320,6 +340,13 @@ mod tests {
             (Modality::Video, GenerationDraft { duration_sec: exact(3), ..d() }, "duration_sec"),
             (Modality::Video, GenerationDraft { duration_sec: exact(16), ..d() }, "duration_sec"),
             (Modality::Video, GenerationDraft { duration_sec: Some(WholeNumber::Other), ..d() }, "duration_sec"),
+            (
+                Modality::Video,
+                GenerationDraft { duration_sec: Some(WholeNumber::Text("5".into())), ..d() },
+                "duration_sec",
+            ),
+            (Modality::Video, GenerationDraft { duration_sec: exact(7), ..model("kling-2.1-master") }, "duration_sec"),
+            (Modality::Video, GenerationDraft { seed: Some(WholeNumber::Text("5".into())), ..d() }, "seed"),
             (Modality::Image, GenerationDraft { duration_sec: exact(5), ..d() }, "duration_sec"),
             (Modality::Image, GenerationDraft { n: exact(0), ..d() }, "n"),
             (Modality::Image, GenerationDraft { n: exact(5), ..d() }, "n"),
@@ -343,6 +370,19 @@ mod tests {
         for (endpoint, draft, param) in cases {
             assert_eq!(refused_param(endpoint, draft.clone()), param, "{draft:?}");
         }
+    }
+
+    #[test]
+    fn a_select_duration_takes_its_options_as_numbers_or_text() {
+        let kling = |d: WholeNumber| GenerationDraft {
+            model: Some("kling-2.1-master".into()),
+            duration_sec: Some(d),
+            ..draft("a")
+        };
+        for given in [WholeNumber::Exact(10), WholeNumber::Text("10".into())] {
+            assert_eq!(validate(Modality::Video, kling(given)).unwrap().input.duration_sec, Some(10));
+        }
+        assert!(validate(Modality::Video, kling(WholeNumber::Text("7".into()))).is_err());
     }
 
     #[test]

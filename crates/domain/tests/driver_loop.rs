@@ -52,18 +52,11 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
     let events = Arc::new(EventHub::new());
     let status_calls = Arc::new(AtomicU64::new(0));
     let mut upstream = MockUpstreamProvider::new();
-    upstream.expect_submit().returning(|id, _| {
-        Ok(UpstreamRef {
-            request_id: id.to_string(),
-            status_url: "s".into(),
-            response_url: "r".into(),
-            cancel_url: "c".into(),
-        })
-    });
+    upstream.expect_submit().returning(|id, _, _| Ok(UpstreamRef::new(id.to_string())));
     let calls = Arc::clone(&status_calls);
     upstream.expect_status().returning(move |_, _| {
         calls.fetch_add(1, Ordering::SeqCst);
-        Ok(status)
+        Ok(status.clone())
     });
     upstream.expect_result().returning(|_, _, _| {
         Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])

@@ -96,7 +96,7 @@ fn job() -> Job {
 }
 
 fn upstream_ref() -> UpstreamRef {
-    UpstreamRef { request_id: "r".into(), status_url: "s".into(), response_url: "o".into(), cancel_url: "c".into() }
+    UpstreamRef::new("r")
 }
 
 fn submitted_job() -> Job {
@@ -273,7 +273,7 @@ async fn cancel_asks_the_provider_to_stop_only_when_configured() {
     mocks.jobs.expect_job().returning(move |_| Ok(Some(running.clone())));
     mocks.jobs.expect_commit().returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.upstream.expect_cancel().withf(|_, u| u.request_id == "r").times(1).returning(|_, _| Ok(()));
+    mocks.upstream.expect_cancel().withf(|_, u| u.as_str() == "r").times(1).returning(|_, _| Ok(()));
     let settings = Settings { upstream_cancel: true, ..Settings::default() };
     assert!(mocks.gateway(settings).cancel(&caller(), id).await.is_ok());
 }
@@ -323,10 +323,10 @@ async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
     mocks
         .upstream
         .expect_submit()
-        .withf(|_, input| input.endpoint == "fal-ai/nano-banana" && input.body["num_images"] == 3)
+        .withf(|_, model, input| model.id.as_str() == "nano-banana" && input.n == Some(3))
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, _| Ok(upstream_ref()));
+        .returning(|_, _, _| Ok(upstream_ref()));
     mocks
         .jobs
         .expect_commit()
@@ -341,7 +341,7 @@ async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
 #[tokio::test]
 async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
     let mut mocks = Mocks::new();
-    mocks.upstream.expect_submit().times(1).returning(|_, _| Err(SubmitFailure::Ambiguous("timeout".into())));
+    mocks.upstream.expect_submit().times(1).returning(|_, _, _| Err(SubmitFailure::Ambiguous("timeout".into())));
     mocks.jobs.expect_commit().withf(|t| !t.job().state().is_final()).times(1).returning(applied);
     mocks
         .jobs
@@ -370,7 +370,7 @@ async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
 #[tokio::test]
 async fn driver_retries_a_submission_that_never_reached_the_provider() {
     let mut mocks = Mocks::new();
-    mocks.upstream.expect_submit().times(1).returning(|_, _| Err(SubmitFailure::NotReached("refused".into())));
+    mocks.upstream.expect_submit().times(1).returning(|_, _, _| Err(SubmitFailure::NotReached("refused".into())));
     mocks.jobs.expect_commit().withf(|t| t.job().submit_attempted()).times(1).returning(applied);
     mocks
         .jobs

@@ -172,7 +172,8 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
             })
         })
         .transpose()?;
-    let data = state.gateway.catalog().models_of(modality).map(ModelView::from).collect();
+    let upstream = state.gateway.upstream_name();
+    let data = state.gateway.catalog().models_of(modality).map(|m| ModelView::new(m, upstream)).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 

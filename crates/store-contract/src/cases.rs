@@ -83,12 +83,7 @@ fn b(available: u64, held: u64, spent: u64) -> Balances {
 }
 
 fn upstream() -> UpstreamRef {
-    UpstreamRef {
-        request_id: "req-1".into(),
-        status_url: "http://u/s".into(),
-        response_url: "http://u/r".into(),
-        cancel_url: "http://u/c".into(),
-    }
+    UpstreamRef::new("req-1")
 }
 
 async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {

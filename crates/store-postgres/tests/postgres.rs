@@ -42,12 +42,7 @@ fn new_job(user_id: UserId, held: u64) -> Job {
 
 fn submission() -> (Trigger, Trigger) {
     let now = OffsetDateTime::now_utc();
-    let upstream = UpstreamRef {
-        request_id: "r".into(),
-        status_url: "s".into(),
-        response_url: "o".into(),
-        cancel_url: "c".into(),
-    };
+    let upstream = UpstreamRef::new("r");
     (Trigger::SubmitStarted { next_poll_at: now }, Trigger::Submitted { upstream, next_poll_at: now })
 }
 

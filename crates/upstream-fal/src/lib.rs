@@ -4,24 +4,33 @@
 //! fal returns for status (`?logs=1`), result and cancel. One reqwest client (one connection
 //! pool) serves the whole process, and a semaphore bounds the requests in flight.
 //!
+//! What fal calls a model is this crate's business alone: `fal-models.json` routes each catalog
+//! model to its endpoints (by resolution, with or without images) with fal's parameter names and
+//! value translations ([`routes`]), and `fal-endpoints.json` holds each endpoint's input schema
+//! and output shape as read from fal's published types ([`schema`]), which the simulator enforces.
+//! The job's [`UpstreamRef`] is this adapter's own JSON (endpoint, request id, queue URLs).
+//!
 //! Failures are classified, not retried here: the job driver backs off and polls again, and it
 //! never resubmits after an ambiguous failure, so that a job never runs (or is paid for) twice
 //! upstream. What reaches a job's error is the provider's `detail` at most, never the key, a URL
 //! or an internal error text.
 
 mod outputs;
+pub mod routes;
+pub mod schema;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use genjobs_domain::catalog::UpstreamInput;
+use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
+use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
@@ -72,11 +81,57 @@ struct SubmitAnswer {
     cancel_url: String,
 }
 
+/// Where a job lives at fal, kept as the job's opaque [`UpstreamRef`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FalRef {
+    /// The endpoint the job was submitted to (absent in references written before it was kept).
+    #[serde(default)]
+    pub endpoint: String,
+    /// fal's request id.
+    pub request_id: String,
+    /// Where to poll status.
+    pub status_url: String,
+    /// Where to fetch the result.
+    pub response_url: String,
+    /// Where to ask for cancellation.
+    pub cancel_url: String,
+}
+
+impl FalRef {
+    /// The opaque reference a job keeps.
+    #[must_use]
+    pub fn to_upstream(&self) -> UpstreamRef {
+        let FalRef { endpoint, request_id, status_url, response_url, cancel_url } = self;
+        let value = serde_json::json!({
+            "endpoint": endpoint,
+            "request_id": request_id,
+            "status_url": status_url,
+            "response_url": response_url,
+            "cancel_url": cancel_url,
+        });
+        UpstreamRef::new(value.to_string())
+    }
+
+    /// Reads a reference this adapter wrote.
+    ///
+    /// # Errors
+    /// A message when the reference is not this adapter's.
+    pub fn from_upstream(upstream: &UpstreamRef) -> Result<Self, String> {
+        serde_json::from_str(upstream.as_str()).map_err(|_| "the job's provider reference is not fal's".to_owned())
+    }
+}
+
 #[derive(Deserialize)]
 struct StatusAnswer {
     status: String,
     #[serde(default)]
     logs: Option<Vec<LogLine>>,
+    /// Set on a COMPLETED request that failed.
+    #[serde(default)]
+    error: Option<String>,
+    /// fal's category of that failure.
+    #[serde(default)]
+    error_type: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -114,22 +169,70 @@ impl FalUpstream {
     }
 }
 
-/// The provider's `detail`, shortened: a string, or the `msg` of each item of a list.
-async fn detail(response: Response) -> String {
-    let status = response.status();
-    let body: Option<Value> = response.json().await.ok();
-    let text = match body.as_ref().and_then(|b| b.get("detail")) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(items)) => {
-            items.iter().filter_map(|i| i.get("msg").and_then(Value::as_str)).collect::<Vec<_>>().join("; ")
-        }
-        _ => String::new(),
-    };
-    if text.is_empty() { format!("HTTP {}", status.as_u16()) } else { text.chars().take(MAX_DETAIL_CHARS).collect() }
+/// An error answer of fal, read once: its status, its `detail` (a string for request errors, a
+/// list of `{loc, msg, type}` for model errors) and its category (`error_type` in the body or the
+/// `X-Fal-Error-Type` header).
+struct FalError {
+    status: StatusCode,
+    detail: Option<String>,
+    error_type: Option<String>,
 }
 
-fn has_detail(body: &Option<Value>) -> bool {
-    body.as_ref().and_then(|b| b.get("detail")).is_some()
+impl FalError {
+    async fn read(response: Response) -> Self {
+        let status = response.status();
+        let header_type = response.headers().get("x-fal-error-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body: Option<Value> = response.json().await.ok();
+        let detail = body.as_ref().and_then(|b| b.get("detail")).and_then(describe_detail);
+        let error_type = body.as_ref().and_then(|b| b["error_type"].as_str()).map(str::to_owned).or(header_type);
+        Self { status, detail, error_type }
+    }
+
+    /// For a job's error: the detail and the category, shortened; never a URL or the key.
+    fn message(&self) -> String {
+        let text = match (&self.detail, &self.error_type) {
+            (Some(detail), Some(kind)) => format!("{detail} ({kind})"),
+            (Some(detail), None) => detail.clone(),
+            (None, Some(kind)) => format!("{kind} (HTTP {})", self.status.as_u16()),
+            (None, None) => format!("HTTP {}", self.status.as_u16()),
+        };
+        text.chars().take(MAX_DETAIL_CHARS).collect()
+    }
+}
+
+/// `detail` as a sentence: a string as it is, a list as `param: msg` items.
+fn describe_detail(detail: &Value) -> Option<String> {
+    match detail {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .filter_map(|item| {
+                    let msg = item.get("msg").and_then(Value::as_str)?;
+                    let field = item.get("loc").and_then(Value::as_array).and_then(|loc| loc.last()).map(|f| match f {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                    Some(match field {
+                        Some(field) if field != "body" => format!("{field}: {msg}"),
+                        _ => msg.to_owned(),
+                    })
+                })
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("; "))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a failure fal reports is about the input (refused) rather than the run.
+fn is_refusal(error_type: Option<&str>) -> bool {
+    error_type.is_some_and(|kind| {
+        kind == "bad_request"
+            || kind.contains("validation")
+            || kind.contains("content_policy")
+            || kind.contains("invalid")
+    })
 }
 
 fn transient_status(status: StatusCode) -> bool {
@@ -146,11 +249,26 @@ fn percent_from_logs(logs: &[LogLine]) -> Option<u8> {
     })
 }
 
+/// fal deletes a result of 10 KB or more 6 minutes after the request completes; a result asked
+/// for after that is gone for good.
+const EXPIRED: &str = "the result expired at the provider before it could be fetched (fal keeps results for 6 minutes)";
+
 #[async_trait]
 impl UpstreamProvider for FalUpstream {
-    async fn submit(&self, job_id: JobId, input: &UpstreamInput) -> Result<UpstreamRef, SubmitFailure> {
-        let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), input.endpoint);
-        let response = match self.send(self.client.post(&url).json(&input.body)).await {
+    fn name(&self) -> &'static str {
+        "fal"
+    }
+
+    async fn submit(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let request =
+            routes::fal_request(model.id.as_str(), input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
+        let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
+        let response = match self.send(self.client.post(&url).json(&request.body)).await {
             Ok(r) => r,
             Err(e) if e.is_connect() => {
                 return Err(SubmitFailure::NotReached("the provider could not be reached".into()));
@@ -163,42 +281,46 @@ impl UpstreamProvider for FalUpstream {
             }
         };
         let status = response.status();
-        tracing::debug!(job_id = %job_id, endpoint = %input.endpoint, status = status.as_u16(), "fal submit");
+        tracing::debug!(job_id = %job_id, endpoint = %request.endpoint, status = status.as_u16(), "fal submit");
         if status.is_success() {
-            return response
-                .json::<SubmitAnswer>()
+            let answer: SubmitAnswer = response
+                .json()
                 .await
-                .map(|a| UpstreamRef {
-                    request_id: a.request_id,
-                    status_url: a.status_url,
-                    response_url: a.response_url,
-                    cancel_url: a.cancel_url,
-                })
-                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()));
+                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()))?;
+            tracing::info!(job_id = %job_id, request_id = %answer.request_id, endpoint = %request.endpoint, "fal accepted the job");
+            let fal = FalRef {
+                endpoint: request.endpoint,
+                request_id: answer.request_id,
+                status_url: answer.status_url,
+                response_url: answer.response_url,
+                cancel_url: answer.cancel_url,
+            };
+            return Ok(fal.to_upstream());
         }
         match status {
             StatusCode::TOO_MANY_REQUESTS => Err(SubmitFailure::NotReached("the provider is rate limiting".into())),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 Err(SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into()))
             }
-            s if s.is_client_error() => Err(SubmitFailure::Rejected(detail(response).await)),
+            s if s.is_client_error() => Err(SubmitFailure::Rejected(FalError::read(response).await.message())),
             _ => Err(SubmitFailure::Ambiguous(format!("the provider answered HTTP {}", status.as_u16()))),
         }
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
-        let separator = if upstream.status_url.contains('?') { '&' } else { '?' };
-        let request = self.client.get(format!("{}{separator}logs=1", upstream.status_url));
+        let fal = FalRef::from_upstream(upstream).map_err(PollFailure::Gone)?;
+        let separator = if fal.status_url.contains('?') { '&' } else { '?' };
+        let request = self.client.get(format!("{}{separator}logs=1", fal.status_url));
         let response = self.send(request).await.map_err(|e| {
             PollFailure::Transient(if e.is_timeout() { "status call timed out" } else { "status call failed" }.into())
         })?;
         let status = response.status();
-        tracing::debug!(job_id = %job_id, request_id = %upstream.request_id, status = status.as_u16(), "fal status");
+        tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = status.as_u16(), "fal status");
         if transient_status(status) {
             return Err(PollFailure::Transient(format!("status call answered HTTP {}", status.as_u16())));
         }
         if !status.is_success() {
-            return Err(PollFailure::Gone(detail(response).await));
+            return Err(PollFailure::Gone(FalError::read(response).await.message()));
         }
         let answer: StatusAnswer =
             response.json().await.map_err(|_| PollFailure::Transient("status answer could not be read".into()))?;
@@ -206,6 +328,15 @@ impl UpstreamProvider for FalUpstream {
             "IN_QUEUE" => Ok(UpstreamStatus::Queued),
             "IN_PROGRESS" => {
                 Ok(UpstreamStatus::Running { percent: percent_from_logs(answer.logs.as_deref().unwrap_or_default()) })
+            }
+            "COMPLETED" if answer.error.is_some() || answer.error_type.is_some() => {
+                let error = FalError { status, detail: answer.error, error_type: answer.error_type };
+                let message = error.message();
+                Ok(UpstreamStatus::Failed(if is_refusal(error.error_type.as_deref()) {
+                    ResultFailure::Rejected(message)
+                } else {
+                    ResultFailure::Failed(message)
+                }))
             }
             "COMPLETED" => Ok(UpstreamStatus::Completed),
             other => Err(PollFailure::Transient(format!("unknown status {other:?}"))),
@@ -218,48 +349,47 @@ impl UpstreamProvider for FalUpstream {
         upstream: &UpstreamRef,
         modality: Modality,
     ) -> Result<Vec<OutputItem>, ResultFailure> {
+        let fal = FalRef::from_upstream(upstream).map_err(ResultFailure::Failed)?;
         let response = self
-            .send(self.client.get(&upstream.response_url))
+            .send(self.client.get(&fal.response_url))
             .await
             .map_err(|_| ResultFailure::Transient("result call failed".into()))?;
         let status = response.status();
-        tracing::debug!(job_id = %job_id, request_id = %upstream.request_id, status = status.as_u16(), "fal result");
+        tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = status.as_u16(), "fal result");
         if status.is_success() {
             let body: Value =
                 response.json().await.map_err(|_| ResultFailure::Invalid("the result is not JSON".into()))?;
             return parse_outputs(&body, modality).map_err(ResultFailure::Invalid);
         }
+        if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
+            return Err(ResultFailure::Failed(EXPIRED.into()));
+        }
+        let error = FalError::read(response).await;
+        let explained = error.detail.is_some() || error.error_type.is_some();
         match status {
-            StatusCode::UNPROCESSABLE_ENTITY => Err(ResultFailure::Rejected(detail(response).await)),
-            StatusCode::NOT_FOUND | StatusCode::GONE => {
-                Err(ResultFailure::Failed("the result is no longer available at the provider".into()))
+            StatusCode::UNPROCESSABLE_ENTITY => Err(ResultFailure::Rejected(error.message())),
+            _ if is_refusal(error.error_type.as_deref()) => Err(ResultFailure::Rejected(error.message())),
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::REQUEST_TIMEOUT => {
+                Err(ResultFailure::Transient(format!("result call answered HTTP {}", status.as_u16())))
             }
-            s if s.is_server_error() => {
-                let body: Option<Value> = response.json().await.ok();
-                if has_detail(&body) {
-                    let text = body.as_ref().and_then(|b| b["detail"].as_str()).unwrap_or("the model failed");
-                    Err(ResultFailure::Failed(text.chars().take(MAX_DETAIL_CHARS).collect()))
-                } else {
-                    Err(ResultFailure::Transient(format!("result call answered HTTP {}", s.as_u16())))
-                }
-            }
-            s if transient_status(s) => {
+            s if s.is_server_error() && !explained => {
                 Err(ResultFailure::Transient(format!("result call answered HTTP {}", s.as_u16())))
             }
-            _ => Err(ResultFailure::Failed(detail(response).await)),
+            _ => Err(ResultFailure::Failed(error.message())),
         }
     }
 
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
+        let fal = FalRef::from_upstream(upstream).map_err(PollFailure::Gone)?;
         let response = self
-            .send(self.client.put(&upstream.cancel_url))
+            .send(self.client.put(&fal.cancel_url))
             .await
             .map_err(|_| PollFailure::Transient("cancel call failed".into()))?;
-        tracing::debug!(job_id = %job_id, request_id = %upstream.request_id, status = response.status().as_u16(), "fal cancel");
+        tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = response.status().as_u16(), "fal cancel");
         match response.status() {
             s if s.is_success() => Ok(()),
             s if transient_status(s) => Err(PollFailure::Transient(format!("cancel answered HTTP {}", s.as_u16()))),
-            _ => Err(PollFailure::Gone(detail(response).await)),
+            _ => Err(PollFailure::Gone(FalError::read(response).await.message())),
         }
     }
 }

@@ -10,13 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use genjobs_domain::catalog::{Catalog, UpstreamInput};
+use genjobs_domain::catalog::{Catalog, Model};
 use genjobs_domain::ids::JobId;
+use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
-use genjobs_upstream_fal::{FalConfig, FalUpstream};
+use genjobs_upstream_fal::{FalConfig, FalRef, FalUpstream};
 use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
 
@@ -93,12 +94,14 @@ impl StubServer {
     }
 
     fn upstream_ref(&self) -> UpstreamRef {
-        UpstreamRef {
+        FalRef {
+            endpoint: "owner/app".into(),
             request_id: "req-9".into(),
             status_url: format!("{}/owner/app/requests/req-9/status", self.base),
             response_url: format!("{}/owner/app/requests/req-9", self.base),
             cancel_url: format!("{}/owner/app/requests/req-9/cancel", self.base),
         }
+        .to_upstream()
     }
 }
 
@@ -106,7 +109,8 @@ fn job() -> JobId {
     JobId::new_at(time::OffsetDateTime::now_utc())
 }
 
-fn flux_input() -> UpstreamInput {
+/// A flux-pro request with two images, a seed, a reference image and `extra`.
+fn flux() -> (Model, GenerationInput) {
     let catalog = Catalog::builtin().unwrap();
     let draft = GenerationDraft {
         prompt: Some("a fox".into()),
@@ -117,7 +121,11 @@ fn flux_input() -> UpstreamInput {
         ..GenerationDraft::default()
     };
     let request = GenerationRequest::validate(Modality::Image, draft, &catalog).unwrap();
-    catalog.model("flux-pro").unwrap().fal.upstream_input(&request.input)
+    (catalog.model("flux-pro").unwrap().clone(), request.input)
+}
+
+fn fal(upstream: &UpstreamRef) -> FalRef {
+    FalRef::from_upstream(upstream).unwrap()
 }
 
 #[tokio::test]
@@ -131,9 +139,12 @@ async fn submit_posts_the_mapped_body_with_the_key_and_keeps_the_returned_urls()
         "status": "IN_QUEUE", "queue_position": 3
     });
     stub.on("POST /fal-ai/flux-pro/v1.1-ultra", 200, returned);
-    let upstream = stub.adapter().submit(job(), &flux_input()).await.unwrap();
-    assert_eq!(upstream.request_id, "req-9");
-    assert_eq!(upstream.status_url, format!("{}/elsewhere/status", stub.base), "returned URLs are used as they are");
+    let (model, input) = flux();
+    let upstream = stub.adapter().submit(job(), &model, &input).await.unwrap();
+    assert_eq!(fal(&upstream).request_id, "req-9");
+    assert_eq!(fal(&upstream).endpoint, "fal-ai/flux-pro/v1.1-ultra");
+    let returned_status = format!("{}/elsewhere/status", stub.base);
+    assert_eq!(fal(&upstream).status_url, returned_status, "returned URLs are used as they are");
 
     let seen = &stub.seen()[0];
     assert_eq!((seen.method.as_str(), seen.path.as_str()), ("POST", "/fal-ai/flux-pro/v1.1-ultra"));
@@ -152,27 +163,27 @@ async fn submit_posts_the_mapped_body_with_the_key_and_keeps_the_returned_urls()
 #[tokio::test]
 async fn submit_failures_are_classified_so_that_nothing_runs_twice() {
     let stub = StubServer::start();
-    let input = UpstreamInput { endpoint: "fal-ai/x".into(), body: json!({"prompt": "p"}) };
+    let (model, input) = flux();
     for (status, expected) in [
         (422, SubmitFailure::Rejected("prompt too spicy".into())),
         (429, SubmitFailure::NotReached("the provider is rate limiting".into())),
         (500, SubmitFailure::Ambiguous("the provider answered HTTP 500".into())),
         (401, SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into())),
     ] {
-        stub.on("POST /fal-ai/x", status, json!({"detail": [{"msg": "prompt too spicy"}]}));
-        assert_eq!(stub.adapter().submit(job(), &input).await, Err(expected), "HTTP {status}");
+        stub.on("POST /fal-ai/flux-pro/v1.1-ultra", status, json!({"detail": [{"msg": "prompt too spicy"}]}));
+        assert_eq!(stub.adapter().submit(job(), &model, &input).await, Err(expected), "HTTP {status}");
     }
-    stub.on("POST /fal-ai/x", 200, json!({"request_id": "only"}));
-    assert!(matches!(stub.adapter().submit(job(), &input).await, Err(SubmitFailure::Ambiguous(_))));
+    stub.on("POST /fal-ai/flux-pro/v1.1-ultra", 200, json!({"request_id": "only"}));
+    assert!(matches!(stub.adapter().submit(job(), &model, &input).await, Err(SubmitFailure::Ambiguous(_))));
 
-    stub.on_slow("POST /fal-ai/x", 200, json!({}), 1500);
+    stub.on_slow("POST /fal-ai/flux-pro/v1.1-ultra", 200, json!({}), 1500);
     let impatient = FalUpstream::new(FalConfig {
         request_timeout: Duration::from_millis(300),
         ..FalConfig::new(stub.base.clone(), None)
     })
     .unwrap();
     assert!(
-        matches!(impatient.submit(job(), &input).await, Err(SubmitFailure::Ambiguous(_))),
+        matches!(impatient.submit(job(), &model, &input).await, Err(SubmitFailure::Ambiguous(_))),
         "a timeout may have reached fal"
     );
 
@@ -180,7 +191,7 @@ async fn submit_failures_are_classified_so_that_nothing_runs_twice() {
     let nowhere = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let unreachable = FalUpstream::new(FalConfig::new(nowhere, None)).unwrap();
-    assert!(matches!(unreachable.submit(job(), &input).await, Err(SubmitFailure::NotReached(_))));
+    assert!(matches!(unreachable.submit(job(), &model, &input).await, Err(SubmitFailure::NotReached(_))));
 }
 
 #[tokio::test]
@@ -217,6 +228,7 @@ async fn result_answers_map_to_outputs_or_failures() {
         (500, json!({"detail": "CUDA out of memory"}), "failed"),
         (502, json!({}), "transient"),
         (404, json!({"detail": "gone"}), "failed"),
+        (503, json!({"detail": "Request timed out", "error_type": "request_timeout"}), "failed"),
         (200, json!({"images": [{"nourl": 1}]}), "invalid"),
     ] {
         stub.on(path, status, body);
@@ -268,14 +280,16 @@ async fn a_whole_run_against_the_simulator() {
     })
     .unwrap();
     let adapter = FalUpstream::new(FalConfig::new(sim.base_url.clone(), Some("k".into()))).unwrap();
-    let upstream = adapter.submit(job(), &flux_input()).await.unwrap();
-    assert!(upstream.status_url.contains("/fal-ai/flux-pro/requests/"), "URLs name only owner and app");
+    let (model, input) = flux();
+    let upstream = adapter.submit(job(), &model, &input).await.unwrap();
+    assert!(fal(&upstream).status_url.contains("/fal-ai/flux-pro/requests/"), "URLs name only owner and app");
     let mut seen_running = false;
     loop {
         match adapter.status(job(), &upstream).await.unwrap() {
             UpstreamStatus::Running { percent } => seen_running |= percent.is_some(),
             UpstreamStatus::Completed => break,
             UpstreamStatus::Queued => {}
+            UpstreamStatus::Failed(failure) => panic!("{failure}"),
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -285,5 +299,150 @@ async fn a_whole_run_against_the_simulator() {
     assert_eq!(sim.stats().routes["submit"], 1);
 
     let wrong_key = FalUpstream::new(FalConfig::new(sim.base_url.clone(), Some("nope".into()))).unwrap();
-    assert!(matches!(wrong_key.submit(job(), &flux_input()).await, Err(SubmitFailure::Ambiguous(_))));
+    assert!(matches!(wrong_key.submit(job(), &model, &input).await, Err(SubmitFailure::Ambiguous(_))));
+}
+
+#[tokio::test]
+async fn fal_errors_become_useful_messages_and_codes() {
+    let stub = StubServer::start();
+    let upstream = stub.upstream_ref();
+    let status = "GET /owner/app/requests/req-9/status";
+    stub.on(
+        status,
+        200,
+        json!({"status": "COMPLETED", "error": "Runner disconnected", "error_type": "runner_disconnected"}),
+    );
+    assert_eq!(
+        stub.adapter().status(job(), &upstream).await,
+        Ok(UpstreamStatus::Failed(ResultFailure::Failed("Runner disconnected (runner_disconnected)".into()))),
+        "a COMPLETED status with an error fails the job with its message"
+    );
+    stub.on(
+        status,
+        200,
+        json!({"status": "COMPLETED", "error": "Unsafe content", "error_type": "content_policy_violation"}),
+    );
+    assert!(matches!(
+        stub.adapter().status(job(), &upstream).await,
+        Ok(UpstreamStatus::Failed(ResultFailure::Rejected(_)))
+    ));
+
+    let (model, input) = flux();
+    let detail =
+        json!({"detail": [{"loc": ["body", "image_size"], "msg": "Input should be a valid preset", "type": "enum"}]});
+    stub.on("POST /fal-ai/flux-pro/v1.1-ultra", 422, detail);
+    assert_eq!(
+        stub.adapter().submit(job(), &model, &input).await,
+        Err(SubmitFailure::Rejected("image_size: Input should be a valid preset".into())),
+        "a validation list names the parameter"
+    );
+
+    let result = "GET /owner/app/requests/req-9";
+    stub.on(result, 404, json!({"detail": "Not found"}));
+    let Err(ResultFailure::Failed(expired)) = stub.adapter().result(job(), &upstream, Modality::Image).await else {
+        panic!("a result gone after fal's 6 minutes fails the job");
+    };
+    assert!(expired.contains("expired") && expired.contains("6 minutes"), "{expired}");
+}
+
+#[tokio::test]
+async fn every_model_of_the_catalog_routes_to_an_endpoint_the_simulator_accepts() {
+    let sim =
+        genjobs_upstream_sim::spawn(SimConfig { queue: Duration::ZERO, run: Duration::ZERO, api_key: None }).unwrap();
+    let adapter = FalUpstream::new(FalConfig::new(sim.base_url.clone(), None)).unwrap();
+    let catalog = Catalog::builtin().unwrap();
+    let mut runs = 0;
+    for model in &catalog.models {
+        for draft in catalog_walk::drafts(model) {
+            let request = GenerationRequest::validate(model.modality, draft.clone(), &catalog)
+                .unwrap_or_else(|e| panic!("{} refuses its own form: {draft:?}: {e}", model.id));
+            let upstream = adapter
+                .submit(job(), model, &request.input)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {draft:?} refused: {e}", model.id));
+            let status = adapter.status(job(), &upstream).await.unwrap();
+            assert_eq!(status, UpstreamStatus::Completed, "{}", model.id);
+            let outputs = adapter.result(job(), &upstream, model.modality).await.unwrap();
+            let expected = request.input.n.map_or(1, usize::from);
+            assert_eq!(outputs.len(), expected, "{}: {draft:?}", model.id);
+            assert!(outputs.iter().all(|o| o.url.starts_with("http")), "{}", model.id);
+            runs += 1;
+        }
+    }
+    assert!(runs > 40, "the walk covers every option: {runs} runs");
+}
+
+/// Every value a model's form offers: each option of each select, the min and max of each number,
+/// with and without image inputs.
+mod catalog_walk {
+    use genjobs_domain::catalog::{FieldKind, Model};
+    use genjobs_domain::request::{GenerationDraft, WholeNumber};
+
+    fn snake(camel: &str) -> String {
+        camel.chars().fold(String::new(), |mut out, c| {
+            if c.is_ascii_uppercase() {
+                out.push('_');
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push(c);
+            }
+            out
+        })
+    }
+
+    fn set(draft: &mut GenerationDraft, field: &str, value: &serde_json::Value) {
+        let number = || match value {
+            serde_json::Value::String(text) => WholeNumber::Text(text.clone()),
+            other => WholeNumber::Exact(other.as_u64().unwrap_or(0)),
+        };
+        match field {
+            "aspect_ratio" => draft.aspect_ratio = value.as_str().map(str::to_owned),
+            "resolution" => draft.resolution = value.as_str().map(str::to_owned),
+            "duration_sec" => draft.duration_sec = Some(number()),
+            "n" => draft.n = Some(number()),
+            "seed" => draft.seed = Some(number()),
+            other => panic!("the walk does not know field {other}"),
+        }
+    }
+
+    pub fn drafts(model: &Model) -> Vec<GenerationDraft> {
+        let base = GenerationDraft {
+            prompt: Some("a lighthouse".into()),
+            model: Some(model.id.to_string()),
+            ..GenerationDraft::default()
+        };
+        let mut drafts = vec![base.clone()];
+        for field in &model.fields {
+            let name = snake(&field.name);
+            let values: Vec<serde_json::Value> = match field.kind {
+                FieldKind::Select => {
+                    field.options.iter().flatten().map(|o| serde_json::Value::String(o.value.clone())).collect()
+                }
+                FieldKind::Number => [&field.min, &field.max]
+                    .into_iter()
+                    .flatten()
+                    .map(|n| serde_json::Value::Number(n.clone()))
+                    .collect(),
+                FieldKind::Text | FieldKind::Textarea => {
+                    if name == "negative_prompt" {
+                        drafts.push(GenerationDraft { negative_prompt: Some("blur".into()), ..base.clone() });
+                    }
+                    continue;
+                }
+                FieldKind::ImageUrl => continue,
+            };
+            for value in values {
+                let mut draft = base.clone();
+                set(&mut draft, &name, &value);
+                drafts.push(draft);
+            }
+        }
+        let with_images: Vec<GenerationDraft> = drafts
+            .iter()
+            .filter(|_| model.fields.iter().any(|f| f.kind == FieldKind::ImageUrl))
+            .map(|d| GenerationDraft { image_inputs: Some(vec!["https://example.com/ref.png".into()]), ..d.clone() })
+            .collect();
+        drafts.extend(with_images);
+        drafts
+    }
 }

@@ -1,10 +1,13 @@
 //! # genjobs-upstream-sim
 //!
 //! A simulator of fal's queue API, so that the embedded default, the tests and the benchmarks
-//! run the real fal adapter over real HTTP. It accepts any endpoint id, queues each request,
+//! run the real fal adapter over real HTTP. It refuses what fal refuses, by the same endpoint
+//! schemas the adapter's routes were checked against (`genjobs_upstream_fal::schema`): an unknown
+//! endpoint id gets 404, a body fal would refuse (unknown parameter, wrong type, value outside its
+//! enum or range, missing required field) 422 with fal's `detail` list. It queues each request,
 //! runs it for a configurable time while writing `progress: N%` lines into its logs, and answers
-//! with the output shape of an image or a video endpoint (a video endpoint is one whose id
-//! contains `video`).
+//! with the endpoint's own output shape (a video file, or images with or without their size, a
+//! seed where the model gives one).
 //!
 //! ## Fault injection
 //! Directives in the prompt (or in `SimConfig`) change one request's fate:
@@ -14,7 +17,9 @@
 //! - `[sim:run=MS]`: it runs for MS milliseconds.
 //! - `[sim:flaky=N]`: its first N status calls answer 503.
 //! - `[sim:malformed]`: the result is not of the output shape.
-//! - `[sim:expired]`: the result is gone (404) when fetched.
+//! - `[sim:expired]`: the result is gone (404) when fetched, as fal's is 6 minutes after completion.
+//! - `[sim:error-status]`: the request completes with `error` and `error_type` in its status, and
+//!   its result is a 503 with `X-Fal-Error-Type`.
 //!
 //! With the `stats` feature (on by default, off in the `genjobs` binary, which has no use for it),
 //! `GET /_sim/stats` counts the calls received, per route and per request id; `GET /_sim/polls`
@@ -31,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use genjobs_upstream_fal::schema::OutputShape;
 use serde_json::{Value, json};
 
 /// How the simulator behaves by default.
@@ -58,6 +64,7 @@ struct Directives {
     hang: bool,
     malformed: bool,
     expired: bool,
+    error_status: bool,
     flaky: u32,
     run_ms: Option<u64>,
 }
@@ -74,6 +81,7 @@ impl Directives {
                 "hang" => d.hang = true,
                 "malformed" => d.malformed = true,
                 "expired" => d.expired = true,
+                "error-status" => d.error_status = true,
                 "flaky" => d.flaky = value.parse().unwrap_or(3),
                 "run" => d.run_ms = value.parse().ok(),
                 _ => {}
@@ -85,7 +93,7 @@ impl Directives {
 
 #[derive(Debug)]
 struct SimRequest {
-    endpoint: String,
+    shape: OutputShape,
     input: Value,
     accepted: Instant,
     queue: Duration,
@@ -249,6 +257,12 @@ async fn submit(
     }
     let endpoint = path.into_inner();
     let input = body.into_inner();
+    let Some(schema) = genjobs_upstream_fal::schema::endpoint(&endpoint) else {
+        return HttpResponse::NotFound().json(json!({"detail": format!("Application '{endpoint}' not found")}));
+    };
+    if let Err(violations) = schema.validate(&input) {
+        return HttpResponse::UnprocessableEntity().json(json!({"detail": violations}));
+    }
     let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default();
     let directives = Directives::from_prompt(prompt);
     if directives.reject_submit {
@@ -261,7 +275,7 @@ async fn submit(
     sim.state.requests().insert(
         request_id.clone(),
         SimRequest {
-            endpoint,
+            shape: schema.output,
             input,
             accepted: Instant::now(),
             queue: sim.config.queue,
@@ -302,6 +316,12 @@ async fn status(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
             "status": "IN_PROGRESS",
             "logs": [{"message": format!("progress: {percent}%"), "level": "INFO", "source": "user", "timestamp": now.to_string()}],
         })),
+        Phase::Completed if request.directives.error_status => HttpResponse::Ok().json(json!({
+            "status": "COMPLETED",
+            "logs": [],
+            "error": "the runner disconnected while generating",
+            "error_type": "runner_disconnected",
+        })),
         Phase::Completed => HttpResponse::Ok().json(json!({"status": "COMPLETED", "logs": []})),
     }
 }
@@ -335,22 +355,53 @@ async fn result(
     if d.fail {
         return HttpResponse::InternalServerError().json(json!({"detail": "the model crashed while generating"}));
     }
+    if d.error_status {
+        return HttpResponse::ServiceUnavailable()
+            .insert_header(("x-fal-error-type", "runner_disconnected"))
+            .json(json!({"detail": "the runner disconnected while generating", "error_type": "runner_disconnected"}));
+    }
     if d.malformed {
         return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
     }
+    HttpResponse::Ok().json(output(request, &format!("{}/_sim/files/{id}", base.as_str())))
+}
+
+/// A result in the endpoint's own shape, with the fields its model omits omitted.
+fn output(request: &SimRequest, files: &str) -> Value {
     let seed = request.input.get("seed").and_then(Value::as_u64).unwrap_or(42);
-    let files = format!("{}/_sim/files/{id}", base.as_str());
-    if request.endpoint.contains("video") {
-        return HttpResponse::Ok().json(json!({
-            "video": {"url": format!("{files}/0.mp4"), "content_type": "video/mp4"},
-            "seed": seed,
-        }));
+    let mut result = serde_json::Map::new();
+    let with_seed = match request.shape {
+        OutputShape::Video { seed } => {
+            let video = json!({
+                "url": format!("{files}/0.mp4"),
+                "content_type": "video/mp4",
+                "file_name": "0.mp4",
+                "file_size": 1_048_576,
+            });
+            result.insert("video".into(), video);
+            seed
+        }
+        OutputShape::Images { dimensions, seed } => {
+            let count = request.input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4);
+            let image = |i: u64| {
+                let mut image = json!({"url": format!("{files}/{i}.png"), "content_type": "image/png"});
+                if dimensions {
+                    image["width"] = json!(1024);
+                    image["height"] = json!(1024);
+                } else {
+                    image["file_name"] = json!(format!("{i}.png"));
+                    image["file_size"] = json!(262_144);
+                }
+                image
+            };
+            result.insert("images".into(), (0..count).map(image).collect());
+            seed
+        }
+    };
+    if with_seed {
+        result.insert("seed".into(), json!(seed));
     }
-    let count = request.input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4);
-    let images: Vec<Value> = (0..count)
-        .map(|i| json!({"url": format!("{files}/{i}.png"), "width": 1024, "height": 1024, "content_type": "image/png"}))
-        .collect();
-    HttpResponse::Ok().json(json!({"images": images, "seed": seed}))
+    Value::Object(result)
 }
 
 async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {

@@ -45,7 +45,7 @@ async fn a_job_advances_in_the_background_and_succeeds_with_outputs() {
         assert_eq!(output["type"], "image");
         assert!(output["url"].as_str().unwrap().starts_with("http"));
         assert_eq!(output["meta"]["content_type"], "image/png");
-        assert_eq!((output["meta"]["width"].as_u64(), output["meta"]["height"].as_u64()), (Some(1024), Some(1024)));
+        assert!(output["meta"].get("width").is_none(), "fal's nano-banana results carry no image size: {output}");
     }
     assert_eq!(job["credits_actual"], 8);
     assert!(job["started_at"].is_string() && job["finished_at"].is_string());

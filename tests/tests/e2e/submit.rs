@@ -175,7 +175,7 @@ async fn extra_is_passed_through_to_the_provider_unchanged() {
         .submit(
             "images",
             &app.demo_key,
-            json!({"prompt": "a", "seed": 77, "extra": {"seed": 1234, "safety_tolerance": "2"}}),
+            json!({"prompt": "a", "model": "flux-pro", "seed": 77, "extra": {"seed": 1234, "safety_tolerance": "2"}}),
         )
         .await;
     let job = app.wait_final(&app.demo_key, receipt["job_id"].as_str().unwrap()).await;

@@ -76,15 +76,27 @@ impl JobError {
     }
 }
 
-/// Where a job lives at the provider: fal's queue URLs, used for everything after submission.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamRef {
-    /// The provider's request id.
-    pub request_id: String,
-    /// Where to poll status.
-    pub status_url: String,
-    /// Where to fetch the result.
-    pub response_url: String,
-    /// Where to ask for cancellation.
-    pub cancel_url: String,
+/// Where a job lives at the provider: opaque text that only the provider adapter that wrote it
+/// reads (an adapter may keep its endpoint and its queue URLs in it). Stores keep it as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UpstreamRef(String);
+
+impl UpstreamRef {
+    /// Wraps an adapter's reference.
+    #[must_use]
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    /// The adapter's reference, to store or to read back.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for UpstreamRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }

@@ -20,7 +20,7 @@ fn input() -> GenerationInput {
 }
 
 fn upstream() -> UpstreamRef {
-    UpstreamRef { request_id: "r1".into(), status_url: "s".into(), response_url: "r".into(), cancel_url: "c".into() }
+    UpstreamRef::new("r1")
 }
 
 fn accepted() -> (Job, CreditMovement) {

@@ -1,5 +1,5 @@
 //! The ports: what the domain needs from the outside world. Adapters implement them (the
-//! in-memory and Postgres stores, the fal adapter, the in-process event hub and rate limiter, the
+//! in-memory and Postgres stores, the provider adapter, the in-process event hub and rate limiter, the
 //! system clock); tests replace them with the mockall mocks of the `mocks` feature.
 //!
 //! Every store adapter must pass the contract suite of `genjobs-store-contract`.

@@ -2,14 +2,15 @@
 
 use async_trait::async_trait;
 
-use crate::catalog::UpstreamInput;
+use crate::catalog::Model;
 use crate::ids::JobId;
+use crate::input::GenerationInput;
 use crate::job::UpstreamRef;
 use crate::modality::Modality;
 use crate::output::OutputItem;
 
 /// What the provider says of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamStatus {
     /// Waiting in the provider's queue.
     Queued,
@@ -20,6 +21,9 @@ pub enum UpstreamStatus {
     },
     /// Done; the result can be fetched (it may still be an error).
     Completed,
+    /// Done, and the status already says the job failed ([`ResultFailure::Rejected`] or
+    /// [`ResultFailure::Failed`]); there is no result to fetch.
+    Failed(ResultFailure),
 }
 
 /// Why a submission failed.
@@ -64,7 +68,9 @@ pub enum ResultFailure {
     Transient(String),
 }
 
-/// The upstream provider (fal's queue API).
+/// The upstream provider that runs the jobs. Provider-neutral: it is given a validated request
+/// for a catalog model and answers with an opaque [`UpstreamRef`]; which endpoint serves the
+/// model, how fields are named and translated, and where to poll are the adapter's own.
 ///
 /// # Errors
 /// Implementations classify every failure into the variants of [`SubmitFailure`],
@@ -72,8 +78,16 @@ pub enum ResultFailure {
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait UpstreamProvider: Send + Sync {
-    /// Submits a job.
-    async fn submit(&self, job_id: JobId, input: &UpstreamInput) -> Result<UpstreamRef, SubmitFailure>;
+    /// The provider's name, as the models list shows it (`upstream`).
+    fn name(&self) -> &'static str;
+
+    /// Submits a job: `input` (validated against `model`) in the provider's terms.
+    ///
+    /// # Errors
+    /// [`SubmitFailure::Rejected`] also when the adapter cannot express the input for the model
+    /// (a model it has no route for, a value it cannot translate).
+    async fn submit(&self, job_id: JobId, model: &Model, input: &GenerationInput)
+    -> Result<UpstreamRef, SubmitFailure>;
 
     /// Polls a job's status.
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure>;

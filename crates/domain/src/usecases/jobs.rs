@@ -205,10 +205,10 @@ impl Gateway {
         if let (true, Some(upstream)) = (self.settings.upstream_cancel, &job.upstream()) {
             match self.ports.upstream.cancel(job.id(), upstream).await {
                 Ok(()) => {
-                    tracing::info!(job_id = %job.id(), request_id = %upstream.request_id, "upstream asked to cancel")
+                    tracing::info!(job_id = %job.id(), "upstream asked to cancel")
                 }
                 Err(e) => {
-                    tracing::warn!(job_id = %job.id(), request_id = %upstream.request_id, error = %e, "upstream cancel failed")
+                    tracing::warn!(job_id = %job.id(), error = %e, "upstream cancel failed")
                 }
             }
         }

@@ -78,6 +78,12 @@ impl Gateway {
         &self.catalog
     }
 
+    /// The name of the provider that runs the jobs, as the models list shows it.
+    #[must_use]
+    pub fn upstream_name(&self) -> &'static str {
+        self.ports.upstream.name()
+    }
+
     /// The settings in use.
     #[must_use]
     pub fn settings(&self) -> &Settings {

@@ -39,7 +39,10 @@ impl<'a> Fields<'a> {
     }
 
     fn number(&self, name: &str) -> Result<Option<WholeNumber>, InvalidRequest> {
-        Ok(self.typed::<Number>(name, "a number")?.map(|n| whole(&n)))
+        match self.get(name) {
+            Some(Value::String(text)) => Ok(Some(WholeNumber::Text(text.clone()))),
+            _ => Ok(self.typed::<Number>(name, "a number")?.map(|n| whole(&n))),
+        }
     }
 }
 

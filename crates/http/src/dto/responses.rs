@@ -197,7 +197,9 @@ pub struct ModelView<'a> {
     id: &'a str,
     modality: &'static str,
     display_name: &'a str,
-    upstream: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    upstream: &'static str,
     fields: Vec<FieldView<'a>>,
 }
 
@@ -260,13 +262,16 @@ impl<'a> From<&'a Field> for FieldView<'a> {
     }
 }
 
-impl<'a> From<&'a Model> for ModelView<'a> {
-    fn from(m: &'a Model) -> Self {
+impl<'a> ModelView<'a> {
+    /// The view of `m`, run by the provider named `upstream`.
+    #[must_use]
+    pub fn new(m: &'a Model, upstream: &'static str) -> Self {
         Self {
             id: m.id.as_str(),
             modality: m.modality.as_str(),
             display_name: &m.display_name,
-            upstream: &m.upstream,
+            description: m.description.as_deref(),
+            upstream,
             fields: m.fields.iter().map(FieldView::from).collect(),
         }
     }

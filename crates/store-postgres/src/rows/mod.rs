@@ -63,7 +63,7 @@ impl JobRow {
             credits_held: amount(r.credits_held)?,
             credits_actual: r.credits_actual.map(amount).transpose()?,
             input: to_jsonb(&InputJson::from(&r.input))?,
-            upstream: r.upstream.as_ref().map(|u| to_jsonb(&UpstreamJson::from(u))).transpose()?,
+            upstream: r.upstream.as_ref().map(upstream_to_jsonb),
             submit_attempted: r.submit_attempted,
             next_poll_at: r.next_poll_at,
             poll_failures: i32::try_from(r.poll_failures).unwrap_or(i32::MAX),
@@ -94,7 +94,7 @@ impl JobRow {
             credits_held: credits(self.credits_held)?,
             credits_actual: self.credits_actual.map(credits).transpose()?,
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
-            upstream: self.upstream.map(|v| from_jsonb::<UpstreamJson>("upstream", v).map(Into::into)).transpose()?,
+            upstream: self.upstream.map(upstream_from_jsonb),
             submit_attempted: self.submit_attempted,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),
@@ -235,34 +235,17 @@ impl From<InputJson> for GenerationInput {
     }
 }
 
-/// Where a job lives at the provider, as the `upstream` column keeps it.
-#[derive(Debug, Serialize, Deserialize)]
-struct UpstreamJson {
-    request_id: String,
-    status_url: String,
-    response_url: String,
-    cancel_url: String,
+/// The provider's opaque reference as the `upstream` column keeps it: a jsonb string. References
+/// written before the port became provider-neutral are objects; they read back as their JSON
+/// text, which is what the provider adapter wrote.
+fn upstream_to_jsonb(upstream: &UpstreamRef) -> Value {
+    Value::String(upstream.as_str().to_owned())
 }
 
-impl From<&UpstreamRef> for UpstreamJson {
-    fn from(u: &UpstreamRef) -> Self {
-        Self {
-            request_id: u.request_id.clone(),
-            status_url: u.status_url.clone(),
-            response_url: u.response_url.clone(),
-            cancel_url: u.cancel_url.clone(),
-        }
-    }
-}
-
-impl From<UpstreamJson> for UpstreamRef {
-    fn from(u: UpstreamJson) -> Self {
-        Self {
-            request_id: u.request_id,
-            status_url: u.status_url,
-            response_url: u.response_url,
-            cancel_url: u.cancel_url,
-        }
+fn upstream_from_jsonb(value: Value) -> UpstreamRef {
+    match value {
+        Value::String(text) => UpstreamRef::new(text),
+        other => UpstreamRef::new(other.to_string()),
     }
 }
 

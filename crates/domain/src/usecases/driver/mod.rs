@@ -23,6 +23,7 @@ use super::Ports;
 use crate::catalog::Catalog;
 use crate::ids::JobId;
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
+use crate::output::OutputItem;
 use crate::ports::{Commit, PollFailure, ResultFailure, StoreError, SubmitFailure, UpstreamStatus};
 
 /// How the driver paces itself.
@@ -241,9 +242,13 @@ impl JobDriver {
                         progress: self.progress(&job, percent),
                         next_poll_at: self.next_poll(&job, 0),
                     },
-                    Ok(UpstreamStatus::Completed) => self.result(&job, upstream).await,
+                    Ok(UpstreamStatus::Completed) => {
+                        let fetched = self.ports.upstream.result(job.id(), upstream, job.modality()).await;
+                        self.result(&job, fetched)
+                    }
+                    Ok(UpstreamStatus::Failed(failure)) => self.result(&job, Err(failure)),
                     Err(PollFailure::Transient(reason)) => {
-                        tracing::warn!(job_id = %job.id(), request_id = %upstream.request_id, %reason, "status poll failed; backing off");
+                        tracing::warn!(job_id = %job.id(), %reason, "status poll failed; backing off");
                         Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(&job, job.poll_failures() + 1) }
                     }
                     Err(PollFailure::Gone(reason)) => Trigger::Failed {
@@ -265,10 +270,9 @@ impl JobDriver {
         };
         let in_flight_until = self.ports.clock.now() + self.settings.lease;
         let job = self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await?;
-        let input = model.fal.upstream_input(job.input());
-        let trigger = match self.ports.upstream.submit(job.id(), &input).await {
+        let trigger = match self.ports.upstream.submit(job.id(), model, job.input()).await {
             Ok(upstream) => {
-                tracing::info!(job_id = %job.id(), request_id = %upstream.request_id, endpoint = %input.endpoint, "submitted upstream");
+                tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
                 Trigger::Submitted { upstream, next_poll_at: self.now_plus_interval() }
             }
             Err(SubmitFailure::NotReached(reason)) => {
@@ -288,9 +292,10 @@ impl JobDriver {
         self.commit(&job, trigger).await
     }
 
-    async fn result(&self, job: &Job, upstream: &crate::job::UpstreamRef) -> Trigger {
+    /// What a job's result (or a failure reported in its place) does to it.
+    fn result(&self, job: &Job, fetched: Result<Vec<OutputItem>, ResultFailure>) -> Trigger {
         let failed = |code, message: String| Trigger::Failed { error: JobError::new(code, message) };
-        match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
+        match fetched {
             Ok(outputs) if outputs.is_empty() => {
                 failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
             }
@@ -311,7 +316,7 @@ impl JobDriver {
                 failed(JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
             }
             Err(ResultFailure::Transient(reason)) => {
-                tracing::warn!(job_id = %job.id(), request_id = %upstream.request_id, %reason, "result fetch failed; backing off");
+                tracing::warn!(job_id = %job.id(), %reason, "result fetch failed; backing off");
                 Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job, job.poll_failures() + 1) }
             }
         }
