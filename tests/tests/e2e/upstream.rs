@@ -14,7 +14,8 @@ async fn final_job(prompt: &str, config: Config) -> (Value, Value) {
     (job, app.user(&user.id).await)
 }
 
-async fn assert_failed_with(prompt: &str, code: &str, config: Config) {
+/// Asserts the job failed with `code` and released its credits; returns the error's message.
+async fn assert_failed_with(prompt: &str, code: &str, config: Config) -> String {
     let (job, account) = final_job(prompt, config).await;
     assert_eq!(job["state"], "failed", "{prompt}: {job}");
     assert_eq!(job["error"]["type"], "upstream_error");
@@ -28,6 +29,7 @@ async fn assert_failed_with(prompt: &str, code: &str, config: Config) {
     );
     let message = job["error"]["message"].as_str().unwrap();
     assert!(!message.contains("http://") && !message.contains("Key "), "no internals: {message}");
+    message.to_owned()
 }
 
 #[tokio::test]
@@ -47,8 +49,33 @@ async fn an_unreadable_result_is_output_invalid() {
 }
 
 #[tokio::test]
-async fn an_expired_result_fails_the_job() {
-    assert_failed_with("late [sim:expired]", "UPSTREAM_FAILED", fast_config()).await;
+async fn an_expired_result_fails_the_job_and_says_why() {
+    let message = assert_failed_with("late [sim:expired]", "UPSTREAM_FAILED", fast_config()).await;
+    assert!(message.contains("expired"), "{message}");
+}
+
+#[tokio::test]
+async fn an_error_in_a_completed_status_fails_the_job_with_its_message() {
+    let message = assert_failed_with("unlucky [sim:error-status]", "UPSTREAM_FAILED", fast_config()).await;
+    assert!(message.contains("runner disconnected") && message.contains("runner_disconnected"), "{message}");
+}
+
+#[tokio::test]
+async fn extra_is_checked_as_fal_checks_it() {
+    let app = spawn_app().await;
+    let refused = app.submit("video", &app.demo_key, json!({"prompt": "waves", "extra": {"motion_bucket": 3}})).await;
+    let job = app.wait_final(&app.demo_key, refused["job_id"].as_str().unwrap()).await;
+    assert_eq!((job["state"].as_str(), job["error"]["code"].as_str()), (Some("failed"), Some("UPSTREAM_REJECTED")));
+    assert!(job["error"]["message"].as_str().unwrap().contains("motion_bucket"), "{job}");
+    let taken = app
+        .submit(
+            "video",
+            &app.demo_key,
+            json!({"prompt": "waves", "resolution": "720p", "extra": {"generate_audio": false}}),
+        )
+        .await;
+    let job = app.wait_final(&app.demo_key, taken["job_id"].as_str().unwrap()).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
 }
 
 #[tokio::test]
