@@ -15,7 +15,9 @@
 //! upstream. What reaches a job's error is the provider's `detail` at most, never the key, a URL
 //! or an internal error text.
 
+mod errors;
 mod outputs;
+mod reference;
 pub mod routes;
 pub mod schema;
 
@@ -30,11 +32,14 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 pub use outputs::parse_outputs;
+pub use reference::FalRef;
+
+use errors::{FalError, is_refusal};
 
 /// Where fal is and how to talk to it.
 #[derive(Debug, Clone)]
@@ -70,55 +75,12 @@ pub struct FalUpstream {
 #[error("cannot build the HTTP client: {0}")]
 pub struct BuildError(#[from] reqwest::Error);
 
-/// Longest provider `detail` kept in a job's error message.
-const MAX_DETAIL_CHARS: usize = 300;
-
 #[derive(Deserialize)]
 struct SubmitAnswer {
     request_id: String,
     status_url: String,
     response_url: String,
     cancel_url: String,
-}
-
-/// Where a job lives at fal, kept as the job's opaque [`UpstreamRef`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FalRef {
-    /// The endpoint the job was submitted to (absent in references written before it was kept).
-    #[serde(default)]
-    pub endpoint: String,
-    /// fal's request id.
-    pub request_id: String,
-    /// Where to poll status.
-    pub status_url: String,
-    /// Where to fetch the result.
-    pub response_url: String,
-    /// Where to ask for cancellation.
-    pub cancel_url: String,
-}
-
-impl FalRef {
-    /// The opaque reference a job keeps.
-    #[must_use]
-    pub fn to_upstream(&self) -> UpstreamRef {
-        let FalRef { endpoint, request_id, status_url, response_url, cancel_url } = self;
-        let value = serde_json::json!({
-            "endpoint": endpoint,
-            "request_id": request_id,
-            "status_url": status_url,
-            "response_url": response_url,
-            "cancel_url": cancel_url,
-        });
-        UpstreamRef::new(value.to_string())
-    }
-
-    /// Reads a reference this adapter wrote.
-    ///
-    /// # Errors
-    /// A message when the reference is not this adapter's.
-    pub fn from_upstream(upstream: &UpstreamRef) -> Result<Self, String> {
-        serde_json::from_str(upstream.as_str()).map_err(|_| "the job's provider reference is not fal's".to_owned())
-    }
 }
 
 #[derive(Deserialize)]
@@ -167,72 +129,6 @@ impl FalUpstream {
         let _permit = self.in_flight.acquire().await.ok();
         self.authorized(request).send().await
     }
-}
-
-/// An error answer of fal, read once: its status, its `detail` (a string for request errors, a
-/// list of `{loc, msg, type}` for model errors) and its category (`error_type` in the body or the
-/// `X-Fal-Error-Type` header).
-struct FalError {
-    status: StatusCode,
-    detail: Option<String>,
-    error_type: Option<String>,
-}
-
-impl FalError {
-    async fn read(response: Response) -> Self {
-        let status = response.status();
-        let header_type = response.headers().get("x-fal-error-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let body: Option<Value> = response.json().await.ok();
-        let detail = body.as_ref().and_then(|b| b.get("detail")).and_then(describe_detail);
-        let error_type = body.as_ref().and_then(|b| b["error_type"].as_str()).map(str::to_owned).or(header_type);
-        Self { status, detail, error_type }
-    }
-
-    /// For a job's error: the detail and the category, shortened; never a URL or the key.
-    fn message(&self) -> String {
-        let text = match (&self.detail, &self.error_type) {
-            (Some(detail), Some(kind)) => format!("{detail} ({kind})"),
-            (Some(detail), None) => detail.clone(),
-            (None, Some(kind)) => format!("{kind} (HTTP {})", self.status.as_u16()),
-            (None, None) => format!("HTTP {}", self.status.as_u16()),
-        };
-        text.chars().take(MAX_DETAIL_CHARS).collect()
-    }
-}
-
-/// `detail` as a sentence: a string as it is, a list as `param: msg` items.
-fn describe_detail(detail: &Value) -> Option<String> {
-    match detail {
-        Value::String(s) if !s.is_empty() => Some(s.clone()),
-        Value::Array(items) => {
-            let parts: Vec<String> = items
-                .iter()
-                .filter_map(|item| {
-                    let msg = item.get("msg").and_then(Value::as_str)?;
-                    let field = item.get("loc").and_then(Value::as_array).and_then(|loc| loc.last()).map(|f| match f {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    });
-                    Some(match field {
-                        Some(field) if field != "body" => format!("{field}: {msg}"),
-                        _ => msg.to_owned(),
-                    })
-                })
-                .collect();
-            (!parts.is_empty()).then(|| parts.join("; "))
-        }
-        _ => None,
-    }
-}
-
-/// Whether a failure fal reports is about the input (refused) rather than the run.
-fn is_refusal(error_type: Option<&str>) -> bool {
-    error_type.is_some_and(|kind| {
-        kind == "bad_request"
-            || kind.contains("validation")
-            || kind.contains("content_policy")
-            || kind.contains("invalid")
-    })
 }
 
 fn transient_status(status: StatusCode) -> bool {

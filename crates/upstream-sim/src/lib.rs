@@ -26,6 +26,7 @@
 //! gives the time of every status call per request id (milliseconds since the simulator started),
 //! so that tests and benchmarks can check the provider's load and the poll interval.
 
+mod requests;
 #[cfg(feature = "stats")]
 mod stats;
 
@@ -36,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use genjobs_upstream_fal::schema::OutputShape;
+use requests::{Directives, Phase, SimRequest, output};
 use serde_json::{Value, json};
 
 /// How the simulator behaves by default.
@@ -53,77 +54,6 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         Self { queue: Duration::from_millis(500), run: Duration::from_secs(6), api_key: None }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Directives {
-    reject: bool,
-    reject_submit: bool,
-    fail: bool,
-    hang: bool,
-    malformed: bool,
-    expired: bool,
-    error_status: bool,
-    flaky: u32,
-    run_ms: Option<u64>,
-}
-
-impl Directives {
-    fn from_prompt(prompt: &str) -> Self {
-        let mut d = Directives::default();
-        for directive in prompt.split("[sim:").skip(1).filter_map(|rest| rest.split(']').next()) {
-            let (name, value) = directive.split_once('=').unwrap_or((directive, ""));
-            match name {
-                "reject" => d.reject = true,
-                "reject-submit" => d.reject_submit = true,
-                "fail" => d.fail = true,
-                "hang" => d.hang = true,
-                "malformed" => d.malformed = true,
-                "expired" => d.expired = true,
-                "error-status" => d.error_status = true,
-                "flaky" => d.flaky = value.parse().unwrap_or(3),
-                "run" => d.run_ms = value.parse().ok(),
-                _ => {}
-            }
-        }
-        d
-    }
-}
-
-#[derive(Debug)]
-struct SimRequest {
-    shape: OutputShape,
-    input: Value,
-    accepted: Instant,
-    queue: Duration,
-    run: Duration,
-    directives: Directives,
-    status_calls: u32,
-    canceled: bool,
-}
-
-enum Phase {
-    Queued,
-    Running(u8),
-    Completed,
-}
-
-impl SimRequest {
-    fn phase(&self) -> Phase {
-        let elapsed = self.accepted.elapsed();
-        if self.canceled {
-            return Phase::Completed;
-        }
-        if elapsed < self.queue {
-            return Phase::Queued;
-        }
-        let ran = elapsed - self.queue;
-        if self.directives.hang || ran < self.run {
-            let percent = (ran.as_secs_f64() / self.run.as_secs_f64().max(0.001) * 100.0).min(99.0);
-            return Phase::Running(percent as u8);
-        }
-        Phase::Completed
     }
 }
 
@@ -367,43 +297,6 @@ async fn result(
 }
 
 /// A result in the endpoint's own shape, with the fields its model omits omitted.
-fn output(request: &SimRequest, files: &str) -> Value {
-    let seed = request.input.get("seed").and_then(Value::as_u64).unwrap_or(42);
-    let mut result = serde_json::Map::new();
-    let with_seed = match request.shape {
-        OutputShape::Video { seed } => {
-            let video = json!({
-                "url": format!("{files}/0.mp4"),
-                "content_type": "video/mp4",
-                "file_name": "0.mp4",
-                "file_size": 1_048_576,
-            });
-            result.insert("video".into(), video);
-            seed
-        }
-        OutputShape::Images { dimensions, seed } => {
-            let count = request.input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4);
-            let image = |i: u64| {
-                let mut image = json!({"url": format!("{files}/{i}.png"), "content_type": "image/png"});
-                if dimensions {
-                    image["width"] = json!(1024);
-                    image["height"] = json!(1024);
-                } else {
-                    image["file_name"] = json!(format!("{i}.png"));
-                    image["file_size"] = json!(262_144);
-                }
-                image
-            };
-            result.insert("images".into(), (0..count).map(image).collect());
-            seed
-        }
-    };
-    if with_seed {
-        result.insert("seed".into(), json!(seed));
-    }
-    Value::Object(result)
-}
-
 async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {
     let (_, _, id) = path.into_inner();
     sim.state.count("cancel", Some(&id));

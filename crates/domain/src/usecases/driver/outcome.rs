@@ -1,0 +1,118 @@
+//! What the provider's answers do to a job: the trigger a result (or a reported failure) causes,
+//! when to poll next, the progress to show, and committing the change.
+
+use super::{FALLBACK_RUN_SECS, JobDriver, MAX_BACKOFF_EXPONENT};
+use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
+use crate::output::OutputItem;
+use crate::ports::{Commit, ResultFailure};
+
+impl JobDriver {
+    /// What a job's result (or a failure reported in its place) does to it.
+    pub(super) fn result(&self, job: &Job, fetched: Result<Vec<OutputItem>, ResultFailure>) -> Trigger {
+        let failed = |code, message: String| Trigger::Failed { error: JobError::new(code, message) };
+        match fetched {
+            Ok(outputs) if outputs.is_empty() => {
+                failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
+            }
+            Ok(outputs) => {
+                let credits_actual = self
+                    .catalog
+                    .model(job.model().as_str())
+                    .map_or(job.credits_held(), |m| m.price_delivered(job.input(), &outputs));
+                Trigger::Succeeded { outputs, credits_actual }
+            }
+            Err(ResultFailure::Rejected(reason)) => {
+                failed(JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
+            }
+            Err(ResultFailure::Failed(reason)) => {
+                failed(JobErrorCode::UpstreamFailed, format!("the generation failed: {reason}"))
+            }
+            Err(ResultFailure::Invalid(reason)) => {
+                failed(JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
+            }
+            Err(ResultFailure::Transient(reason)) => {
+                tracing::warn!(job_id = %job.id(), %reason, "result fetch failed; backing off");
+                Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job, job.poll_failures() + 1) }
+            }
+        }
+    }
+
+    /// When to poll a job next. On success the cadence follows the job's own schedule (its due
+    /// time plus one interval), not the time the poll finished, so that a slow answer does not
+    /// stretch every interval; after failures it backs off from now.
+    pub(super) fn next_poll(&self, job: &Job, failures: u32) -> time::OffsetDateTime {
+        let now = self.ports.clock.now();
+        if failures > 0 {
+            return now + self.settings.poll_interval * (1u32 << failures.min(MAX_BACKOFF_EXPONENT));
+        }
+        let due = job.next_poll_at().unwrap_or(now);
+        let next = due + self.settings.poll_interval;
+        if next > now { next } else { now + self.settings.poll_interval / 10 }
+    }
+
+    pub(super) fn now_plus_interval(&self) -> time::OffsetDateTime {
+        self.ports.clock.now() + self.settings.poll_interval
+    }
+
+    /// The provider's percentage when it gives one, otherwise the time run so far against the
+    /// model's typical run time; the job's own rule keeps it monotonic and below 100.
+    pub(super) fn progress(&self, job: &Job, percent: Option<u8>) -> u8 {
+        if let Some(percent) = percent {
+            return percent.min(MAX_RUNNING_PROGRESS);
+        }
+        let typical = self.catalog.model(job.model().as_str()).map_or(FALLBACK_RUN_SECS, |m| m.typical_run_secs);
+        let started = job.started_at().unwrap_or_else(|| self.ports.clock.now());
+        let elapsed = (self.ports.clock.now() - started).as_seconds_f64().max(0.0);
+        let estimate = (elapsed / f64::from(typical.max(1)) * 100.0).floor();
+        estimate.min(f64::from(MAX_RUNNING_PROGRESS)) as u8
+    }
+
+    /// Commits `trigger` on `job`; returns the job to keep holding, or `None` when it is final
+    /// or changed meanwhile (canceled, say: a late provider answer is discarded). A poll that
+    /// changes nothing a client can see is not written at all: the next poll time lives in this
+    /// driver's memory while it holds the job.
+    pub(super) async fn commit(&self, job: &Job, trigger: Trigger) -> Option<Job> {
+        let name = trigger.name();
+        let transition = match job.apply(trigger, self.ports.clock.now()) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::info!(job_id = %job.id(), trigger = name, reason = %e, "provider event discarded");
+                return None;
+            }
+        };
+        if transition.is_recomputable() && transition.job().same_observable_state(job) {
+            return Some(transition.into_unwritten_job());
+        }
+        let changes_state = transition.changes_state();
+        match self.ports.jobs.commit(transition).await {
+            Ok(Commit::Applied(stored)) => {
+                if changes_state {
+                    tracing::info!(
+                        job_id = %stored.id(),
+                        state = stored.state().as_str(),
+                        progress = stored.progress(),
+                        credits_actual = ?stored.credits_actual().map(|c| c.get()),
+                        error_code = ?stored.error().as_ref().map(|e| e.code),
+                        "job {}", name
+                    );
+                }
+                if changes_state {
+                    self.ports.events.publish(stored.id()).await;
+                }
+                (!stored.state().is_final()).then_some(stored)
+            }
+            Ok(Commit::Stale(current)) => {
+                tracing::info!(job_id = %job.id(), trigger = name, state = current.state().as_str(), "job changed meanwhile; provider event discarded");
+                None
+            }
+            Ok(Commit::Missing) => {
+                tracing::warn!(job_id = %job.id(), "job vanished from the store");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %job.id(), trigger = name, error = %e, "could not commit; the lease will run out and the step repeat");
+                None
+            }
+        }
+    }
+}

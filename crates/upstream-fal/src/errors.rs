@@ -1,0 +1,74 @@
+//! fal's error answers: `detail` as a string (request errors) or a list of `{loc, msg, type}`
+//! (model errors), `error_type` and the `X-Fal-Error-Type` header, made into a job's message.
+
+use reqwest::{Response, StatusCode};
+use serde_json::Value;
+
+/// Longest provider `detail` kept in a job's error message.
+const MAX_DETAIL_CHARS: usize = 300;
+
+/// An error answer of fal, read once: its status, its `detail` (a string for request errors, a
+/// list of `{loc, msg, type}` for model errors) and its category (`error_type` in the body or the
+/// `X-Fal-Error-Type` header).
+pub(crate) struct FalError {
+    pub(crate) status: StatusCode,
+    pub(crate) detail: Option<String>,
+    pub(crate) error_type: Option<String>,
+}
+
+impl FalError {
+    pub(crate) async fn read(response: Response) -> Self {
+        let status = response.status();
+        let header_type = response.headers().get("x-fal-error-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body: Option<Value> = response.json().await.ok();
+        let detail = body.as_ref().and_then(|b| b.get("detail")).and_then(describe_detail);
+        let error_type = body.as_ref().and_then(|b| b["error_type"].as_str()).map(str::to_owned).or(header_type);
+        Self { status, detail, error_type }
+    }
+
+    /// For a job's error: the detail and the category, shortened; never a URL or the key.
+    pub(crate) fn message(&self) -> String {
+        let text = match (&self.detail, &self.error_type) {
+            (Some(detail), Some(kind)) => format!("{detail} ({kind})"),
+            (Some(detail), None) => detail.clone(),
+            (None, Some(kind)) => format!("{kind} (HTTP {})", self.status.as_u16()),
+            (None, None) => format!("HTTP {}", self.status.as_u16()),
+        };
+        text.chars().take(MAX_DETAIL_CHARS).collect()
+    }
+}
+
+/// `detail` as a sentence: a string as it is, a list as `param: msg` items.
+fn describe_detail(detail: &Value) -> Option<String> {
+    match detail {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .filter_map(|item| {
+                    let msg = item.get("msg").and_then(Value::as_str)?;
+                    let field = item.get("loc").and_then(Value::as_array).and_then(|loc| loc.last()).map(|f| match f {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                    Some(match field {
+                        Some(field) if field != "body" => format!("{field}: {msg}"),
+                        _ => msg.to_owned(),
+                    })
+                })
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("; "))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a failure fal reports is about the input (refused) rather than the run.
+pub(crate) fn is_refusal(error_type: Option<&str>) -> bool {
+    error_type.is_some_and(|kind| {
+        kind == "bad_request"
+            || kind.contains("validation")
+            || kind.contains("content_policy")
+            || kind.contains("invalid")
+    })
+}

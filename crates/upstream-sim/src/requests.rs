@@ -1,0 +1,115 @@
+//! One simulated request: its fault directives, its phase as time passes, and its result in the
+//! endpoint's own output shape.
+
+use std::time::{Duration, Instant};
+
+use genjobs_upstream_fal::schema::OutputShape;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Directives {
+    pub(crate) reject: bool,
+    pub(crate) reject_submit: bool,
+    pub(crate) fail: bool,
+    pub(crate) hang: bool,
+    pub(crate) malformed: bool,
+    pub(crate) expired: bool,
+    pub(crate) error_status: bool,
+    pub(crate) flaky: u32,
+    pub(crate) run_ms: Option<u64>,
+}
+
+impl Directives {
+    pub(crate) fn from_prompt(prompt: &str) -> Self {
+        let mut d = Directives::default();
+        for directive in prompt.split("[sim:").skip(1).filter_map(|rest| rest.split(']').next()) {
+            let (name, value) = directive.split_once('=').unwrap_or((directive, ""));
+            match name {
+                "reject" => d.reject = true,
+                "reject-submit" => d.reject_submit = true,
+                "fail" => d.fail = true,
+                "hang" => d.hang = true,
+                "malformed" => d.malformed = true,
+                "expired" => d.expired = true,
+                "error-status" => d.error_status = true,
+                "flaky" => d.flaky = value.parse().unwrap_or(3),
+                "run" => d.run_ms = value.parse().ok(),
+                _ => {}
+            }
+        }
+        d
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct SimRequest {
+    pub(crate) shape: OutputShape,
+    pub(crate) input: Value,
+    pub(crate) accepted: Instant,
+    pub(crate) queue: Duration,
+    pub(crate) run: Duration,
+    pub(crate) directives: Directives,
+    pub(crate) status_calls: u32,
+    pub(crate) canceled: bool,
+}
+
+pub(crate) enum Phase {
+    Queued,
+    Running(u8),
+    Completed,
+}
+
+impl SimRequest {
+    pub(crate) fn phase(&self) -> Phase {
+        let elapsed = self.accepted.elapsed();
+        if self.canceled {
+            return Phase::Completed;
+        }
+        if elapsed < self.queue {
+            return Phase::Queued;
+        }
+        let ran = elapsed - self.queue;
+        if self.directives.hang || ran < self.run {
+            let percent = (ran.as_secs_f64() / self.run.as_secs_f64().max(0.001) * 100.0).min(99.0);
+            return Phase::Running(percent as u8);
+        }
+        Phase::Completed
+    }
+}
+
+pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
+    let seed = request.input.get("seed").and_then(Value::as_u64).unwrap_or(42);
+    let mut result = serde_json::Map::new();
+    let with_seed = match request.shape {
+        OutputShape::Video { seed } => {
+            let video = json!({
+                "url": format!("{files}/0.mp4"),
+                "content_type": "video/mp4",
+                "file_name": "0.mp4",
+                "file_size": 1_048_576,
+            });
+            result.insert("video".into(), video);
+            seed
+        }
+        OutputShape::Images { dimensions, seed } => {
+            let count = request.input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4);
+            let image = |i: u64| {
+                let mut image = json!({"url": format!("{files}/{i}.png"), "content_type": "image/png"});
+                if dimensions {
+                    image["width"] = json!(1024);
+                    image["height"] = json!(1024);
+                } else {
+                    image["file_name"] = json!(format!("{i}.png"));
+                    image["file_size"] = json!(262_144);
+                }
+                image
+            };
+            result.insert("images".into(), (0..count).map(image).collect());
+            seed
+        }
+    };
+    if with_seed {
+        result.insert("seed".into(), json!(seed));
+    }
+    Value::Object(result)
+}
