@@ -305,12 +305,16 @@ async fn leased_tokens_never_let_two_replicas_past_the_limit_together() {
     let db = TestDatabase::new().await;
     let (id, limiters) = two_limiters(&db).await;
     let mut allowed = 0;
+    let started = std::time::Instant::now();
     for i in 0..300 {
         if limiters[i % 2].acquire(id, 120).await.unwrap() == RateDecision::Allowed {
             allowed += 1;
         }
     }
-    assert!(allowed <= 121, "past the limit: {allowed}");
+    // The bucket refills at 2 tokens a second while the loop runs; on a loaded machine it runs
+    // long enough for that to count.
+    let refilled = (started.elapsed().as_secs_f64() * 2.0).ceil() as usize;
+    assert!(allowed <= 120 + refilled + 1, "past the limit: {allowed} (refilled {refilled})");
     assert!(allowed >= 120 - 2 * 6, "leases lost too much: {allowed}");
 }
 
