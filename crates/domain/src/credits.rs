@@ -73,6 +73,12 @@ pub enum BalanceError {
     /// a store that sees this has a bug or a corrupted row.
     #[error("ledger inconsistency: {0}")]
     Inconsistent(&'static str),
+    /// The grant would take the account past [`MAX_CREDITS`].
+    #[error("the grant of {amount} would take the account past {max} credits", max = MAX_CREDITS)]
+    GrantTooLarge {
+        /// The grant.
+        amount: i64,
+    },
     /// The grant would make `available` negative.
     #[error("the grant would leave {available} + ({amount}) credits available")]
     GrantBelowZero {
@@ -82,6 +88,9 @@ pub enum BalanceError {
         amount: i64,
     },
 }
+
+/// The most credits an account can ever have been granted: what a signed 64-bit ledger counts.
+pub const MAX_CREDITS: u64 = i64::MAX as u64;
 
 /// Where an account's credits are. `available + held + spent` equals all credits ever granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -141,10 +150,14 @@ impl Balances {
     /// The balances after an operator's grant (positive or negative).
     ///
     /// # Errors
-    /// [`BalanceError::GrantBelowZero`] when a negative grant exceeds `available`.
+    /// [`BalanceError::GrantBelowZero`] when a negative grant exceeds `available`;
+    /// [`BalanceError::GrantTooLarge`] when the account's total would pass [`MAX_CREDITS`].
     pub fn grant(self, amount: i64) -> Result<Balances, BalanceError> {
         let below_zero = BalanceError::GrantBelowZero { available: self.available, amount };
         let magnitude = Credits::new(amount.unsigned_abs());
+        if amount > 0 && self.total() + u128::from(magnitude.get()) > u128::from(MAX_CREDITS) {
+            return Err(BalanceError::GrantTooLarge { amount });
+        }
         let available =
             if amount >= 0 { self.available.checked_add(magnitude) } else { self.available.checked_sub(magnitude) }
                 .ok_or(below_zero)?;

@@ -155,10 +155,10 @@ impl AccountStore for MemoryStore {
     async fn grant(&self, user_id: UserId, amount: i64) -> Result<Account, AccountError> {
         let mut state = self.state();
         let user = state.users.get_mut(&user_id).ok_or(AccountError::UnknownUser)?;
-        user.balances = user
-            .balances
-            .grant(amount)
-            .map_err(|_| AccountError::GrantBelowZero { available: user.balances.available, amount })?;
+        user.balances = user.balances.grant(amount).map_err(|e| match e {
+            BalanceError::GrantTooLarge { amount } => AccountError::GrantTooLarge { amount },
+            _ => AccountError::GrantBelowZero { available: user.balances.available, amount },
+        })?;
         state.account(user_id).ok_or(AccountError::UnknownUser)
     }
 

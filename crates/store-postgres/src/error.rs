@@ -9,11 +9,26 @@ use genjobs_domain::ports::StoreError;
 /// SQLSTATE of a statement canceled by `statement_timeout`.
 const QUERY_CANCELED: &str = "57014";
 
+/// What Postgres says when it ends a session (an operator's `pg_terminate_backend`, a restart, a
+/// failover, a crash of another backend) or refuses new ones while starting or stopping. Only the
+/// message tells: diesel keeps no SQLSTATE for these (57P01, 57P02, 57P03).
+const SESSION_ENDED: [&str; 4] =
+    ["terminating connection", "the database system is", "server closed the connection", "connection closed"];
+
+/// Whether the connection a statement ran on is gone: the statement may be run again on another.
+pub(crate) fn is_lost_connection(e: &DieselError) -> bool {
+    match e {
+        DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand, _) => {
+            true
+        }
+        DieselError::DatabaseError(_, info) => SESSION_ENDED.iter().any(|m| info.message().contains(m)),
+        _ => false,
+    }
+}
+
 pub(crate) fn from_diesel(e: DieselError) -> StoreError {
     match &e {
-        DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand, _) => {
-            StoreError::Unavailable(e.to_string())
-        }
+        _ if is_lost_connection(&e) => StoreError::Unavailable(e.to_string()),
         DieselError::DatabaseError(_, info) if info.message().contains("statement timeout") => {
             StoreError::Unavailable(e.to_string())
         }

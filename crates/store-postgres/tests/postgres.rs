@@ -410,3 +410,45 @@ async fn idempotency_records_older_than_the_retention_are_pruned() {
     let again = r.store.accept(new_job(id, 1), claim("old"), now).await.unwrap();
     assert!(matches!(again, Accepted::Created(_)), "the pruned key is free again");
 }
+
+/// What every Postgres restart or failover does to pooled connections: the server ends them.
+async fn terminate_every_session(db: &TestDatabase) {
+    let mut admin =
+        genjobs_store_postgres::open_connection(&db.url, Duration::from_secs(5), Duration::from_secs(5)).await.unwrap();
+    diesel::sql_query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_session_terminated_under_the_pool_is_never_an_internal_error() {
+    let db = TestDatabase::new().await;
+    let settings =
+        PgSettings { pool_size: 2, job_cache_ttl: Duration::ZERO, key_cache_ttl: Duration::ZERO, ..db.settings() };
+    let r = connect(&settings).unwrap();
+    let (id, key) = user(&r.store, 100, 8).await;
+    let Accepted::Created(job) = r.store.accept(new_job(id, 1), None, OffsetDateTime::now_utc()).await.unwrap() else {
+        panic!("accepted");
+    };
+    for _ in 0..20 {
+        // Both pooled connections are in use once, then ended by the server at once, before
+        // the pool can notice.
+        let (a, b) = tokio::join!(r.store.job(job.id()), r.store.account(id));
+        assert!(a.is_ok() && b.is_ok());
+        terminate_every_session(&db).await;
+        // Reads are safe to repeat: they are retried once on a fresh connection.
+        let read = r.store.job(job.id()).await;
+        assert_eq!(read.map(|j| j.map(|j| j.id())), Ok(Some(job.id())));
+        assert_eq!(r.store.credentials(&key.prefix()).await.map(|c| c.len()), Ok(1));
+        terminate_every_session(&db).await;
+        // A write is not repeated blindly; it fails as unavailable (503), never as internal (500).
+        match r.store.grant(id, 1).await {
+            Ok(_) | Err(AccountError::Store(StoreError::Unavailable(_))) => {}
+            other => panic!("a terminated session surfaced as {other:?}"),
+        }
+    }
+}

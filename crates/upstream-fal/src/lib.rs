@@ -195,6 +195,13 @@ impl UpstreamProvider for FalUpstream {
         }
         match status {
             StatusCode::TOO_MANY_REQUESTS => Err(SubmitFailure::NotReached("the provider is rate limiting".into())),
+            // A gateway error or an unavailable queue answers before anything is queued: fal's
+            // queue answers a queued request with its request id, and these carry none. A 500 or
+            // a 504 (the queue may have stored the request before failing) stays ambiguous.
+            StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE => Err(SubmitFailure::NotReached(format!(
+                "the provider's queue answered HTTP {} without queuing the request",
+                status.as_u16()
+            ))),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 Err(SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into()))
             }

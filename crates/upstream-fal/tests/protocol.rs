@@ -168,6 +168,9 @@ async fn submit_failures_are_classified_so_that_nothing_runs_twice() {
         (422, SubmitFailure::Rejected("prompt too spicy".into())),
         (429, SubmitFailure::NotReached("the provider is rate limiting".into())),
         (500, SubmitFailure::Ambiguous("the provider answered HTTP 500".into())),
+        (504, SubmitFailure::Ambiguous("the provider answered HTTP 504".into())),
+        (503, SubmitFailure::NotReached("the provider's queue answered HTTP 503 without queuing the request".into())),
+        (502, SubmitFailure::NotReached("the provider's queue answered HTTP 502 without queuing the request".into())),
         (401, SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into())),
     ] {
         stub.on("POST /fal-ai/flux-pro/v1.1-ultra", status, json!({"detail": [{"msg": "prompt too spicy"}]}));

@@ -87,3 +87,16 @@ async fn unknown_users_and_bad_bodies_are_refused() {
     let bad = app.post("/api/admin/users", ADMIN_TOKEN, &json!({"name": "x", "credits": -5})).await;
     assert_eq!(assert_error(bad, 400, "invalid_request", "INVALID_REQUEST").await["param"], "credits");
 }
+
+#[tokio::test]
+async fn a_grant_past_the_64_bit_limit_is_refused_on_every_store() {
+    let app = spawn_app().await;
+    let user = app.create_user(10, json!({})).await;
+    let path = format!("/api/admin/users/{}/credits", user.id);
+    for amount in [json!(i64::MAX), json!(9_223_372_036_854_775_808_u64), json!(1e20)] {
+        let response = app.post(&path, ADMIN_TOKEN, &json!({"amount": amount})).await;
+        let error = assert_error(response, 400, "invalid_request", "INVALID_REQUEST").await;
+        assert_eq!(error["param"], "amount", "{amount}");
+    }
+    assert_eq!(app.user(&user.id).await["credits_available"], 10, "nothing changed");
+}

@@ -108,3 +108,18 @@ async fn every_error_body_is_the_envelope() {
     assert_eq!(stream.headers()["content-type"], "application/json");
     assert!(stream.bytes_stream().next().await.is_some());
 }
+
+#[tokio::test]
+async fn a_nul_character_is_refused_with_its_field_on_every_store() {
+    let app = spawn_app().await;
+    for (body, param) in [
+        (json!({"prompt": "\u{0} sunset"}), "prompt"),
+        (json!({"prompt": "sunset", "extra": {"style": "noir\u{0}"}}), "extra"),
+    ] {
+        let response = app.post("/api/v1/images/generations", &app.demo_key, &body).await;
+        let error = assert_error(response, 400, "invalid_request", "INVALID_REQUEST").await;
+        assert_eq!(error["param"], param, "{body}");
+    }
+    let account: serde_json::Value = app.get("/api/v1/account", &app.demo_key).await.json().await.unwrap();
+    assert_eq!(account["credits_held"], 0, "nothing was accepted");
+}

@@ -85,6 +85,12 @@ pub enum AccountError {
     /// Another key has the same prefix; the caller generates a new key and tries again.
     #[error("key prefix already in use")]
     KeyPrefixTaken,
+    /// A grant that would take the account past [`crate::credits::MAX_CREDITS`].
+    #[error("the grant of {amount} would take the account past {max} credits", max = crate::credits::MAX_CREDITS)]
+    GrantTooLarge {
+        /// The grant.
+        amount: i64,
+    },
     /// A negative grant larger than what is available.
     #[error("the grant would leave {available} + ({amount}) credits available")]
     GrantBelowZero {
@@ -136,7 +142,8 @@ pub trait AccountStore: Send + Sync {
     /// Adds `amount` (negative to take away) to the user's available credits.
     ///
     /// # Errors
-    /// [`AccountError::UnknownUser`], [`AccountError::GrantBelowZero`].
+    /// [`AccountError::UnknownUser`], [`AccountError::GrantBelowZero`],
+    /// [`AccountError::GrantTooLarge`] (nothing changes on any of them).
     async fn grant(&self, user_id: UserId, amount: i64) -> Result<Account, AccountError>;
 
     /// The account, or `None` when there is no such user.

@@ -53,7 +53,9 @@ impl From<AccountError> for AdminError {
     fn from(e: AccountError) -> Self {
         match e {
             AccountError::UnknownUser => AdminError::UnknownUser,
-            AccountError::GrantBelowZero { .. } => AdminError::Invalid(InvalidRequest::param("amount", e.to_string())),
+            AccountError::GrantBelowZero { .. } | AccountError::GrantTooLarge { .. } => {
+                AdminError::Invalid(InvalidRequest::param("amount", e.to_string()))
+            }
             AccountError::KeyPrefixTaken => AdminError::Store(StoreError::Internal(e.to_string())),
             AccountError::Store(e) => AdminError::Store(e),
         }

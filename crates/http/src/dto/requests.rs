@@ -21,6 +21,11 @@ impl<'a> Fields<'a> {
         if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(InvalidRequest::param(unknown, format!("unknown field `{unknown}`")));
         }
+        // U+0000 is refused everywhere, nested values of `extra` included: Postgres cannot keep it
+        // in text or jsonb, and no prompt or parameter needs it.
+        if let Some((field, _)) = map.iter().find(|(_, value)| has_nul(value)) {
+            return Err(InvalidRequest::param(field, format!("`{field}` must not contain the character U+0000")));
+        }
         Ok(Self(map))
     }
 
@@ -43,6 +48,15 @@ impl<'a> Fields<'a> {
             Some(Value::String(text)) => Ok(Some(WholeNumber::Text(text.clone()))),
             _ => Ok(self.typed::<Number>(name, "a number")?.map(|n| whole(&n))),
         }
+    }
+}
+
+fn has_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(has_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
     }
 }
 
@@ -246,6 +260,21 @@ mod tests {
             assert_eq!(refused.param.as_deref(), Some(param), "{body}");
         }
         assert_eq!(generation(Modality::Image, json!(["prompt"])).unwrap_err().param, None);
+    }
+
+    #[test]
+    fn a_nul_character_anywhere_is_refused_with_its_field() {
+        for (body, param) in [
+            (json!({"prompt": "\u{0} sunset"}), "prompt"),
+            (json!({"prompt": "a", "extra": {"deep": [{"k": "x\u{0}"}]}}), "extra"),
+            (json!({"prompt": "a", "extra": {"k\u{0}": 1}}), "extra"),
+            (json!({"prompt": "a", "image_inputs": ["https://a/\u{0}.png"]}), "image_inputs"),
+        ] {
+            let refused = GenerationBody::from_json(Modality::Image, &body).unwrap_err();
+            assert_eq!(refused.param.as_deref(), Some(param), "{body}");
+        }
+        let name = NewUserBody::from_json(&json!({"name": "a\u{0}", "credits": 1})).unwrap_err();
+        assert_eq!(name.param.as_deref(), Some("name"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::FutureExt;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{KeyPrefix, UserId};
 use genjobs_domain::ports::{Account, AccountError, AccountStore, Credential, Limits, StoreError, StoredKey};
@@ -11,7 +12,7 @@ use time::OffsetDateTime;
 
 use super::PgStore;
 use crate::error::from_diesel;
-use crate::rows::{amount, key_hash};
+use crate::rows::{UserRow, amount, key_hash};
 use crate::schema::{api_keys, ledger, users};
 
 /// The `NOTIFY` channel of revoked key prefixes.
@@ -120,14 +121,21 @@ impl AccountStore for PgStore {
         if let Some(cached) = self.keys.get(prefix) {
             return Ok(cached);
         }
-        let rows: Vec<(Vec<u8>, uuid::Uuid, i32)> = api_keys::table
-            .inner_join(users::table)
-            .filter(api_keys::prefix.eq(prefix.as_str()))
-            .filter(api_keys::revoked_at.is_null())
-            .select((api_keys::key_hash, api_keys::user_id, users::rate_limit_per_minute))
-            .load(&mut *self.conn().await?)
-            .await
-            .map_err(from_diesel)?;
+        let rows: Vec<(Vec<u8>, uuid::Uuid, i32)> = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                let prefix = prefix.as_str().to_owned();
+                async move {
+                    api_keys::table
+                        .inner_join(users::table)
+                        .filter(api_keys::prefix.eq(prefix))
+                        .filter(api_keys::revoked_at.is_null())
+                        .select((api_keys::key_hash, api_keys::user_id, users::rate_limit_per_minute))
+                        .load(conn)
+                        .await
+                }
+                .boxed()
+            })
+            .await?;
         let found = rows
             .into_iter()
             .map(|(hash, user_id, rate)| {
@@ -148,15 +156,19 @@ impl AccountStore for PgStore {
         let mut conn = self.conn().await?;
         let applied = conn
             .transaction(async |conn| -> Result<bool, diesel::result::Error> {
-                let updated = diesel::update(
-                    users::table.find(user_id.as_uuid()).filter((users::credits_available + grant).ge(0)),
-                )
-                .set((
-                    users::credits_available.eq(users::credits_available + grant),
-                    users::credits_granted.eq(users::credits_granted + grant),
-                ))
-                .execute(conn)
-                .await?;
+                // Bounds written so that Postgres never computes past the bigint range: a grant
+                // keeps the total within i64::MAX, a negative one keeps `available` at 0 or more.
+                let fits = users::table
+                    .find(user_id.as_uuid())
+                    .filter(users::credits_granted.le(i64::MAX.saturating_sub(grant.max(0))))
+                    .filter(users::credits_available.ge(grant.saturating_neg().max(0)));
+                let updated = diesel::update(fits)
+                    .set((
+                        users::credits_available.eq(users::credits_available + grant),
+                        users::credits_granted.eq(users::credits_granted + grant),
+                    ))
+                    .execute(conn)
+                    .await?;
                 if updated == 0 {
                     return Ok(false);
                 }
@@ -169,14 +181,24 @@ impl AccountStore for PgStore {
             .await
             .map_err(from_diesel)?;
         let account = Self::load_account(&mut conn, user_id).await?.ok_or(AccountError::UnknownUser)?;
-        if applied {
-            Ok(account)
-        } else {
-            Err(AccountError::GrantBelowZero { available: account.balances.available, amount: grant })
+        match (applied, grant >= 0) {
+            (true, _) => Ok(account),
+            (false, true) => Err(AccountError::GrantTooLarge { amount: grant }),
+            (false, false) => {
+                Err(AccountError::GrantBelowZero { available: account.balances.available, amount: grant })
+            }
         }
     }
 
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {
-        Self::load_account(&mut *self.conn().await?, user_id).await
+        let row = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                async move {
+                users::table.find(user_id.as_uuid()).select(UserRow::as_select()).first(conn).await.optional()
+                }
+                .boxed()
+            })
+            .await?;
+        row.map(UserRow::into_account).transpose()
     }
 }

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::FutureExt;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::{Job, Transition};
@@ -199,7 +200,13 @@ impl JobStore for PgStore {
         if let Some(job) = self.jobs_cache.get(&id) {
             return Ok(Some(job));
         }
-        let job = Self::load_job(&mut *self.conn().await?, id).await?;
+        let row = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                async move { jobs::table.find(id.as_uuid()).select(JobRow::as_select()).first(conn).await.optional() }
+                    .boxed()
+            })
+            .await?;
+        let job = row.map(JobRow::into_job).transpose()?;
         if let Some(job) = &job {
             self.jobs_cache.keep(job);
         }
@@ -207,16 +214,23 @@ impl JobStore for PgStore {
     }
 
     async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {
-        let mut query = jobs::table
-            .filter(jobs::user_id.eq(user_id.as_uuid()))
-            .select(JobRow::as_select())
-            .order(jobs::id.desc())
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .into_boxed();
-        if let Some(before) = before {
-            query = query.filter(jobs::id.lt(before.as_uuid()));
-        }
-        let rows = query.load(&mut *self.conn().await?).await.map_err(from_diesel)?;
+        let rows = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                async move {
+                    let mut query = jobs::table
+                        .filter(jobs::user_id.eq(user_id.as_uuid()))
+                        .select(JobRow::as_select())
+                        .order(jobs::id.desc())
+                        .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+                        .into_boxed();
+                    if let Some(before) = before {
+                        query = query.filter(jobs::id.lt(before.as_uuid()));
+                    }
+                    query.load(conn).await
+                }
+                .boxed()
+            })
+            .await?;
         rows.into_iter().map(JobRow::into_job).collect()
     }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use futures_util::future::BoxFuture;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{Account, StoreError};
@@ -26,7 +27,7 @@ pub use ledger::LedgerTotals;
 
 use crate::batch::GroupCommit;
 use crate::cache::{JobCache, KeyCache};
-use crate::error::{from_diesel, from_pool};
+use crate::error::{from_diesel, from_pool, is_lost_connection};
 use crate::rows::{JobRow, UserRow};
 use crate::schema::{jobs, users};
 
@@ -76,6 +77,28 @@ impl PgStore {
 
     pub(super) async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
         self.pool.get().await.map_err(from_pool)
+    }
+
+    /// Runs a statement that is safe to repeat (a read, or a write of a fixed value), once more
+    /// on a fresh connection when the first one turns out to have been ended by the server (a
+    /// restart or failover ends every pooled session). The dead connections leave the pool.
+    pub(super) async fn repeatable<T>(
+        &self,
+        mut statement: impl for<'c> FnMut(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, diesel::result::Error>>
+        + Send,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn().await?;
+        match statement(&mut conn).await {
+            Err(e) if is_lost_connection(&e) => {
+                // What ends one session (a restart, a failover) ends the idle ones too: drop them
+                // all, so that the retry gets a new connection rather than another dead one.
+                drop(Object::take(conn));
+                self.pool.retain(|_, _| false);
+                tracing::warn!(error = %e, "a database session was ended; running the statement again on a new one");
+                statement(&mut *self.conn().await?).await.map_err(from_diesel)
+            }
+            done => done.map_err(from_diesel),
+        }
     }
 
     pub(super) async fn load_job(conn: &mut AsyncPgConnection, id: JobId) -> Result<Option<Job>, StoreError> {
