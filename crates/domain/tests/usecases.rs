@@ -339,6 +339,31 @@ async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
 }
 
 #[tokio::test]
+async fn a_submission_is_recorded_through_a_store_outage_and_never_sent_twice() {
+    let mut mocks = Mocks::new();
+    let mut seq = mockall::Sequence::new();
+    mocks.jobs.expect_commit().times(1).in_sequence(&mut seq).returning(applied);
+    mocks.upstream.expect_submit().times(1).in_sequence(&mut seq).returning(|_, _, _| Ok(upstream_ref()));
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job().upstream() == Some(&upstream_ref()))
+        .times(2)
+        .in_sequence(&mut seq)
+        .returning(|_| Err(StoreError::Unavailable("database restarting".into())));
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job().upstream() == Some(&upstream_ref()))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    let kept = mocks.driver().advance(job()).await.expect("the driver keeps the job");
+    assert_eq!(kept.upstream(), Some(&upstream_ref()), "the provider's reference survived the outage");
+}
+
+#[tokio::test]
 async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_submit().times(1).returning(|_, _, _| Err(SubmitFailure::Ambiguous("timeout".into())));

@@ -273,7 +273,8 @@ impl JobDriver {
         let trigger = match self.ports.upstream.submit(job.id(), model, job.input()).await {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
-                Trigger::Submitted { upstream, next_poll_at: self.now_plus_interval() }
+                let submitted = Trigger::Submitted { upstream, next_poll_at: self.now_plus_interval() };
+                return self.commit_submission(&job, submitted).await;
             }
             Err(SubmitFailure::NotReached(reason)) => {
                 tracing::warn!(job_id = %job.id(), %reason, "provider not reached; will submit again");

@@ -4,7 +4,7 @@
 use super::{FALLBACK_RUN_SECS, JobDriver, MAX_BACKOFF_EXPONENT};
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
 use crate::output::OutputItem;
-use crate::ports::{Commit, ResultFailure};
+use crate::ports::{Commit, ResultFailure, StoreError};
 
 impl JobDriver {
     /// What a job's result (or a failure reported in its place) does to it.
@@ -71,20 +71,56 @@ impl JobDriver {
     /// or changed meanwhile (canceled, say: a late provider answer is discarded). A poll that
     /// changes nothing a client can see is not written at all: the next poll time lives in this
     /// driver's memory while it holds the job.
+    /// Commits `trigger`; on a store failure, logs it and lets the job go (its lease runs out and
+    /// the step repeats, here or on another replica).
     pub(super) async fn commit(&self, job: &Job, trigger: Trigger) -> Option<Job> {
+        let name = trigger.name();
+        match self.try_commit(job, trigger).await {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::warn!(job_id = %job.id(), trigger = name, error = %e, "could not commit; the lease will run out and the step repeat");
+                None
+            }
+        }
+    }
+
+    /// Commits a submission the provider accepted. Its reference exists only in this process
+    /// until it is stored, and a job found submitted-but-unreferenced is failed rather than sent
+    /// twice; so while the store is unavailable the commit is retried with back-off, until it
+    /// lands or the job's timeout passes. Only the death of this process loses the reference.
+    pub(super) async fn commit_submission(&self, job: &Job, submitted: Trigger) -> Option<Job> {
+        let mut failures = 0u32;
+        loop {
+            match self.try_commit(job, submitted.clone()).await {
+                Ok(kept) => return kept,
+                Err(e) if self.ports.clock.now() - job.created_at() < self.settings.job_timeout => {
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(job_id = %job.id(), error = %e, failures, "could not record the submission; retrying");
+                    let backoff = self.settings.poll_interval * (1u32 << failures.min(MAX_BACKOFF_EXPONENT));
+                    self.ports.clock.sleep(backoff).await;
+                }
+                Err(e) => {
+                    tracing::error!(job_id = %job.id(), error = %e, "could not record the submission before the job timed out");
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn try_commit(&self, job: &Job, trigger: Trigger) -> Result<Option<Job>, StoreError> {
         let name = trigger.name();
         let transition = match job.apply(trigger, self.ports.clock.now()) {
             Ok(t) => t,
             Err(e) => {
                 tracing::info!(job_id = %job.id(), trigger = name, reason = %e, "provider event discarded");
-                return None;
+                return Ok(None);
             }
         };
         if transition.is_recomputable() && transition.job().same_observable_state(job) {
-            return Some(transition.into_unwritten_job());
+            return Ok(Some(transition.into_unwritten_job()));
         }
         let changes_state = transition.changes_state();
-        match self.ports.jobs.commit(transition).await {
+        Ok(match self.ports.jobs.commit(transition).await {
             Ok(Commit::Applied(stored)) => {
                 if changes_state {
                     tracing::info!(
@@ -109,10 +145,7 @@ impl JobDriver {
                 tracing::warn!(job_id = %job.id(), "job vanished from the store");
                 None
             }
-            Err(e) => {
-                tracing::warn!(job_id = %job.id(), trigger = name, error = %e, "could not commit; the lease will run out and the step repeat");
-                None
-            }
-        }
+            Err(e) => return Err(e),
+        })
     }
 }
