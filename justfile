@@ -22,6 +22,13 @@ run-postgres:
     psql "${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}" -qc 'CREATE DATABASE genjobs' 2>/dev/null || true
     DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/genjobs}" cargo run --release -p genjobs
 
+# Chaos soak: two replicas on Postgres, a provider failing one call in ten, each replica
+# killed with SIGKILL, database sessions terminated; then every credit and job checked.
+# `just soak` runs 30 s, `just soak --secs 600` ten minutes.
+soak *ARGS:
+    cargo build -p genjobs -p genjobs-upstream-sim -p genjobs-soak
+    target/debug/genjobs-soak --bin-dir target/debug {{ARGS}}
+
 # Measure throughput, latency, streams and upstream economy; writes docs/benchmarks.md.
 bench:
     scripts/bench.sh

@@ -83,7 +83,12 @@ pub fn fast_config() -> Config {
     Config {
         bind: "127.0.0.1:0".parse().expect("loopback address"),
         admin_token: Some(ADMIN_TOKEN.into()),
-        simulator: SimConfig { queue: Duration::from_millis(30), run: Duration::from_millis(250), api_key: None },
+        simulator: SimConfig {
+            queue: Duration::from_millis(30),
+            run: Duration::from_millis(250),
+            api_key: None,
+            chaos: 0.0,
+        },
         ..Config::default()
     }
     .with_poll_interval(Duration::from_millis(50))

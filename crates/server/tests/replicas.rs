@@ -65,6 +65,7 @@ fn sim() -> RunningSim {
         queue: Duration::from_millis(50),
         run: Duration::from_millis(500),
         api_key: None,
+        chaos: 0.0,
     })
     .unwrap()
 }
@@ -132,6 +133,7 @@ async fn a_process_killed_and_restarted_loses_no_job_and_balances_its_ledger() {
         queue: Duration::from_millis(1500),
         run: Duration::from_millis(500),
         api_key: None,
+        chaos: 0.0,
     })
     .unwrap();
     let mut first = Replica::start(&db, &sim);

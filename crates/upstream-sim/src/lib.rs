@@ -26,6 +26,7 @@
 //! gives the time of every status call per request id (milliseconds since the simulator started),
 //! so that tests and benchmarks can check the provider's load and the poll interval.
 
+mod chaos;
 mod requests;
 #[cfg(feature = "stats")]
 mod stats;
@@ -49,11 +50,13 @@ pub struct SimConfig {
     pub run: Duration,
     /// When set, requests must carry `Authorization: Key <this>`.
     pub api_key: Option<String>,
+    /// Probability (0 to 1) that a call fails at random, for soak tests (see `chaos`).
+    pub chaos: f64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { queue: Duration::from_millis(500), run: Duration::from_secs(6), api_key: None }
+        Self { queue: Duration::from_millis(500), run: Duration::from_secs(6), api_key: None, chaos: 0.0 }
     }
 }
 
@@ -185,8 +188,17 @@ async fn submit(
     if !authorized(&sim, &req) {
         return unauthorized();
     }
-    let endpoint = path.into_inner();
-    let input = body.into_inner();
+    let fault = chaos::draw(sim.config.chaos);
+    if let Some(fault) = fault {
+        sim.state.count(fault.name(), None);
+    }
+    if let Some(answer) = chaos::before(fault).await {
+        return answer;
+    }
+    chaos::after(fault, submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner()))
+}
+
+fn submit_answer(sim: &Sim, base: &str, endpoint: String, input: Value) -> HttpResponse {
     let Some(schema) = genjobs_upstream_fal::schema::endpoint(&endpoint) else {
         return HttpResponse::NotFound().json(json!({"detail": format!("Application '{endpoint}' not found")}));
     };
@@ -200,7 +212,7 @@ async fn submit(
             .json(json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]}));
     }
     let request_id = uuid::Uuid::new_v4().to_string();
-    let urls = format!("{}/{}/requests/{request_id}", base.as_str(), app_prefix(&endpoint));
+    let urls = format!("{base}/{}/requests/{request_id}", app_prefix(&endpoint));
     let run = directives.run_ms.map_or(sim.config.run, Duration::from_millis);
     sim.state.requests().insert(
         request_id.clone(),
@@ -231,8 +243,19 @@ async fn status(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
     if !authorized(&sim, &req) {
         return unauthorized();
     }
+    let fault = chaos::draw(sim.config.chaos);
+    if let Some(fault) = fault {
+        sim.state.count(fault.name(), None);
+    }
+    if let Some(answer) = chaos::before(fault).await {
+        return answer;
+    }
+    chaos::after(fault, status_answer(&sim, &id))
+}
+
+fn status_answer(sim: &Sim, id: &str) -> HttpResponse {
     let mut requests = sim.state.requests();
-    let Some(request) = requests.get_mut(&id) else {
+    let Some(request) = requests.get_mut(id) else {
         return not_found();
     };
     request.status_calls += 1;
@@ -267,8 +290,19 @@ async fn result(
     if !authorized(&sim, &req) {
         return unauthorized();
     }
+    let fault = chaos::draw(sim.config.chaos);
+    if let Some(fault) = fault {
+        sim.state.count(fault.name(), None);
+    }
+    if let Some(answer) = chaos::before(fault).await {
+        return answer;
+    }
+    chaos::after(fault, result_answer(&sim, base.as_str(), &id))
+}
+
+fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
     let requests = sim.state.requests();
-    let Some(request) = requests.get(&id) else {
+    let Some(request) = requests.get(id) else {
         return not_found();
     };
     if !matches!(request.phase(), Phase::Completed) {
@@ -293,10 +327,9 @@ async fn result(
     if d.malformed {
         return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
     }
-    HttpResponse::Ok().json(output(request, &format!("{}/_sim/files/{id}", base.as_str())))
+    HttpResponse::Ok().json(output(request, &format!("{base}/_sim/files/{id}")))
 }
 
-/// A result in the endpoint's own shape, with the fields its model omits omitted.
 async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {
     let (_, _, id) = path.into_inner();
     sim.state.count("cancel", Some(&id));

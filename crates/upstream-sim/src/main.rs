@@ -1,7 +1,8 @@
 //! `genjobs-upstream-sim`: the fal queue simulator as a standalone server, for load tests and for
 //! pointing a genjobs replica (or several) at one shared simulated provider.
 //!
-//! Environment: `SIM_BIND` (default `127.0.0.1:8090`), `SIM_QUEUE_MS`, `SIM_RUN_MS`, `SIM_KEY`.
+//! Environment: `SIM_BIND` (default `127.0.0.1:8090`), `SIM_QUEUE_MS`, `SIM_RUN_MS`, `SIM_KEY`,
+//! `SIM_CHAOS` (probability of a random fault per call, default 0).
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -23,6 +24,7 @@ async fn main() -> std::io::Result<()> {
         queue: millis("SIM_QUEUE_MS", defaults.queue),
         run: millis("SIM_RUN_MS", defaults.run),
         api_key: std::env::var("SIM_KEY").ok(),
+        chaos: std::env::var("SIM_CHAOS").ok().and_then(|v| v.parse().ok()).unwrap_or(defaults.chaos),
     };
     let bind = std::env::var("SIM_BIND").unwrap_or_else(|_| "127.0.0.1:8090".into());
     let (server, running) = genjobs_upstream_sim::server(config, TcpListener::bind(&bind)?)?;

@@ -1,0 +1,141 @@
+//! # genjobs-soak
+//!
+//! A chaos soak, run by `just soak` (30 s in CI, `just soak --secs 600` for a long run): two
+//! `genjobs` replicas on one Postgres database and the fal simulator in a process of its own,
+//! failing one call in ten at random (503s, 500s, hangs, cut-off JSON, dropped connections). Clients
+//! submit (with and without `Idempotency-Key`, retried and in parallel), cancel (racing the
+//! completions), read, long-poll, stream and list, while each replica is killed with SIGKILL and
+//! restarted, and every database session is terminated now and then.
+//!
+//! At the end it checks, for every user: available + held + spent = granted, nothing held, spent
+//! = the sum of `credits_actual`; every accepted job final and listed; no idempotent retry answered
+//! with another job; no 5xx but a 503 while the database was away; every error in the envelope.
+//! It prints the figures and exits 1 on any violation.
+//!
+//! `--bin-dir` names where the `genjobs` and `genjobs-upstream-sim` binaries are (built first by
+//! `just soak`); `DATABASE_URL` or the local server gives the Postgres server.
+
+mod checks;
+mod clients;
+mod processes;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use checks::{Report, settle_and_check};
+use clients::{Client, Shared};
+use processes::{Cluster, terminate_sessions};
+
+/// Credits each user starts with.
+const GRANTED: u64 = 100_000;
+
+struct Args {
+    secs: u64,
+    bin_dir: PathBuf,
+    clients: usize,
+    chaos: f64,
+}
+
+fn args() -> Result<Args, String> {
+    let mut args = Args { secs: 30, bin_dir: PathBuf::from("target/debug"), clients: 6, chaos: 0.1 };
+    let mut words = std::env::args().skip(1);
+    while let Some(word) = words.next() {
+        let mut value = || words.next().ok_or_else(|| format!("{word} needs a value"));
+        match word.as_str() {
+            "--secs" => args.secs = value()?.parse().map_err(|_| "--secs takes whole seconds")?,
+            "--bin-dir" => args.bin_dir = PathBuf::from(value()?),
+            "--clients" => args.clients = value()?.parse().map_err(|_| "--clients takes a number")?,
+            "--chaos" => args.chaos = value()?.parse().map_err(|_| "--chaos takes a probability")?,
+            other => {
+                return Err(format!(
+                    "unknown argument {other}; usage: genjobs-soak [--secs N] [--bin-dir DIR] [--clients N] [--chaos P]"
+                ));
+            }
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match args() {
+        Ok(args) => args,
+        Err(usage) => {
+            eprintln!("{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    match soak(args).await {
+        Ok(report) if report.violations.is_empty() => {
+            report.print();
+            ExitCode::SUCCESS
+        }
+        Ok(report) => {
+            report.print();
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("soak could not run: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn soak(args: Args) -> Result<Report, String> {
+    let db = genjobs_test_postgres::TestDatabase::new().await;
+    let cluster = Arc::new(Cluster::start(&args.bin_dir, &db.url, args.chaos)?);
+    let shared = Arc::new(Shared::new(Arc::clone(&cluster)));
+    let mut users = Vec::new();
+    for i in 0..args.clients {
+        users.push(shared.create_user(&format!("soak-{i}"), GRANTED).await?);
+    }
+    println!(
+        "soak: {} s, {} clients, chaos {}, replicas at {:?}",
+        args.secs,
+        args.clients,
+        args.chaos,
+        cluster.bases()
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(args.secs);
+    let clients: Vec<_> = users
+        .iter()
+        .cloned()
+        .map(|user| {
+            let client = Client::new(Arc::clone(&shared), user);
+            tokio::spawn(async move { client.run_until(deadline).await })
+        })
+        .collect();
+
+    // Chaos: each replica killed once (at a third and two thirds of the run) and restarted;
+    // every database session terminated every few seconds.
+    let mut kills = 0;
+    let mut terminations = 0;
+    let started = Instant::now();
+    let period = Duration::from_secs(args.secs.max(3));
+    let mut next_termination = started + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        let elapsed = started.elapsed();
+        if kills < 2 && elapsed >= period * (kills + 1) / 3 {
+            cluster.kill_and_restart(kills as usize % 2)?;
+            kills += 1;
+        }
+        if Instant::now() >= next_termination {
+            shared.mark_database_away();
+            terminations += terminate_sessions(&db.url).await?;
+            next_termination = Instant::now() + Duration::from_secs(7);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut tallies = Vec::new();
+    for client in clients {
+        tallies.push(client.await.map_err(|e| format!("a client panicked: {e}"))?);
+    }
+    let mut report = settle_and_check(&shared, &users, tallies, GRANTED).await;
+    report.kills = kills;
+    report.terminations = terminations;
+    report.faults = cluster.faults().await;
+    Ok(report)
+}

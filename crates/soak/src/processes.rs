@@ -1,0 +1,175 @@
+//! The processes under test: the simulator and two `genjobs` replicas, each started from its
+//! binary, killed with SIGKILL and restarted on demand; and the database's sessions, terminated.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use diesel_async::RunQueryDsl;
+
+/// The admin token of the soak's replicas.
+pub const ADMIN_TOKEN: &str = "soak-admin-token";
+
+struct Replica {
+    child: Child,
+    base: String,
+}
+
+/// The simulator and the replicas.
+pub struct Cluster {
+    bin_dir: PathBuf,
+    database_url: String,
+    sim: Mutex<Child>,
+    sim_url: String,
+    replicas: Mutex<Vec<Replica>>,
+}
+
+/// Starts `program` and reads its stdout until the line that starts with `ready`; returns the
+/// rest of that line (the base URL). Its stdout keeps being read, so that it never blocks.
+fn start(mut command: Command, ready: &str) -> Result<(Child, String), String> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+    let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut line = String::new();
+    while !line.starts_with(ready) {
+        line.clear();
+        if stdout.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            return Err(format!("{command:?} exited before it was ready"));
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    Ok((child, line.trim().trim_start_matches(ready).to_owned()))
+}
+
+impl Cluster {
+    /// Starts the simulator (failing `chaos` of its calls) and two replicas on `database_url`.
+    ///
+    /// # Errors
+    /// When a binary is missing or does not start.
+    pub fn start(bin_dir: &Path, database_url: &str, chaos: f64) -> Result<Self, String> {
+        let mut sim = Command::new(bin_dir.join("genjobs-upstream-sim"));
+        sim.env("SIM_BIND", "127.0.0.1:0")
+            .env("SIM_QUEUE_MS", "100")
+            .env("SIM_RUN_MS", "600")
+            .env("SIM_CHAOS", chaos.to_string());
+        let (sim, sim_url) = start(sim, "genjobs-upstream-sim listening on ")?;
+        let cluster = Cluster {
+            bin_dir: bin_dir.to_owned(),
+            database_url: database_url.to_owned(),
+            sim: Mutex::new(sim),
+            sim_url,
+            replicas: Mutex::new(Vec::new()),
+        };
+        for _ in 0..2 {
+            let replica = cluster.replica()?;
+            cluster.replicas().push(replica);
+        }
+        Ok(cluster)
+    }
+
+    fn replicas(&self) -> std::sync::MutexGuard<'_, Vec<Replica>> {
+        self.replicas.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn replica(&self) -> Result<Replica, String> {
+        let mut command = Command::new(self.bin_dir.join("genjobs"));
+        command
+            .env("DATABASE_URL", &self.database_url)
+            .env("GENJOBS_UPSTREAM_URL", &self.sim_url)
+            .env("GENJOBS_BIND", "127.0.0.1:0")
+            .env("GENJOBS_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("GENJOBS_POLL_INTERVAL_MS", "200")
+            .env("GENJOBS_LEASE_SECS", "3")
+            .env("GENJOBS_JOB_TIMEOUT_SECS", "40")
+            .env("GENJOBS_DB_POOL_SIZE", "8")
+            .env("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", "100000")
+            .env("RUST_LOG", "error");
+        let (child, base) = start(command, "genjobs listening on ")?;
+        Ok(Replica { child, base })
+    }
+
+    /// The replicas' base URLs now.
+    #[must_use]
+    pub fn bases(&self) -> Vec<String> {
+        self.replicas().iter().map(|r| r.base.clone()).collect()
+    }
+
+    /// Kills replica `index` with SIGKILL and starts a new one in its place (on a new port).
+    ///
+    /// # Errors
+    /// When the new replica does not start.
+    pub fn kill_and_restart(&self, index: usize) -> Result<(), String> {
+        {
+            let mut replicas = self.replicas();
+            let victim = &mut replicas[index];
+            victim.child.kill().map_err(|e| e.to_string())?;
+            victim.child.wait().map_err(|e| e.to_string())?;
+            println!("soak: replica {} at {} killed with SIGKILL", index, victim.base);
+        }
+        let fresh = self.replica()?;
+        println!("soak: replica {index} restarted at {}", fresh.base);
+        self.replicas()[index] = fresh;
+        Ok(())
+    }
+
+    /// The faults the simulator injected, by kind.
+    pub async fn faults(&self) -> Vec<(String, u64)> {
+        let stats: serde_json::Value = match reqwest::get(format!("{}/_sim/stats", self.sim_url)).await {
+            Ok(response) => response.json().await.unwrap_or_default(),
+            Err(_) => serde_json::Value::Null,
+        };
+        let mut faults: Vec<(String, u64)> = stats["routes"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(route, _)| route.starts_with("fault_"))
+            .map(|(route, count)| (route.trim_start_matches("fault_").to_owned(), count.as_u64().unwrap_or(0)))
+            .collect();
+        faults.sort();
+        faults
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for replica in self.replicas().iter_mut() {
+            let _ = replica.child.kill();
+            let _ = replica.child.wait();
+        }
+        let mut sim = self.sim.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = sim.kill();
+        let _ = sim.wait();
+    }
+}
+
+/// Terminates every session of the database but the caller's, as a restart or a failover does;
+/// how many.
+///
+/// # Errors
+/// When the database cannot be reached.
+pub async fn terminate_sessions(database_url: &str) -> Result<usize, String> {
+    let mut conn =
+        genjobs_store_postgres::open_connection(database_url, Duration::from_secs(5), Duration::from_secs(5))
+            .await
+            .map_err(|e| e.to_string())?;
+    #[derive(diesel::QueryableByName)]
+    struct Ended {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        ended: bool,
+    }
+    let ended: Vec<Ended> = diesel::sql_query(
+        "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .load(&mut conn)
+    .await
+    .map_err(|e| e.to_string())?;
+    let count = ended.iter().filter(|e| e.ended).count();
+    println!("soak: {count} database sessions terminated");
+    Ok(count)
+}
