@@ -58,6 +58,9 @@ impl Default for HttpSettings {
     }
 }
 
+/// The header that names a request in logs and answers.
+const REQUEST_ID: &str = "x-request-id";
+
 /// What every handler shares.
 pub struct AppState {
     /// The use cases.
@@ -109,6 +112,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(resource("/users/{id}/credits").route(web::post().to(admin_grant)))
                 .service(resource("/keys/{prefix}").route(web::delete().to(admin_revoke_key))),
         )
+        .service(resource("/healthz").route(web::get().to(healthz)))
+        .service(resource("/readyz").route(web::get().to(readyz)))
         .default_service(web::to(route_not_found));
 }
 
@@ -131,20 +136,34 @@ pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> 
     Ok(server.listen(listener)?.run())
 }
 
-/// One log line per request, with its method, path, status and duration.
+/// The request's own `X-Request-Id` when it is 1 to 128 visible ASCII characters, else a new one.
+fn request_id(req: &actix_web::dev::ServiceRequest) -> String {
+    req.headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic()))
+        .map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned)
+}
+
+/// Every response carries `X-Request-Id`; one log line per request, with its id, method, path,
+/// status and duration.
 async fn log_request(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = std::time::Instant::now();
-    let (method, path) = (req.method().clone(), req.path().to_owned());
-    let response = next.call(req).await?;
+    let (method, path, id) = (req.method().clone(), req.path().to_owned(), request_id(&req));
+    let mut response = next.call(req).await?;
     tracing::info!(
+        request_id = %id,
         %method,
         %path,
         status = response.status().as_u16(),
         millis = started.elapsed().as_millis() as u64,
         "request"
     );
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&id) {
+        response.headers_mut().insert(actix_web::http::header::HeaderName::from_static(REQUEST_ID), value);
+    }
     Ok(response)
 }

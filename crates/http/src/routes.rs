@@ -177,6 +177,18 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 
+/// `GET /healthz`: the process serves. No key, no rate limit.
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+}
+
+/// `GET /readyz`: the store answers and its migrations are current; 503 in the envelope
+/// otherwise. No key, no rate limit.
+pub async fn readyz(state: web::Data<AppState>) -> Handled {
+    state.gateway.readiness().await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ready"})))
+}
+
 /// `GET /api/v1/account`
 pub async fn account(state: web::Data<AppState>, caller: Authenticated) -> Handled {
     let account = state.gateway.account(&caller.0).await?;

@@ -266,6 +266,10 @@ impl JobStore for MemoryStore {
         Ok(Commit::Applied(job))
     }
 
+    async fn ready(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn claim_due(
         &self,
         now: OffsetDateTime,

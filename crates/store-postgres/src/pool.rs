@@ -158,6 +158,16 @@ fn pool_of(settings: &PgSettings, durability: Durability, size: usize) -> Result
         .map_err(|e| SetupError::Pool(e.to_string()))
 }
 
+/// How many of this build's migrations are missing from `applied` (the versions recorded in
+/// `__diesel_schema_migrations`).
+#[must_use]
+pub fn pending_migrations(applied: &[String]) -> usize {
+    // The migrations are built in; should they fail to list, none counts as applied.
+    diesel::migration::MigrationSource::<diesel::pg::Pg>::migrations(&MIGRATIONS).map_or(usize::MAX, |embedded| {
+        embedded.iter().filter(|m| !applied.iter().any(|a| *a == m.name().version().to_string())).count()
+    })
+}
+
 /// Runs the pending migrations on a connection of its own.
 ///
 /// # Errors

@@ -452,3 +452,19 @@ async fn a_session_terminated_under_the_pool_is_never_an_internal_error() {
         }
     }
 }
+
+#[tokio::test]
+async fn readiness_needs_every_migration_of_this_build() {
+    let db = TestDatabase::new().await;
+    let r = replica(&db);
+    assert_eq!(r.store.ready().await, Ok(()));
+    let mut conn =
+        genjobs_store_postgres::open_connection(&db.url, Duration::from_secs(5), Duration::from_secs(5)).await.unwrap();
+    diesel::sql_query(
+        "DELETE FROM __diesel_schema_migrations WHERE version = (SELECT max(version) FROM __diesel_schema_migrations)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert!(matches!(r.store.ready().await, Err(StoreError::Unavailable(_))), "a missing migration is not ready");
+}

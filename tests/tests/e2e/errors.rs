@@ -88,6 +88,17 @@ async fn a_broken_store_is_500_without_internals_and_an_unreachable_one_503() {
 }
 
 #[tokio::test]
+async fn readiness_is_503_in_the_envelope_while_the_store_cannot_serve() {
+    let mut jobs = MockJobStore::new();
+    jobs.expect_ready().returning(|| Err(StoreError::Unavailable("2 database migrations are not applied".into())));
+    let base = spawn_gateway(ports_with(Arc::new(jobs), Arc::new(MemoryStore::new()))).await;
+    let response = reqwest::Client::new().get(format!("{base}/readyz")).send().await.unwrap();
+    assert_error(response, 503, "unavailable", "SERVICE_UNAVAILABLE").await;
+    let alive = reqwest::Client::new().get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(alive.status(), 200, "the process still answers");
+}
+
+#[tokio::test]
 async fn an_unreachable_key_store_is_503_not_401() {
     let mut accounts = MockAccountStore::new();
     accounts.expect_credentials().returning(|_| Err(StoreError::Unavailable("timeout".into())));

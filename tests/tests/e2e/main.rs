@@ -10,6 +10,7 @@ mod embedded;
 mod errors;
 mod jobs;
 mod models;
+mod operations;
 mod streams;
 mod submit;
 mod upstream;

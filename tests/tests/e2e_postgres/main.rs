@@ -15,6 +15,8 @@ mod errors;
 mod jobs;
 #[path = "../e2e/models.rs"]
 mod models;
+#[path = "../e2e/operations.rs"]
+mod operations;
 #[path = "../e2e/streams.rs"]
 mod streams;
 #[path = "../e2e/submit.rs"]

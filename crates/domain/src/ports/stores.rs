@@ -254,6 +254,12 @@ pub trait JobStore: Send + Sync {
     /// [`StoreError::Internal`] when the movement does not fit the balances (a broken ledger).
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError>;
 
+    /// Whether the store can serve: it answers, and its schema is the one this build expects.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when it cannot answer or its schema is not current.
+    async fn ready(&self) -> Result<(), StoreError>;
+
     /// Claims up to `limit` non-final jobs whose `next_poll_at` has come and whose lease (if
     /// any) has run out, leasing them until `lease_until` so that no other driver takes them.
     async fn claim_due(

@@ -84,6 +84,14 @@ impl Gateway {
         self.ports.upstream.name()
     }
 
+    /// Whether the service can serve requests: its store answers and is current.
+    ///
+    /// # Errors
+    /// [`crate::ports::StoreError::Unavailable`] when it cannot.
+    pub async fn readiness(&self) -> Result<(), crate::ports::StoreError> {
+        self.ports.jobs.ready().await
+    }
+
     /// The settings in use.
     #[must_use]
     pub fn settings(&self) -> &Settings {

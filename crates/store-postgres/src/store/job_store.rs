@@ -19,6 +19,12 @@ use crate::error::{TxError, from_diesel, from_pool};
 use crate::rows::{JobRow, amount, bind_accept, update_rows};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 
+#[derive(QueryableByName)]
+struct Version {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    version: String,
+}
+
 /// How often an accept races another request with the same idempotency key before giving up.
 const ACCEPT_ATTEMPTS: usize = 3;
 
@@ -290,6 +296,22 @@ impl JobStore for PgStore {
             }
             None => Commit::Missing,
         })
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        let applied: Vec<String> = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                async move {
+                    diesel::sql_query("SELECT version FROM __diesel_schema_migrations").load::<Version>(conn).await
+                }
+                .map(|rows| rows.map(|rows| rows.into_iter().map(|r| r.version).collect()))
+                .boxed()
+            })
+            .await?;
+        match crate::pool::pending_migrations(&applied) {
+            0 => Ok(()),
+            pending => Err(StoreError::Unavailable(format!("{pending} database migrations are not applied"))),
+        }
     }
 
     async fn claim_due(
