@@ -136,19 +136,6 @@ pub enum RouteError {
     },
 }
 
-/// The ids of the models this adapter can route.
-pub fn model_ids() -> impl Iterator<Item = &'static str> {
-    ROUTES.keys().map(String::as_str)
-}
-
-/// The endpoint ids the routes name, each once.
-pub fn endpoint_ids() -> impl Iterator<Item = &'static str> {
-    let mut ids: Vec<&str> = ROUTES.values().flat_map(|m| m.routes.iter().map(|r| r.endpoint.as_str())).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids.into_iter()
-}
-
 /// The fal request for `input` to `model`: the route for its resolution and images, our fields
 /// under fal's names and translated, then `extra` merged on top unchanged (the client's explicit
 /// word to the provider wins a clash).
@@ -202,6 +189,14 @@ mod tests {
 
     use super::*;
     use crate::schema;
+
+    /// The endpoint ids the routes name, each once.
+    fn endpoint_ids() -> Vec<&'static str> {
+        let mut ids: Vec<&str> = ROUTES.values().flat_map(|m| m.routes.iter().map(|r| r.endpoint.as_str())).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 
     fn input() -> GenerationInput {
         GenerationInput {

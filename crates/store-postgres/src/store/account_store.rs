@@ -191,14 +191,7 @@ impl AccountStore for PgStore {
     }
 
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {
-        let row = self
-            .repeatable(|conn: &mut AsyncPgConnection| {
-                async move {
-                users::table.find(user_id.as_uuid()).select(UserRow::as_select()).first(conn).await.optional()
-                }
-                .boxed()
-            })
-            .await?;
+        let row = self.repeatable(|conn: &mut AsyncPgConnection| Self::user_row(conn, user_id)).await?;
         row.map(UserRow::into_account).transpose()
     }
 }

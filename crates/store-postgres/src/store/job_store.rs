@@ -206,12 +206,7 @@ impl JobStore for PgStore {
         if let Some(job) = self.jobs_cache.get(&id) {
             return Ok(Some(job));
         }
-        let row = self
-            .repeatable(|conn: &mut AsyncPgConnection| {
-                async move { jobs::table.find(id.as_uuid()).select(JobRow::as_select()).first(conn).await.optional() }
-                    .boxed()
-            })
-            .await?;
+        let row = self.repeatable(|conn: &mut AsyncPgConnection| Self::job_row(conn, id)).await?;
         let job = row.map(JobRow::into_job).transpose()?;
         if let Some(job) = &job {
             self.jobs_cache.keep(job);

@@ -16,6 +16,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::Job;
@@ -101,30 +102,35 @@ impl PgStore {
         }
     }
 
-    pub(super) async fn load_job(conn: &mut AsyncPgConnection, id: JobId) -> Result<Option<Job>, StoreError> {
-        jobs::table
-            .find(id.as_uuid())
-            .select(JobRow::as_select())
+    /// The row of job `id`, as a statement [`PgStore::repeatable`] can run again.
+    pub(super) fn job_row(
+        conn: &mut AsyncPgConnection,
+        id: JobId,
+    ) -> BoxFuture<'_, Result<Option<JobRow>, diesel::result::Error>> {
+        jobs::table.find(id.as_uuid()).select(JobRow::as_select()).first(conn).map(OptionalExtension::optional).boxed()
+    }
+
+    /// The row of user `user_id`, as a statement [`PgStore::repeatable`] can run again.
+    pub(super) fn user_row(
+        conn: &mut AsyncPgConnection,
+        user_id: UserId,
+    ) -> BoxFuture<'_, Result<Option<UserRow>, diesel::result::Error>> {
+        users::table
+            .find(user_id.as_uuid())
+            .select(UserRow::as_select())
             .first(conn)
-            .await
-            .optional()
-            .map_err(from_diesel)?
-            .map(JobRow::into_job)
-            .transpose()
+            .map(OptionalExtension::optional)
+            .boxed()
+    }
+
+    pub(super) async fn load_job(conn: &mut AsyncPgConnection, id: JobId) -> Result<Option<Job>, StoreError> {
+        Self::job_row(conn, id).await.map_err(from_diesel)?.map(JobRow::into_job).transpose()
     }
 
     pub(super) async fn load_account(
         conn: &mut AsyncPgConnection,
         user_id: UserId,
     ) -> Result<Option<Account>, StoreError> {
-        users::table
-            .find(user_id.as_uuid())
-            .select(UserRow::as_select())
-            .first(conn)
-            .await
-            .optional()
-            .map_err(from_diesel)?
-            .map(UserRow::into_account)
-            .transpose()
+        Self::user_row(conn, user_id).await.map_err(from_diesel)?.map(UserRow::into_account).transpose()
     }
 }
