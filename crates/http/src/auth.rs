@@ -3,7 +3,7 @@
 
 use actix_web::dev::Payload;
 use actix_web::http::header::AUTHORIZATION;
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use futures_util::future::{LocalBoxFuture, Ready, ready};
 use genjobs_domain::usecases::Caller;
 
@@ -45,9 +45,13 @@ impl FromRequest for Authenticated {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let checked = bearer(req).and_then(|token| Ok((token, state(req)?)));
+        let req = req.clone();
         Box::pin(async move {
             let (token, state) = checked?;
-            Ok(Authenticated(state.gateway.authenticate(&token).await?))
+            let caller = state.gateway.authenticate(&token).await?;
+            // For the request's log line.
+            req.extensions_mut().insert(caller.user_id);
+            Ok(Authenticated(caller))
         })
     }
 }

@@ -23,8 +23,8 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use actix_web::dev::Server;
-use actix_web::{App, HttpResponse, HttpServer, web};
-use genjobs_domain::ids::AdminToken;
+use actix_web::{App, HttpMessage, HttpResponse, HttpServer, web};
+use genjobs_domain::ids::{AdminToken, JobId, UserId};
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::Gateway;
 
@@ -154,8 +154,15 @@ async fn log_request(
     let started = std::time::Instant::now();
     let (method, path, id) = (req.method().clone(), req.path().to_owned(), request_id(&req));
     let mut response = next.call(req).await?;
+    let request = response.request();
+    let user_id = request.extensions().get::<UserId>().map(ToString::to_string);
+    let job_id = request.extensions().get::<JobId>().map(ToString::to_string).or_else(|| {
+        path.starts_with("/api/v1/jobs/").then(|| request.match_info().get("id").map(str::to_owned)).flatten()
+    });
     tracing::info!(
         request_id = %id,
+        user_id = user_id.as_deref(),
+        job_id = job_id.as_deref(),
         %method,
         %path,
         status = response.status().as_u16(),

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::{HttpRequest, HttpResponse, Responder, web};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, Responder, web};
 use actix_web_lab::sse;
 use futures_util::StreamExt;
 use genjobs_domain::ids::{JobId, UserId};
@@ -74,6 +74,7 @@ async fn generate(
         .submit(&caller.0, Submission { request, idempotency })
         .await
         .map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
+    req.extensions_mut().insert(receipt.job_id);
     Ok(HttpResponse::Accepted().json(ReceiptView::from(receipt)))
 }
 

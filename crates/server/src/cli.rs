@@ -1,20 +1,83 @@
-//! The operator subcommands against `DATABASE_URL`: `migrate`, `users create`, `users grant`.
+//! The command line: `genjobs [serve]` serves; `migrate`, `users create`, `users grant` administer
+//! the store at `DATABASE_URL`; `config` prints the effective configuration, secrets masked.
 
+use std::fmt::Write as _;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, Parser, Subcommand};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::UserId;
 use genjobs_domain::usecases::NewUserRequest;
 
+use crate::config::ConfigArgs;
 use crate::{Config, StartError, gateway};
 
-/// What a subcommand prints.
-pub type Output = String;
+/// `genjobs`: the gateway for asynchronous image and video generation.
+#[derive(Debug, Parser)]
+#[command(name = "genjobs", version, max_term_width = 110)]
+#[command(about = "genjobs: the gateway for asynchronous image and video generation")]
+pub struct Cli {
+    /// The service's settings.
+    #[command(flatten)]
+    pub settings: ConfigArgs,
+    /// What to do; serving when absent.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
 
-/// A subcommand that failed.
+/// A subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API and drive jobs (the default).
+    Serve,
+    /// Apply pending migrations to DATABASE_URL.
+    Migrate,
+    /// Create users or grant credits in DATABASE_URL.
+    #[command(subcommand)]
+    Users(UsersCommand),
+    /// Print the effective configuration, secrets masked.
+    Config,
+}
+
+/// `genjobs users …`
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Create a user and print its API key.
+    Create {
+        /// Display name.
+        #[arg(long)]
+        name: String,
+        /// Credits granted at creation.
+        #[arg(long)]
+        credits: u64,
+    },
+    /// Grant credits to a user (a negative amount takes them back).
+    Grant {
+        /// The user's id.
+        #[arg(long)]
+        id: String,
+        /// Credits to add.
+        #[arg(long, allow_negative_numbers = true)]
+        amount: i64,
+    },
+}
+
+impl Cli {
+    /// The command line as the process sees it; a variable set to the empty string counts as
+    /// unset, as operators write `GENJOBS_UPSTREAM_URL=` in an env file to mean "none".
+    #[must_use]
+    pub fn command_from_env() -> clap::Command {
+        Cli::command().mut_args(|arg| {
+            let empty = arg.get_env().and_then(std::env::var_os).is_some_and(|value| value.is_empty());
+            if empty { arg.env(None::<&str>) } else { arg }
+        })
+    }
+}
+
+/// An administration subcommand that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// The words are not a known subcommand.
-    #[error("usage: genjobs [serve] | migrate | users create --name N --credits C | users grant --id ID --amount A")]
-    Usage,
     /// The subcommand needs `DATABASE_URL`.
     #[error("`{0}` works against DATABASE_URL, which is not set")]
     NoDatabase(&'static str),
@@ -29,39 +92,23 @@ pub enum CliError {
     Failed(String),
 }
 
-fn flag<'a>(args: &'a [String], name: &str) -> Result<&'a str, CliError> {
-    args.windows(2)
-        .find(|pair| pair[0] == name)
-        .map(|pair| pair[1].as_str())
-        .ok_or_else(|| CliError::Invalid(format!("missing {name}")))
-}
-
-fn number<T: std::str::FromStr>(args: &[String], name: &str) -> Result<T, CliError> {
-    flag(args, name)?.parse().map_err(|_| CliError::Invalid(format!("{name} must be an integer")))
-}
-
-/// Runs an operator subcommand (`args` without the program name).
+/// Runs an administration subcommand and returns what it prints.
 ///
 /// # Errors
 /// See [`CliError`].
-pub async fn run(config: &Config, args: &[String]) -> Result<Output, CliError> {
-    let words: Vec<&str> = args.iter().take(2).map(String::as_str).collect();
-    let command: &'static str = match words.as_slice() {
-        ["migrate", ..] => "migrate",
-        ["users", "create"] => "users create",
-        ["users", "grant"] => "users grant",
-        _ => return Err(CliError::Usage),
+pub async fn administer(config: &Config, command: &Command) -> Result<String, CliError> {
+    let name = match command {
+        Command::Migrate => "migrate",
+        Command::Users(UsersCommand::Create { .. }) => "users create",
+        Command::Users(UsersCommand::Grant { .. }) => "users grant",
+        Command::Serve | Command::Config => return Err(CliError::Invalid("not an administration command".into())),
     };
-    let Some(pg) = config.postgres_settings() else { return Err(CliError::NoDatabase(command)) };
+    let Some(pg) = config.postgres_settings() else { return Err(CliError::NoDatabase(name)) };
     match command {
-        "migrate" => {
-            let applied = genjobs_store_postgres::run_migrations(&pg).await.map_err(StartError::from)?;
-            Ok(format!("{applied} migrations applied"))
-        }
-        "users create" => {
+        Command::Users(UsersCommand::Create { name, credits }) => {
             let request = NewUserRequest {
-                name: flag(args, "--name")?.to_owned(),
-                credits: Credits::new(number(args, "--credits")?),
+                name: name.clone(),
+                credits: Credits::new(*credits),
                 rate_limit_per_minute: None,
                 max_concurrent_jobs: None,
             };
@@ -74,14 +121,170 @@ pub async fn run(config: &Config, args: &[String]) -> Result<Output, CliError> {
                 key.expose()
             ))
         }
-        _ => {
-            let id = UserId::parse(flag(args, "--id")?).map_err(|e| CliError::Invalid(e.to_string()))?;
-            let account = gateway(config)
-                .await?
-                .grant(id, number(args, "--amount")?)
-                .await
-                .map_err(|e| CliError::Failed(e.to_string()))?;
+        Command::Users(UsersCommand::Grant { id, amount }) => {
+            let id = UserId::parse(id).map_err(|e| CliError::Invalid(e.to_string()))?;
+            let account =
+                gateway(config).await?.grant(id, *amount).await.map_err(|e| CliError::Failed(e.to_string()))?;
             Ok(format!("user {} now has {} credits available", account.user_id, account.balances.available))
         }
+        _ => {
+            let applied = genjobs_store_postgres::run_migrations(&pg).await.map_err(StartError::from)?;
+            Ok(format!("{applied} migrations applied"))
+        }
+    }
+}
+
+/// The deepest subcommand's matches, where global settings are propagated.
+fn innermost(matches: &ArgMatches) -> &ArgMatches {
+    match matches.subcommand() {
+        Some((_, sub)) => innermost(sub),
+        None => matches,
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:****@host/db`.
+fn mask_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((credentials, host)) = rest.rsplit_once('@') else { return url.to_owned() };
+    match credentials.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:****@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+/// Every setting as `VARIABLE=value  # where it came from`, secrets masked.
+#[must_use]
+pub fn effective_config(matches: &ArgMatches) -> String {
+    let matches = innermost(matches);
+    let mut out = String::new();
+    for arg in Cli::command().get_arguments() {
+        let Some(variable) = arg.get_env().and_then(|v| v.to_str()) else { continue };
+        let id = arg.get_id().as_str();
+        let raw = matches.get_raw(id).and_then(|mut values| values.next()).map(|v| v.to_string_lossy().into_owned());
+        let shown = match raw {
+            None => "(unset)".to_owned(),
+            Some(url) if variable == "DATABASE_URL" => mask_password(&url),
+            Some(_) if arg.is_hide_env_values_set() => "****".to_owned(),
+            Some(value) => value,
+        };
+        let source = match matches.value_source(id) {
+            Some(ValueSource::CommandLine) => "flag",
+            Some(ValueSource::EnvVariable) => "environment",
+            _ => "default",
+        };
+        let _ = writeln!(out, "{variable}={shown}  # {source}");
+    }
+    out
+}
+
+/// One line for a bad value, naming the variable as well as the flag; clap's own message for
+/// every other usage error.
+#[must_use]
+pub fn usage_message(error: &clap::Error) -> Option<String> {
+    if !matches!(error.kind(), ErrorKind::ValueValidation | ErrorKind::InvalidValue) {
+        return None;
+    }
+    let Some(ContextValue::String(flag)) = error.get(ContextKind::InvalidArg) else { return None };
+    let long = flag.trim_start_matches('-').split([' ', '=']).next().unwrap_or_default();
+    let command = Cli::command();
+    let variable = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .and_then(|a| a.get_env())
+        .map(|v| v.to_string_lossy().into_owned())?;
+    let value = match error.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(v)) => v.clone(),
+        _ => String::new(),
+    };
+    let reason = match (error.get(ContextKind::ValidValue), std::error::Error::source(error)) {
+        (Some(ContextValue::Strings(valid)), _) => format!("expected one of {}", valid.join(", ")),
+        (_, Some(source)) => source.to_string(),
+        _ => "not a valid value".to_owned(),
+    };
+    Some(format!("genjobs: {variable} (--{long}) = {value:?} is not valid: {reason}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
+
+    use std::time::Duration;
+
+    use clap::FromArgMatches;
+
+    use super::*;
+
+    /// Parses `args` alone: the environment of the test process is not read.
+    fn parse(args: &[&str]) -> Result<(Cli, ArgMatches), clap::Error> {
+        let matches = Cli::command()
+            .mut_args(|arg| arg.env(None::<&str>))
+            .try_get_matches_from(std::iter::once("genjobs").chain(args.iter().copied()))?;
+        Ok((Cli::from_arg_matches(&matches)?, matches))
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_follow_the_contract() {
+        let (cli, _) = parse(&[]).unwrap();
+        assert!(cli.command.is_none());
+        let c = cli.settings.into_config();
+        assert_eq!(c.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!((c.gateway.poll_interval, c.driver.poll_interval), (Duration::from_secs(2), Duration::from_secs(2)));
+        assert_eq!(c.http.stream_max, Duration::from_secs(60));
+        assert_eq!(c.driver.job_timeout, Duration::from_secs(1800));
+        let limits = c.gateway.default_limits;
+        assert_eq!((limits.rate_limit_per_minute, limits.max_concurrent_jobs, c.demo_credits), (120, 8, 1000));
+        assert!(c.database_url.is_none() && c.upstream_url.is_none() && c.admin_token.is_none());
+    }
+
+    #[test]
+    fn flags_set_every_adapter_and_may_follow_the_subcommand() {
+        let (cli, _) =
+            parse(&["serve", "--poll-interval-ms", "50", "--upstream-cancel", "--db-pool-size", "3"]).unwrap();
+        let c = cli.settings.into_config();
+        assert_eq!(
+            (c.gateway.poll_interval, c.driver.poll_interval),
+            (Duration::from_millis(50), Duration::from_millis(50))
+        );
+        assert!(c.gateway.upstream_cancel);
+        assert_eq!(c.postgres.pool_size, 3);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_variable_on_one_line() {
+        for (args, variable) in [
+            (&["--stream-max-secs", "soon"][..], "GENJOBS_STREAM_MAX_SECS"),
+            (&["--poll-interval-ms", "0"], "GENJOBS_POLL_INTERVAL_MS"),
+            (&["--sse-keepalive-secs", "60"], "GENJOBS_SSE_KEEPALIVE_SECS"),
+            (&["--bind", "nowhere"], "GENJOBS_BIND"),
+            (&["--log-format", "xml"], "GENJOBS_LOG_FORMAT"),
+        ] {
+            let error = parse(args).unwrap_err();
+            let line = usage_message(&error).unwrap();
+            assert!(line.contains(variable) && !line.contains('\n'), "{line}");
+        }
+        assert!(usage_message(&parse(&["--no-such-flag"]).unwrap_err()).is_none());
+    }
+
+    #[test]
+    fn config_masks_secrets_and_says_where_each_value_came_from() {
+        let (_, matches) = parse(&[
+            "config",
+            "--admin-token",
+            "gja_secret",
+            "--database-url",
+            "postgres://app:hunter2@db:5432/genjobs",
+        ])
+        .unwrap();
+        let printed = effective_config(&matches);
+        assert!(!printed.contains("gja_secret") && !printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("GENJOBS_ADMIN_TOKEN=****  # flag"), "{printed}");
+        assert!(printed.contains("DATABASE_URL=postgres://app:****@db:5432/genjobs  # flag"), "{printed}");
+        assert!(printed.contains("GENJOBS_BIND=127.0.0.1:8080  # default"), "{printed}");
+        assert!(printed.contains("GENJOBS_UPSTREAM_URL=(unset)"), "{printed}");
     }
 }

@@ -1,9 +1,13 @@
-//! Configuration from the environment: the contract's table, every variable optional.
+//! Configuration: every `GENJOBS_*` variable of the contract is also a command-line flag (clap
+//! reads both, the flag winning), and each default shown by `--help` comes from the adapter that
+//! owns it, so it is defined once.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::{Args, ValueEnum};
+use genjobs_domain::ports::Limits;
 use genjobs_domain::usecases::{DriverSettings, Settings};
 use genjobs_http::HttpSettings;
 use genjobs_store_postgres::PgSettings;
@@ -40,17 +44,8 @@ pub struct Config {
     pub simulator: SimConfig,
 }
 
-/// A variable that is set but cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("{name}={value:?} is not valid: {expected}")]
-pub struct ConfigError {
-    name: &'static str,
-    value: String,
-    expected: &'static str,
-}
-
-/// Most seconds between two `: keep-alive` comments (the contract's "at least every 15 s").
-const MAX_KEEP_ALIVE: Duration = Duration::from_secs(15);
+const DEFAULT_BIND: &str = "127.0.0.1:8080";
+const DEFAULT_DEMO_CREDITS: u64 = 1000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -61,7 +56,7 @@ impl Default for Config {
             upstream_url: None,
             upstream_key: None,
             models_path: None,
-            demo_credits: 1000,
+            demo_credits: DEFAULT_DEMO_CREDITS,
             gateway: Settings::default(),
             driver: DriverSettings::default(),
             http: HttpSettings::default(),
@@ -83,90 +78,6 @@ impl Config {
         }
     }
 
-    /// Reads the process environment.
-    ///
-    /// # Errors
-    /// [`ConfigError`] naming the first variable that is set to something unusable.
-    pub fn from_env() -> Result<Config, ConfigError> {
-        Config::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-    }
-
-    /// Reads variables through `lookup`, so that tests need not touch the process environment.
-    /// Every variable left unset keeps its adapter's default.
-    ///
-    /// # Errors
-    /// As [`Config::from_env`].
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let parse = |name: &'static str, expected: &'static str| -> Result<Option<u64>, ConfigError> {
-            lookup(name)
-                .map(|value| value.trim().parse::<u64>().map_err(|_| ConfigError { name, value, expected }))
-                .transpose()
-        };
-        let positive = |name: &'static str| -> Result<Option<u64>, ConfigError> {
-            match parse(name, "a positive integer")? {
-                Some(0) => Err(ConfigError { name, value: "0".into(), expected: "a positive integer" }),
-                other => Ok(other),
-            }
-        };
-        let small = |name: &'static str| -> Result<Option<u32>, ConfigError> {
-            positive(name)?
-                .map(|v| {
-                    u32::try_from(v).map_err(|_| ConfigError {
-                        name,
-                        value: v.to_string(),
-                        expected: "at most 4294967295",
-                    })
-                })
-                .transpose()
-        };
-        let millis = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
-        let secs = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_secs);
-
-        let mut c = Config::default();
-        if let Some(value) = lookup("GENJOBS_BIND") {
-            c.bind = value.parse().map_err(|_| ConfigError { name: "GENJOBS_BIND", value, expected: "host:port" })?;
-        }
-        c.database_url = lookup("DATABASE_URL");
-        c.admin_token = lookup("GENJOBS_ADMIN_TOKEN");
-        c.upstream_url = lookup("GENJOBS_UPSTREAM_URL");
-        c.upstream_key = lookup("GENJOBS_UPSTREAM_KEY");
-        c.models_path = lookup("GENJOBS_MODELS").map(PathBuf::from);
-        c.demo_credits = parse("GENJOBS_DEMO_CREDITS", "a non-negative integer")?.unwrap_or(c.demo_credits);
-        if let Some(ms) = positive("GENJOBS_POLL_INTERVAL_MS")? {
-            c = c.with_poll_interval(Duration::from_millis(ms));
-        }
-
-        let g = &mut c.gateway;
-        g.upstream_cancel = matches!(lookup("GENJOBS_UPSTREAM_CANCEL").as_deref(), Some("1" | "true" | "yes"));
-        let limits = &mut g.default_limits;
-        limits.rate_limit_per_minute =
-            small("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE")?.unwrap_or(limits.rate_limit_per_minute);
-        limits.max_concurrent_jobs =
-            small("GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS")?.unwrap_or(limits.max_concurrent_jobs);
-
-        let d = &mut c.driver;
-        d.job_timeout = secs(positive("GENJOBS_JOB_TIMEOUT_SECS")?, d.job_timeout);
-        d.lease = secs(positive("GENJOBS_LEASE_SECS")?, d.lease);
-
-        let h = &mut c.http;
-        h.stream_max = secs(positive("GENJOBS_STREAM_MAX_SECS")?, h.stream_max);
-        h.keep_alive = secs(positive("GENJOBS_SSE_KEEPALIVE_SECS")?, h.keep_alive).min(MAX_KEEP_ALIVE);
-        h.workers = positive("GENJOBS_HTTP_WORKERS")?.map(|v| v as usize).or(h.workers);
-
-        let p = &mut c.postgres;
-        p.pool_size = positive("GENJOBS_DB_POOL_SIZE")?.map_or(p.pool_size, |v| v as usize);
-        p.pool_timeout = millis(positive("GENJOBS_DB_POOL_TIMEOUT_MS")?, p.pool_timeout);
-        p.connect_timeout = millis(positive("GENJOBS_DB_CONNECT_TIMEOUT_MS")?, p.connect_timeout);
-        p.statement_timeout = millis(positive("GENJOBS_DB_STATEMENT_TIMEOUT_MS")?, p.statement_timeout);
-        p.key_cache_ttl = secs(parse("GENJOBS_KEY_CACHE_SECS", "seconds")?, p.key_cache_ttl);
-        p.job_cache_ttl = millis(parse("GENJOBS_JOB_CACHE_MS", "milliseconds")?, p.job_cache_ttl);
-
-        let s = &mut c.simulator;
-        s.queue = millis(parse("GENJOBS_SIM_QUEUE_MS", "milliseconds")?, s.queue);
-        s.run = millis(parse("GENJOBS_SIM_RUN_MS", "milliseconds")?, s.run);
-        Ok(c)
-    }
-
     /// The Postgres settings with `database_url`, when there is one.
     #[must_use]
     pub fn postgres_settings(&self) -> Option<PgSettings> {
@@ -174,41 +85,179 @@ impl Config {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::collections::HashMap;
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Text,
+}
 
-    use super::*;
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
-    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        Config::from_lookup(|name| vars.get(name).cloned())
-    }
+/// The contract's "at least every 15 s" for `: keep-alive` comments.
+const MAX_KEEP_ALIVE_SECS: u64 = 15;
 
-    #[test]
-    fn defaults_follow_the_contract() {
-        let c = config(&[]).unwrap();
-        assert_eq!(c.bind.to_string(), "127.0.0.1:8080");
-        assert_eq!((c.gateway.poll_interval, c.driver.poll_interval), (Duration::from_secs(2), Duration::from_secs(2)));
-        assert_eq!(c.http.stream_max, Duration::from_secs(60));
-        assert_eq!(c.driver.job_timeout, Duration::from_secs(1800));
-        let limits = c.gateway.default_limits;
-        assert_eq!((limits.rate_limit_per_minute, limits.max_concurrent_jobs, c.demo_credits), (120, 8, 1000));
-        assert!(c.database_url.is_none() && c.upstream_url.is_none() && c.admin_token.is_none());
-    }
+/// The service's settings as flags and variables. Global, so that they may follow a subcommand
+/// (`genjobs config --bind …`).
+#[derive(Debug, Clone, Args)]
+#[allow(missing_docs, reason = "each field's doc comment is its --help line")]
+pub struct ConfigArgs {
+    /// Listen address.
+    #[arg(long, env = "GENJOBS_BIND", default_value = DEFAULT_BIND, global = true, help_heading = "Service")]
+    pub bind: SocketAddr,
+    /// Postgres URL; unset means the embedded in-memory store.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true, help_heading = "Service")]
+    pub database_url: Option<String>,
+    /// Bearer token for /api/admin/* and /metrics; generated and printed at start when unset.
+    #[arg(long, env = "GENJOBS_ADMIN_TOKEN", hide_env_values = true, global = true, help_heading = "Service")]
+    pub admin_token: Option<String>,
+    /// Base URL of a fal-protocol queue; unset means the built-in simulator.
+    #[arg(long, env = "GENJOBS_UPSTREAM_URL", global = true, help_heading = "Upstream")]
+    pub upstream_url: Option<String>,
+    /// Sent upstream as `Authorization: Key <value>`.
+    #[arg(long, env = "GENJOBS_UPSTREAM_KEY", hide_env_values = true, global = true, help_heading = "Upstream")]
+    pub upstream_key: Option<String>,
+    /// Also ask the provider to stop canceled jobs (best effort).
+    #[arg(long, env = "GENJOBS_UPSTREAM_CANCEL", global = true, help_heading = "Upstream",
+        value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub upstream_cancel: bool,
+    /// Upstream poll interval per running job, and the interval of `progress` events.
+    #[arg(long, env = "GENJOBS_POLL_INTERVAL_MS", default_value_t = millis(Settings::default().poll_interval),
+        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Jobs")]
+    pub poll_interval_ms: u64,
+    /// A job not final after this long fails with UPSTREAM_TIMEOUT.
+    #[arg(long, env = "GENJOBS_JOB_TIMEOUT_SECS", default_value_t = DriverSettings::default().job_timeout.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Jobs")]
+    pub job_timeout_secs: u64,
+    /// How long a replica keeps a claimed job before another may take it over.
+    #[arg(long, env = "GENJOBS_LEASE_SECS", default_value_t = DriverSettings::default().lease.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Jobs")]
+    pub lease_secs: u64,
+    /// Path to a model catalog file replacing the built-in one.
+    #[arg(long, env = "GENJOBS_MODELS", global = true, help_heading = "Jobs")]
+    pub models: Option<PathBuf>,
+    /// Requests per minute per user, all /api/v1 endpoints.
+    #[arg(long, env = "GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", default_value_t = default_limits().rate_limit_per_minute,
+        value_parser = clap::value_parser!(u32).range(1..), global = true, help_heading = "Users")]
+    pub default_rate_limit_per_minute: u32,
+    /// Non-final jobs per user.
+    #[arg(long, env = "GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS", default_value_t = default_limits().max_concurrent_jobs,
+        value_parser = clap::value_parser!(u32).range(1..), global = true, help_heading = "Users")]
+    pub default_max_concurrent_jobs: u32,
+    /// With the in-memory store, the demo user's credits.
+    #[arg(long, env = "GENJOBS_DEMO_CREDITS", default_value_t = DEFAULT_DEMO_CREDITS, global = true,
+        help_heading = "Users")]
+    pub demo_credits: u64,
+    /// Lifetime of one SSE connection.
+    #[arg(long, env = "GENJOBS_STREAM_MAX_SECS", default_value_t = HttpSettings::default().stream_max.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "HTTP")]
+    pub stream_max_secs: u64,
+    /// Interval of `: keep-alive` comments on an SSE connection (at most 15).
+    #[arg(long, env = "GENJOBS_SSE_KEEPALIVE_SECS", default_value_t = HttpSettings::default().keep_alive.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=MAX_KEEP_ALIVE_SECS), global = true, help_heading = "HTTP")]
+    pub sse_keepalive_secs: u64,
+    /// HTTP worker threads [default: one per core].
+    #[arg(long, env = "GENJOBS_HTTP_WORKERS", value_parser = clap::value_parser!(u64).range(1..1024),
+        global = true, help_heading = "HTTP")]
+    pub http_workers: Option<u64>,
+    /// Postgres connections per process.
+    #[arg(long, env = "GENJOBS_DB_POOL_SIZE", default_value_t = PgSettings::default().pool_size as u64,
+        value_parser = clap::value_parser!(u64).range(1..10_000), global = true, help_heading = "Postgres")]
+    pub db_pool_size: u64,
+    /// Longest wait for a free pooled connection.
+    #[arg(long, env = "GENJOBS_DB_POOL_TIMEOUT_MS", default_value_t = millis(PgSettings::default().pool_timeout),
+        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Postgres")]
+    pub db_pool_timeout_ms: u64,
+    /// Longest wait to open a connection.
+    #[arg(long, env = "GENJOBS_DB_CONNECT_TIMEOUT_MS", default_value_t = millis(PgSettings::default().connect_timeout),
+        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Postgres")]
+    pub db_connect_timeout_ms: u64,
+    /// Statement timeout of every connection.
+    #[arg(long, env = "GENJOBS_DB_STATEMENT_TIMEOUT_MS",
+        default_value_t = millis(PgSettings::default().statement_timeout),
+        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Postgres")]
+    pub db_statement_timeout_ms: u64,
+    /// Lifetime of a cached API key look-up.
+    #[arg(long, env = "GENJOBS_KEY_CACHE_SECS", default_value_t = PgSettings::default().key_cache_ttl.as_secs(),
+        global = true, help_heading = "Postgres")]
+    pub key_cache_secs: u64,
+    /// Lifetime of a cached job read; state changes evict it at once on every replica.
+    #[arg(long, env = "GENJOBS_JOB_CACHE_MS", default_value_t = millis(PgSettings::default().job_cache_ttl),
+        global = true, help_heading = "Postgres")]
+    pub job_cache_ms: u64,
+    /// Queue time of the built-in simulator.
+    #[arg(long, env = "GENJOBS_SIM_QUEUE_MS", default_value_t = millis(SimConfig::default().queue), global = true,
+        help_heading = "Built-in simulator")]
+    pub sim_queue_ms: u64,
+    /// Run time of the built-in simulator.
+    #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run), global = true,
+        help_heading = "Built-in simulator")]
+    pub sim_run_ms: u64,
+    /// Log line format [default: text on a terminal, json otherwise]; RUST_LOG filters them.
+    #[arg(long, env = "GENJOBS_LOG_FORMAT", value_enum, global = true, help_heading = "Service")]
+    pub log_format: Option<LogFormat>,
+}
 
-    #[test]
-    fn variables_override_and_bad_values_are_named() {
-        let c = config(&[("GENJOBS_POLL_INTERVAL_MS", "50"), ("GENJOBS_UPSTREAM_CANCEL", "1")]).unwrap();
-        assert_eq!(
-            (c.gateway.poll_interval, c.driver.poll_interval),
-            (Duration::from_millis(50), Duration::from_millis(50))
-        );
-        assert!(c.gateway.upstream_cancel);
-        assert_eq!(config(&[("GENJOBS_SSE_KEEPALIVE_SECS", "60")]).unwrap().http.keep_alive, MAX_KEEP_ALIVE);
-        let err = config(&[("GENJOBS_STREAM_MAX_SECS", "soon")]).unwrap_err();
-        assert!(err.to_string().contains("GENJOBS_STREAM_MAX_SECS"));
-        assert!(config(&[("GENJOBS_POLL_INTERVAL_MS", "0")]).is_err());
-        assert!(config(&[("GENJOBS_BIND", "nowhere")]).is_err());
+fn default_limits() -> Limits {
+    Settings::default().default_limits
+}
+
+impl ConfigArgs {
+    /// The configuration these flags and variables describe.
+    #[must_use]
+    pub fn into_config(self) -> Config {
+        let defaults = Config::default();
+        let gateway = Settings {
+            default_limits: Limits {
+                rate_limit_per_minute: self.default_rate_limit_per_minute,
+                max_concurrent_jobs: self.default_max_concurrent_jobs,
+            },
+            upstream_cancel: self.upstream_cancel,
+            ..defaults.gateway
+        };
+        let driver = DriverSettings {
+            job_timeout: Duration::from_secs(self.job_timeout_secs),
+            lease: Duration::from_secs(self.lease_secs),
+            ..defaults.driver
+        };
+        let http = HttpSettings {
+            stream_max: Duration::from_secs(self.stream_max_secs),
+            keep_alive: Duration::from_secs(self.sse_keepalive_secs),
+            workers: self.http_workers.map(|n| n as usize),
+            ..defaults.http
+        };
+        let postgres = PgSettings {
+            pool_size: self.db_pool_size as usize,
+            pool_timeout: Duration::from_millis(self.db_pool_timeout_ms),
+            connect_timeout: Duration::from_millis(self.db_connect_timeout_ms),
+            statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
+            key_cache_ttl: Duration::from_secs(self.key_cache_secs),
+            job_cache_ttl: Duration::from_millis(self.job_cache_ms),
+            ..defaults.postgres
+        };
+        let simulator = SimConfig {
+            queue: Duration::from_millis(self.sim_queue_ms),
+            run: Duration::from_millis(self.sim_run_ms),
+            ..defaults.simulator
+        };
+        Config {
+            bind: self.bind,
+            database_url: self.database_url,
+            admin_token: self.admin_token,
+            upstream_url: self.upstream_url,
+            upstream_key: self.upstream_key,
+            models_path: self.models,
+            demo_credits: self.demo_credits,
+            gateway,
+            driver,
+            http,
+            postgres,
+            simulator,
+        }
+        .with_poll_interval(Duration::from_millis(self.poll_interval_ms))
     }
 }

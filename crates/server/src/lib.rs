@@ -28,14 +28,11 @@ use genjobs_upstream_fal::{FalConfig, FalUpstream};
 use genjobs_upstream_sim::RunningSim;
 use tokio::task::JoinHandle;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigArgs, LogFormat};
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// A configuration variable is unusable.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
     /// The model catalog cannot be read or is inconsistent.
     #[error("model catalog {path}: {source}")]
     Catalog {

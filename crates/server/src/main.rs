@@ -1,43 +1,66 @@
-//! `genjobs`: serves the generation API (the default), or runs an operator subcommand against
-//! `DATABASE_URL`. See the README for the configuration.
+//! `genjobs`: serves the generation API (the default), or runs an operator subcommand. `--help`
+//! lists every setting with its variable and default.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use genjobs::{Config, cli, start};
+use clap::FromArgMatches;
+use genjobs::cli::{self, Cli, Command};
+use genjobs::{Config, LogFormat, start};
+use tracing_subscriber::EnvFilter;
+
+/// Exit status of a usage error, as clap and the contract have it.
+const USAGE: u8 = 2;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("genjobs: {e}");
-            return ExitCode::FAILURE;
+    let parsed = Cli::command_from_env().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            return match cli::usage_message(&error) {
+                Some(line) => {
+                    eprintln!("{line}");
+                    ExitCode::from(USAGE)
+                }
+                None => {
+                    let _ = error.print();
+                    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(USAGE))
+                }
+            };
         }
     };
-    if args.first().is_none_or(|a| a == "serve") {
-        return serve(config).await;
-    }
-    match cli::run(&config, &args).await {
-        Ok(output) => {
-            println!("{output}");
+    init_logging(cli.settings.log_format);
+    let config = cli.settings.into_config();
+    match cli.command {
+        None | Some(Command::Serve) => serve(config).await,
+        Some(Command::Config) => {
+            print!("{}", cli::effective_config(&matches));
             ExitCode::SUCCESS
         }
-        Err(e @ cli::CliError::Usage) => {
-            eprintln!("{e}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("genjobs: {e}");
-            ExitCode::FAILURE
-        }
+        Some(command) => match cli::administer(&config, &command).await {
+            Ok(output) => {
+                println!("{output}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("genjobs: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+/// Text with colours on a terminal; JSON lines, one per event, otherwise (or as asked).
+fn init_logging(format: Option<LogFormat>) {
+    let terminal = std::io::stderr().is_terminal();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    let json = format.map_or(!terminal, |f| f == LogFormat::Json);
+    if json {
+        builder.json().flatten_event(true).with_current_span(false).with_span_list(false).init();
+    } else {
+        builder.with_ansi(terminal).init();
     }
 }
 

@@ -16,14 +16,15 @@ fn value_after(lines: &[String], prefix: &str) -> String {
         .to_owned()
 }
 
-#[test]
-fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
+/// `genjobs` serving on a free port of the embedded default with `vars` and nothing else of the
+/// environment, and the four lines it prints first.
+fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("GENJOBS_BIND", "127.0.0.1:0")
+        .envs(vars.iter().copied())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -33,6 +34,12 @@ fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
         assert!(stdout.read_line(&mut line).unwrap() > 0, "genjobs exited early: {lines:?}");
         lines.push(line.trim_end().to_owned());
     }
+    (child, lines)
+}
+
+#[test]
+fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
+    let (mut child, lines) = serve(&[], Stdio::null());
     let address = value_after(&lines, "genjobs listening on ");
     let admin = value_after(&lines, "admin token: ");
     let key = value_after(&lines, "demo user API key: ");
@@ -57,4 +64,108 @@ fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
         assert!(started.elapsed() < Duration::from_secs(15), "still running after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+fn genjobs(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_genjobs")).args(args).env_clear().envs(vars.iter().copied()).output().unwrap()
+}
+
+#[test]
+fn help_lists_every_setting_with_its_variable_and_default_and_exits_0() {
+    let help = genjobs(&["--help"], &[]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8(help.stdout).unwrap();
+    for variable in [
+        "GENJOBS_BIND",
+        "DATABASE_URL",
+        "GENJOBS_ADMIN_TOKEN",
+        "GENJOBS_UPSTREAM_URL",
+        "GENJOBS_UPSTREAM_KEY",
+        "GENJOBS_POLL_INTERVAL_MS",
+        "GENJOBS_STREAM_MAX_SECS",
+        "GENJOBS_JOB_TIMEOUT_SECS",
+        "GENJOBS_MODELS",
+        "GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE",
+        "GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS",
+        "GENJOBS_DEMO_CREDITS",
+        "GENJOBS_LOG_FORMAT",
+    ] {
+        assert!(text.contains(&format!("[env: {variable}")), "{variable} missing from --help");
+    }
+    assert!(text.contains("[default: 127.0.0.1:8080]") && text.contains("[default: 2000]"), "{text}");
+    let version = genjobs(&["--version"], &[]);
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(String::from_utf8(version.stdout).unwrap().trim(), format!("genjobs {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn usage_errors_exit_2_and_a_bad_variable_is_named_on_one_line() {
+    let unknown = genjobs(&["--frobnicate"], &[]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("--frobnicate"));
+    assert_eq!(genjobs(&["frobnicate"], &[]).status.code(), Some(2));
+
+    let bad = genjobs(&[], &[("GENJOBS_STREAM_MAX_SECS", "soon")]);
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8(bad.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("GENJOBS_STREAM_MAX_SECS") && stderr.contains("\"soon\""), "{stderr}");
+}
+
+#[test]
+fn config_prints_the_effective_settings_with_secrets_masked() {
+    let output = genjobs(
+        &["config", "--poll-interval-ms", "250"],
+        &[
+            ("GENJOBS_ADMIN_TOKEN", "gja_very_secret"),
+            ("GENJOBS_UPSTREAM_KEY", "fal-secret"),
+            ("DATABASE_URL", "postgres://app:hunter2@db/genjobs"),
+            ("GENJOBS_UPSTREAM_URL", ""),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    for secret in ["gja_very_secret", "fal-secret", "hunter2"] {
+        assert!(!text.contains(secret), "{secret} shown: {text}");
+    }
+    for line in [
+        "GENJOBS_ADMIN_TOKEN=****  # environment",
+        "DATABASE_URL=postgres://app:****@db/genjobs  # environment",
+        "GENJOBS_POLL_INTERVAL_MS=250  # flag",
+        "GENJOBS_UPSTREAM_URL=(unset)  # default",
+        "GENJOBS_STREAM_MAX_SECS=60  # default",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in {text}");
+    }
+}
+
+#[test]
+fn json_logs_are_one_object_per_line_with_request_user_and_job_ids() {
+    let (child, lines) = serve(&[("GENJOBS_LOG_FORMAT", "json")], Stdio::piped());
+    let address = value_after(&lines, "genjobs listening on ");
+    let key = value_after(&lines, "demo user API key: ");
+    let submitted = Command::new("curl")
+        .args(["-s", "-H", &format!("Authorization: Bearer {key}"), "-H", "X-Request-Id: trace-me-42"])
+        .args(["-H", "Content-Type: application/json", "-d", r#"{"prompt":"a log line"}"#])
+        .arg(format!("{address}/api/v1/images/generations"))
+        .output()
+        .unwrap();
+    let receipt: serde_json::Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    let job_id = receipt["job_id"].as_str().unwrap().to_owned();
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!stderr.contains('\u{1b}'), "no ANSI colours when not a terminal");
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let request = events
+        .iter()
+        .find(|e| e["request_id"] == "trace-me-42")
+        .unwrap_or_else(|| panic!("no line with the request id: {stderr}"));
+    assert_eq!(request["job_id"], job_id.as_str(), "{request}");
+    assert!(request["user_id"].as_str().is_some_and(|id| !id.is_empty()), "{request}");
+    assert_eq!(request["status"], 202);
+    assert!(events.iter().any(|e| e["job_id"] == job_id.as_str() && e["message"] == "job accepted"), "{stderr}");
 }
