@@ -140,7 +140,7 @@ pub async fn spawn_postgres_app(config: Config) -> TestApp {
 /// Serves the HTTP edge over `ports` on port 0; returns its base URL.
 pub async fn spawn_gateway(ports: Ports) -> String {
     let gateway = Gateway::new(ports, std::sync::Arc::new(Catalog::builtin().expect("catalog")), Settings::default());
-    let state = AppState { gateway, admin_token: AdminToken::new(ADMIN_TOKEN), settings: HttpSettings::default() };
+    let state = AppState::new(gateway, AdminToken::new(ADMIN_TOKEN), HttpSettings::default());
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(genjobs_http::serve(listener, state).expect("serve"));

@@ -171,3 +171,29 @@ async fn a_held_job_keeps_its_lease_and_is_not_claimed_twice() {
     assert!(stolen.is_empty(), "renewals kept the leases past their 600 ms: {} claimable", stolen.len());
     assert_eq!(states(&setup, &ids).await, vec![JobState::Running; 3]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopping_driver_hands_its_jobs_back_for_another_to_claim_at_once() {
+    let (setup, driver) = setup(UpstreamStatus::Running { percent: Some(10) });
+    let ids = accept(&setup, 3).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        driver
+            .run_until(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = setup.clock.now();
+    assert!(setup.store.claim_due(now, now + time::Duration::seconds(10), 10).await.unwrap().is_empty());
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(1), running).await.expect("the driver stops").unwrap();
+    let polls = setup.status_calls.load(Ordering::SeqCst);
+    let now = setup.clock.now() + Duration::from_millis(20);
+    let taken = setup.store.claim_due(now, now + time::Duration::seconds(10), 10).await.unwrap();
+    assert_eq!(taken.len(), ids.len(), "every held job is claimable one poll interval later, not a lease later");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(setup.status_calls.load(Ordering::SeqCst), polls, "a stopped driver polls nothing");
+}

@@ -8,6 +8,8 @@
 //! - `body`: JSON bodies, with 415 / 413 / 400 in that order.
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
 //! - `routes`: one handler per endpoint.
+//! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
+//! - [`drain`]: the shutdown signal that ends streams and long-polls early.
 //! - [`dto`]: the wire formats: request bodies read into domain types once (`try_into_domain`),
 //!   and the JSON shapes of responses, exactly as the spec writes them.
 //!
@@ -15,9 +17,11 @@
 
 mod auth;
 mod body;
+pub mod drain;
 pub mod dto;
 mod error;
 mod routes;
+pub mod telemetry;
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -28,8 +32,10 @@ use genjobs_domain::ids::{AdminToken, JobId, UserId};
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::Gateway;
 
+pub use drain::Drain;
 pub use dto::responses::iso;
 pub use error::ApiError;
+pub use telemetry::Metrics;
 
 /// Settings of the edge itself.
 #[derive(Debug, Clone)]
@@ -69,6 +75,18 @@ pub struct AppState {
     pub admin_token: AdminToken,
     /// Settings of the edge.
     pub settings: HttpSettings,
+    /// What `/metrics` shows.
+    pub metrics: Metrics,
+    /// Set when the process stops.
+    pub drain: Drain,
+}
+
+impl AppState {
+    /// The state of an edge over `gateway`, not draining, with the process's metrics.
+    #[must_use]
+    pub fn new(gateway: Gateway, admin_token: AdminToken, settings: HttpSettings) -> Self {
+        Self { gateway, admin_token, settings, metrics: Metrics::install(), drain: Drain::new() }
+    }
 }
 
 async fn route_not_found() -> HttpResponse {
@@ -114,10 +132,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(resource("/healthz").route(web::get().to(healthz)))
         .service(resource("/readyz").route(web::get().to(readyz)))
+        .service(resource("/metrics").route(web::get().to(metrics)))
         .default_service(web::to(route_not_found));
 }
 
-/// The HTTP server on `listener`; the caller runs it. It stops gracefully on SIGTERM / SIGINT.
+/// The HTTP server on `listener`; the caller runs it, and stops it (with
+/// [`actix_web::dev::ServerHandle::stop`]): signals are the binary's to handle, so that it can
+/// drain the rest of the process in order.
 ///
 /// # Errors
 /// When the listener cannot be used.
@@ -128,7 +149,8 @@ pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> 
     let server = HttpServer::new(move || {
         App::new().app_data(state.clone()).wrap(actix_web::middleware::from_fn(log_request)).configure(configure)
     })
-    .shutdown_timeout(shutdown_timeout);
+    .shutdown_timeout(shutdown_timeout)
+    .disable_signals();
     let server = match workers {
         Some(workers) => server.workers(workers),
         None => server,
@@ -159,6 +181,8 @@ async fn log_request(
     let job_id = request.extensions().get::<JobId>().map(ToString::to_string).or_else(|| {
         path.starts_with("/api/v1/jobs/").then(|| request.match_info().get("id").map(str::to_owned)).flatten()
     });
+    let route = request.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
+    telemetry::request(route, method.as_str(), response.status().as_u16(), started.elapsed());
     tracing::info!(
         request_id = %id,
         user_id = user_id.as_deref(),

@@ -6,7 +6,10 @@ use std::time::Duration;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, Responder, web};
 use actix_web_lab::sse;
-use futures_util::StreamExt;
+use std::pin::pin;
+
+use futures_util::future::{Either, select};
+use futures_util::{FutureExt, StreamExt};
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::request::InvalidRequest;
@@ -21,6 +24,7 @@ use crate::dto::responses::{
     UserView,
 };
 use crate::error::ApiError;
+use crate::telemetry::{Held, OpenConnection};
 
 type Query = web::Query<HashMap<String, String>>;
 type Handled = Result<HttpResponse, ApiError>;
@@ -107,7 +111,17 @@ pub async fn get_job(
 ) -> Handled {
     let id = job_id(&path)?;
     let wait = integer_param(&query, "wait", 0, MAX_WAIT_SECS)?.unwrap_or(0);
-    let job = state.gateway.wait_for_job(&caller.0, id, Duration::from_secs(wait)).await?;
+    let job = if wait == 0 {
+        state.gateway.wait_for_job(&caller.0, id, Duration::ZERO).await?
+    } else {
+        let _open = OpenConnection::new(Held::LongPoll);
+        let waited = pin!(state.gateway.wait_for_job(&caller.0, id, Duration::from_secs(wait)));
+        match select(waited, pin!(state.drain.started())).await {
+            Either::Left((job, _)) => job?,
+            // The process stops: answer with the job as it is now rather than be cut off.
+            Either::Right(((), _)) => state.gateway.wait_for_job(&caller.0, id, Duration::ZERO).await?,
+        }
+    };
     Ok(HttpResponse::Ok().json(JobView::from(&job)))
 }
 
@@ -143,11 +157,21 @@ pub async fn stream_job(
     let id = job_id(&path)?;
     let events = state.gateway.job_events(&caller.0, id).await?;
     let lifetime = tokio::time::sleep(state.settings.stream_max);
+    let drain = state.drain.clone();
+    let open = OpenConnection::new(Held::Stream);
+    let ended = select(Box::pin(lifetime), drain.started().boxed());
     let stream = events
         .map(move |event| {
+            let _counted = &open;
             sse_event(&event).inspect_err(|e| tracing::error!(job_id = %id, error = %e, "cannot serialize an event"))
         })
-        .take_until(lifetime);
+        .take_until(ended)
+        .chain(
+            futures_util::stream::once(async move {
+                drain.is_draining().then(|| Ok(sse::Event::Comment("server draining; reconnect".into())))
+            })
+            .filter_map(std::future::ready),
+        );
     let response = sse::Sse::from_stream(stream)
         .with_keep_alive(state.settings.keep_alive)
         .with_retry_duration(state.settings.retry_hint);
@@ -186,8 +210,19 @@ pub async fn healthz() -> HttpResponse {
 /// `GET /readyz`: the store answers and its migrations are current; 503 in the envelope
 /// otherwise. No key, no rate limit.
 pub async fn readyz(state: web::Data<AppState>) -> Handled {
+    if state.drain.is_draining() {
+        return Err(genjobs_domain::ports::StoreError::Unavailable("the process is draining".into()).into());
+    }
     state.gateway.readiness().await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ready"})))
+}
+
+/// `GET /metrics`: Prometheus text, for the operators.
+pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
+    if let Err(e) = state.gateway.count_unfinished().await {
+        tracing::warn!(error = %e, "cannot count jobs by state for /metrics");
+    }
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
 }
 
 /// `GET /api/v1/account`

@@ -5,11 +5,14 @@
 //! - [`EventHub`]: job change notifications between the tasks of one process (the Postgres
 //!   adapter feeds it from `LISTEN/NOTIFY` to span replicas).
 //! - [`TokenBucketLimiter`]: a per-user token bucket for the request rate limit.
+//! - [`MeteredUpstream`]: a provider decorator that counts and times every upstream call.
 
 mod clock;
 mod events;
+mod metered;
 mod rate_limit;
 
 pub use clock::SystemClock;
 pub use events::EventHub;
+pub use metered::MeteredUpstream;
 pub use rate_limit::TokenBucketLimiter;

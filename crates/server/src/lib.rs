@@ -15,13 +15,13 @@ mod config;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
-use actix_web::dev::{Server, ServerHandle};
+use actix_web::dev::Server;
 use genjobs_domain::catalog::{Catalog, CatalogError};
 use genjobs_domain::ids::{AdminToken, ApiKey};
 use genjobs_domain::ports::{RandomIds, UpstreamProvider};
 use genjobs_domain::usecases::{Gateway, JobDriver, NewUserRequest, Ports};
-use genjobs_http::AppState;
-use genjobs_runtime::{EventHub, SystemClock, TokenBucketLimiter};
+use genjobs_http::{AppState, Drain};
+use genjobs_runtime::{EventHub, MeteredUpstream, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
 use genjobs_upstream_fal::{FalConfig, FalUpstream};
@@ -74,33 +74,66 @@ pub struct Service {
     /// The built-in simulator's base URL, when it runs.
     pub simulator_url: Option<String>,
     server: Server,
-    background: Vec<JoinHandle<()>>,
+    drain: Drain,
+    driver: JoinHandle<()>,
     postgres: Option<PgAdapters>,
     simulator: Option<RunningSim>,
 }
 
 impl Service {
-    /// A handle to stop the HTTP server.
+    /// Starting this drains the service as SIGTERM does.
     #[must_use]
-    pub fn handle(&self) -> ServerHandle {
-        self.server.handle()
+    pub fn drain(&self) -> Drain {
+        self.drain.clone()
     }
 
-    /// Serves until the server stops (SIGTERM / SIGINT, or [`ServerHandle::stop`]), then stops
-    /// the driver, the listener and the simulator.
+    /// Serves until SIGTERM or SIGINT (or [`Service::drain`]), then drains in order: stop
+    /// accepting connections and end open streams and long-polls (clients reconnect elsewhere),
+    /// let the requests in flight finish within the shutdown timeout, let the driver end the
+    /// provider calls it has started and hand its jobs back to the other replicas, and stop.
     ///
     /// # Errors
     /// When the server fails.
     pub async fn run(self) -> std::io::Result<()> {
+        let (drain, handle) = (self.drain.clone(), self.server.handle());
+        let drained = tokio::spawn(async move {
+            tokio::select! {
+                () = drain.started() => {}
+                () = termination() => drain.start(),
+            }
+            tracing::info!("draining: no new connections; streams and long-polls end now");
+            handle.stop(true).await;
+        });
         let served = self.server.await;
-        for task in &self.background {
-            task.abort();
+        self.drain.start();
+        drained.abort();
+        if let Err(e) = self.driver.await {
+            tracing::error!(error = %e, "the job driver ended abnormally");
         }
         drop(self.postgres);
         if let Some(sim) = &self.simulator {
             sim.stop().await;
         }
         served
+    }
+}
+
+/// SIGTERM (what orchestrators send) or SIGINT (Ctrl-C).
+async fn termination() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }
 
@@ -172,7 +205,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     };
     let upstream_url = config.upstream_url.clone().or_else(|| simulator.as_ref().map(|s| s.base_url.clone()));
     let upstream = FalUpstream::new(FalConfig::new(upstream_url.unwrap_or_default(), config.upstream_key.clone()))?;
-    let (ports, postgres) = ports(&config, Arc::new(upstream)).await?;
+    let (ports, postgres) = ports(&config, Arc::new(MeteredUpstream::new(Arc::new(upstream)))).await?;
     let gateway = Gateway::new(ports.clone(), Arc::clone(&catalog), config.gateway.clone());
     let demo_key = match config.database_url {
         Some(_) => None,
@@ -188,14 +221,21 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         }
     };
 
+    let drain = Drain::new();
     let driver = JobDriver::new(ports, catalog, config.driver.clone());
-    let background = vec![tokio::spawn(async move { driver.run().await })];
+    let stop_driving = drain.started();
+    let driver = tokio::spawn(async move { driver.run_until(stop_driving).await });
 
     let admin_token =
         config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
-    let state = AppState { gateway, admin_token: AdminToken::new(&admin_token), settings: config.http.clone() };
+    let mut state = AppState::new(gateway, AdminToken::new(&admin_token), config.http.clone());
+    state.drain = drain.clone();
+    if let Some(pg) = &postgres {
+        let store = Arc::clone(&pg.store);
+        state.metrics = state.metrics.with_collector(Arc::new(move || store.record_pool_gauges()));
+    }
     let server = genjobs_http::serve(listener, state)?;
     Ok(Service {
         address,
@@ -203,7 +243,8 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         demo_key,
         simulator_url: simulator.as_ref().map(|s| s.base_url.clone()),
         server,
-        background,
+        drain,
+        driver,
         postgres,
         simulator,
     })

@@ -23,6 +23,11 @@ struct Replica {
 
 impl Replica {
     fn start(db: &TestDatabase, sim: &RunningSim) -> Replica {
+        Replica::start_with(db, sim, &[])
+    }
+
+    /// A replica with `vars` added to (or replacing) the shared settings.
+    fn start_with(db: &TestDatabase, sim: &RunningSim, vars: &[(&str, &str)]) -> Replica {
         let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
             .env("DATABASE_URL", &db.url)
             .env("GENJOBS_UPSTREAM_URL", &sim.base_url)
@@ -31,6 +36,7 @@ impl Replica {
             .env("GENJOBS_POLL_INTERVAL_MS", "100")
             .env("GENJOBS_LEASE_SECS", "2")
             .env("GENJOBS_DB_POOL_SIZE", "4")
+            .envs(vars.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -172,6 +178,58 @@ async fn a_process_killed_and_restarted_loses_no_job_and_balances_its_ledger() {
     let listed: Value = second.app.get("/api/v1/jobs?limit=100", &key).await.json().await.unwrap();
     assert_eq!(listed["data"].as_array().unwrap().len(), 4 + queued.len(), "nothing accepted is lost");
     assert_ledger_balances(&db, &user_id, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_drained_by_sigterm_ends_its_streams_and_hands_its_jobs_over_within_a_second() {
+    let (db, sim) = (TestDatabase::new().await, sim());
+    // A lease far longer than the test: only a handover can move the job before it ends.
+    let long_lease = [("GENJOBS_LEASE_SECS", "60")];
+    let mut a = Replica::start_with(&db, &sim, &long_lease);
+    let (user_id, key) = create_user(&a, 100).await;
+    let id = submit(&a, &key, "handover [sim:run=4000]").await;
+    let running = eventually(Duration::from_secs(10), async || job(&a, &key, &id, 0).await["state"] == "running").await;
+    assert!(running, "replica a never started the job");
+    let b = Replica::start_with(&db, &sim, &long_lease);
+
+    let stream = tokio::spawn({
+        let (app, id, key) = (TestApp::remote(a.app.base.clone(), sim.base_url.clone()), id.clone(), key.clone());
+        async move { app.read_stream(&id, &key, Duration::from_secs(30)).await.1 }
+    });
+    let long_poll = tokio::spawn({
+        let (app, id, key) = (TestApp::remote(a.app.base.clone(), sim.base_url.clone()), id.clone(), key.clone());
+        async move { app.job(&key, &id, 60).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Command::new("kill").args(["-TERM", &a.child.id().to_string()]).status().unwrap();
+    let signaled = std::time::Instant::now();
+
+    let text = tokio::time::timeout(Duration::from_secs(5), stream).await.expect("the stream ends").unwrap();
+    assert!(text.trim_end().ends_with(": server draining; reconnect"), "{text}");
+    let answered = tokio::time::timeout(Duration::from_secs(5), long_poll).await.expect("the long-poll ends").unwrap();
+    assert_eq!(answered["state"], "running", "answered with the job as it is");
+    let status = tokio::task::spawn_blocking(move || {
+        let status = a.child.wait().unwrap();
+        (status, a)
+    });
+    let (status, _a) = tokio::time::timeout(Duration::from_secs(10), status).await.expect("a exits").unwrap();
+    assert!(status.success(), "{status:?}");
+    let exited = signaled.elapsed();
+
+    let polls_at_exit = sim.stats().routes.get("status").copied().unwrap_or(0);
+    let exit = std::time::Instant::now();
+    let taken_over = eventually(Duration::from_secs(3), async || {
+        sim.stats().routes.get("status").copied().unwrap_or(0) > polls_at_exit
+    })
+    .await;
+    let handover = exit.elapsed();
+    assert!(taken_over, "nobody polled the job after a exited");
+    assert!(handover < Duration::from_secs(1), "b took the job over {handover:?} after a exited ({exited:?} to drain)");
+
+    let done = job(&b, &key, &id, 30).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(sim.stats().routes["submit"], 1, "the job was never submitted twice");
+    assert_ledger_balances(&db, &user_id, 100).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

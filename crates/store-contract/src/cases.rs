@@ -11,6 +11,7 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, AccountError, AccountStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey,
+    UnfinishedJobs,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -272,6 +273,37 @@ pub async fn renewing_extends_only_live_leases_of_open_jobs<S: Store>(store: Arc
     assert!(store.renew_leases(vec![expired.id()], late, late + Duration::seconds(60)).await.unwrap().is_empty());
     let reclaimed = store.claim_due(late, late + Duration::seconds(30), 10).await.unwrap();
     assert_eq!(reclaimed.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![expired.id()], "only the lease that ran out");
+}
+
+/// A driver that stops hands its jobs back: each lease it still holds ends at once, so another
+/// driver claims the job at its poll time; final jobs and leases that ran out are left alone.
+pub async fn released_leases_make_held_jobs_claimable_at_once<S: Store>(store: Arc<S>) {
+    let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
+    let (open, finished) = (accepted(&*store, id, 1).await, accepted(&*store, id, 1).await);
+    let t0 = now() + Duration::milliseconds(1);
+    let claimed = store.claim_due(t0, t0 + Duration::seconds(30), 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let held = |id: JobId| claimed.iter().find(|j| j.id() == id).cloned().unwrap();
+    step(&*store, &held(finished.id()), Trigger::Cancel).await;
+    assert!(store.claim_due(t0, t0 + Duration::seconds(30), 10).await.unwrap().is_empty());
+
+    let released = store.release_leases(vec![open.id(), finished.id()], t0).await.unwrap();
+    assert_eq!(released, 1, "only the open job's lease");
+    let taken = store.claim_due(t0, t0 + Duration::seconds(30), 10).await.unwrap();
+    assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "claimable without waiting");
+    let late = t0 + Duration::seconds(31);
+    assert_eq!(store.release_leases(vec![open.id()], late).await.unwrap(), 0, "a lease that ran out is not ours");
+}
+
+/// Open jobs are counted by state; final ones are not counted.
+pub async fn unfinished_jobs_are_counted_by_state<S: Store>(store: Arc<S>) {
+    assert_eq!(store.count_unfinished().await.unwrap(), UnfinishedJobs::default());
+    let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
+    let jobs = [accepted(&*store, id, 1).await, accepted(&*store, id, 1).await, accepted(&*store, id, 1).await];
+    let submitted = submitted(&*store, &jobs[0]).await;
+    step(&*store, &submitted, Trigger::UpstreamRunning { progress: 10, next_poll_at: now() }).await;
+    step(&*store, &jobs[1], Trigger::Cancel).await;
+    assert_eq!(store.count_unfinished().await.unwrap(), UnfinishedJobs { queued: 1, running: 1 });
 }
 
 /// Final jobs and jobs due later are not claimed; `limit` bounds a claim.

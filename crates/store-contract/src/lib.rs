@@ -34,6 +34,8 @@ macro_rules! store_contract_tests {
             claim_returns_due_jobs_once_until_the_lease_ends,
             claim_skips_final_and_future_jobs,
             renewing_extends_only_live_leases_of_open_jobs,
+            released_leases_make_held_jobs_claimable_at_once,
+            unfinished_jobs_are_counted_by_state,
             jobs_are_listed_newest_first_in_pages,
             keys_are_found_by_prefix_and_revoked_at_once,
             key_prefixes_are_unique,

@@ -13,10 +13,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
-use genjobs_domain::job::{Job, Transition};
+use genjobs_domain::job::{Job, JobState, Transition};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
-    IdempotencyClaim, JobStore, Limits, StoreError, StoredKey,
+    IdempotencyClaim, JobStore, Limits, StoreError, StoredKey, UnfinishedJobs,
 };
 use time::OffsetDateTime;
 
@@ -268,6 +268,36 @@ impl JobStore for MemoryStore {
 
     async fn ready(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn count_unfinished(&self) -> Result<UnfinishedJobs, StoreError> {
+        let state = self.state();
+        let mut counts = UnfinishedJobs::default();
+        for row in state.jobs.values() {
+            match row.job.state() {
+                JobState::Queued => counts.queued += 1,
+                JobState::Running => counts.running += 1,
+                _ => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError> {
+        let mut state = self.state();
+        let mut released = 0;
+        for id in jobs {
+            let Some(row) = state.jobs.get_mut(&id) else { continue };
+            let Some(until) = row.lease_until.filter(|until| *until > now && !row.job.state().is_final()) else {
+                continue;
+            };
+            row.lease_until = None;
+            let job = row.job.clone();
+            state.leased.remove(&(until, id));
+            state.index(&job);
+            released += 1;
+        }
+        Ok(released)
     }
 
     async fn claim_due(

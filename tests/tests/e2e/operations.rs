@@ -26,3 +26,58 @@ async fn every_response_carries_a_request_id() {
     let replaced = app.client.get(app.url("/healthz")).header("x-request-id", &too_long).send().await.unwrap();
     assert_ne!(replaced.headers()["x-request-id"], too_long.as_str(), "an id over 128 characters is replaced");
 }
+
+/// The sum of the samples of `name` whose labels contain every one of `labels`.
+fn sample_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn metrics_need_the_admin_token_and_move_after_a_job() {
+    let app = spawn_app().await;
+    assert_error(app.get("/metrics", &app.demo_key).await, 401, "unauthorized", "INVALID_API_KEY").await;
+    let scrape = async || {
+        let response = app.get("/metrics", genjobs_tests::ADMIN_TOKEN).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/plain; version=0.0.4");
+        response.text().await.unwrap()
+    };
+    let before = scrape().await;
+    let receipt = app.submit("images", &app.demo_key, json!({"prompt": "counted", "n": 2})).await;
+    let id = receipt["job_id"].as_str().unwrap();
+    assert_eq!(app.wait_final(&app.demo_key, id).await["state"], "succeeded");
+    let after = scrape().await;
+
+    let moved = |name: &str, labels: &[&str]| sample_sum(&after, name, labels) - sample_sum(&before, name, labels);
+    let submits = ["route=\"/api/v1/images/generations\"", "status=\"202\""];
+    assert!(moved("genjobs_http_requests_total", &submits) >= 1.0, "{after}");
+    assert!(moved("genjobs_http_request_duration_seconds_count", &["route=\"/api/v1/images/generations\""]) >= 1.0);
+    assert!(moved("genjobs_jobs_accepted_total", &[]) >= 1.0);
+    assert!(moved("genjobs_jobs_finished_total", &["state=\"succeeded\""]) >= 1.0);
+    let held = receipt["credits_held"].as_f64().unwrap();
+    assert!(moved("genjobs_credits_held_total", &[]) >= held && moved("genjobs_credits_spent_total", &[]) >= held);
+    for kind in ["submit", "status", "result"] {
+        let labels = [format!("kind=\"{kind}\""), "outcome=\"ok\"".to_owned()];
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        assert!(moved("genjobs_upstream_calls_total", &labels) >= 1.0, "{kind}: {after}");
+    }
+    assert!(moved("genjobs_upstream_call_duration_seconds_count", &["kind=\"status\""]) >= 1.0);
+    assert!(moved("genjobs_driver_lag_seconds_count", &[]) >= 1.0);
+    for series in [
+        "genjobs_jobs{state=\"queued\"}",
+        "genjobs_jobs{state=\"running\"}",
+        "genjobs_open_connections{kind=\"long_poll\"}",
+    ] {
+        assert!(after.contains(series), "{series} missing: {after}");
+    }
+    if app.database.is_some() {
+        assert!(after.contains("genjobs_db_pool_connections{pool=\"durable\",state=\"in_use\"}"), "{after}");
+        assert!(after.contains("genjobs_db_pool_waiting{pool=\"durable\"}"), "{after}");
+    }
+    let foreign = after.lines().find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("genjobs_"));
+    assert_eq!(foreign, None, "every metric is named genjobs_*");
+}

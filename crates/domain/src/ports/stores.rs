@@ -210,6 +210,15 @@ pub enum Commit {
     Missing,
 }
 
+/// How many jobs are not yet final, by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnfinishedJobs {
+    /// Jobs `queued`.
+    pub queued: u64,
+    /// Jobs `running`.
+    pub running: u64,
+}
+
 /// Jobs: acceptance, reads, transitions and the driver's work queue.
 ///
 /// # Errors
@@ -260,6 +269,9 @@ pub trait JobStore: Send + Sync {
     /// [`StoreError::Unavailable`] when it cannot answer or its schema is not current.
     async fn ready(&self) -> Result<(), StoreError>;
 
+    /// The jobs not yet final, counted by state, across every replica of the store.
+    async fn count_unfinished(&self) -> Result<UnfinishedJobs, StoreError>;
+
     /// Claims up to `limit` non-final jobs whose `next_poll_at` has come and whose lease (if
     /// any) has run out, leasing them until `lease_until` so that no other driver takes them.
     async fn claim_due(
@@ -278,4 +290,9 @@ pub trait JobStore: Send + Sync {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> Result<Vec<JobId>, StoreError>;
+
+    /// Hands `jobs` back: ends at `now` the lease of each that the caller still holds (lease not
+    /// run out, not final), so that any driver may claim it at its next poll time instead of
+    /// after the lease. The rest are left alone. Returns how many were released.
+    async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError>;
 }

@@ -190,6 +190,7 @@ impl Gateway {
             match self.ports.jobs.commit(transition).await? {
                 Commit::Applied(job) => {
                     tracing::info!(job_id = %id, credits_released = %job.credits_held(), "job canceled");
+                    super::telemetry::job_finished(&job);
                     self.ports.events.publish(id).await;
                     self.stop_upstream(&job).await;
                     return Ok(CancelReceipt { id, state: job.state(), canceled_at: job.canceled_at().unwrap_or(now) });

@@ -5,6 +5,7 @@ mod accounts;
 mod driver;
 mod jobs;
 mod submit;
+mod telemetry;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +91,17 @@ impl Gateway {
     /// [`crate::ports::StoreError::Unavailable`] when it cannot.
     pub async fn readiness(&self) -> Result<(), crate::ports::StoreError> {
         self.ports.jobs.ready().await
+    }
+
+    /// Counts the jobs not yet final, by state, and records them as the `genjobs_jobs` gauge
+    /// for whoever reads the metrics.
+    ///
+    /// # Errors
+    /// When the store cannot count.
+    pub async fn count_unfinished(&self) -> Result<crate::ports::UnfinishedJobs, crate::ports::StoreError> {
+        let jobs = self.ports.jobs.count_unfinished().await?;
+        telemetry::unfinished(jobs);
+        Ok(jobs)
     }
 
     /// The settings in use.

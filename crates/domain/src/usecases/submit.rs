@@ -120,6 +120,7 @@ impl Gateway {
         match self.ports.jobs.accept(job, claim, now).await {
             Ok(Accepted::Created(job)) => {
                 tracing::info!(job_id = %job.id(), user_id = %job.user_id(), model = %job.model(), credits_held = %job.credits_held(), "job accepted");
+                super::telemetry::job_accepted(&job);
                 Ok(Receipt::of(&job))
             }
             Ok(Accepted::Replayed(job)) => {

@@ -8,9 +8,9 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{JobId, UserId};
-use genjobs_domain::job::{Job, Transition};
+use genjobs_domain::job::{Job, JobState, Transition};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, Commit, IDEMPOTENCY_RETENTION, IdempotencyClaim, JobStore, StoreError,
+    AcceptError, Accepted, Commit, IDEMPOTENCY_RETENTION, IdempotencyClaim, JobStore, StoreError, UnfinishedJobs,
 };
 use time::OffsetDateTime;
 
@@ -347,6 +347,40 @@ impl JobStore for PgStore {
         .await
         .map_err(from_diesel)?;
         Ok(renewed.into_iter().map(JobId::from_uuid).collect())
+    }
+
+    async fn count_unfinished(&self) -> Result<UnfinishedJobs, StoreError> {
+        let counts: Vec<(String, i64)> = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                // Only open jobs have a next poll time, so the partial index `jobs_due` bounds
+                // the scan to them however many final jobs the table keeps.
+                jobs::table
+                    .filter(jobs::next_poll_at.is_not_null())
+                    .group_by(jobs::state)
+                    .select((jobs::state, diesel::dsl::count_star()))
+                    .load(conn)
+                    .boxed()
+            })
+            .await?;
+        let count = |state: JobState| {
+            counts.iter().find(|(s, _)| s == state.as_str()).map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0))
+        };
+        Ok(UnfinishedJobs { queued: count(JobState::Queued), running: count(JobState::Running) })
+    }
+
+    async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError> {
+        let ids: Vec<uuid::Uuid> = jobs.iter().map(JobId::as_uuid).collect();
+        let mut conn = self.pool.get().await.map_err(from_pool)?;
+        diesel::update(
+            jobs::table
+                .filter(jobs::id.eq_any(ids))
+                .filter(jobs::lease_until.gt(now))
+                .filter(jobs::state.eq_any(OPEN_STATES)),
+        )
+        .set(jobs::lease_until.eq(None::<OffsetDateTime>))
+        .execute(&mut conn)
+        .await
+        .map_err(from_diesel)
     }
 }
 

@@ -76,6 +76,20 @@ impl PgStore {
         &self.pool
     }
 
+    /// Records both pools' connections in use and idle, and the callers waiting for one, as
+    /// `genjobs_db_pool_connections{pool, state}` and `genjobs_db_pool_waiting{pool}`; `pool` is
+    /// `durable` (commits wait for the disk) or `relaxed`.
+    pub fn record_pool_gauges(&self) {
+        for (name, pool) in [("durable", &self.pool), ("relaxed", &self.relaxed)] {
+            let status = pool.status();
+            let in_use = status.size.saturating_sub(status.available);
+            metrics::gauge!("genjobs_db_pool_connections", "pool" => name, "state" => "in_use").set(in_use as f64);
+            metrics::gauge!("genjobs_db_pool_connections", "pool" => name, "state" => "idle")
+                .set(status.available as f64);
+            metrics::gauge!("genjobs_db_pool_waiting", "pool" => name).set(status.waiting as f64);
+        }
+    }
+
     pub(super) async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
         self.pool.get().await.map_err(from_pool)
     }

@@ -119,6 +119,16 @@ impl JobDriver {
     /// polled together, so that no step holding a database connection starves while the loop
     /// waits for another.
     pub async fn run(&self) {
+        self.run_until(futures_util::future::pending()).await;
+    }
+
+    /// As [`JobDriver::run`] until `shutdown` completes; then drains: claims nothing more and
+    /// starts no step, lets the steps in flight end (a provider call is never cut in half), and
+    /// hands every held job back ([`crate::ports::JobStore::release_leases`]) so that another
+    /// replica takes it over at once rather than after a lease.
+    pub async fn run_until(&self, shutdown: impl Future<Output = ()>) {
+        let mut shutdown = pin!(shutdown.fuse());
+        let mut draining = false;
         let mut held = Held::default();
         let mut work: FuturesUnordered<BoxFuture<'_, Done>> = FuturesUnordered::new();
         let mut changes = self.ports.events.subscribe_all();
@@ -127,7 +137,10 @@ impl JobDriver {
         let (mut next_claim, mut next_renewal) = (now, now + self.settings.lease / 3);
         loop {
             let now = self.ports.clock.now();
-            if !claiming && now >= next_claim && held.jobs.len() + advancing < self.settings.max_held {
+            if draining && work.is_empty() {
+                break;
+            }
+            if !draining && !claiming && now >= next_claim && held.jobs.len() + advancing < self.settings.max_held {
                 claiming = true;
                 let until = now + self.settings.lease;
                 work.push(
@@ -147,15 +160,18 @@ impl JobDriver {
                     .boxed(),
                 );
             }
-            while advancing < self.settings.max_in_flight {
+            while !draining && advancing < self.settings.max_in_flight {
                 let Some(job) = held.take_due(now) else { break };
+                if let Some(lag) = job.next_poll_at().and_then(|due| Duration::try_from(now - due).ok()) {
+                    super::telemetry::driver_lag(lag);
+                }
                 advancing += 1;
                 let id = job.id();
                 work.push(async move { Done::Stepped(id, self.advance(job).await.map(Box::new)) }.boxed());
             }
             // With every slot busy, a due job waits for a step to end, not for the clock.
-            let due = held.next_due().filter(|_| advancing < self.settings.max_in_flight);
-            let claim_at = (!claiming).then_some(next_claim);
+            let due = held.next_due().filter(|_| !draining && advancing < self.settings.max_in_flight);
+            let claim_at = (!claiming && !draining).then_some(next_claim);
             let renew_at = (!renewing).then_some(next_renewal);
             let wake_at = [claim_at, renew_at, due].into_iter().flatten().min();
             let nap = wake_at.map_or(self.settings.idle_tick, |at| {
@@ -166,10 +182,17 @@ impl JobDriver {
                     async { if work.is_empty() { futures_util::future::pending().await } else { work.next().await } };
                 let timer = pin!(self.ports.clock.sleep(nap));
                 let timer_or_change = pin!(select(timer, changes.next()));
-                match select(pin!(finished), timer_or_change).await {
+                let interrupted = pin!(select(timer_or_change, shutdown.as_mut()));
+                match select(pin!(finished), interrupted).await {
                     Either::Left((Some(done), _)) => Some(done),
-                    Either::Right((Either::Right((Some(changed), _)), _)) if held.jobs.contains_key(&changed) => {
+                    Either::Right((Either::Left((Either::Right((Some(changed), _)), _)), _))
+                        if held.jobs.contains_key(&changed) =>
+                    {
                         work.push(async move { Done::Checked(changed, self.is_final(changed).await) }.boxed());
+                        None
+                    }
+                    Either::Right((Either::Right(((), _)), _)) => {
+                        draining = true;
                         None
                     }
                     _ => None,
@@ -208,6 +231,18 @@ impl JobDriver {
                 }
                 Some(Done::Checked(id, true)) => held.forget(id),
                 Some(Done::Checked(_, false)) | None => {}
+            }
+        }
+        self.hand_back(held.all_ids()).await;
+    }
+
+    /// Releases the leases of the jobs this driver still holds as it stops.
+    async fn hand_back(&self, jobs: Vec<JobId>) {
+        let count = jobs.len();
+        match self.ports.jobs.release_leases(jobs, self.ports.clock.now()).await {
+            Ok(released) => tracing::info!(held = count, released, "driver stopped; jobs handed back"),
+            Err(e) => {
+                tracing::warn!(held = count, error = %e, "driver stopped; leases not released, they will run out")
             }
         }
     }

@@ -134,6 +134,9 @@ impl JobDriver {
                 }
                 if changes_state {
                     self.ports.events.publish(stored.id()).await;
+                    if stored.state().is_final() {
+                        crate::usecases::telemetry::job_finished(&stored);
+                    }
                 }
                 (!stored.state().is_final()).then_some(stored)
             }

@@ -1,0 +1,39 @@
+//! What the use cases count, through the `metrics` facade: like `tracing`, it records nothing
+//! until the process installs a recorder (the binary installs a Prometheus one), so the domain
+//! stays free of any exporter. Names start with `genjobs_`; labels are bounded (catalog models,
+//! job states).
+
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+
+use crate::job::{Job, JobState};
+use crate::ports::UnfinishedJobs;
+
+/// A job accepted, and the credits held for it.
+pub(crate) fn job_accepted(job: &Job) {
+    let model = job.model().to_string();
+    counter!("genjobs_jobs_accepted_total", "model" => model.clone()).increment(1);
+    counter!("genjobs_credits_held_total", "model" => model).increment(job.credits_held().get());
+}
+
+/// A job that has just become final: its state, and the credits spent and released with it.
+pub(crate) fn job_finished(job: &Job) {
+    let model = job.model().to_string();
+    let spent = job.credits_actual().map_or(0, |c| c.get());
+    counter!("genjobs_jobs_finished_total", "model" => model.clone(), "state" => job.state().as_str()).increment(1);
+    counter!("genjobs_credits_spent_total", "model" => model.clone()).increment(spent);
+    counter!("genjobs_credits_released_total", "model" => model)
+        .increment(job.credits_held().get().saturating_sub(spent));
+}
+
+/// How late a job's step started after its due time.
+pub(crate) fn driver_lag(lag: Duration) {
+    histogram!("genjobs_driver_lag_seconds").record(lag.as_secs_f64());
+}
+
+/// Jobs not yet final, by state, as the store counts them.
+pub(crate) fn unfinished(jobs: UnfinishedJobs) {
+    gauge!("genjobs_jobs", "state" => JobState::Queued.as_str()).set(jobs.queued as f64);
+    gauge!("genjobs_jobs", "state" => JobState::Running.as_str()).set(jobs.running as f64);
+}

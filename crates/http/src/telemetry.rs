@@ -1,0 +1,104 @@
+//! Metrics of the edge, and their Prometheus exposition at `GET /metrics`.
+//!
+//! The recorder is process-wide (the `metrics` facade has one), so it is installed once and every
+//! [`Metrics`] renders it; the domain, the runtime and the Postgres adapter record into it
+//! through the same facade.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// Bucket bounds, in seconds, for every histogram: request, upstream call and driver lag
+/// latencies all fall between a millisecond and a minute.
+const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0];
+
+static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Something to record just before each scrape (a pool's gauges, say).
+pub type Collector = Arc<dyn Fn() + Send + Sync>;
+
+/// The Prometheus view of this process's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+    collectors: Vec<Collector>,
+}
+
+impl Metrics {
+    /// Installs the process's recorder on first use, and returns a view of it.
+    #[must_use]
+    pub fn install() -> Self {
+        let handle = RECORDER.get_or_init(|| {
+            let builder = PrometheusBuilder::new();
+            let recorder = match builder.set_buckets(&BUCKETS) {
+                Ok(builder) => builder.build_recorder(),
+                Err(_) => PrometheusBuilder::new().build_recorder(),
+            };
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("another metrics recorder is installed; /metrics shows only what reaches this one");
+            }
+            handle
+        });
+        Self { handle: handle.clone(), collectors: Vec::new() }
+    }
+
+    /// Also runs `collector` before each scrape.
+    #[must_use]
+    pub fn with_collector(mut self, collector: Collector) -> Self {
+        self.collectors.push(collector);
+        self
+    }
+
+    /// The text exposition format (`text/plain; version=0.0.4`).
+    #[must_use]
+    pub fn render(&self) -> String {
+        for collect in &self.collectors {
+            collect();
+        }
+        self.handle.run_upkeep();
+        self.handle.render()
+    }
+}
+
+/// One request answered: `genjobs_http_requests_total{route, method, status}` and
+/// `genjobs_http_request_duration_seconds{route, method}`. `route` is the pattern matched
+/// (`/api/v1/jobs/{id}`), so that ids do not multiply the series.
+pub(crate) fn request(route: String, method: &str, status: u16, elapsed: Duration) {
+    let method = method.to_owned();
+    histogram!("genjobs_http_request_duration_seconds", "route" => route.clone(), "method" => method.clone())
+        .record(elapsed.as_secs_f64());
+    counter!("genjobs_http_requests_total", "route" => route, "method" => method, "status" => status.to_string())
+        .increment(1);
+}
+
+/// What a connection is held open for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Held {
+    /// An SSE stream.
+    Stream,
+    /// A long-poll (`?wait=`).
+    LongPoll,
+}
+
+/// Counts one open stream or long-poll in `genjobs_open_connections{kind}` while it lives.
+pub(crate) struct OpenConnection(&'static str);
+
+impl OpenConnection {
+    pub(crate) fn new(held: Held) -> Self {
+        let kind = match held {
+            Held::Stream => "sse",
+            Held::LongPoll => "long_poll",
+        };
+        gauge!("genjobs_open_connections", "kind" => kind).increment(1.0);
+        Self(kind)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        gauge!("genjobs_open_connections", "kind" => self.0).decrement(1.0);
+    }
+}

@@ -1,0 +1,96 @@
+//! [`MeteredUpstream`]: counts and times every call to the provider, whichever it is.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use genjobs_domain::catalog::Model;
+use genjobs_domain::ids::JobId;
+use genjobs_domain::input::GenerationInput;
+use genjobs_domain::job::UpstreamRef;
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::OutputItem;
+use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
+use metrics::{counter, histogram};
+
+/// Wraps a provider and records `genjobs_upstream_calls_total{kind, outcome}` and
+/// `genjobs_upstream_call_duration_seconds{kind}` for each call (`kind`: submit, status, result,
+/// cancel; `outcome`: ok, or the failure's class).
+pub struct MeteredUpstream {
+    inner: Arc<dyn UpstreamProvider>,
+}
+
+impl MeteredUpstream {
+    /// Meters `inner`.
+    #[must_use]
+    pub fn new(inner: Arc<dyn UpstreamProvider>) -> Self {
+        Self { inner }
+    }
+}
+
+fn record<T, E>(kind: &'static str, started: Instant, result: &Result<T, E>, class: impl Fn(&E) -> &'static str) {
+    let outcome = result.as_ref().map_or_else(class, |_| "ok");
+    counter!("genjobs_upstream_calls_total", "kind" => kind, "outcome" => outcome).increment(1);
+    histogram!("genjobs_upstream_call_duration_seconds", "kind" => kind).record(started.elapsed().as_secs_f64());
+}
+
+fn poll_class(failure: &PollFailure) -> &'static str {
+    match failure {
+        PollFailure::Transient(_) => "transient",
+        PollFailure::Gone(_) => "gone",
+    }
+}
+
+#[async_trait]
+impl UpstreamProvider for MeteredUpstream {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn submit(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let started = Instant::now();
+        let result = self.inner.submit(job_id, model, input).await;
+        record("submit", started, &result, |e| match e {
+            SubmitFailure::Rejected(_) => "rejected",
+            SubmitFailure::NotReached(_) => "not_reached",
+            SubmitFailure::Ambiguous(_) => "ambiguous",
+        });
+        result
+    }
+
+    async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
+        let started = Instant::now();
+        let result = self.inner.status(job_id, upstream).await;
+        record("status", started, &result, poll_class);
+        result
+    }
+
+    async fn result(
+        &self,
+        job_id: JobId,
+        upstream: &UpstreamRef,
+        modality: Modality,
+    ) -> Result<Vec<OutputItem>, ResultFailure> {
+        let started = Instant::now();
+        let result = self.inner.result(job_id, upstream, modality).await;
+        record("result", started, &result, |e| match e {
+            ResultFailure::Rejected(_) => "rejected",
+            ResultFailure::Failed(_) => "failed",
+            ResultFailure::Invalid(_) => "invalid",
+            ResultFailure::Transient(_) => "transient",
+        });
+        result
+    }
+
+    async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
+        let started = Instant::now();
+        let result = self.inner.cancel(job_id, upstream).await;
+        record("cancel", started, &result, poll_class);
+        result
+    }
+}
