@@ -22,17 +22,26 @@ pub struct ApiError {
     retry_after: Option<Duration>,
 }
 
-#[derive(Serialize)]
-struct Envelope<'a> {
+/// The error envelope of every error response.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct Envelope<'a> {
+    /// What went wrong.
     error: Body<'a>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// `{type, code, message, param?}`.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = ErrorObject)]
+pub(crate) struct Body<'a> {
+    /// The class of error, e.g. `invalid_request`, `unauthorized`, `rate_limited`.
     #[serde(rename = "type")]
     kind: &'a str,
+    /// The precise error, e.g. `INVALID_REQUEST`, `NOT_ENOUGH_CREDITS`, `JOB_NOT_FOUND`.
     code: &'a str,
+    /// A sentence for people.
     message: &'a str,
+    /// The body field or parameter at fault, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     param: Option<&'a str>,
 }

@@ -7,7 +7,8 @@
 //! - `auth`: extractors for API keys (with the three `MISSING_API_KEY` cases) and the admin token.
 //! - `body`: JSON bodies, with 415 / 413 / 400 in that order.
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
-//! - `routes`: one handler per endpoint.
+//! - `routes`: one handler per endpoint; [`ROUTES`] lists them all.
+//! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and DTOs, and `/docs`.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
 //! - [`dto`]: the wire formats: request bodies read into domain types once (`try_into_domain`),
@@ -20,6 +21,7 @@ mod body;
 pub mod drain;
 pub mod dto;
 mod error;
+pub mod openapi;
 mod routes;
 pub mod telemetry;
 
@@ -105,35 +107,54 @@ fn path_error(_: actix_web::error::PathError, _: &actix_web::HttpRequest) -> act
     ApiError::route_not_found().into()
 }
 
+/// Declares every route once: [`ROUTES`] lists them for the OpenAPI parity test, and `register`
+/// gives each its handler, with the 405 envelope for every other method on its path.
+macro_rules! routes {
+    ($($method:ident $path:literal => $handler:path),* $(,)?) => {
+        /// Every route served, as (method, path) with actix's `{param}` syntax, which is also
+        /// OpenAPI's.
+        pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
+
+        fn register(cfg: &mut web::ServiceConfig) {
+            $(
+                cfg.service(
+                    web::resource($path)
+                        .default_service(web::to(method_not_allowed))
+                        .route(web::$method().to($handler)),
+                );
+            )*
+        }
+    };
+}
+
+routes! {
+    post "/api/v1/video/generations" => routes::create_video,
+    post "/api/v1/images/generations" => routes::create_image,
+    get "/api/v1/jobs" => routes::list_jobs,
+    get "/api/v1/jobs/{id}" => routes::get_job,
+    get "/api/v1/jobs/{id}/stream" => routes::stream_job,
+    post "/api/v1/jobs/{id}/cancel" => routes::cancel_job,
+    get "/api/v1/models" => routes::list_models,
+    get "/api/v1/account" => routes::account,
+    get "/api/v1/openapi.json" => openapi::openapi_json,
+    post "/api/admin/users" => routes::admin_create_user,
+    get "/api/admin/users/{id}" => routes::admin_user,
+    post "/api/admin/users/{id}/keys" => routes::admin_issue_key,
+    post "/api/admin/users/{id}/credits" => routes::admin_grant,
+    delete "/api/admin/keys/{prefix}" => routes::admin_revoke_key,
+    get "/healthz" => routes::healthz,
+    get "/readyz" => routes::readyz,
+    get "/metrics" => routes::metrics,
+    get "/docs" => openapi::docs_page,
+    get "/docs/{asset}" => openapi::docs_asset,
+}
+
 /// Registers every route, with the error envelope on actix's own errors.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    use routes::*;
-    let resource = |path: &str| web::resource(path).default_service(web::to(method_not_allowed));
     cfg.app_data(web::QueryConfig::default().error_handler(query_error))
-        .app_data(web::PathConfig::default().error_handler(path_error))
-        .service(
-            web::scope("/api/v1")
-                .service(resource("/video/generations").route(web::post().to(create_video)))
-                .service(resource("/images/generations").route(web::post().to(create_image)))
-                .service(resource("/jobs").route(web::get().to(list_jobs)))
-                .service(resource("/jobs/{id}").route(web::get().to(get_job)))
-                .service(resource("/jobs/{id}/stream").route(web::get().to(stream_job)))
-                .service(resource("/jobs/{id}/cancel").route(web::post().to(cancel_job)))
-                .service(resource("/models").route(web::get().to(list_models)))
-                .service(resource("/account").route(web::get().to(account))),
-        )
-        .service(
-            web::scope("/api/admin")
-                .service(resource("/users").route(web::post().to(admin_create_user)))
-                .service(resource("/users/{id}").route(web::get().to(admin_user)))
-                .service(resource("/users/{id}/keys").route(web::post().to(admin_issue_key)))
-                .service(resource("/users/{id}/credits").route(web::post().to(admin_grant)))
-                .service(resource("/keys/{prefix}").route(web::delete().to(admin_revoke_key))),
-        )
-        .service(resource("/healthz").route(web::get().to(healthz)))
-        .service(resource("/readyz").route(web::get().to(readyz)))
-        .service(resource("/metrics").route(web::get().to(metrics)))
-        .default_service(web::to(route_not_found));
+        .app_data(web::PathConfig::default().error_handler(path_error));
+    register(cfg);
+    cfg.default_service(web::to(route_not_found));
 }
 
 /// The HTTP server on `listener`; the caller runs it, and stops it (with

@@ -18,10 +18,12 @@ use genjobs_domain::usecases::{IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT
 use crate::AppState;
 use crate::auth::{Authenticated, Operator};
 use crate::body::read_json;
-use crate::dto::requests::{GenerationBody, GrantBody, NewUserBody, request_fingerprint};
+use crate::dto::requests::{
+    GrantBody, ImageGenerationBody, NewUserBody, VideoGenerationBody, generation_request, request_fingerprint,
+};
 use crate::dto::responses::{
-    AccountView, CancelView, CreatedUserView, DataView, EventView, JobPageView, JobView, ModelView, ReceiptView,
-    UserView,
+    AccountView, CancelView, CreatedUserView, DataView, EventStreamItem, EventView, IssuedKeyView, JobPageView,
+    JobView, ModelView, ReceiptView, StatusView, UserView,
 };
 use crate::error::ApiError;
 use crate::telemetry::{Held, OpenConnection};
@@ -71,7 +73,7 @@ async fn generate(
     payload: web::Payload,
 ) -> Handled {
     let body = read_json(&req, payload).await?;
-    let request = GenerationBody::from_json(modality, &body)?.try_into_domain(modality, state.gateway.catalog())?;
+    let request = generation_request(modality, &body, state.gateway.catalog())?;
     let idempotency = idempotency_key(&req)?.map(|key| (key, request_fingerprint(modality, &body)));
     let receipt = state
         .gateway
@@ -82,7 +84,23 @@ async fn generate(
     Ok(HttpResponse::Accepted().json(ReceiptView::from(receipt)))
 }
 
-/// `POST /api/v1/video/generations`
+/// Submit a video generation
+///
+/// Accepts the request at once with `202` and a job id, holding the most the job can cost; the
+/// job then runs at the provider. Follow it with `GET /api/v1/jobs/{id}` (long-poll with `wait`)
+/// or its event stream.
+#[utoipa::path(post, path = "/api/v1/video/generations", tag = "generations",
+    security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry with the same key and body answers with the original receipt and holds nothing more")),
+    request_body(content = VideoGenerationBody, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Accepted: the job is queued and its credits held", body = ReceiptView),
+        (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
+        (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
+        (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
 pub async fn create_video(
     state: web::Data<AppState>,
     caller: Authenticated,
@@ -92,7 +110,21 @@ pub async fn create_video(
     generate(Modality::Video, &state, caller, req, payload).await
 }
 
-/// `POST /api/v1/images/generations`
+/// Submit an image generation
+///
+/// As the video endpoint, for images: `202` with a job id at once, credits held.
+#[utoipa::path(post, path = "/api/v1/images/generations", tag = "generations",
+    security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry with the same key and body answers with the original receipt and holds nothing more")),
+    request_body(content = ImageGenerationBody, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Accepted: the job is queued and its credits held", body = ReceiptView),
+        (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
+        (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
+        (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
 pub async fn create_image(
     state: web::Data<AppState>,
     caller: Authenticated,
@@ -102,7 +134,21 @@ pub async fn create_image(
     generate(Modality::Image, &state, caller, req, payload).await
 }
 
-/// `GET /api/v1/jobs/:id?wait=`
+/// Read a job, or long-poll it
+///
+/// With `wait`, answers as soon as the job is final or `wait` seconds have passed.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}", tag = "jobs",
+    security(("api_key" = [])),
+    params(
+        ("id" = String, Path, description = "The job id"),
+        ("wait" = Option<u64>, Query, minimum = 0, maximum = 60, description = "Seconds to wait for the job to become final"),
+    ),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 400, description = "`wait` is not an integer from 0 to 60", body = crate::error::Envelope),
+        (status = 403, description = "The job is another user's", body = crate::error::Envelope),
+        (status = 404, description = "No such job", body = crate::error::Envelope),
+    ))]
 pub async fn get_job(
     state: web::Data<AppState>,
     caller: Authenticated,
@@ -125,7 +171,19 @@ pub async fn get_job(
     Ok(HttpResponse::Ok().json(JobView::from(&job)))
 }
 
-/// `GET /api/v1/jobs?limit=&before=`
+/// List the caller's jobs
+///
+/// Newest first; `next` is the `before` of the following page, or null.
+#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
+    security(("api_key" = [])),
+    params(
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 100, description = "Jobs per page (default 20)"),
+        ("before" = Option<String>, Query, description = "A job id: list only older jobs"),
+    ),
+    responses(
+        (status = 200, description = "A page of jobs", body = JobPageView),
+        (status = 400, description = "`limit` or `before` is not valid", body = crate::error::Envelope),
+    ))]
 pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query: Query) -> Handled {
     let limit = integer_param(&query, "limit", 1, MAX_JOBS_PAGE as u64)?.unwrap_or(20);
     let before = query
@@ -147,7 +205,21 @@ fn sse_event(event: &JobEvent) -> Result<sse::Event, serde_json::Error> {
     Ok(sse::Data::new(data).event(name).id(id).into())
 }
 
-/// `GET /api/v1/jobs/:id/stream`
+/// Follow a job over server-sent events
+///
+/// Each event has `event:` (`progress`, `done` or `error`), `id:` and one `data:` line holding a
+/// `StreamEvent` as JSON; the first bytes carry a `retry:` hint and a `: keep-alive` comment comes
+/// at least every 15 s. A job already final gets its `done` or `error` at once, then the stream
+/// closes. A connection lasts at most `GENJOBS_STREAM_MAX_SECS`; reconnect to go on from the
+/// job's current state. A draining server ends the stream with `: server draining; reconnect`.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/stream", tag = "jobs",
+    security(("api_key" = [])),
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "An event stream; each `data:` line is a `StreamEvent`", content_type = "text/event-stream", body = EventStreamItem),
+        (status = 403, description = "The job is another user's", body = crate::error::Envelope),
+        (status = 404, description = "No such job", body = crate::error::Envelope),
+    ))]
 pub async fn stream_job(
     state: web::Data<AppState>,
     caller: Authenticated,
@@ -181,13 +253,33 @@ pub async fn stream_job(
     Ok(response)
 }
 
-/// `POST /api/v1/jobs/:id/cancel`
+/// Cancel a job
+///
+/// Releases everything held for it. Canceling a final job changes nothing and answers with its
+/// state.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/cancel", tag = "jobs",
+    security(("api_key" = [])),
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "The job's state after the cancel", body = CancelView),
+        (status = 403, description = "The job is another user's", body = crate::error::Envelope),
+        (status = 404, description = "No such job", body = crate::error::Envelope),
+    ))]
 pub async fn cancel_job(state: web::Data<AppState>, caller: Authenticated, path: web::Path<String>) -> Handled {
     let receipt = state.gateway.cancel(&caller.0, job_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(CancelView::from(receipt)))
 }
 
-/// `GET /api/v1/models?modality=`
+/// List the models
+///
+/// Each with the form fields a client draws for it.
+#[utoipa::path(get, path = "/api/v1/models", tag = "models",
+    security(("api_key" = [])),
+    params(("modality" = Option<String>, Query, description = "Only models of this modality: video, image, audio, music, speech or 3d")),
+    responses(
+        (status = 200, description = "The models", body = DataView<ModelView>),
+        (status = 400, description = "`modality` is not one of the modalities", body = crate::error::Envelope),
+    ))]
 pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, query: Query) -> Handled {
     let modality = query
         .get("modality")
@@ -202,22 +294,35 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 
-/// `GET /healthz`: the process serves. No key, no rate limit.
+/// Liveness
+///
+/// `{"status":"ok"}` while the process serves. No key, no rate limit.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process serves", body = StatusView)))]
 pub async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+    HttpResponse::Ok().json(StatusView { status: "ok" })
 }
 
-/// `GET /readyz`: the store answers and its migrations are current; 503 in the envelope
-/// otherwise. No key, no rate limit.
+/// Readiness
+///
+/// `{"status":"ready"}` when the store answers and its migrations are current; 503 otherwise,
+/// and while the process drains. No key, no rate limit.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "Ready to serve", body = StatusView)))]
 pub async fn readyz(state: web::Data<AppState>) -> Handled {
     if state.drain.is_draining() {
         return Err(genjobs_domain::ports::StoreError::Unavailable("the process is draining".into()).into());
     }
     state.gateway.readiness().await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ready"})))
+    Ok(HttpResponse::Ok().json(StatusView { status: "ready" }))
 }
 
-/// `GET /metrics`: Prometheus text, for the operators.
+/// Metrics
+///
+/// Prometheus text exposition; every name starts with `genjobs_`.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    security(("admin_token" = [])),
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain; version=0.0.4", body = String)))]
 pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
     if let Err(e) = state.gateway.count_unfinished().await {
         tracing::warn!(error = %e, "cannot count jobs by state for /metrics");
@@ -225,13 +330,29 @@ pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
 }
 
-/// `GET /api/v1/account`
+/// The caller's account
+///
+/// Credits available, held and spent, and the caller's limits.
+#[utoipa::path(get, path = "/api/v1/account", tag = "account",
+    security(("api_key" = [])),
+    responses((status = 200, description = "The account", body = AccountView)))]
 pub async fn account(state: web::Data<AppState>, caller: Authenticated) -> Handled {
     let account = state.gateway.account(&caller.0).await?;
     Ok(HttpResponse::Ok().json(AccountView::from(&account)))
 }
 
-/// `POST /api/admin/users`
+/// Create a user
+///
+/// Answers with the user's first API key, shown only here.
+#[utoipa::path(post, path = "/api/admin/users", tag = "admin",
+    security(("admin_token" = [])),
+    request_body(content = NewUserBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created", body = CreatedUserView),
+        (status = 400, description = "Invalid body or field", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
 pub async fn admin_create_user(
     state: web::Data<AppState>,
     _: Operator,
@@ -243,19 +364,48 @@ pub async fn admin_create_user(
     Ok(HttpResponse::Created().json(CreatedUserView::new(&account, key.expose())))
 }
 
-/// `POST /api/admin/users/{id}/keys`
+/// Issue another key to a user
+#[utoipa::path(post, path = "/api/admin/users/{id}/keys", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The user id")),
+    responses(
+        (status = 201, description = "The new key, shown only here", body = IssuedKeyView),
+        (status = 404, description = "No such user", body = crate::error::Envelope),
+    ))]
 pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
     let key = state.gateway.issue_key(user_id(&path)?).await?;
-    Ok(HttpResponse::Created().json(serde_json::json!({ "api_key": key.expose() })))
+    Ok(HttpResponse::Created().json(IssuedKeyView { api_key: key.expose() }))
 }
 
-/// `DELETE /api/admin/keys/{api_key_prefix}`
+/// Revoke a key
+///
+/// The key stops working at once.
+#[utoipa::path(delete, path = "/api/admin/keys/{prefix}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("prefix" = String, Path, description = "The key's public prefix")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 404, description = "No such key", body = crate::error::Envelope),
+    ))]
 pub async fn admin_revoke_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
     state.gateway.revoke_key(&path).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// `POST /api/admin/users/{id}/credits`
+/// Grant credits
+///
+/// A negative amount takes available credits back.
+#[utoipa::path(post, path = "/api/admin/users/{id}/credits", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The user id")),
+    request_body(content = GrantBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The account after the grant", body = UserView),
+        (status = 400, description = "Invalid amount, or more than the user has available", body = crate::error::Envelope),
+        (status = 404, description = "No such user", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
 pub async fn admin_grant(
     state: web::Data<AppState>,
     _: Operator,
@@ -269,7 +419,14 @@ pub async fn admin_grant(
     Ok(HttpResponse::Ok().json(UserView::from(&account)))
 }
 
-/// `GET /api/admin/users/{id}`
+/// A user's account
+#[utoipa::path(get, path = "/api/admin/users/{id}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The user id")),
+    responses(
+        (status = 200, description = "The account", body = UserView),
+        (status = 404, description = "No such user", body = crate::error::Envelope),
+    ))]
 pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
     let account = state.gateway.user(user_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&account)))

@@ -5,7 +5,7 @@
 
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::modality::Modality;
-use genjobs_http::dto::requests::{GenerationBody, GrantBody, NewUserBody};
+use genjobs_http::dto::requests::{GrantBody, NewUserBody, generation_request};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 
@@ -63,7 +63,7 @@ proptest! {
     fn generation_bodies_never_panic_and_refusals_name_a_param(body in body(), video in any::<bool>()) {
         let catalog = Catalog::builtin().unwrap();
         let endpoint = if video { Modality::Video } else { Modality::Image };
-        let parsed = GenerationBody::from_json(endpoint, &body).and_then(|b| b.try_into_domain(endpoint, &catalog));
+        let parsed = generation_request(endpoint, &body, &catalog);
         if let Err(refusal) = parsed {
             prop_assert!(refusal.param.is_some(), "{} refused without a param: {}", body, refusal.message);
         }

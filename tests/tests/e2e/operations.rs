@@ -81,3 +81,40 @@ async fn metrics_need_the_admin_token_and_move_after_a_job() {
     let foreign = after.lines().find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("genjobs_"));
     assert_eq!(foreign, None, "every metric is named genjobs_*");
 }
+
+#[tokio::test]
+async fn every_documented_operation_is_served_and_the_docs_load_nothing_from_elsewhere() {
+    let app = spawn_app().await;
+    let response = app.client.get(app.url("/api/v1/openapi.json")).send().await.unwrap();
+    assert_eq!(response.status(), 200, "no key needed");
+    let document: Value = response.json().await.unwrap();
+    assert_eq!(document["openapi"], "3.1.0");
+    for (path, item) in document["paths"].as_object().unwrap() {
+        let concrete = path.replace("{asset}", "swagger-ui.css").replace('{', "x").replace('}', "");
+        for method in item.as_object().unwrap().keys() {
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let answer = app.client.request(method.clone(), app.url(&concrete)).send().await.unwrap();
+            let status = answer.status().as_u16();
+            let body = answer.text().await.unwrap_or_default();
+            let unrouted = body.contains("ROUTE_NOT_FOUND") || body.contains("METHOD_NOT_ALLOWED");
+            assert!(!unrouted, "{method} {path} is documented but not served: {status} {body}");
+        }
+    }
+
+    let page = app.client.get(app.url("/docs")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    let references: Vec<&str> =
+        html.split(['"', '\'']).filter(|s| s.ends_with(".js") || s.ends_with(".css") || s.contains("://")).collect();
+    assert!(!references.is_empty() && references.iter().all(|r| r.starts_with('/')), "{references:?}");
+    assert!(html.contains("validatorUrl: null"), "the validator badge would call another host");
+    for (asset, content_type) in [("swagger-ui-bundle.js", "application/javascript"), ("swagger-ui.css", "text/css")] {
+        let file = app.client.get(app.url(&format!("/docs/{asset}"))).send().await.unwrap();
+        assert_eq!(file.status(), 200, "{asset}");
+        assert_eq!(file.headers()["content-type"], content_type);
+        assert!(file.bytes().await.unwrap().len() > 10_000, "{asset} is the real file");
+    }
+    let missing = app.client.get(app.url("/docs/other.js")).send().await.unwrap();
+    assert_error(missing, 404, "not_found", "ROUTE_NOT_FOUND").await;
+}

@@ -9,6 +9,7 @@ use genjobs_domain::usecases::{NewUserRequest, validate_grant};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
 
 /// A JSON object body whose fields are taken one by one; a field absent or `null` is `None`.
 struct Fields<'a>(&'a Map<String, Value>);
@@ -67,31 +68,66 @@ fn whole(n: &Number) -> WholeNumber {
         .map_or(WholeNumber::Other, WholeNumber::Exact)
 }
 
-/// Body of `POST /api/v1/video/generations` and `POST /api/v1/images/generations`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct GenerationBody {
-    /// Description of the media.
+/// Body of `POST /api/v1/video/generations`.
+#[derive(Debug, Clone, Default, PartialEq, ToSchema)]
+#[schema(as = VideoGenerationRequest)]
+pub struct VideoGenerationBody {
+    /// Description of the video: 1 to 10,000 characters after trimming.
+    #[schema(max_length = 10000)]
     pub prompt: Option<String>,
-    /// Model id.
+    /// Model id (`GET /api/v1/models?modality=video`); the catalog's default when absent.
     pub model: Option<String>,
-    /// What to avoid.
-    pub negative_prompt: Option<String>,
-    /// Aspect ratio.
-    pub aspect_ratio: Option<String>,
-    /// Resolution (video).
-    pub resolution: Option<String>,
-    /// Duration in seconds (video).
+    /// Seconds of video; one of the model's durations.
+    #[schema(value_type = Option<u64>, minimum = 1)]
     pub duration_sec: Option<WholeNumber>,
-    /// Number of images (image).
-    pub n: Option<WholeNumber>,
-    /// Seed.
-    pub seed: Option<WholeNumber>,
-    /// Reference image URLs.
+    /// Aspect ratio, e.g. `16:9`.
+    pub aspect_ratio: Option<String>,
+    /// Resolution, e.g. `720p`.
+    pub resolution: Option<String>,
+    /// Reference image URLs (`http` or `https`, at most 2,048 characters each), up to 10.
+    #[schema(max_items = 10)]
     pub image_inputs: Option<Vec<String>>,
-    /// Provider-specific parameters.
+    /// Seed, 0 to 2^32-1, for repeatable results where the model supports it.
+    #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
+    pub seed: Option<WholeNumber>,
+    /// What to avoid, up to 2,000 characters.
+    #[schema(max_length = 2000)]
+    pub negative_prompt: Option<String>,
+    /// Model-specific parameters, as the model's form fields name them (at most 64 KiB).
+    #[schema(value_type = Option<Object>)]
     pub extra: Option<Map<String, Value>>,
 }
 
+/// Body of `POST /api/v1/images/generations`.
+#[derive(Debug, Clone, Default, PartialEq, ToSchema)]
+#[schema(as = ImageGenerationRequest)]
+pub struct ImageGenerationBody {
+    /// Description of the image: 1 to 10,000 characters after trimming.
+    #[schema(max_length = 10000)]
+    pub prompt: Option<String>,
+    /// Model id (`GET /api/v1/models?modality=image`); the catalog's default when absent.
+    pub model: Option<String>,
+    /// Aspect ratio, e.g. `1:1`.
+    pub aspect_ratio: Option<String>,
+    /// Number of images, 1 to 4.
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 4)]
+    pub n: Option<WholeNumber>,
+    /// Seed, 0 to 2^32-1, for repeatable results where the model supports it.
+    #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
+    pub seed: Option<WholeNumber>,
+    /// Reference image URLs (`http` or `https`, at most 2,048 characters each), up to 10.
+    #[schema(max_items = 10)]
+    pub image_inputs: Option<Vec<String>>,
+    /// What to avoid, up to 2,000 characters.
+    #[schema(max_length = 2000)]
+    pub negative_prompt: Option<String>,
+    /// Model-specific parameters, as the model's form fields name them (at most 64 KiB).
+    #[schema(value_type = Option<Object>)]
+    pub extra: Option<Map<String, Value>>,
+}
+
+/// The field names of each body, which are also its schema's properties (a test holds them
+/// together).
 const VIDEO_FIELDS: &[&str] = &[
     "prompt",
     "model",
@@ -106,24 +142,23 @@ const VIDEO_FIELDS: &[&str] = &[
 const IMAGE_FIELDS: &[&str] =
     &["prompt", "model", "aspect_ratio", "n", "seed", "image_inputs", "negative_prompt", "extra"];
 
-impl GenerationBody {
-    /// Reads the body of the generation endpoint of `endpoint`.
+impl VideoGenerationBody {
+    /// Reads the body.
     ///
     /// # Errors
     /// [`InvalidRequest`] for a body that is not an object, a field the endpoint does not have,
     /// or a value of the wrong JSON type.
-    pub fn from_json(endpoint: Modality, body: &Value) -> Result<Self, InvalidRequest> {
-        let fields = Fields::of(body, if endpoint == Modality::Video { VIDEO_FIELDS } else { IMAGE_FIELDS })?;
+    pub fn from_json(body: &Value) -> Result<Self, InvalidRequest> {
+        let fields = Fields::of(body, VIDEO_FIELDS)?;
         Ok(Self {
             prompt: fields.string("prompt")?,
             model: fields.string("model")?,
-            negative_prompt: fields.string("negative_prompt")?,
+            duration_sec: fields.number("duration_sec")?,
             aspect_ratio: fields.string("aspect_ratio")?,
             resolution: fields.string("resolution")?,
-            duration_sec: fields.number("duration_sec")?,
-            n: fields.number("n")?,
-            seed: fields.number("seed")?,
             image_inputs: fields.typed("image_inputs", "an array of URLs")?,
+            seed: fields.number("seed")?,
+            negative_prompt: fields.string("negative_prompt")?,
             extra: fields.typed("extra", "a JSON object")?,
         })
     }
@@ -132,7 +167,7 @@ impl GenerationBody {
     ///
     /// # Errors
     /// [`InvalidRequest`] from the domain's rules.
-    pub fn try_into_domain(self, endpoint: Modality, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
+    pub fn try_into_domain(self, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
         let draft = GenerationDraft {
             prompt: self.prompt,
             model: self.model,
@@ -140,12 +175,67 @@ impl GenerationBody {
             aspect_ratio: self.aspect_ratio,
             resolution: self.resolution,
             duration_sec: self.duration_sec,
+            n: None,
+            seed: self.seed,
+            image_inputs: self.image_inputs,
+            extra: self.extra,
+        };
+        GenerationRequest::validate(Modality::Video, draft, catalog)
+    }
+}
+
+impl ImageGenerationBody {
+    /// Reads the body.
+    ///
+    /// # Errors
+    /// As [`VideoGenerationBody::from_json`].
+    pub fn from_json(body: &Value) -> Result<Self, InvalidRequest> {
+        let fields = Fields::of(body, IMAGE_FIELDS)?;
+        Ok(Self {
+            prompt: fields.string("prompt")?,
+            model: fields.string("model")?,
+            aspect_ratio: fields.string("aspect_ratio")?,
+            n: fields.number("n")?,
+            seed: fields.number("seed")?,
+            image_inputs: fields.typed("image_inputs", "an array of URLs")?,
+            negative_prompt: fields.string("negative_prompt")?,
+            extra: fields.typed("extra", "a JSON object")?,
+        })
+    }
+
+    /// The domain's validated request.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] from the domain's rules.
+    pub fn try_into_domain(self, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
+        let draft = GenerationDraft {
+            prompt: self.prompt,
+            model: self.model,
+            negative_prompt: self.negative_prompt,
+            aspect_ratio: self.aspect_ratio,
+            resolution: None,
+            duration_sec: None,
             n: self.n,
             seed: self.seed,
             image_inputs: self.image_inputs,
             extra: self.extra,
         };
-        GenerationRequest::validate(endpoint, draft, catalog)
+        GenerationRequest::validate(Modality::Image, draft, catalog)
+    }
+}
+
+/// Reads the body of the generation endpoint of `endpoint` into the domain's request.
+///
+/// # Errors
+/// As the endpoint's body type.
+pub fn generation_request(
+    endpoint: Modality,
+    body: &Value,
+    catalog: &Catalog,
+) -> Result<GenerationRequest, InvalidRequest> {
+    match endpoint {
+        Modality::Video => VideoGenerationBody::from_json(body)?.try_into_domain(catalog),
+        _ => ImageGenerationBody::from_json(body)?.try_into_domain(catalog),
     }
 }
 
@@ -161,15 +251,19 @@ pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
 }
 
 /// Body of `POST /api/admin/users`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, ToSchema)]
+#[schema(as = NewUser)]
 pub struct NewUserBody {
     /// Display name.
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     /// Opening grant.
     pub credits: u64,
-    /// Request rate limit.
+    /// Request rate limit; the service's default when absent.
+    #[schema(minimum = 1)]
     pub rate_limit_per_minute: Option<u64>,
-    /// Concurrent-job limit.
+    /// Concurrent-job limit; the service's default when absent.
+    #[schema(minimum = 1)]
     pub max_concurrent_jobs: Option<u64>,
 }
 
@@ -203,7 +297,8 @@ impl NewUserBody {
 }
 
 /// Body of `POST /api/admin/users/{id}/credits`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSchema)]
+#[schema(as = Grant)]
 pub struct GrantBody {
     /// Credits to add; negative to take away.
     pub amount: i64,
@@ -238,7 +333,29 @@ mod tests {
     use super::*;
 
     fn generation(endpoint: Modality, body: Value) -> Result<GenerationRequest, InvalidRequest> {
-        GenerationBody::from_json(endpoint, &body)?.try_into_domain(endpoint, &Catalog::builtin().unwrap())
+        generation_request(endpoint, &body, &Catalog::builtin().unwrap())
+    }
+
+    fn properties<T: utoipa::PartialSchema>() -> Vec<String> {
+        let utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(object)) = T::schema() else {
+            panic!("an object schema")
+        };
+        object.properties.keys().cloned().collect()
+    }
+
+    #[test]
+    fn each_schema_documents_exactly_the_fields_its_endpoint_reads() {
+        let sorted = |names: &[&str]| {
+            let mut names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+            names.sort();
+            names
+        };
+        let mut video = properties::<VideoGenerationBody>();
+        let mut image = properties::<ImageGenerationBody>();
+        video.sort();
+        image.sort();
+        assert_eq!(video, sorted(VIDEO_FIELDS));
+        assert_eq!(image, sorted(IMAGE_FIELDS));
     }
 
     #[test]
@@ -270,7 +387,7 @@ mod tests {
             (json!({"prompt": "a", "extra": {"k\u{0}": 1}}), "extra"),
             (json!({"prompt": "a", "image_inputs": ["https://a/\u{0}.png"]}), "image_inputs"),
         ] {
-            let refused = GenerationBody::from_json(Modality::Image, &body).unwrap_err();
+            let refused = ImageGenerationBody::from_json(&body).unwrap_err();
             assert_eq!(refused.param.as_deref(), Some(param), "{body}");
         }
         let name = NewUserBody::from_json(&json!({"name": "a\u{0}", "credits": 1})).unwrap_err();

@@ -9,6 +9,8 @@ use genjobs_domain::usecases::{CancelReceipt, JobListing, Receipt};
 use serde::Serialize;
 use serde_json::Value;
 use time::OffsetDateTime;
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 /// ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`. Written out by hand rather
 /// than through a format description, whose formatting can fail.
@@ -27,17 +29,57 @@ pub fn iso(at: OffsetDateTime) -> String {
     )
 }
 
+/// A string schema taking one of `values`.
+fn one_of(values: &[&str], description: &str) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values.iter().copied()))
+        .description(Some(description))
+        .build()
+}
+
+fn job_state_schema() -> Object {
+    one_of(&["queued", "running", "succeeded", "failed", "canceled"], "The job's state.")
+}
+
+fn modality_schema() -> Object {
+    one_of(&["video", "image", "audio", "music", "speech", "3d"], "What the model produces.")
+}
+
+fn field_kind_schema() -> Object {
+    one_of(&["text", "textarea", "number", "select", "image-url"], "How a client draws the field.")
+}
+
+fn timestamp_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+        .description(Some("ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`."))
+        .build()
+}
+
+fn nullable_timestamp_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+        .description(Some("ISO 8601 UTC with milliseconds; null until it happens."))
+        .build()
+}
+
 /// An output item: `{url, type, meta}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Output)]
 pub struct OutputView<'a> {
     url: &'a str,
+    #[schema(value_type = String)]
     #[serde(rename = "type")]
     kind: &'static str,
     meta: MetaView<'a>,
 }
 
 /// What is known of an output: `{content_type, width?, height?, duration_sec?, seed?}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OutputMeta)]
 pub struct MetaView<'a> {
     content_type: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,7 +114,8 @@ fn outputs(job: &Job) -> Option<Vec<OutputView<'_>>> {
 }
 
 /// A final job's error: `{type, code, message}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = JobError)]
 pub struct JobErrorView<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -87,17 +130,24 @@ impl<'a> From<&'a JobError> for JobErrorView<'a> {
 }
 
 /// A job as `GET /v1/jobs/:id` shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Job)]
 pub struct JobView<'a> {
     id: String,
+    #[schema(schema_with = job_state_schema)]
     state: &'static str,
+    #[schema(maximum = 100)]
     progress: u8,
     model: &'a str,
+    #[schema(schema_with = modality_schema)]
     modality: &'static str,
     outputs: Option<Vec<OutputView<'a>>>,
     error: Option<JobErrorView<'a>>,
+    #[schema(schema_with = timestamp_schema)]
     created_at: String,
+    #[schema(schema_with = nullable_timestamp_schema)]
     started_at: Option<String>,
+    #[schema(schema_with = nullable_timestamp_schema)]
     finished_at: Option<String>,
     credits_held: u64,
     credits_actual: Option<u64>,
@@ -123,9 +173,12 @@ impl<'a> From<&'a Job> for JobView<'a> {
 }
 
 /// The data of a stream event.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = StreamEvent)]
 pub struct EventView<'a> {
+    #[schema(schema_with = job_state_schema)]
     state: &'static str,
+    #[schema(maximum = 100)]
     progress: u8,
     outputs: Option<Vec<OutputView<'a>>>,
     error: Option<JobErrorView<'a>>,
@@ -142,12 +195,51 @@ impl<'a> From<&'a Job> for EventView<'a> {
     }
 }
 
+/// One event of a job's stream as the client parses it: `event:`, `id:`, `retry:` and a `data:`
+/// line whose JSON is a [`EventView`] (`StreamEvent`). Described with JSON Schema's
+/// `contentMediaType` and `contentSchema`, so that a validator can check the JSON inside `data`.
+pub struct EventStreamItem;
+
+impl utoipa::PartialSchema for EventStreamItem {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_media_type("application/json")
+            .description(Some("A `StreamEvent` as JSON"))
+            .extensions(Some(utoipa::openapi::extensions::Extensions::from_iter([(
+                "contentSchema",
+                serde_json::json!({"$ref": "#/components/schemas/StreamEvent"}),
+            )])));
+        ObjectBuilder::new()
+            .description(Some(
+                "A server-sent event: `progress` while the job runs, then `done` (succeeded) or `error` (failed or \
+                 canceled), after which the stream closes. The stream's first block carries only `retry`.",
+            ))
+            .property("event", one_of(&["progress", "done", "error"], "The event's name."))
+            .property(
+                "id",
+                ObjectBuilder::new().schema_type(Type::String).description(Some("Milliseconds since the epoch.")),
+            )
+            .property(
+                "retry",
+                ObjectBuilder::new().schema_type(Type::Integer).description(Some("Reconnection delay, in ms.")),
+            )
+            .property("data", data)
+            .into()
+    }
+}
+
+impl ToSchema for EventStreamItem {}
+
 /// The receipt of both generation endpoints.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Receipt)]
 pub struct ReceiptView {
     job_id: String,
+    #[schema(schema_with = job_state_schema)]
     state: &'static str,
     model: String,
+    #[schema(schema_with = timestamp_schema)]
     created_at: String,
     credits_held: u64,
 }
@@ -165,10 +257,13 @@ impl From<Receipt> for ReceiptView {
 }
 
 /// The answer of a cancel.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CancelReceipt)]
 pub struct CancelView {
     id: String,
+    #[schema(schema_with = job_state_schema)]
     state: &'static str,
+    #[schema(schema_with = timestamp_schema)]
     canceled_at: String,
 }
 
@@ -179,7 +274,8 @@ impl From<CancelReceipt> for CancelView {
 }
 
 /// A page of jobs.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = JobPage)]
 pub struct JobPageView<'a> {
     data: Vec<JobView<'a>>,
     next: Option<String>,
@@ -192,9 +288,11 @@ impl<'a> From<&'a JobListing> for JobPageView<'a> {
 }
 
 /// A model of the listing.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Model)]
 pub struct ModelView<'a> {
     id: &'a str,
+    #[schema(schema_with = modality_schema)]
     modality: &'static str,
     display_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -204,27 +302,33 @@ pub struct ModelView<'a> {
 }
 
 /// A form field of a model, as the spec describes it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ModelField)]
 pub struct FieldView<'a> {
     name: &'a str,
     label: &'a str,
+    #[schema(schema_with = field_kind_schema)]
     kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     required: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     placeholder: Option<&'a str>,
+    #[schema(value_type = Option<Value>)]
     #[serde(skip_serializing_if = "Option::is_none")]
     default: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     options: Option<Vec<FieldOptionView<'a>>>,
+    #[schema(value_type = Option<f64>)]
     #[serde(skip_serializing_if = "Option::is_none")]
     min: Option<&'a serde_json::Number>,
+    #[schema(value_type = Option<f64>)]
     #[serde(skip_serializing_if = "Option::is_none")]
     max: Option<&'a serde_json::Number>,
 }
 
 /// A choice of a `select` field: `{value, label}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = FieldOption)]
 pub struct FieldOptionView<'a> {
     value: &'a str,
     label: &'a str,
@@ -278,14 +382,14 @@ impl<'a> ModelView<'a> {
 }
 
 /// `{data: [...]}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DataView<T> {
     /// The items.
     pub data: Vec<T>,
 }
 
 /// Balances and limits, shared by the caller's and the operators' view of an account.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct AccountFields {
     credits_available: u64,
     credits_held: u64,
@@ -309,7 +413,8 @@ impl From<&Account> for AccountFields {
 }
 
 /// The caller's account (`GET /api/v1/account`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Account)]
 pub struct AccountView {
     user_id: String,
     #[serde(flatten)]
@@ -323,7 +428,8 @@ impl From<&Account> for AccountView {
 }
 
 /// A user as operators see it (`GET /api/admin/users/{id}`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = User)]
 pub struct UserView {
     id: String,
     name: String,
@@ -338,7 +444,8 @@ impl From<&Account> for UserView {
 }
 
 /// A user just created, with its key shown this once.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CreatedUser)]
 pub struct CreatedUserView {
     id: String,
     name: String,
@@ -361,6 +468,22 @@ impl CreatedUserView {
             max_concurrent_jobs: account.limits.max_concurrent_jobs,
         }
     }
+}
+
+/// `{status}` of `/healthz` and `/readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Status)]
+pub struct StatusView {
+    /// `ok` (alive) or `ready`.
+    pub status: &'static str,
+}
+
+/// A key just issued, shown this once.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = IssuedKey)]
+pub struct IssuedKeyView<'a> {
+    /// The API key.
+    pub api_key: &'a str,
 }
 
 #[cfg(test)]

@@ -1,0 +1,282 @@
+//! The OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` annotations and the
+//! DTOs' `ToSchema` derives, and the interactive documentation at `/docs`, whose Swagger UI files
+//! are built into the binary (`assets/swagger-ui`, vendored from npm's `swagger-ui-dist` by
+//! `scripts/vendor-swagger-ui.sh`) so that it works offline.
+//!
+//! What every operation shares is added once, by a `Modify` of the document, rather than repeated on each
+//! handler: the security schemes, `X-Request-Id` on every response, the 401 and 429 of the
+//! authenticated routes, and the 500 and 503 of the routes that reach the store.
+
+use std::sync::LazyLock;
+
+use actix_web::HttpResponse;
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, ResponseBuilder};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::dto::responses::{EventView, StatusView};
+use crate::error::Envelope;
+use crate::routes;
+
+/// The API's document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "genjobs",
+        description = "The gateway for asynchronous image and video generation: submit a request and get a job id at once with credits held, then read, long-poll, stream or cancel the job.",
+    ),
+    paths(
+        routes::create_video,
+        routes::create_image,
+        routes::get_job,
+        routes::list_jobs,
+        routes::stream_job,
+        routes::cancel_job,
+        routes::list_models,
+        routes::account,
+        routes::admin_create_user,
+        routes::admin_user,
+        routes::admin_issue_key,
+        routes::admin_grant,
+        routes::admin_revoke_key,
+        routes::healthz,
+        routes::readyz,
+        routes::metrics,
+        openapi_json,
+        docs_page,
+        docs_asset,
+    ),
+    components(schemas(EventView, Envelope, StatusView, DocsAsset)),
+    modifiers(&Conventions),
+    tags(
+        (name = "generations", description = "Submit image and video jobs"),
+        (name = "jobs", description = "Read, wait for, stream and cancel jobs"),
+        (name = "models", description = "The model catalog and each model's form"),
+        (name = "account", description = "The caller's credits and limits"),
+        (name = "admin", description = "Users, keys and credits, with the admin token"),
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+    )
+)]
+pub struct ApiDoc;
+
+/// What every operation shares; see the module's documentation.
+struct Conventions;
+
+fn error_response(description: &str) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))).build())
+        .build()
+}
+
+fn string_header(description: &str) -> utoipa::openapi::header::Header {
+    HeaderBuilder::new()
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .description(Some(description))
+        .build()
+}
+
+fn requires(operation: &Operation, scheme: &str) -> bool {
+    operation
+        .security
+        .iter()
+        .flatten()
+        .any(|requirement| serde_json::to_value(requirement).is_ok_and(|value| value.get(scheme).is_some()))
+}
+
+impl Modify for Conventions {
+    fn modify(&self, openapi: &mut Document) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let bearer = |description: &str| {
+            SecurityScheme::Http(
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(description)).build(),
+            )
+        };
+        components.add_security_scheme("api_key", bearer("A user's API key: `Authorization: Bearer gj_…`"));
+        components.add_security_scheme("admin_token", bearer("The operators' token, GENJOBS_ADMIN_TOKEN"));
+
+        for (path, item) in &mut openapi.paths.paths {
+            let reaches_store = (path.starts_with("/api/") && path != "/api/v1/openapi.json")
+                || path == "/readyz"
+                || path == "/metrics";
+            for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
+                let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
+                let responses = &mut operation.responses.responses;
+                let mut add = |status: &str, response: utoipa::openapi::Response| {
+                    responses.entry(status.to_owned()).or_insert_with(|| response.into());
+                };
+                if user || operator {
+                    add("401", error_response("No key, a malformed Authorization header, or a wrong key"));
+                }
+                if user {
+                    let mut limited = error_response(
+                        "Rate limit (`RATE_LIMIT_EXCEEDED`) or, on submissions, the concurrent-job limit \
+                         (`CONCURRENCY_LIMIT_EXCEEDED`)",
+                    );
+                    limited
+                        .headers
+                        .insert("Retry-After".into(), string_header("Seconds to wait before retrying").into());
+                    add("429", limited);
+                }
+                if reaches_store {
+                    add("500", error_response("Anything unexpected (`INTERNAL`); no internals in the message"));
+                    add("503", error_response("The database cannot be reached (`SERVICE_UNAVAILABLE`)"));
+                }
+                for response in operation.responses.responses.values_mut() {
+                    if let utoipa::openapi::RefOr::T(response) = response {
+                        response.headers.insert(
+                            "X-Request-Id".into(),
+                            string_header("The request's own X-Request-Id (1 to 128 visible ASCII), or a new one")
+                                .into(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The document, built once.
+pub static DOCUMENT: LazyLock<Document> = LazyLock::new(ApiDoc::openapi);
+
+/// The document as JSON, serialized once.
+static DOCUMENT_JSON: LazyLock<String> =
+    LazyLock::new(|| serde_json::to_string(&*DOCUMENT).unwrap_or_else(|_| "{}".to_owned()));
+
+/// The OpenAPI document
+///
+/// This document: every route of the service. No key needed.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "operations",
+    responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
+pub async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(DOCUMENT_JSON.as_str())
+}
+
+const DOCS_PAGE: &str = r##"<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>genjobs API</title>
+  <link rel="stylesheet" href="/docs/swagger-ui.css">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="/docs/swagger-ui-bundle.js"></script>
+  <script>
+    window.ui = SwaggerUIBundle({
+      url: "/api/v1/openapi.json",
+      dom_id: "#swagger-ui",
+      deepLinking: true,
+      validatorUrl: null
+    });
+  </script>
+</body>
+</html>
+"##;
+
+/// Interactive documentation
+///
+/// Swagger UI over this document, served from the binary: nothing is loaded from another host.
+#[utoipa::path(get, path = "/docs", tag = "operations",
+    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
+pub async fn docs_page() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(DOCS_PAGE)
+}
+
+/// A file of the interactive documentation.
+#[derive(Debug, Clone, Copy, serde::Deserialize, ToSchema)]
+pub enum DocsAsset {
+    /// The script.
+    #[serde(rename = "swagger-ui-bundle.js")]
+    Script,
+    /// The style sheet.
+    #[serde(rename = "swagger-ui.css")]
+    Style,
+}
+
+/// A file of the interactive documentation
+#[utoipa::path(get, path = "/docs/{asset}", tag = "operations",
+    params(("asset" = DocsAsset, Path, description = "The file")),
+    responses(
+        (status = 200, description = "The file", content(
+            (String = "application/javascript"),
+            (String = "text/css"),
+        )),
+        (status = 404, description = "No such file", body = Envelope),
+    ))]
+pub async fn docs_asset(asset: actix_web::web::Path<DocsAsset>) -> HttpResponse {
+    let (content_type, bytes): (&str, &'static [u8]) = match asset.into_inner() {
+        DocsAsset::Script => ("application/javascript", include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js")),
+        DocsAsset::Style => ("text/css", include_bytes!("../assets/swagger-ui/swagger-ui.css")),
+    };
+    HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, content_type))
+        .insert_header((CACHE_CONTROL, "public, max-age=86400"))
+        .body(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+
+    #[test]
+    fn the_document_lists_exactly_the_routes_served() {
+        let document = serde_json::to_value(&*DOCUMENT).unwrap_or_default();
+        let documented: BTreeSet<(String, String)> = document["paths"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(path, item)| {
+                METHODS.iter().filter(|m| item.get(**m).is_some()).map(move |m| ((*m).to_owned(), path.clone()))
+            })
+            .collect();
+        let served: BTreeSet<(String, String)> =
+            crate::ROUTES.iter().map(|(method, path)| ((*method).to_owned(), (*path).to_owned())).collect();
+        let undocumented: Vec<_> = served.difference(&documented).collect();
+        let unserved: Vec<_> = documented.difference(&served).collect();
+        assert!(undocumented.is_empty(), "served but not documented: {undocumented:?}");
+        assert!(unserved.is_empty(), "documented but not served: {unserved:?}");
+    }
+
+    #[test]
+    fn every_operation_documents_its_errors_and_the_request_id() {
+        let document = serde_json::to_value(&*DOCUMENT).unwrap_or_default();
+        assert_eq!(document["openapi"], "3.1.0");
+        for (path, item) in document["paths"].as_object().into_iter().flatten() {
+            for (method, operation) in item.as_object().into_iter().flatten() {
+                let responses = operation["responses"].as_object().cloned().unwrap_or_default();
+                let secured = operation.get("security").is_some();
+                for (status, response) in &responses {
+                    assert!(response["headers"].get("X-Request-Id").is_some(), "{method} {path} {status}");
+                    if status.starts_with(['4', '5']) {
+                        let schema = &response["content"]["application/json"]["schema"]["$ref"];
+                        assert_eq!(schema, "#/components/schemas/Error", "{method} {path} {status}");
+                    }
+                }
+                if secured {
+                    assert!(responses.contains_key("401"), "{method} {path}");
+                }
+                if path.starts_with("/api/v1/") && secured {
+                    let retry = &responses["429"]["headers"]["Retry-After"];
+                    assert!(retry.is_object(), "{method} {path}: 429 without Retry-After");
+                }
+            }
+        }
+        let submit = &document["paths"]["/api/v1/images/generations"]["post"];
+        let header = submit["parameters"].as_array().and_then(|p| p.iter().find(|p| p["name"] == "Idempotency-Key"));
+        assert!(header.is_some_and(|h| h["in"] == "header"), "{submit}");
+        let stream = &document["paths"]["/api/v1/jobs/{id}/stream"]["get"]["responses"]["200"]["content"];
+        let item = stream["text/event-stream"]["schema"]["$ref"].as_str().unwrap_or_default();
+        let name = item.trim_start_matches("#/components/schemas/");
+        let data = &document["components"]["schemas"][name]["properties"]["data"];
+        assert_eq!(data["contentSchema"]["$ref"], "#/components/schemas/StreamEvent", "{stream}");
+    }
+}
