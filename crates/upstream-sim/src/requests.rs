@@ -77,6 +77,11 @@ impl SimRequest {
     }
 }
 
+/// How many images a request asks for (`num_images`, 1 to 4).
+pub(crate) fn image_count(input: &Value) -> u64 {
+    input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4)
+}
+
 pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
     let seed = request.input.get("seed").and_then(Value::as_u64).unwrap_or(42);
     let mut result = serde_json::Map::new();
@@ -86,25 +91,26 @@ pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
                 "url": format!("{files}/0.mp4"),
                 "content_type": "video/mp4",
                 "file_name": "0.mp4",
-                "file_size": 1_048_576,
+                "file_size": crate::files::SAMPLE_MP4.len(),
             });
             result.insert("video".into(), video);
             seed
         }
         OutputShape::Images { dimensions, seed } => {
-            let count = request.input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4);
+            let (width, height) = crate::files::image_size(&request.input);
             let image = |i: u64| {
                 let mut image = json!({"url": format!("{files}/{i}.png"), "content_type": "image/png"});
                 if dimensions {
-                    image["width"] = json!(1024);
-                    image["height"] = json!(1024);
+                    image["width"] = json!(width);
+                    image["height"] = json!(height);
                 } else {
+                    // fal's File has an optional `file_size`; the image is drawn only when fetched,
+                    // so its size is not known here and is left out rather than invented.
                     image["file_name"] = json!(format!("{i}.png"));
-                    image["file_size"] = json!(262_144);
                 }
                 image
             };
-            result.insert("images".into(), (0..count).map(image).collect());
+            result.insert("images".into(), (0..image_count(&request.input)).map(image).collect());
             seed
         }
     };
