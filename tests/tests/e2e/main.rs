@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod client;
 mod concurrency;
 mod embedded;
 mod errors;
