@@ -254,7 +254,7 @@ impl Client {
     /// itself (after the server's `retry:` hint, with `Last-Event-ID`) and goes on.
     ///
     /// Errors are yielded, not returned: a refusal (404, 403, 401) ends the stream, and so do
-    /// [`STREAM_RECONNECTS`] failed reconnections in a row.
+    /// five failed reconnections in a row.
     pub fn stream(&self, job_id: &str) -> BoxStream<'static, Result<JobEvent, Error>> {
         let state = StreamState {
             client: self.clone(),
