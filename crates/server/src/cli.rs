@@ -1,24 +1,27 @@
 //! The command line: `genjobs [serve]` serves; `migrate`, `users create`, `users grant` administer
-//! the store at `DATABASE_URL`; `config` prints the effective configuration, secrets masked.
+//! the store at `DATABASE_URL`; `config` prints the effective configuration, secrets masked;
+//! `image`, `video`, `jobs`, `models` and `account` are the API's client (`remote`).
 
 use std::fmt::Write as _;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, Parser, Subcommand};
+use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::UserId;
 use genjobs_domain::usecases::NewUserRequest;
 
 use crate::config::ConfigArgs;
+use crate::remote;
 use crate::{Config, StartError, gateway};
 
 /// `genjobs`: the gateway for asynchronous image and video generation.
 #[derive(Debug, Parser)]
 #[command(name = "genjobs", version, max_term_width = 110)]
 #[command(about = "genjobs: the gateway for asynchronous image and video generation")]
+#[command(after_help = "Without a command, genjobs serves with the settings above.")]
 pub struct Cli {
-    /// The service's settings.
+    /// The service's settings, when serving without a command.
     #[command(flatten)]
     pub settings: ConfigArgs,
     /// What to do; serving when absent.
@@ -30,14 +33,25 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the API and drive jobs (the default).
-    Serve,
+    Serve(ConfigArgs),
     /// Apply pending migrations to DATABASE_URL.
-    Migrate,
+    Migrate(ConfigArgs),
     /// Create users or grant credits in DATABASE_URL.
     #[command(subcommand)]
     Users(UsersCommand),
     /// Print the effective configuration, secrets masked.
-    Config,
+    Config(ConfigArgs),
+    /// Generate images: submit, follow with a progress bar, download into --out.
+    Image(remote::ImageArgs),
+    /// Generate a video: submit, follow with a progress bar, download into --out.
+    Video(remote::VideoArgs),
+    /// List, read, follow or cancel your jobs.
+    #[command(subcommand)]
+    Jobs(remote::JobsCommand),
+    /// List the models and their form fields.
+    Models(remote::ModelsArgs),
+    /// Your credits and limits.
+    Account(remote::AccountArgs),
 }
 
 /// `genjobs users …`
@@ -51,6 +65,9 @@ pub enum UsersCommand {
         /// Credits granted at creation.
         #[arg(long)]
         credits: u64,
+        /// The service's settings (DATABASE_URL).
+        #[command(flatten)]
+        settings: ConfigArgs,
     },
     /// Grant credits to a user (a negative amount takes them back).
     Grant {
@@ -60,7 +77,24 @@ pub enum UsersCommand {
         /// Credits to add.
         #[arg(long, allow_negative_numbers = true)]
         amount: i64,
+        /// The service's settings (DATABASE_URL).
+        #[command(flatten)]
+        settings: ConfigArgs,
     },
+}
+
+impl Command {
+    /// The service settings a service subcommand was given; `None` for the client commands.
+    #[must_use]
+    pub fn settings(&self) -> Option<&ConfigArgs> {
+        match self {
+            Command::Serve(s) | Command::Migrate(s) | Command::Config(s) => Some(s),
+            Command::Users(UsersCommand::Create { settings, .. } | UsersCommand::Grant { settings, .. }) => {
+                Some(settings)
+            }
+            Command::Image(_) | Command::Video(_) | Command::Jobs(_) | Command::Models(_) | Command::Account(_) => None,
+        }
+    }
 }
 
 impl Cli {
@@ -68,10 +102,16 @@ impl Cli {
     /// unset, as operators write `GENJOBS_UPSTREAM_URL=` in an env file to mean "none".
     #[must_use]
     pub fn command_from_env() -> clap::Command {
-        Cli::command().mut_args(|arg| {
+        fn unset_empty(arg: clap::Arg) -> clap::Arg {
             let empty = arg.get_env().and_then(std::env::var_os).is_some_and(|value| value.is_empty());
             if empty { arg.env(None::<&str>) } else { arg }
-        })
+        }
+        let mut command = Cli::command().mut_args(unset_empty);
+        let names: Vec<String> = command.get_subcommands().map(|c| c.get_name().to_owned()).collect();
+        for name in names {
+            command = command.mut_subcommand(name, |sub| sub.mut_args(unset_empty));
+        }
+        command
     }
 }
 
@@ -98,14 +138,14 @@ pub enum CliError {
 /// See [`CliError`].
 pub async fn administer(config: &Config, command: &Command) -> Result<String, CliError> {
     let name = match command {
-        Command::Migrate => "migrate",
+        Command::Migrate(_) => "migrate",
         Command::Users(UsersCommand::Create { .. }) => "users create",
         Command::Users(UsersCommand::Grant { .. }) => "users grant",
-        Command::Serve | Command::Config => return Err(CliError::Invalid("not an administration command".into())),
+        _ => return Err(CliError::Invalid("not an administration command".into())),
     };
     let Some(pg) = config.postgres_settings() else { return Err(CliError::NoDatabase(name)) };
     match command {
-        Command::Users(UsersCommand::Create { name, credits }) => {
+        Command::Users(UsersCommand::Create { name, credits, .. }) => {
             let request = NewUserRequest {
                 name: name.clone(),
                 credits: Credits::new(*credits),
@@ -121,7 +161,7 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
                 key.expose()
             ))
         }
-        Command::Users(UsersCommand::Grant { id, amount }) => {
+        Command::Users(UsersCommand::Grant { id, amount, .. }) => {
             let id = UserId::parse(id).map_err(|e| CliError::Invalid(e.to_string()))?;
             let account =
                 gateway(config).await?.grant(id, *amount).await.map_err(|e| CliError::Failed(e.to_string()))?;
@@ -152,12 +192,13 @@ fn mask_password(url: &str) -> String {
     }
 }
 
-/// Every setting as `VARIABLE=value  # where it came from`, secrets masked.
+/// Every setting as `VARIABLE=value  # where it came from`, secrets masked, as the innermost
+/// command given received them.
 #[must_use]
 pub fn effective_config(matches: &ArgMatches) -> String {
     let matches = innermost(matches);
     let mut out = String::new();
-    for arg in Cli::command().get_arguments() {
+    for arg in ConfigArgs::augment_args(clap::Command::new("config")).get_arguments() {
         let Some(variable) = arg.get_env().and_then(|v| v.to_str()) else { continue };
         let id = arg.get_id().as_str();
         let raw = matches.get_raw(id).and_then(|mut values| values.next()).map(|v| v.to_string_lossy().into_owned());
@@ -187,8 +228,9 @@ pub fn usage_message(error: &clap::Error) -> Option<String> {
     let Some(ContextValue::String(flag)) = error.get(ContextKind::InvalidArg) else { return None };
     let long = flag.trim_start_matches('-').split([' ', '=']).next().unwrap_or_default();
     let command = Cli::command();
-    let variable = command
-        .get_arguments()
+    let variable = std::iter::once(&command)
+        .chain(command.get_subcommands())
+        .flat_map(clap::Command::get_arguments)
         .find(|a| a.get_long() == Some(long))
         .and_then(|a| a.get_env())
         .map(|v| v.to_string_lossy().into_owned())?;
@@ -218,6 +260,8 @@ mod tests {
     fn parse(args: &[&str]) -> Result<(Cli, ArgMatches), clap::Error> {
         let matches = Cli::command()
             .mut_args(|arg| arg.env(None::<&str>))
+            .mut_subcommand("serve", |sub| sub.mut_args(|arg| arg.env(None::<&str>)))
+            .mut_subcommand("config", |sub| sub.mut_args(|arg| arg.env(None::<&str>)))
             .try_get_matches_from(std::iter::once("genjobs").chain(args.iter().copied()))?;
         Ok((Cli::from_arg_matches(&matches)?, matches))
     }
@@ -245,7 +289,7 @@ mod tests {
     fn flags_set_every_adapter_and_may_follow_the_subcommand() {
         let (cli, _) =
             parse(&["serve", "--poll-interval-ms", "50", "--upstream-cancel", "--db-pool-size", "3"]).unwrap();
-        let c = cli.settings.into_config();
+        let c = cli.command.and_then(|c| c.settings().cloned()).unwrap().into_config();
         assert_eq!(
             (c.gateway.poll_interval, c.driver.poll_interval),
             (Duration::from_millis(50), Duration::from_millis(50))

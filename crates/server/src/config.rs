@@ -101,104 +101,105 @@ fn millis(d: Duration) -> u64 {
 /// The contract's "at least every 15 s" for `: keep-alive` comments.
 const MAX_KEEP_ALIVE_SECS: u64 = 15;
 
-/// The service's settings as flags and variables. Global, so that they may follow a subcommand
-/// (`genjobs config --bind …`).
+/// The service's settings as flags and variables, taken by `genjobs` itself and by each of its
+/// service subcommands (`genjobs serve --bind …`, `genjobs config --bind …`); the client
+/// subcommands do not show them.
 #[derive(Debug, Clone, Args)]
 #[allow(missing_docs, reason = "each field's doc comment is its --help line")]
 pub struct ConfigArgs {
     /// Listen address.
-    #[arg(long, env = "GENJOBS_BIND", default_value = DEFAULT_BIND, global = true, help_heading = "Service")]
+    #[arg(long, env = "GENJOBS_BIND", default_value = DEFAULT_BIND, help_heading = "Service")]
     pub bind: SocketAddr,
     /// Postgres URL; unset means the embedded in-memory store.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true, help_heading = "Service")]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, help_heading = "Service")]
     pub database_url: Option<String>,
     /// Bearer token for /api/admin/* and /metrics; generated and printed at start when unset.
-    #[arg(long, env = "GENJOBS_ADMIN_TOKEN", hide_env_values = true, global = true, help_heading = "Service")]
+    #[arg(long, env = "GENJOBS_ADMIN_TOKEN", hide_env_values = true, help_heading = "Service")]
     pub admin_token: Option<String>,
     /// Base URL of a fal-protocol queue; unset means the built-in simulator.
-    #[arg(long, env = "GENJOBS_UPSTREAM_URL", global = true, help_heading = "Upstream")]
+    #[arg(long, env = "GENJOBS_UPSTREAM_URL", help_heading = "Upstream")]
     pub upstream_url: Option<String>,
     /// Sent upstream as `Authorization: Key <value>`.
-    #[arg(long, env = "GENJOBS_UPSTREAM_KEY", hide_env_values = true, global = true, help_heading = "Upstream")]
+    #[arg(long, env = "GENJOBS_UPSTREAM_KEY", hide_env_values = true, help_heading = "Upstream")]
     pub upstream_key: Option<String>,
     /// Also ask the provider to stop canceled jobs (best effort).
-    #[arg(long, env = "GENJOBS_UPSTREAM_CANCEL", global = true, help_heading = "Upstream",
+    #[arg(long, env = "GENJOBS_UPSTREAM_CANCEL", help_heading = "Upstream",
         value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub upstream_cancel: bool,
     /// Upstream poll interval per running job, and the interval of `progress` events.
     #[arg(long, env = "GENJOBS_POLL_INTERVAL_MS", default_value_t = millis(Settings::default().poll_interval),
-        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Jobs")]
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Jobs")]
     pub poll_interval_ms: u64,
     /// A job not final after this long fails with UPSTREAM_TIMEOUT.
     #[arg(long, env = "GENJOBS_JOB_TIMEOUT_SECS", default_value_t = DriverSettings::default().job_timeout.as_secs(),
-        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Jobs")]
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Jobs")]
     pub job_timeout_secs: u64,
     /// How long a replica keeps a claimed job before another may take it over.
     #[arg(long, env = "GENJOBS_LEASE_SECS", default_value_t = DriverSettings::default().lease.as_secs(),
-        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Jobs")]
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Jobs")]
     pub lease_secs: u64,
     /// Path to a model catalog file replacing the built-in one.
-    #[arg(long, env = "GENJOBS_MODELS", global = true, help_heading = "Jobs")]
+    #[arg(long, env = "GENJOBS_MODELS", help_heading = "Jobs")]
     pub models: Option<PathBuf>,
     /// Requests per minute per user, all /api/v1 endpoints.
     #[arg(long, env = "GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", default_value_t = default_limits().rate_limit_per_minute,
-        value_parser = clap::value_parser!(u32).range(1..), global = true, help_heading = "Users")]
+        value_parser = clap::value_parser!(u32).range(1..), help_heading = "Users")]
     pub default_rate_limit_per_minute: u32,
     /// Non-final jobs per user.
     #[arg(long, env = "GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS", default_value_t = default_limits().max_concurrent_jobs,
-        value_parser = clap::value_parser!(u32).range(1..), global = true, help_heading = "Users")]
+        value_parser = clap::value_parser!(u32).range(1..), help_heading = "Users")]
     pub default_max_concurrent_jobs: u32,
     /// With the in-memory store, the demo user's credits.
-    #[arg(long, env = "GENJOBS_DEMO_CREDITS", default_value_t = DEFAULT_DEMO_CREDITS, global = true,
+    #[arg(long, env = "GENJOBS_DEMO_CREDITS", default_value_t = DEFAULT_DEMO_CREDITS,
         help_heading = "Users")]
     pub demo_credits: u64,
     /// Lifetime of one SSE connection.
     #[arg(long, env = "GENJOBS_STREAM_MAX_SECS", default_value_t = HttpSettings::default().stream_max.as_secs(),
-        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "HTTP")]
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "HTTP")]
     pub stream_max_secs: u64,
     /// Interval of `: keep-alive` comments on an SSE connection (at most 15).
     #[arg(long, env = "GENJOBS_SSE_KEEPALIVE_SECS", default_value_t = HttpSettings::default().keep_alive.as_secs(),
-        value_parser = clap::value_parser!(u64).range(1..=MAX_KEEP_ALIVE_SECS), global = true, help_heading = "HTTP")]
+        value_parser = clap::value_parser!(u64).range(1..=MAX_KEEP_ALIVE_SECS), help_heading = "HTTP")]
     pub sse_keepalive_secs: u64,
     /// HTTP worker threads [default: one per core].
     #[arg(long, env = "GENJOBS_HTTP_WORKERS", value_parser = clap::value_parser!(u64).range(1..1024),
-        global = true, help_heading = "HTTP")]
+        help_heading = "HTTP")]
     pub http_workers: Option<u64>,
     /// Postgres connections per process.
     #[arg(long, env = "GENJOBS_DB_POOL_SIZE", default_value_t = PgSettings::default().pool_size as u64,
-        value_parser = clap::value_parser!(u64).range(1..10_000), global = true, help_heading = "Postgres")]
+        value_parser = clap::value_parser!(u64).range(1..10_000), help_heading = "Postgres")]
     pub db_pool_size: u64,
     /// Longest wait for a free pooled connection.
     #[arg(long, env = "GENJOBS_DB_POOL_TIMEOUT_MS", default_value_t = millis(PgSettings::default().pool_timeout),
-        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Postgres")]
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
     pub db_pool_timeout_ms: u64,
     /// Longest wait to open a connection.
     #[arg(long, env = "GENJOBS_DB_CONNECT_TIMEOUT_MS", default_value_t = millis(PgSettings::default().connect_timeout),
-        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Postgres")]
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
     pub db_connect_timeout_ms: u64,
     /// Statement timeout of every connection.
     #[arg(long, env = "GENJOBS_DB_STATEMENT_TIMEOUT_MS",
         default_value_t = millis(PgSettings::default().statement_timeout),
-        value_parser = clap::value_parser!(u64).range(1..), global = true, help_heading = "Postgres")]
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
     pub db_statement_timeout_ms: u64,
     /// Lifetime of a cached API key look-up.
     #[arg(long, env = "GENJOBS_KEY_CACHE_SECS", default_value_t = PgSettings::default().key_cache_ttl.as_secs(),
-        global = true, help_heading = "Postgres")]
+        help_heading = "Postgres")]
     pub key_cache_secs: u64,
     /// Lifetime of a cached job read; state changes evict it at once on every replica.
     #[arg(long, env = "GENJOBS_JOB_CACHE_MS", default_value_t = millis(PgSettings::default().job_cache_ttl),
-        global = true, help_heading = "Postgres")]
+        help_heading = "Postgres")]
     pub job_cache_ms: u64,
     /// Queue time of the built-in simulator.
-    #[arg(long, env = "GENJOBS_SIM_QUEUE_MS", default_value_t = millis(SimConfig::default().queue), global = true,
+    #[arg(long, env = "GENJOBS_SIM_QUEUE_MS", default_value_t = millis(SimConfig::default().queue),
         help_heading = "Built-in simulator")]
     pub sim_queue_ms: u64,
     /// Run time of the built-in simulator.
-    #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run), global = true,
+    #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
         help_heading = "Built-in simulator")]
     pub sim_run_ms: u64,
     /// Log line format [default: text on a terminal, json otherwise]; RUST_LOG filters them.
-    #[arg(long, env = "GENJOBS_LOG_FORMAT", value_enum, global = true, help_heading = "Service")]
+    #[arg(long, env = "GENJOBS_LOG_FORMAT", value_enum, help_heading = "Service")]
     pub log_format: Option<LogFormat>,
 }
 

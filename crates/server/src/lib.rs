@@ -11,6 +11,7 @@
 
 pub mod cli;
 mod config;
+pub mod remote;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;

@@ -30,11 +30,17 @@ async fn main() -> ExitCode {
             };
         }
     };
-    init_logging(cli.settings.log_format);
-    let config = cli.settings.into_config();
+    let Some(settings) = cli.command.as_ref().map_or(Some(&cli.settings), Command::settings).cloned() else {
+        return match cli.command {
+            Some(command) => genjobs::remote::run(command).await,
+            None => ExitCode::from(USAGE),
+        };
+    };
+    init_logging(settings.log_format);
+    let config = settings.into_config();
     match cli.command {
-        None | Some(Command::Serve) => serve(config).await,
-        Some(Command::Config) => {
+        None | Some(Command::Serve(_)) => serve(config).await,
+        Some(Command::Config(_)) => {
             print!("{}", cli::effective_config(&matches));
             ExitCode::SUCCESS
         }

@@ -169,3 +169,112 @@ fn json_logs_are_one_object_per_line_with_request_user_and_job_ids() {
     assert_eq!(request["status"], 202);
     assert!(events.iter().any(|e| e["job_id"] == job_id.as_str() && e["message"] == "job accepted"), "{stderr}");
 }
+
+/// A fast genjobs on the embedded default, and its address and demo key.
+fn fast_service(credits: &str) -> (std::process::Child, String, String) {
+    let vars = [
+        ("GENJOBS_SIM_QUEUE_MS", "20"),
+        ("GENJOBS_SIM_RUN_MS", "400"),
+        ("GENJOBS_POLL_INTERVAL_MS", "50"),
+        ("GENJOBS_DEMO_CREDITS", credits),
+    ];
+    let (child, lines) = serve(&vars, Stdio::null());
+    (child, value_after(&lines, "genjobs listening on "), value_after(&lines, "demo user API key: "))
+}
+
+/// `genjobs` as the API's client of `address` with `key`; its exit status, stdout and stderr.
+fn client(address: &str, key: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_genjobs"))
+        .args(args)
+        .env_clear()
+        .env("GENJOBS_API_URL", address)
+        .env("GENJOBS_API_KEY", key)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (output.status.code(), String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap())
+}
+
+#[test]
+fn the_cli_generates_downloads_and_prints_the_paths() {
+    let (mut service, address, key) = fast_service("1000");
+    let out = std::env::temp_dir().join(format!("genjobs-cli-{}", std::process::id()));
+    let started = Instant::now();
+    let (status, stdout, stderr) = client(
+        &address,
+        &key,
+        &["image", "a lighthouse", "--model", "flux-pro", "--n", "2", "--out", out.to_str().unwrap()],
+    );
+    let took = started.elapsed();
+    assert_eq!(status, Some(0), "{stderr}");
+    let paths: Vec<&str> = stdout.lines().collect();
+    assert_eq!(paths.len(), 2, "{stdout}");
+    for path in &paths {
+        assert_eq!(&std::fs::read(path).unwrap()[1..4], b"PNG", "{path}");
+    }
+    assert!(stderr.contains("credits held") && stderr.contains("succeeded"), "{stderr}");
+    eprintln!("genjobs image with 2 outputs took {took:?}");
+
+    let (status, stdout, _) = client(
+        &address,
+        &key,
+        &["video", "waves", "--duration", "5", "--resolution", "720p", "--json", "--out", out.to_str().unwrap()],
+    );
+    assert_eq!(status, Some(0));
+    let document: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(document["job"]["state"], "succeeded");
+    let file = document["files"][0].as_str().unwrap();
+    assert!(file.ends_with(".mp4") && std::fs::metadata(file).unwrap().len() > 1000, "{document}");
+    let job_id = document["job"]["id"].as_str().unwrap().to_owned();
+
+    let (status, stdout, _) = client(&address, &key, &["jobs", "list", "--json"]);
+    assert_eq!(status, Some(0));
+    let listed: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(listed["data"][0]["id"], job_id.as_str());
+    let (status, stdout, _) = client(&address, &key, &["jobs", "get", &job_id]);
+    assert!(status == Some(0) && stdout.contains("succeeded"), "{stdout}");
+    let (status, stdout, _) = client(&address, &key, &["models", "--modality", "video"]);
+    assert!(status == Some(0) && stdout.contains("seedance"), "{stdout}");
+    let (status, stdout, _) = client(&address, &key, &["account"]);
+    assert!(status == Some(0) && stdout.contains("credits available"), "{stdout}");
+
+    let (status, _, stderr) = client(&address, &key, &["image", "broken [sim:fail]", "--out", out.to_str().unwrap()]);
+    assert_eq!(status, Some(1), "a failed job: {stderr}");
+    assert!(stderr.contains("UPSTREAM_FAILED"), "{stderr}");
+    std::fs::remove_dir_all(&out).unwrap();
+    service.kill().unwrap();
+}
+
+#[test]
+fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
+    let (mut service, address, key) = fast_service("4");
+    let (status, _, stderr) = client(&address, &key, &["video", "waves", "--duration", "5"]);
+    assert_eq!(status, Some(3), "{stderr}");
+    assert!(stderr.contains("NOT_ENOUGH_CREDITS") && stderr.contains("ask an operator for credits"), "{stderr}");
+    let (status, _, stderr) = client(&address, "gj_000000000000wrong", &["account"]);
+    assert!(status == Some(3) && stderr.contains("GENJOBS_API_KEY"), "{stderr}");
+    let (status, _, stderr) = client(&address, &key, &["jobs", "get", "nope"]);
+    assert!(status == Some(3) && stderr.contains("JOB_NOT_FOUND"), "{stderr}");
+    let (status, _, _) = client(&address, &key, &["image"]);
+    assert_eq!(status, Some(2), "no prompt is a usage error");
+    let (status, _, _) = client(&address, &key, &["image", "x", "--n", "9"]);
+    assert_eq!(status, Some(2));
+
+    let follower = Command::new(env!("CARGO_BIN_EXE_genjobs"))
+        .args(["image", "endless [sim:hang]", "--out", "/tmp"])
+        .env_clear()
+        .env("GENJOBS_API_URL", &address)
+        .env("GENJOBS_API_KEY", &key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    Command::new("kill").args(["-INT", &follower.id().to_string()]).status().unwrap();
+    let output = follower.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("goes on"), "{stderr}");
+    service.kill().unwrap();
+}

@@ -1,0 +1,455 @@
+//! The API's command-line client, built on `genjobs-client`: `genjobs image`, `video`, `jobs`,
+//! `models`, `account`. A submission is followed with a progress bar fed by the job's event
+//! stream, its outputs are downloaded into `--out` and their paths printed; Ctrl-C offers to
+//! cancel the job. `--json` prints one JSON document on stdout instead.
+//!
+//! Exit status: 0 done, 1 the job failed or was canceled, 2 a usage error (clap's), 3 the service
+//! refused (401, 402, 403, 404, 429; the message says why), 4 the service could not be reached
+//! or answered something unexpected.
+
+use std::io::{BufRead, IsTerminal};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use futures_util::StreamExt;
+use genjobs_client::{Client, Error, ImageRequest, Job, JobState, Receipt, VideoRequest};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+/// Where the service is, who calls, and how to print.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// The service's base URL.
+    #[arg(long, env = "GENJOBS_API_URL", default_value = "http://127.0.0.1:8080")]
+    pub api_url: String,
+    /// Your API key.
+    #[arg(long, env = "GENJOBS_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `image` and `video` share.
+#[derive(Debug, Args)]
+pub struct Generation {
+    /// Model id (`genjobs models --modality …`); the catalog's default when absent.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Aspect ratio, e.g. 16:9.
+    #[arg(long)]
+    pub aspect_ratio: Option<String>,
+    /// Seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// What to avoid.
+    #[arg(long)]
+    pub negative_prompt: Option<String>,
+    /// A reference image URL (repeatable).
+    #[arg(long = "image", value_name = "URL")]
+    pub image_inputs: Vec<String>,
+    /// Where to save the outputs.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
+
+/// `genjobs image PROMPT`
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    /// What to draw.
+    pub prompt: String,
+    /// Number of images.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub n: Option<u32>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub generation: Generation,
+}
+
+/// `genjobs video PROMPT`
+#[derive(Debug, Args)]
+pub struct VideoArgs {
+    /// What to film.
+    pub prompt: String,
+    /// Seconds of video.
+    #[arg(long)]
+    pub duration: Option<u32>,
+    /// Resolution, e.g. 720p.
+    #[arg(long)]
+    pub resolution: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub generation: Generation,
+}
+
+/// `genjobs jobs …`
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Your jobs, newest first.
+    List {
+        /// How many.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
+        limit: u32,
+        /// Only jobs older than this job id.
+        #[arg(long)]
+        before: Option<String>,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// One job.
+    Get {
+        /// The job id.
+        id: String,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// Follow a job with a progress bar until it ends; download its outputs with --out.
+    Watch {
+        /// The job id.
+        id: String,
+        /// Where to save the outputs, if anywhere.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// Cancel a job; its credits are released.
+    Cancel {
+        /// The job id.
+        id: String,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+}
+
+/// `genjobs models`
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// Only models of this modality (image, video, …).
+    #[arg(long)]
+    pub modality: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
+
+/// `genjobs account`
+#[derive(Debug, Args)]
+pub struct AccountArgs {
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
+
+/// Why a client command stopped short.
+enum Stop {
+    /// The job ended without outputs: exit 1.
+    JobEnded(Box<Job>),
+    /// The call failed.
+    Call(Error),
+    /// Ctrl-C, the job left running: exit 130.
+    Interrupted(String),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Call(e)
+    }
+}
+
+/// What to tell the user about a refusal, beyond the service's message.
+fn advice(status: u16) -> &'static str {
+    match status {
+        401 => "check GENJOBS_API_KEY (or --api-key)",
+        402 => "ask an operator for credits, or ask for less (fewer images, a shorter video, a cheaper model)",
+        403 => "the job belongs to another user",
+        404 => "check the job id",
+        429 => "slow down, or wait for a running job to end",
+        _ => "",
+    }
+}
+
+fn report(stop: Stop, json: bool) -> ExitCode {
+    match stop {
+        Stop::JobEnded(job) => {
+            if json {
+                println!("{}", json!({ "job": *job, "files": [] }));
+            }
+            let reason = job.error.as_ref().map_or_else(String::new, |e| format!(": {} {}", e.code, e.message));
+            eprintln!(
+                "genjobs: job {} {}{reason}",
+                job.id,
+                if job.state == JobState::Canceled { "canceled" } else { "failed" }
+            );
+            ExitCode::from(1)
+        }
+        Stop::Interrupted(id) => {
+            eprintln!("genjobs: interrupted; job {id} goes on (genjobs jobs watch {id})");
+            ExitCode::from(130)
+        }
+        Stop::Call(Error::Api(refusal)) if matches!(refusal.status, 401 | 402 | 403 | 404 | 429) => {
+            let wait = refusal.retry_after.map_or_else(String::new, |d| format!(" (retry after {} s)", d.as_secs()));
+            eprintln!("genjobs: refused: {} {}{wait}; {}", refusal.code, refusal.message, advice(refusal.status));
+            ExitCode::from(3)
+        }
+        Stop::Call(e) => {
+            eprintln!("genjobs: {e}");
+            ExitCode::from(4)
+        }
+    }
+}
+
+/// Runs a client command; returns the process's exit status.
+pub async fn run(command: crate::cli::Command) -> ExitCode {
+    use crate::cli::Command;
+    let (connection, outcome) = match command {
+        Command::Image(ImageArgs { prompt, n, generation: g }) => {
+            let request = ImageRequest {
+                model: g.model,
+                n,
+                aspect_ratio: g.aspect_ratio,
+                seed: g.seed,
+                negative_prompt: g.negative_prompt,
+                image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
+                ..ImageRequest::new(prompt)
+            };
+            let outcome = generate(&g.connection, &g.out, async |c: Client| c.submit_image(&request, None).await).await;
+            (g.connection, outcome)
+        }
+        Command::Video(VideoArgs { prompt, duration, resolution, generation: g }) => {
+            let request = VideoRequest {
+                model: g.model,
+                duration_sec: duration,
+                resolution,
+                aspect_ratio: g.aspect_ratio,
+                seed: g.seed,
+                negative_prompt: g.negative_prompt,
+                image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
+                ..VideoRequest::new(prompt)
+            };
+            let outcome = generate(&g.connection, &g.out, async |c: Client| c.submit_video(&request, None).await).await;
+            (g.connection, outcome)
+        }
+        Command::Jobs(JobsCommand::Watch { id, out, connection }) => {
+            let outcome = match client(&connection) {
+                Ok(client) => finish(&client, &id, out.as_deref(), connection.json).await,
+                Err(e) => Err(e.into()),
+            };
+            (connection, outcome)
+        }
+        Command::Jobs(JobsCommand::List { limit, before, connection }) => {
+            let outcome = query(&connection, async |client: Client| {
+                let page = client.jobs(limit, before.as_deref()).await?;
+                let lines = page.data.iter().map(|j| {
+                    format!("{}  {:<9}  {:>3}%  {}  {}", j.id, state(j.state), j.progress, j.model, j.created_at)
+                });
+                Ok((json!(page), lines.collect::<Vec<_>>().join("\n")))
+            })
+            .await;
+            (connection, outcome)
+        }
+        Command::Jobs(JobsCommand::Get { id, connection }) => {
+            let outcome = query(&connection, async |client: Client| {
+                let job = client.job(&id).await?;
+                Ok((json!(job), describe(&job)))
+            })
+            .await;
+            (connection, outcome)
+        }
+        Command::Jobs(JobsCommand::Cancel { id, connection }) => {
+            let outcome = query(&connection, async |client: Client| {
+                let receipt = client.cancel(&id).await?;
+                Ok((json!(receipt), format!("job {} {}", receipt.id, state(receipt.state))))
+            })
+            .await;
+            (connection, outcome)
+        }
+        Command::Models(args) => {
+            let outcome = query(&args.connection, async |client: Client| {
+                let models = client.models(args.modality.as_deref()).await?;
+                let lines = models.iter().map(|m| {
+                    let fields: Vec<&str> = m.fields.iter().map(|f| f.name.as_str()).collect();
+                    format!("{:<20} {:<6} {}  [{}]", m.id, m.modality, m.display_name, fields.join(", "))
+                });
+                Ok((json!({ "data": models }), lines.collect::<Vec<_>>().join("\n")))
+            })
+            .await;
+            (args.connection, outcome)
+        }
+        Command::Account(args) => {
+            let outcome = query(&args.connection, async |client: Client| {
+                let a = client.account().await?;
+                let text = format!(
+                    "{} credits available, {} held, {} spent\n{} requests a minute, {} jobs at once ({} running)",
+                    a.credits_available,
+                    a.credits_held,
+                    a.credits_spent,
+                    a.rate_limit_per_minute,
+                    a.max_concurrent_jobs,
+                    a.active_jobs
+                );
+                Ok((json!(a), text))
+            })
+            .await;
+            (args.connection, outcome)
+        }
+        _ => return ExitCode::from(2),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(stop) => report(stop, connection.json),
+    }
+}
+
+fn client(connection: &Connection) -> Result<Client, Error> {
+    Client::new(&connection.api_url, &connection.api_key)
+}
+
+/// One call, printed as JSON or as text.
+async fn query(
+    connection: &Connection,
+    call: impl AsyncFnOnce(Client) -> Result<(serde_json::Value, String), Error>,
+) -> Result<(), Stop> {
+    let (document, text) = call(client(connection)?).await?;
+    if connection.json {
+        println!("{document}");
+    } else if !text.is_empty() {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+fn state(state: JobState) -> &'static str {
+    match state {
+        JobState::Queued => "queued",
+        JobState::Running => "running",
+        JobState::Succeeded => "succeeded",
+        JobState::Failed => "failed",
+        JobState::Canceled => "canceled",
+    }
+}
+
+fn describe(job: &Job) -> String {
+    let mut text =
+        format!("{} {} {}% {} ({} credits held", job.id, state(job.state), job.progress, job.model, job.credits_held);
+    if let Some(actual) = job.credits_actual {
+        text.push_str(&format!(", {actual} charged"));
+    }
+    text.push(')');
+    for output in job.outputs.iter().flatten() {
+        text.push_str(&format!("\n{}", output.url));
+    }
+    if let Some(error) = &job.error {
+        text.push_str(&format!("\n{}: {}", error.code, error.message));
+    }
+    text
+}
+
+/// Submits with `submit`, follows the job to its end and downloads what it made into `out`.
+async fn generate(
+    connection: &Connection,
+    out: &Path,
+    submit: impl AsyncFnOnce(Client) -> Result<Receipt, Error>,
+) -> Result<(), Stop> {
+    let client = client(connection)?;
+    let receipt = submit(client.clone()).await?;
+    if !connection.json {
+        eprintln!("job {} accepted: {}, {} credits held", receipt.job_id, receipt.model, receipt.credits_held);
+    }
+    finish(&client, &receipt.job_id, Some(out), connection.json).await
+}
+
+async fn finish(client: &Client, id: &str, out: Option<&Path>, json: bool) -> Result<(), Stop> {
+    let job = follow(client, id, json).await?;
+    if job.state != JobState::Succeeded {
+        return Err(Stop::JobEnded(Box::new(job)));
+    }
+    let mut files = Vec::new();
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.display().to_string(), source })?;
+        for (i, output) in job.outputs.iter().flatten().enumerate() {
+            let path = dir.join(format!("{}-{i}.{}", job.id, extension(&output.meta.content_type, &output.url)));
+            client.download(&output.url, &path).await?;
+            files.push(path.display().to_string());
+        }
+    }
+    if json {
+        println!("{}", json!({ "job": job, "files": files }));
+    } else {
+        let charged = job.credits_actual.unwrap_or_default();
+        eprintln!("job {} succeeded: {charged} credits charged", job.id);
+        for line in if files.is_empty() { job.outputs.iter().flatten().map(|o| o.url.clone()).collect() } else { files }
+        {
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+fn extension(content_type: &str, url: &str) -> String {
+    match content_type {
+        "image/png" => "png".into(),
+        "image/jpeg" => "jpg".into(),
+        "image/webp" => "webp".into(),
+        "video/mp4" => "mp4".into(),
+        _ => url
+            .rsplit('/')
+            .next()
+            .and_then(|name| name.rsplit_once('.'))
+            .map_or("bin".into(), |(_, ext)| ext.to_owned()),
+    }
+}
+
+/// Follows the job's events with a progress bar (none with `--json`), offering to cancel on
+/// Ctrl-C; returns the job once final.
+async fn follow(client: &Client, id: &str, json: bool) -> Result<Job, Stop> {
+    let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(100) };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:40}] {pos:>3}% {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut events = client.stream(id);
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(event)) => {
+                    bar.set_position(u64::from(event.data.progress));
+                    bar.set_message(state(event.data.state));
+                }
+                Some(Err(e)) => {
+                    bar.abandon();
+                    return Err(e.into());
+                }
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c() => {
+                if !std::io::stdin().is_terminal() {
+                    bar.abandon();
+                    return Err(Stop::Interrupted(id.to_owned()));
+                }
+                let cancel = bar.suspend(|| {
+                    eprint!("\nCancel job {id}? Its credits are released. [y/N] ");
+                    let mut answer = String::new();
+                    std::io::stdin().lock().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y")
+                });
+                if cancel {
+                    client.cancel(id).await?;
+                } else {
+                    bar.abandon();
+                    return Err(Stop::Interrupted(id.to_owned()));
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(client.job(id).await?)
+}
