@@ -147,6 +147,7 @@ routes! {
     get "/metrics" => routes::metrics,
     get "/docs" => openapi::docs_page,
     get "/docs/{asset}" => openapi::docs_asset,
+    get "/playground" => openapi::playground,
 }
 
 /// Registers every route, with the error envelope on actix's own errors.

@@ -49,6 +49,7 @@ use crate::routes;
         openapi_json,
         docs_page,
         docs_asset,
+        playground,
     ),
     components(schemas(EventView, Envelope, StatusView, DocsAsset)),
     modifiers(&Conventions),
@@ -185,6 +186,16 @@ const DOCS_PAGE: &str = r##"<!doctype html>
     responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
 pub async fn docs_page() -> HttpResponse {
     HttpResponse::Ok().content_type("text/html; charset=utf-8").body(DOCS_PAGE)
+}
+
+/// The playground
+///
+/// A page that draws each model's form from `/api/v1/models`, submits with your API key (kept
+/// in the browser), follows the job's events and shows its outputs. No key needed to load it.
+#[utoipa::path(get, path = "/playground", tag = "operations",
+    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
+pub async fn playground() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(include_str!("../assets/playground.html"))
 }
 
 /// A file of the interactive documentation.

@@ -1,0 +1,244 @@
+//! The playground in a real browser: headless Chromium, driven over WebDriver (chromedriver and
+//! fantoccini), against a running genjobs. It draws every model's form as the models endpoint
+//! describes it, runs an image job to its pictures with the progress bar moving, cancels a video
+//! job and shows the refund, and explains a 402. Needs Debian's `chromium` and `chromium-driver`
+//! (`.ci/run` installs them); without them the test fails and says so.
+//!
+//! `GENJOBS_CHROMIUM` and `GENJOBS_CHROMEDRIVER` name other binaries than Debian's.
+//! `GENJOBS_UPDATE_SCREENSHOT=1` also writes the screenshot shown in the README to
+//! `docs/playground.png`.
+
+#![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use genjobs_tests::{fast_config, spawn_app_with};
+use serde_json::{Value, json};
+
+/// Debian's paths; `GENJOBS_CHROMEDRIVER` and `GENJOBS_CHROMIUM` name others.
+fn program(variable: &str, debian: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| debian.to_owned())
+}
+
+/// A chromedriver process, stopped on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn chromedriver() -> Driver {
+    let (driver, chromium) =
+        (program("GENJOBS_CHROMEDRIVER", "/usr/bin/chromedriver"), program("GENJOBS_CHROMIUM", "/usr/bin/chromium"));
+    for path in [&driver, &chromium] {
+        assert!(
+            std::path::Path::new(path).exists(),
+            "{path} is missing: install Debian's chromium and chromium-driver (apt-get install chromium chromium-driver); .ci/run does"
+        );
+    }
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(&driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "chromedriver did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Driver { child, url: format!("http://127.0.0.1:{port}") }
+}
+
+async fn browser(driver: &Driver) -> Client {
+    let capabilities = json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {
+            "binary": program("GENJOBS_CHROMIUM", "/usr/bin/chromium"),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,860"]
+        }
+    });
+    let Value::Object(capabilities) = capabilities else { unreachable!("an object literal") };
+    ClientBuilder::rustls().unwrap().capabilities(capabilities).connect(&driver.url).await.unwrap()
+}
+
+/// Runs `script` (a function body returning a value) until it returns something truthy.
+async fn until(page: &Client, what: &str, script: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let value = page.execute(script, vec![]).await.unwrap();
+        let truthy = match &value {
+            Value::Null | Value::Bool(false) => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            _ => true,
+        };
+        if truthy {
+            return value;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn choose(page: &Client, select: &str, value: &str) {
+    let script = "const s = document.getElementById(arguments[0]); s.value = arguments[1]; \
+                  s.dispatchEvent(new Event('change')); return s.value;";
+    let chosen = page.execute(script, vec![json!(select), json!(value)]).await.unwrap();
+    assert_eq!(chosen, value, "#{select} has no option {value}");
+}
+
+async fn use_key(page: &Client, key: &str) {
+    page.execute("document.getElementById('api-key').value = arguments[0];", vec![json!(key)]).await.unwrap();
+    page.find(Locator::Id("save-key")).await.unwrap().click().await.unwrap();
+    until(page, "the models", "return document.getElementById('model').options.length;").await;
+}
+
+async fn set_prompt(page: &Client, prompt: &str) {
+    page.execute("document.getElementById('field-prompt').value = arguments[0];", vec![json!(prompt)]).await.unwrap();
+}
+
+async fn available(page: &Client) -> u64 {
+    let shown = until(page, "the balance", "return document.getElementById('balance').dataset.available;").await;
+    shown.as_str().unwrap().parse().unwrap()
+}
+
+/// The controls drawn for the selected model, as the test compares them with the API's fields.
+const FORM: &str = "return [...document.querySelectorAll('#form [name]')].map(e => ({
+    name: e.name, tag: e.tagName.toLowerCase(), type: e.type, kind: e.dataset.kind,
+    min: e.min || null, max: e.max || null, value: e.value,
+    options: e.tagName === 'SELECT' ? [...e.options].map(o => o.value).filter(v => v !== '') : null }));";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_draws_every_form_runs_a_job_cancels_one_and_explains_a_402() {
+    let mut config = fast_config().with_poll_interval(Duration::from_millis(100));
+    config.simulator.run = Duration::from_millis(1800);
+    let app = spawn_app_with(config).await;
+    let driver = chromedriver();
+    let page = browser(&driver).await;
+    page.goto(&app.url("/playground")).await.unwrap();
+    use_key(&page, &app.demo_key).await;
+
+    for modality in ["image", "video"] {
+        choose(&page, "modality", modality).await;
+        let listing: Value =
+            app.get(&format!("/api/v1/models?modality={modality}"), &app.demo_key).await.json().await.unwrap();
+        for model in listing["data"].as_array().unwrap() {
+            let id = model["id"].as_str().unwrap();
+            until(
+                &page,
+                "the model list",
+                &format!("return [...document.getElementById('model').options].some(o => o.value === '{id}');"),
+            )
+            .await;
+            choose(&page, "model", id).await;
+            let drawn = page.execute(FORM, vec![]).await.unwrap();
+            let drawn = drawn.as_array().unwrap();
+            let fields = model["fields"].as_array().unwrap();
+            assert_eq!(drawn.len(), fields.len().max(1), "{id}: {drawn:?}");
+            for (field, control) in fields.iter().zip(drawn) {
+                assert_eq!(control["name"], field["name"], "{id}");
+                let expected = match field["kind"].as_str().unwrap() {
+                    "textarea" => ("textarea", "textarea"),
+                    "select" => ("select", "select-one"),
+                    "number" => ("input", "number"),
+                    "image-url" => ("input", "url"),
+                    _ => ("input", "text"),
+                };
+                assert_eq!(
+                    (control["tag"].as_str().unwrap(), control["type"].as_str().unwrap()),
+                    expected,
+                    "{id} {field}"
+                );
+                if let Some(options) = field["options"].as_array() {
+                    let values: Vec<&str> = options.iter().map(|o| o["value"].as_str().unwrap()).collect();
+                    let drawn: Vec<&str> =
+                        control["options"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+                    assert_eq!(drawn, values, "{id} {field}");
+                }
+                if let Some(default) = field.get("default").filter(|d| !d.is_null()) {
+                    let shown = default.as_str().map_or_else(|| default.to_string(), str::to_owned);
+                    assert_eq!(control["value"], shown.as_str(), "{id}: the default is preselected");
+                }
+                for bound in ["min", "max"] {
+                    if let Some(limit) = field[bound].as_f64() {
+                        assert_eq!(
+                            control[bound].as_str().and_then(|v| v.parse::<f64>().ok()),
+                            Some(limit),
+                            "{id} {bound}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    choose(&page, "modality", "image").await;
+    until(&page, "flux-pro", "return [...document.getElementById('model').options].some(o => o.value === 'flux-pro');")
+        .await;
+    choose(&page, "model", "flux-pro").await;
+    set_prompt(&page, "a lighthouse at dusk").await;
+    page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    loop {
+        let state = page
+            .execute(
+                "return [document.getElementById('state').textContent, document.getElementById('progress').value];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        seen.push(state[1].as_f64().unwrap());
+        if state[0] == "succeeded" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the job did not succeed: {state}");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert!(seen.iter().any(|p| *p > 0.0 && *p < 100.0), "the progress bar moved: {seen:?}");
+    let width = until(
+        &page,
+        "the image",
+        "const i = document.querySelector('#outputs img'); return i && i.complete && i.naturalWidth;",
+    )
+    .await;
+    assert_eq!(width, 1024, "the picture loaded at its size");
+    let screenshot = page.screenshot().await.unwrap();
+    assert_eq!(&screenshot[1..4], b"PNG");
+    if std::env::var_os("GENJOBS_UPDATE_SCREENSHOT").is_some() {
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/playground.png"), &screenshot).unwrap();
+    }
+
+    choose(&page, "modality", "video").await;
+    until(&page, "the video models", "return document.getElementById('field-prompt') && document.getElementById('model').value.includes('seedance');").await;
+    let before = available(&page).await;
+    set_prompt(&page, "waves on a rock [sim:hang]").await;
+    page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
+    until(&page, "a cancel button", "return !document.getElementById('cancel').disabled;").await;
+    assert!(available(&page).await < before, "credits held while it runs");
+    page.find(Locator::Id("cancel")).await.unwrap().click().await.unwrap();
+    until(&page, "the canceled state", "return document.getElementById('state').textContent === 'canceled';").await;
+    let refunded = format!("return document.getElementById('balance').dataset.available === '{before}';");
+    until(&page, "the refund", &refunded).await;
+
+    let poor = app.create_user(0, json!({"name": "poor"})).await;
+    use_key(&page, &poor.key).await;
+    choose(&page, "modality", "image").await;
+    until(&page, "the form", "return document.getElementById('field-prompt');").await;
+    set_prompt(&page, "anything").await;
+    page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
+    let message = until(&page, "the 402 message", "return document.getElementById('error').textContent;").await;
+    assert!(message.as_str().unwrap().contains("Not enough credits"), "{message}");
+    page.close().await.unwrap();
+}
