@@ -7,7 +7,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Bucket bounds, in seconds, for every histogram: request, upstream call and driver lag
@@ -40,6 +40,7 @@ impl Metrics {
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("another metrics recorder is installed; /metrics shows only what reaches this one");
             }
+            describe_all();
             handle
         });
         Self { handle: handle.clone(), collectors: Vec::new() }
@@ -61,6 +62,24 @@ impl Metrics {
         self.handle.run_upkeep();
         self.handle.render()
     }
+}
+
+/// The `# HELP` line of every metric the process records, wherever it is recorded.
+fn describe_all() {
+    describe_counter!("genjobs_http_requests_total", "HTTP requests answered, by route pattern, method and status");
+    describe_histogram!("genjobs_http_request_duration_seconds", Unit::Seconds, "Time to answer an HTTP request");
+    describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
+    describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model and final state");
+    describe_gauge!("genjobs_jobs", "Jobs not yet final now, by state, across every replica");
+    describe_counter!("genjobs_credits_held_total", "Credits held at acceptance, by model");
+    describe_counter!("genjobs_credits_spent_total", "Credits charged for succeeded jobs, by model");
+    describe_counter!("genjobs_credits_released_total", "Credits held and then released, by model");
+    describe_histogram!("genjobs_driver_lag_seconds", Unit::Seconds, "How late a job's poll started after its time");
+    describe_counter!("genjobs_upstream_calls_total", "Calls to the provider, by kind and outcome");
+    describe_histogram!("genjobs_upstream_call_duration_seconds", Unit::Seconds, "Time of a call to the provider");
+    describe_gauge!("genjobs_open_connections", "Open event streams (sse) and long-polls (long_poll)");
+    describe_gauge!("genjobs_db_pool_connections", "Postgres pool connections, by pool and state (in_use, idle)");
+    describe_gauge!("genjobs_db_pool_waiting", "Callers waiting for a Postgres pool connection, by pool");
 }
 
 /// One request answered: `genjobs_http_requests_total{route, method, status}` and

@@ -80,6 +80,10 @@ async fn metrics_need_the_admin_token_and_move_after_a_job() {
     }
     let foreign = after.lines().find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("genjobs_"));
     assert_eq!(foreign, None, "every metric is named genjobs_*");
+    for kind in after.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = kind.split(' ').next().unwrap();
+        assert!(after.contains(&format!("# HELP {name} ")), "{name} has no description");
+    }
 }
 
 #[tokio::test]
