@@ -3,15 +3,27 @@
 
 use std::sync::Arc;
 
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 use tokio::sync::watch;
 
 /// Whether the process is draining, shared by every handler and the binary that starts it.
 #[derive(Clone)]
-pub struct Drain(Arc<watch::Sender<bool>>);
+pub struct Drain {
+    sender: Arc<watch::Sender<bool>>,
+    /// One wait for the drain, shared: each open stream holds a clone (a pointer and a waker
+    /// slot) rather than a wait of its own.
+    started: Shared<BoxFuture<'static, ()>>,
+}
 
 impl Default for Drain {
     fn default() -> Self {
-        Self(Arc::new(watch::channel(false).0))
+        let (sender, mut receiver) = watch::channel(false);
+        let started = async move {
+            // An error means the sender is gone, which only happens as the process ends.
+            let _ = receiver.wait_for(|draining| *draining).await;
+        };
+        Self { sender: Arc::new(sender), started: started.boxed().shared() }
     }
 }
 
@@ -24,21 +36,17 @@ impl Drain {
 
     /// Starts draining; every waiter of [`Drain::started`] wakes.
     pub fn start(&self) {
-        self.0.send_replace(true);
+        self.sender.send_replace(true);
     }
 
     /// Whether draining has started.
     #[must_use]
     pub fn is_draining(&self) -> bool {
-        *self.0.borrow()
+        *self.sender.borrow()
     }
 
     /// Completes once draining has started (at once if it has).
     pub fn started(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut receiver = self.0.subscribe();
-        async move {
-            // An error means the sender is gone, which only happens as the process ends.
-            let _ = receiver.wait_for(|draining| *draining).await;
-        }
+        self.started.clone()
     }
 }

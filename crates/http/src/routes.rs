@@ -8,8 +8,8 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse, Responder, web};
 use actix_web_lab::sse;
 use std::pin::pin;
 
+use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use futures_util::{FutureExt, StreamExt};
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::request::InvalidRequest;
@@ -228,10 +228,16 @@ pub async fn stream_job(
 ) -> Handled {
     let id = job_id(&path)?;
     let events = state.gateway.job_events(&caller.0, id).await?;
-    let lifetime = tokio::time::sleep(state.settings.stream_max);
-    let drain = state.drain.clone();
+    let (lifetime, drain) = (state.settings.stream_max, state.drain.clone());
+    let draining = drain.started();
     let open = OpenConnection::new(Held::Stream);
-    let ended = select(Box::pin(lifetime), drain.started().boxed());
+    // One future, kept inline in the stream: it ends at the connection's lifetime or the drain.
+    let ended = async move {
+        tokio::select! {
+            () = tokio::time::sleep(lifetime) => {}
+            () = draining => {}
+        }
+    };
     let stream = events
         .map(move |event| {
             let _counted = &open;
