@@ -16,6 +16,9 @@ const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// How often histogram samples are folded into their buckets between scrapes.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// Something to record just before each scrape (a pool's gauges, say).
 pub type Collector = Arc<dyn Fn() + Send + Sync>;
 
@@ -41,6 +44,18 @@ impl Metrics {
                 tracing::warn!("another metrics recorder is installed; /metrics shows only what reaches this one");
             }
             describe_all();
+            // Without its HTTP listener, the exporter keeps every histogram sample until an
+            // upkeep folds them into buckets; a process nobody scrapes would grow without end.
+            let upkeep = handle.clone();
+            let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
+                loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "cannot start the metrics upkeep; histograms are folded only when scraped");
+            }
             handle
         });
         Self { handle: handle.clone(), collectors: Vec::new() }
