@@ -26,6 +26,18 @@ impl JobState {
     pub fn is_final(self) -> bool {
         matches!(self, JobState::Succeeded | JobState::Failed | JobState::Canceled)
     }
+
+    /// The state's name in the API.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Canceled => "canceled",
+        }
+    }
 }
 
 /// The body of `POST /api/v1/images/generations`. Fields left `None` take the model's defaults.

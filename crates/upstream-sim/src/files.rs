@@ -6,12 +6,39 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Cursor;
 
-use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{ACCEPT_RANGES, CONTENT_RANGE, CONTENT_TYPE};
+use actix_web::{HttpRequest, HttpResponse, web};
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::{ImageEncoder, RgbImage};
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::Sim;
+
+/// `GET /_sim/files/{request id}/{name}`: the file a result names.
+pub(crate) async fn serve(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
+    let (id, name) = path.into_inner();
+    sim.state.count("file", Some(&id));
+    let Some(input) = sim.state.requests().get(&id).map(|r| r.input.clone()) else {
+        return crate::not_found();
+    };
+    match name.split_once('.') {
+        Some(("0", "mp4")) => {
+            let range = req.headers().get(actix_web::http::header::RANGE).and_then(|v| v.to_str().ok());
+            ranged(SAMPLE_MP4, "video/mp4", range)
+        }
+        Some((index, "png")) if index.parse::<u64>().is_ok_and(|i| i < crate::requests::image_count(&input)) => {
+            let (width, height) = image_size(&input);
+            let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let seed = (prompt, index.to_owned());
+            match web::block(move || png(width, height, &seed)).await {
+                Ok(png) => HttpResponse::Ok().content_type("image/png").body(png),
+                Err(_) => HttpResponse::InternalServerError().json(json!({"detail": "could not draw the image"})),
+            }
+        }
+        _ => crate::not_found(),
+    }
+}
 
 /// The sample video: 2 s of a test pattern, 320×180, H.264 with the index first (`faststart`).
 pub(crate) const SAMPLE_MP4: &[u8] = include_bytes!("../assets/sample.mp4");

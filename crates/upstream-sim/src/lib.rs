@@ -128,7 +128,7 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
             .app_data(web::JsonConfig::default().limit(1 << 20));
         #[cfg(feature = "stats")]
         let app = app.configure(stats::routes::<Sim>);
-        app.route("/_sim/files/{id}/{name}", web::get().to(file))
+        app.route("/_sim/files/{id}/{name}", web::get().to(files::serve))
             .route("/{owner}/{app}/requests/{id}/status", web::get().to(status))
             .route("/{owner}/{app}/requests/{id}/cancel", web::put().to(cancel))
             .route("/{owner}/{app}/requests/{id}", web::get().to(result))
@@ -331,31 +331,6 @@ fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
         return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
     }
     HttpResponse::Ok().json(output(request, &format!("{base}/_sim/files/{id}")))
-}
-
-/// A file a result names: see [`files`].
-async fn file(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
-    let (id, name) = path.into_inner();
-    sim.state.count("file", Some(&id));
-    let Some(input) = sim.state.requests().get(&id).map(|r| r.input.clone()) else {
-        return not_found();
-    };
-    match name.split_once('.') {
-        Some(("0", "mp4")) => {
-            let range = req.headers().get(actix_web::http::header::RANGE).and_then(|v| v.to_str().ok());
-            files::ranged(files::SAMPLE_MP4, "video/mp4", range)
-        }
-        Some((index, "png")) if index.parse::<u64>().is_ok_and(|i| i < requests::image_count(&input)) => {
-            let (width, height) = files::image_size(&input);
-            let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let seed = (prompt, index.to_owned());
-            match web::block(move || files::png(width, height, &seed)).await {
-                Ok(png) => HttpResponse::Ok().content_type("image/png").body(png),
-                Err(_) => HttpResponse::InternalServerError().json(json!({"detail": "could not draw the image"})),
-            }
-        }
-        _ => not_found(),
-    }
 }
 
 async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {

@@ -1,16 +1,17 @@
 //! The JSON shapes of responses, kept apart from the domain types so that the API stays exactly
 //! as the spec writes it whatever the domain keeps internally. No view embeds a domain type.
 
-use genjobs_domain::catalog::{Field, FieldKind, FieldOption, Model};
 use genjobs_domain::job::{Job, JobError};
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::Account;
 use genjobs_domain::usecases::{CancelReceipt, JobListing, Receipt};
 use serde::Serialize;
-use serde_json::Value;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+
+pub use super::models::{FieldOptionView, FieldView, ModelView};
+use super::schemas::{job_state_schema, modality_schema, nullable_timestamp_schema, one_of, timestamp_schema};
 
 /// ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`. Written out by hand rather
 /// than through a format description, whose formatting can fail.
@@ -27,43 +28,6 @@ pub fn iso(at: OffsetDateTime) -> String {
         at.second(),
         at.millisecond()
     )
-}
-
-/// A string schema taking one of `values`.
-fn one_of(values: &[&str], description: &str) -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().copied()))
-        .description(Some(description))
-        .build()
-}
-
-fn job_state_schema() -> Object {
-    one_of(&["queued", "running", "succeeded", "failed", "canceled"], "The job's state.")
-}
-
-fn modality_schema() -> Object {
-    one_of(&["video", "image", "audio", "music", "speech", "3d"], "What the model produces.")
-}
-
-fn field_kind_schema() -> Object {
-    one_of(&["text", "textarea", "number", "select", "image-url"], "How a client draws the field.")
-}
-
-fn timestamp_schema() -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
-        .description(Some("ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`."))
-        .build()
-}
-
-fn nullable_timestamp_schema() -> Object {
-    ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([Type::String, Type::Null]))
-        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
-        .description(Some("ISO 8601 UTC with milliseconds; null until it happens."))
-        .build()
 }
 
 /// An output item: `{url, type, meta}`.
@@ -284,100 +248,6 @@ pub struct JobPageView<'a> {
 impl<'a> From<&'a JobListing> for JobPageView<'a> {
     fn from(page: &'a JobListing) -> Self {
         Self { data: page.jobs.iter().map(JobView::from).collect(), next: page.next.map(|id| id.to_string()) }
-    }
-}
-
-/// A model of the listing.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Model)]
-pub struct ModelView<'a> {
-    id: &'a str,
-    #[schema(schema_with = modality_schema)]
-    modality: &'static str,
-    display_name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    upstream: &'static str,
-    fields: Vec<FieldView<'a>>,
-}
-
-/// A form field of a model, as the spec describes it.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = ModelField)]
-pub struct FieldView<'a> {
-    name: &'a str,
-    label: &'a str,
-    #[schema(schema_with = field_kind_schema)]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    required: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    placeholder: Option<&'a str>,
-    #[schema(value_type = Option<Value>)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    options: Option<Vec<FieldOptionView<'a>>>,
-    #[schema(value_type = Option<f64>)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min: Option<&'a serde_json::Number>,
-    #[schema(value_type = Option<f64>)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max: Option<&'a serde_json::Number>,
-}
-
-/// A choice of a `select` field: `{value, label}`.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = FieldOption)]
-pub struct FieldOptionView<'a> {
-    value: &'a str,
-    label: &'a str,
-}
-
-impl<'a> From<&'a FieldOption> for FieldOptionView<'a> {
-    fn from(o: &'a FieldOption) -> Self {
-        Self { value: &o.value, label: &o.label }
-    }
-}
-
-fn field_kind(kind: FieldKind) -> &'static str {
-    match kind {
-        FieldKind::Text => "text",
-        FieldKind::Textarea => "textarea",
-        FieldKind::Number => "number",
-        FieldKind::Select => "select",
-        FieldKind::ImageUrl => "image-url",
-    }
-}
-
-impl<'a> From<&'a Field> for FieldView<'a> {
-    fn from(f: &'a Field) -> Self {
-        Self {
-            name: &f.name,
-            label: &f.label,
-            kind: field_kind(f.kind),
-            required: f.required,
-            placeholder: f.placeholder.as_deref(),
-            default: f.default.as_ref(),
-            options: f.options.as_ref().map(|o| o.iter().map(FieldOptionView::from).collect()),
-            min: f.min.as_ref(),
-            max: f.max.as_ref(),
-        }
-    }
-}
-
-impl<'a> ModelView<'a> {
-    /// The view of `m`, run by the provider named `upstream`.
-    #[must_use]
-    pub fn new(m: &'a Model, upstream: &'static str) -> Self {
-        Self {
-            id: m.id.as_str(),
-            modality: m.modality.as_str(),
-            display_name: &m.display_name,
-            description: m.description.as_deref(),
-            upstream,
-            fields: m.fields.iter().map(FieldView::from).collect(),
-        }
     }
 }
 

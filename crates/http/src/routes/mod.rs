@@ -1,4 +1,9 @@
 //! The handlers: each parses its input into domain types, calls one use case, and maps the result.
+//! The operators' handlers are in `admin`.
+
+mod admin;
+
+pub use admin::*;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,7 +15,7 @@ use std::pin::pin;
 
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::ids::JobId;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::{IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT_SECS, Submission};
@@ -18,12 +23,10 @@ use genjobs_domain::usecases::{IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT
 use crate::AppState;
 use crate::auth::{Authenticated, Operator};
 use crate::body::read_json;
-use crate::dto::requests::{
-    GrantBody, ImageGenerationBody, NewUserBody, VideoGenerationBody, generation_request, request_fingerprint,
-};
+use crate::dto::requests::{ImageGenerationBody, VideoGenerationBody, generation_request, request_fingerprint};
 use crate::dto::responses::{
-    AccountView, CancelView, CreatedUserView, DataView, EventStreamItem, EventView, IssuedKeyView, JobPageView,
-    JobView, ModelView, ReceiptView, StatusView, UserView,
+    AccountView, CancelView, DataView, EventStreamItem, EventView, JobPageView, JobView, ModelView, ReceiptView,
+    StatusView,
 };
 use crate::error::ApiError;
 use crate::telemetry::{Held, OpenConnection};
@@ -33,10 +36,6 @@ type Handled = Result<HttpResponse, ApiError>;
 
 fn job_id(path: &str) -> Result<JobId, ApiError> {
     JobId::parse(path).map_err(|_| ApiError::job_not_found())
-}
-
-fn user_id(path: &str) -> Result<UserId, ApiError> {
-    UserId::parse(path).map_err(|_| genjobs_domain::usecases::AdminError::UnknownUser.into())
 }
 
 fn integer_param(query: &Query, name: &str, min: u64, max: u64) -> Result<Option<u64>, InvalidRequest> {
@@ -345,95 +344,4 @@ pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
 pub async fn account(state: web::Data<AppState>, caller: Authenticated) -> Handled {
     let account = state.gateway.account(&caller.0).await?;
     Ok(HttpResponse::Ok().json(AccountView::from(&account)))
-}
-
-/// Create a user
-///
-/// Answers with the user's first API key, shown only here.
-#[utoipa::path(post, path = "/api/admin/users", tag = "admin",
-    security(("admin_token" = [])),
-    request_body(content = NewUserBody, content_type = "application/json"),
-    responses(
-        (status = 201, description = "Created", body = CreatedUserView),
-        (status = 400, description = "Invalid body or field", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
-    ))]
-pub async fn admin_create_user(
-    state: web::Data<AppState>,
-    _: Operator,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Handled {
-    let request = NewUserBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
-    let (account, key) = state.gateway.create_user(request).await?;
-    Ok(HttpResponse::Created().json(CreatedUserView::new(&account, key.expose())))
-}
-
-/// Issue another key to a user
-#[utoipa::path(post, path = "/api/admin/users/{id}/keys", tag = "admin",
-    security(("admin_token" = [])),
-    params(("id" = String, Path, description = "The user id")),
-    responses(
-        (status = 201, description = "The new key, shown only here", body = IssuedKeyView),
-        (status = 404, description = "No such user", body = crate::error::Envelope),
-    ))]
-pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    let key = state.gateway.issue_key(user_id(&path)?).await?;
-    Ok(HttpResponse::Created().json(IssuedKeyView { api_key: key.expose() }))
-}
-
-/// Revoke a key
-///
-/// The key stops working at once.
-#[utoipa::path(delete, path = "/api/admin/keys/{prefix}", tag = "admin",
-    security(("admin_token" = [])),
-    params(("prefix" = String, Path, description = "The key's public prefix")),
-    responses(
-        (status = 204, description = "Revoked"),
-        (status = 404, description = "No such key", body = crate::error::Envelope),
-    ))]
-pub async fn admin_revoke_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    state.gateway.revoke_key(&path).await?;
-    Ok(HttpResponse::NoContent().finish())
-}
-
-/// Grant credits
-///
-/// A negative amount takes available credits back.
-#[utoipa::path(post, path = "/api/admin/users/{id}/credits", tag = "admin",
-    security(("admin_token" = [])),
-    params(("id" = String, Path, description = "The user id")),
-    request_body(content = GrantBody, content_type = "application/json"),
-    responses(
-        (status = 200, description = "The account after the grant", body = UserView),
-        (status = 400, description = "Invalid amount, or more than the user has available", body = crate::error::Envelope),
-        (status = 404, description = "No such user", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
-    ))]
-pub async fn admin_grant(
-    state: web::Data<AppState>,
-    _: Operator,
-    path: web::Path<String>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Handled {
-    let user_id = user_id(&path)?;
-    let amount = GrantBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
-    let account = state.gateway.grant(user_id, amount).await?;
-    Ok(HttpResponse::Ok().json(UserView::from(&account)))
-}
-
-/// A user's account
-#[utoipa::path(get, path = "/api/admin/users/{id}", tag = "admin",
-    security(("admin_token" = [])),
-    params(("id" = String, Path, description = "The user id")),
-    responses(
-        (status = 200, description = "The account", body = UserView),
-        (status = 404, description = "No such user", body = crate::error::Envelope),
-    ))]
-pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    let account = state.gateway.user(user_id(&path)?).await?;
-    Ok(HttpResponse::Ok().json(UserView::from(&account)))
 }

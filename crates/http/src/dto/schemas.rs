@@ -1,0 +1,41 @@
+//! Schemas the derives cannot infer: enumerations of strings and timestamps, for the fields that
+//! the views keep as `&'static str` or as formatted text.
+
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+
+/// A string schema taking one of `values`.
+pub(crate) fn one_of(values: &[&str], description: &str) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values.iter().copied()))
+        .description(Some(description))
+        .build()
+}
+
+pub(crate) fn job_state_schema() -> Object {
+    one_of(&["queued", "running", "succeeded", "failed", "canceled"], "The job's state.")
+}
+
+pub(crate) fn modality_schema() -> Object {
+    one_of(&["video", "image", "audio", "music", "speech", "3d"], "What the model produces.")
+}
+
+pub(crate) fn field_kind_schema() -> Object {
+    one_of(&["text", "textarea", "number", "select", "image-url"], "How a client draws the field.")
+}
+
+pub(crate) fn timestamp_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+        .description(Some("ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`."))
+        .build()
+}
+
+pub(crate) fn nullable_timestamp_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+        .description(Some("ISO 8601 UTC with milliseconds; null until it happens."))
+        .build()
+}

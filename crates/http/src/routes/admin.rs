@@ -1,0 +1,107 @@
+//! The admin API's handlers (`/api/admin`), behind the operators' token.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use genjobs_domain::ids::UserId;
+
+use super::Handled;
+use crate::AppState;
+use crate::auth::Operator;
+use crate::body::read_json;
+use crate::dto::requests::{GrantBody, NewUserBody};
+use crate::dto::responses::{CreatedUserView, IssuedKeyView, UserView};
+use crate::error::ApiError;
+
+fn user_id(path: &str) -> Result<UserId, ApiError> {
+    UserId::parse(path).map_err(|_| genjobs_domain::usecases::AdminError::UnknownUser.into())
+}
+
+/// Create a user
+///
+/// Answers with the user's first API key, shown only here.
+#[utoipa::path(post, path = "/api/admin/users", tag = "admin",
+    security(("admin_token" = [])),
+    request_body(content = NewUserBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created", body = CreatedUserView),
+        (status = 400, description = "Invalid body or field", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
+pub async fn admin_create_user(
+    state: web::Data<AppState>,
+    _: Operator,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    let request = NewUserBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
+    let (account, key) = state.gateway.create_user(request).await?;
+    Ok(HttpResponse::Created().json(CreatedUserView::new(&account, key.expose())))
+}
+
+/// Issue another key to a user
+#[utoipa::path(post, path = "/api/admin/users/{id}/keys", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The user id")),
+    responses(
+        (status = 201, description = "The new key, shown only here", body = IssuedKeyView),
+        (status = 404, description = "No such user", body = crate::error::Envelope),
+    ))]
+pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
+    let key = state.gateway.issue_key(user_id(&path)?).await?;
+    Ok(HttpResponse::Created().json(IssuedKeyView { api_key: key.expose() }))
+}
+
+/// Revoke a key
+///
+/// The key stops working at once.
+#[utoipa::path(delete, path = "/api/admin/keys/{prefix}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("prefix" = String, Path, description = "The key's public prefix")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 404, description = "No such key", body = crate::error::Envelope),
+    ))]
+pub async fn admin_revoke_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
+    state.gateway.revoke_key(&path).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Grant credits
+///
+/// A negative amount takes available credits back.
+#[utoipa::path(post, path = "/api/admin/users/{id}/credits", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The user id")),
+    request_body(content = GrantBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The account after the grant", body = UserView),
+        (status = 400, description = "Invalid amount, or more than the user has available", body = crate::error::Envelope),
+        (status = 404, description = "No such user", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
+pub async fn admin_grant(
+    state: web::Data<AppState>,
+    _: Operator,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    let user_id = user_id(&path)?;
+    let amount = GrantBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
+    let account = state.gateway.grant(user_id, amount).await?;
+    Ok(HttpResponse::Ok().json(UserView::from(&account)))
+}
+
+/// A user's account
+#[utoipa::path(get, path = "/api/admin/users/{id}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The user id")),
+    responses(
+        (status = 200, description = "The account", body = UserView),
+        (status = 404, description = "No such user", body = crate::error::Envelope),
+    ))]
+pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
+    let account = state.gateway.user(user_id(&path)?).await?;
+    Ok(HttpResponse::Ok().json(UserView::from(&account)))
+}

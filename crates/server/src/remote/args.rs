@@ -1,0 +1,137 @@
+//! The client commands' arguments: what each command takes, and where the service is.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+/// Where the service is, who calls, and how to print.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// The service's base URL.
+    #[arg(long, env = "GENJOBS_API_URL", default_value = "http://127.0.0.1:8080")]
+    pub api_url: String,
+    /// Your API key.
+    #[arg(long, env = "GENJOBS_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `image` and `video` share.
+#[derive(Debug, Args)]
+pub struct Generation {
+    /// Model id (`genjobs models --modality …`); the catalog's default when absent.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Aspect ratio, e.g. 16:9.
+    #[arg(long)]
+    pub aspect_ratio: Option<String>,
+    /// Seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// What to avoid.
+    #[arg(long)]
+    pub negative_prompt: Option<String>,
+    /// A reference image URL (repeatable).
+    #[arg(long = "image", value_name = "URL")]
+    pub image_inputs: Vec<String>,
+    /// Where to save the outputs.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
+
+/// `genjobs image PROMPT`
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    /// What to draw.
+    pub prompt: String,
+    /// Number of images.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub n: Option<u32>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub generation: Generation,
+}
+
+/// `genjobs video PROMPT`
+#[derive(Debug, Args)]
+pub struct VideoArgs {
+    /// What to film.
+    pub prompt: String,
+    /// Seconds of video.
+    #[arg(long)]
+    pub duration: Option<u32>,
+    /// Resolution, e.g. 720p.
+    #[arg(long)]
+    pub resolution: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub generation: Generation,
+}
+
+/// `genjobs jobs …`
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Your jobs, newest first.
+    List {
+        /// How many.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
+        limit: u32,
+        /// Only jobs older than this job id.
+        #[arg(long)]
+        before: Option<String>,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// One job.
+    Get {
+        /// The job id.
+        id: String,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// Follow a job with a progress bar until it ends; download its outputs with --out.
+    Watch {
+        /// The job id.
+        id: String,
+        /// Where to save the outputs, if anywhere.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// Cancel a job; its credits are released.
+    Cancel {
+        /// The job id.
+        id: String,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+}
+
+/// `genjobs models`
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// Only models of this modality (image, video, …).
+    #[arg(long)]
+    pub modality: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
+
+/// `genjobs account`
+#[derive(Debug, Args)]
+pub struct AccountArgs {
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
