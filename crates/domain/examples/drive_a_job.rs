@@ -47,6 +47,7 @@ impl UpstreamProvider for InstantProvider {
             url: format!("https://example.invalid/{i}.png"),
             kind: OutputKind::Image,
             meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
+            copy: None,
         };
         Ok((0..images).map(image).collect())
     }
@@ -63,6 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         jobs: store.clone(),
         accounts: store,
         upstream: Arc::new(InstantProvider),
+        outputs: None,
         events: Arc::new(EventHub::new()),
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock: Arc::new(SystemClock),

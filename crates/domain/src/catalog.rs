@@ -359,6 +359,7 @@ mod tests {
             url: "https://x/v.mp4".into(),
             kind: OutputKind::Video,
             meta: OutputMeta { duration_sec: Some(secs), ..OutputMeta::default() },
+            copy: None,
         };
         let held = model.price_to_hold(&input());
         assert!(model.price_delivered(&input(), &[video(3.0)]) < held);

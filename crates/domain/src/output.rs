@@ -45,10 +45,33 @@ pub struct OutputMeta {
 /// One delivered output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputItem {
-    /// Where to fetch it.
+    /// Where the provider serves it.
     pub url: String,
     /// Image or video.
     pub kind: OutputKind,
     /// What the provider says about it.
     pub meta: OutputMeta,
+    /// Whether the gateway kept its own copy; `None` where it keeps none (no output store).
+    pub copy: Option<OutputCopy>,
+}
+
+/// The gateway's copy of an output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputCopy {
+    /// Copied into the output store: the output is served from there, as long as the job lives.
+    Stored(StoredFile),
+    /// The copy kept failing; the output is only at the provider's URL, for as long as the
+    /// provider keeps it.
+    Failed,
+}
+
+/// A file the output store holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFile {
+    /// Its length in bytes.
+    pub size: u64,
+    /// Its MIME type, as the provider served it.
+    pub content_type: String,
+    /// Hex SHA-256 of its bytes: a strong validator for HTTP caches (`ETag`).
+    pub sha256: String,
 }

@@ -59,13 +59,19 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         Ok(status.clone())
     });
     upstream.expect_result().returning(|_, _, _| {
-        Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])
+        Ok(vec![OutputItem {
+            url: "https://cdn/a.png".into(),
+            kind: OutputKind::Image,
+            meta: OutputMeta::default(),
+            copy: None,
+        }])
     });
     let clock = Arc::new(PausedClock { origin: OffsetDateTime::now_utc(), start: tokio::time::Instant::now() });
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
         upstream: Arc::new(upstream),
+        outputs: None,
         events: events.clone(),
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock: clock.clone(),

@@ -23,6 +23,7 @@ fn trigger() -> impl Strategy<Value = Trigger> {
         url: "https://cdn/x.png".into(),
         kind: OutputKind::Image,
         meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
+        copy: None,
     };
     prop_oneof![
         Just(Trigger::SubmitStarted { next_poll_at: at }),

@@ -55,6 +55,7 @@ impl Mocks {
             jobs: Arc::new(self.jobs),
             accounts: Arc::new(self.accounts),
             upstream: Arc::new(self.upstream),
+            outputs: None,
             events: Arc::new(self.events),
             rate_limiter: Arc::new(self.rate_limiter),
             clock: Arc::new(self.clock),
@@ -432,6 +433,7 @@ async fn driver_settles_a_completed_job_at_the_delivered_price() {
             url: format!("https://cdn/{i}.png"),
             kind: OutputKind::Image,
             meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
+            copy: None,
         })
         .collect::<Vec<_>>();
     mocks.upstream.expect_result().return_once(move |_, _, _| Ok(two_images));
@@ -483,7 +485,12 @@ async fn driver_discards_a_late_result_when_the_job_changed_meanwhile() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
     mocks.upstream.expect_result().returning(|_, _, _| {
-        Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])
+        Ok(vec![OutputItem {
+            url: "https://cdn/a.png".into(),
+            kind: OutputKind::Image,
+            meta: OutputMeta::default(),
+            copy: None,
+        }])
     });
     let canceled = submitted_job().apply(Trigger::Cancel, t0()).unwrap().into_job();
     mocks.jobs.expect_commit().times(1).return_once(move |_| Ok(Commit::Stale(canceled)));
@@ -541,7 +548,12 @@ async fn driver_lets_go_of_a_job_once_it_is_final() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
     mocks.upstream.expect_result().returning(|_, _, _| {
-        Ok(vec![OutputItem { url: "https://cdn/a.png".into(), kind: OutputKind::Image, meta: OutputMeta::default() }])
+        Ok(vec![OutputItem {
+            url: "https://cdn/a.png".into(),
+            kind: OutputKind::Image,
+            meta: OutputMeta::default(),
+            copy: None,
+        }])
     });
     mocks.jobs.expect_commit().returning(applied);
     mocks.events.expect_publish().returning(|_| ());

@@ -17,11 +17,16 @@ use tokio_stream::wrappers::BroadcastStream;
 pub struct EventHub {
     channels: Mutex<Channels>,
     every_change: broadcast::Sender<JobId>,
+    watches: broadcast::Sender<JobId>,
 }
 
 impl Default for EventHub {
     fn default() -> Self {
-        Self { channels: Mutex::default(), every_change: broadcast::channel(4096).0 }
+        Self {
+            channels: Mutex::default(),
+            every_change: broadcast::channel(4096).0,
+            watches: broadcast::channel(4096).0,
+        }
     }
 }
 
@@ -52,6 +57,12 @@ impl EventHub {
         {
             channels.by_job.remove(&job_id);
         }
+    }
+
+    /// Tells this process's driver that someone waits on the job.
+    pub fn notify_watch(&self, job_id: JobId) {
+        // No receiver is not an error: a process may run no driver.
+        let _ = self.watches.send(job_id);
     }
 
     /// Wakes every subscriber in this process, after notifications may have been missed.
@@ -88,6 +99,14 @@ impl JobEvents for EventHub {
     fn subscribe_all(&self) -> BoxStream<'static, JobId> {
         BroadcastStream::new(self.every_change.subscribe()).filter_map(|id| std::future::ready(id.ok())).boxed()
     }
+
+    async fn watch(&self, job_id: JobId) {
+        self.notify_watch(job_id);
+    }
+
+    fn subscribe_watches(&self) -> BoxStream<'static, JobId> {
+        BroadcastStream::new(self.watches.subscribe()).filter_map(|id| std::future::ready(id.ok())).boxed()
+    }
 }
 
 #[cfg(test)]
@@ -120,6 +139,16 @@ mod tests {
         hub.publish(b).await;
         assert_eq!(all.next().await, Some(a));
         assert_eq!(all.next().await, Some(b));
+    }
+
+    #[tokio::test]
+    async fn watches_reach_the_followers_of_watches_only() {
+        let hub = EventHub::new();
+        let (mut watches, mut all) = (hub.subscribe_watches(), hub.subscribe_all());
+        let id = job();
+        hub.watch(id).await;
+        assert_eq!(watches.next().await, Some(id));
+        assert!(tokio::time::timeout(Duration::from_millis(20), all.next()).await.is_err());
     }
 
     #[tokio::test]

@@ -10,12 +10,16 @@ use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
-use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
+use genjobs_domain::ports::{
+    Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamReport,
+    UpstreamStatus,
+};
 use metrics::{counter, histogram};
 
 /// Wraps a provider and records `genjobs_upstream_calls_total{kind, outcome}` and
 /// `genjobs_upstream_call_duration_seconds{kind}` for each call (`kind`: submit, status, result,
-/// cancel; `outcome`: ok, or the failure's class).
+/// cancel; `outcome`: ok, or the failure's class), and `genjobs_upstream_notifications_total{outcome}`
+/// for each notification the provider pushed.
 pub struct MeteredUpstream {
     inner: Arc<dyn UpstreamProvider>,
 }
@@ -91,6 +95,23 @@ impl UpstreamProvider for MeteredUpstream {
         let started = Instant::now();
         let result = self.inner.cancel(job_id, upstream).await;
         record("cancel", started, &result, poll_class);
+        result
+    }
+
+    async fn read_notification(
+        &self,
+        delivery: &Delivery,
+        now: time::OffsetDateTime,
+    ) -> Result<UpstreamReport, NotificationRejected> {
+        let result = self.inner.read_notification(delivery, now).await;
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(NotificationRejected::NotEnabled) => "not_enabled",
+            Err(NotificationRejected::InvalidSignature(_)) => "invalid_signature",
+            Err(NotificationRejected::Malformed(_)) => "malformed",
+            Err(NotificationRejected::Unavailable(_)) => "unavailable",
+        };
+        counter!("genjobs_upstream_notifications_total", "outcome" => outcome).increment(1);
         result
     }
 }

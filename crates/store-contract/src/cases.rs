@@ -1,5 +1,11 @@
 //! The contract cases. Each takes a fresh, empty store.
 
+mod accounts;
+mod provider;
+
+pub use accounts::*;
+pub use provider::*;
+
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -10,8 +16,7 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, AccountError, AccountStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey,
-    UnfinishedJobs,
+    AcceptError, Accepted, AccountStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey, UnfinishedJobs,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -105,6 +110,7 @@ fn success(actual: u64) -> Trigger {
             url: "https://cdn/x.png".into(),
             kind: OutputKind::Image,
             meta: OutputMeta { content_type: "image/png".into(), width: Some(8), ..OutputMeta::default() },
+            copy: None,
         }],
         credits_actual: Credits::new(actual),
     }
@@ -341,50 +347,6 @@ pub async fn jobs_are_listed_newest_first_in_pages<S: Store>(store: Arc<S>) {
     assert_eq!(page1, ids[..3]);
     let page2: Vec<_> = store.jobs_of(id, Some(ids[2]), 3).await.unwrap().iter().map(|j| j.id()).collect();
     assert_eq!(page2, ids[3..]);
-}
-
-/// A key is found by its prefix with its hash and owner; once revoked it is gone.
-pub async fn keys_are_found_by_prefix_and_revoked_at_once<S: Store>(store: Arc<S>) {
-    let id = user(&*store, 1).await;
-    let key = ApiKey::generate();
-    store.add_key(StoredKey::of(&key, id, now())).await.expect("add key");
-    let found = store.credentials(&key.prefix()).await.unwrap();
-    assert_eq!(found.len(), 1);
-    assert!(found[0].hash.matches(&key.hash()));
-    assert_eq!((found[0].user_id, found[0].rate_limit_per_minute), (id, 120));
-    assert!(store.revoke_key(&key.prefix()).await.unwrap());
-    assert!(store.credentials(&key.prefix()).await.unwrap().is_empty());
-    assert!(!store.revoke_key(&key.prefix()).await.unwrap());
-    let ghost = StoredKey::of(&ApiKey::generate(), UserId::new_at(now()), now());
-    assert_eq!(store.add_key(ghost).await, Err(AccountError::UnknownUser));
-}
-
-/// Two keys never share a prefix.
-pub async fn key_prefixes_are_unique<S: Store>(store: Arc<S>) {
-    let id = user(&*store, 1).await;
-    let key = ApiKey::generate();
-    store.add_key(StoredKey::of(&key, id, now())).await.expect("add key");
-    let twin = StoredKey { hash: ApiKey::generate().hash(), ..StoredKey::of(&key, id, now()) };
-    assert_eq!(store.add_key(twin.clone()).await, Err(AccountError::KeyPrefixTaken));
-    let other = UserId::new_at(now());
-    let created = store.create_user(other, "x".into(), Credits::ZERO, LIMITS, twin).await;
-    assert_eq!(created, Err(AccountError::KeyPrefixTaken));
-}
-
-/// Grants change only `available`; one below zero is refused and changes nothing.
-pub async fn grants_move_available_credits_only<S: Store>(store: Arc<S>) {
-    let id = user(&*store, 50).await;
-    accepted(&*store, id, 20).await;
-    assert_eq!(store.grant(id, 10).await.unwrap().balances, b(40, 20, 0));
-    assert_eq!(store.grant(id, -40).await.unwrap().balances, b(0, 20, 0));
-    assert!(matches!(store.grant(id, -1).await, Err(AccountError::GrantBelowZero { .. })));
-    assert_eq!(balances(&*store, id).await.0, b(0, 20, 0));
-    assert_eq!(store.grant(id, i64::MAX).await, Err(AccountError::GrantTooLarge { amount: i64::MAX }));
-    // 20 granted so far (50 + 10 - 40): the limit is reached exactly, and not passed.
-    assert_eq!(store.grant(id, i64::MAX - 20).await.unwrap().balances.total(), i64::MAX as u128, "up to the limit");
-    assert!(matches!(store.grant(id, 1).await, Err(AccountError::GrantTooLarge { .. })));
-    assert_eq!(store.grant(id, -(i64::MAX - 20)).await.unwrap().balances, b(0, 20, 0));
-    assert_eq!(store.grant(UserId::new_at(now()), 1).await, Err(AccountError::UnknownUser));
 }
 
 /// Many tasks accepting, canceling and finishing jobs for one user at once never exceed the

@@ -41,6 +41,8 @@ macro_rules! store_contract_tests {
             key_prefixes_are_unique,
             grants_move_available_credits_only,
             concurrent_accepts_and_finishes_keep_every_invariant,
+            jobs_are_found_by_their_upstream_key,
+            output_copies_are_kept_as_committed,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -32,6 +32,7 @@ struct State {
     keys: HashMap<KeyPrefix, StoredKey>,
     jobs: HashMap<JobId, JobRow>,
     jobs_by_user: HashMap<UserId, BTreeSet<JobId>>,
+    jobs_by_upstream_key: HashMap<String, JobId>,
     idempotency: HashMap<(UserId, String), IdempotencyRecord>,
     idempotency_size_after_last_prune: usize,
     due: BTreeSet<(OffsetDateTime, JobId)>,
@@ -262,8 +263,19 @@ impl JobStore for MemoryStore {
             state.leased.remove(&(until, job.id()));
         }
         let lease_until = if job.state().is_final() { None } else { row.lease_until };
+        // The reference is set once, by the submission: index it then, not on every commit.
+        if row.job.upstream().is_none()
+            && let Some(key) = job.upstream().and_then(|upstream| upstream.key())
+        {
+            state.jobs_by_upstream_key.insert(key.to_owned(), job.id());
+        }
         state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until });
         Ok(Commit::Applied(job))
+    }
+
+    async fn job_by_upstream_key(&self, key: &str) -> Result<Option<Job>, StoreError> {
+        let state = self.state();
+        Ok(state.jobs_by_upstream_key.get(key).and_then(|id| state.jobs.get(id)).map(|row| row.job.clone()))
     }
 
     async fn ready(&self) -> Result<(), StoreError> {

@@ -23,6 +23,9 @@ use crate::store::KEYS_CHANNEL;
 /// The `NOTIFY` channel of changed jobs; the payload is the job id.
 pub const JOBS_CHANNEL: &str = "genjobs_jobs";
 
+/// The `NOTIFY` channel of watched jobs (someone waits on them); the payload is the job id.
+pub const WATCHES_CHANNEL: &str = "genjobs_watches";
+
 /// Job events over Postgres.
 pub struct PgEvents {
     hub: Arc<EventHub>,
@@ -43,17 +46,7 @@ impl JobEvents for PgEvents {
         // Local waiters wake at once; other replicas through NOTIFY (this one hears it too,
         // which costs a spurious re-read, not a missed one).
         self.hub.notify(job_id);
-        let sent = match self.pool.get().await {
-            Ok(mut conn) => diesel::sql_query("SELECT pg_notify($1, $2)")
-                .bind::<diesel::sql_types::Text, _>(JOBS_CHANNEL)
-                .bind::<diesel::sql_types::Text, _>(job_id.to_string())
-                .execute(&mut conn)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(error) = sent {
+        if let Err(error) = self.notify(JOBS_CHANNEL, job_id).await {
             tracing::warn!(job_id = %job_id, %error, "could not notify other replicas; they will see the change at their next check");
         }
     }
@@ -64,6 +57,32 @@ impl JobEvents for PgEvents {
 
     fn subscribe_all(&self) -> BoxStream<'static, JobId> {
         self.hub.subscribe_all()
+    }
+
+    async fn watch(&self, job_id: JobId) {
+        // The replica holding the job may be another; every replica hears it through the
+        // listener, this one included.
+        if let Err(error) = self.notify(WATCHES_CHANNEL, job_id).await {
+            self.hub.notify_watch(job_id);
+            tracing::warn!(job_id = %job_id, %error, "could not tell other replicas a job is watched; it may be polled slowly");
+        }
+    }
+
+    fn subscribe_watches(&self) -> BoxStream<'static, JobId> {
+        self.hub.subscribe_watches()
+    }
+}
+
+impl PgEvents {
+    async fn notify(&self, channel: &str, job_id: JobId) -> Result<(), String> {
+        let mut conn = self.pool.get().await.map_err(|e| e.to_string())?;
+        diesel::sql_query("SELECT pg_notify($1, $2)")
+            .bind::<diesel::sql_types::Text, _>(channel)
+            .bind::<diesel::sql_types::Text, _>(job_id.to_string())
+            .execute(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -98,7 +117,7 @@ pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
 async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Result<(), String> {
     let Listeners { hub, keys, jobs } = listeners;
     let mut conn = open_connection(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
-    for channel in [JOBS_CHANNEL, KEYS_CHANNEL] {
+    for channel in [JOBS_CHANNEL, WATCHES_CHANNEL, KEYS_CHANNEL] {
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
     }
     if reconnecting {
@@ -118,6 +137,10 @@ async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Re
                     hub.notify(JobId::from_uuid(id));
                 }
                 Err(_) => tracing::warn!(payload = %notification.payload, "malformed job notification"),
+            },
+            WATCHES_CHANNEL => match uuid::Uuid::from_str(&notification.payload) {
+                Ok(id) => hub.notify_watch(JobId::from_uuid(id)),
+                Err(_) => tracing::warn!(payload = %notification.payload, "malformed watch notification"),
             },
             KEYS_CHANNEL => keys.forget(&KeyPrefix::of(&notification.payload)),
             _ => {}

@@ -43,6 +43,7 @@ diesel::table! {
         poll_failures -> Int4,
         version -> Int8,
         lease_until -> Nullable<Timestamptz>,
+        upstream_key -> Nullable<Text>,
     }
 }
 

@@ -59,6 +59,7 @@ fn success(actual: u64) -> Trigger {
             url: "https://x/y.png".into(),
             kind: OutputKind::Image,
             meta: OutputMeta::default(),
+            copy: None,
         }],
         credits_actual: Credits::new(actual),
     }

@@ -77,26 +77,43 @@ impl JobError {
 }
 
 /// Where a job lives at the provider: opaque text that only the provider adapter that wrote it
-/// reads (an adapter may keep its endpoint and its queue URLs in it). Stores keep it as it is.
+/// reads (an adapter may keep its endpoint and its queue URLs in it), and the provider's own id
+/// of the job, by which the provider's notifications name it. Stores keep both as they are, and
+/// find a job by its key ([`crate::ports::JobStore::job_by_upstream_key`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct UpstreamRef(String);
+pub struct UpstreamRef {
+    text: String,
+    key: Option<String>,
+}
 
 impl UpstreamRef {
-    /// Wraps an adapter's reference.
+    /// Wraps an adapter's reference that no notification names.
     #[must_use]
     pub fn new(text: impl Into<String>) -> Self {
-        Self(text.into())
+        Self { text: text.into(), key: None }
+    }
+
+    /// Wraps an adapter's reference to a job that the provider's notifications name `key`.
+    #[must_use]
+    pub fn keyed(text: impl Into<String>, key: impl Into<String>) -> Self {
+        Self { text: text.into(), key: Some(key.into()) }
     }
 
     /// The adapter's reference, to store or to read back.
     #[must_use]
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
+    }
+
+    /// The provider's id of the job, when its notifications name jobs.
+    #[must_use]
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
     }
 }
 
 impl std::fmt::Display for UpstreamRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }

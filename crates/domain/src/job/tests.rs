@@ -64,6 +64,7 @@ fn image() -> OutputItem {
         url: "https://x/1.png".into(),
         kind: OutputKind::Image,
         meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
+        copy: None,
     }
 }
 

@@ -6,12 +6,15 @@
 //!
 //! - `stores`: [`JobStore`] and [`AccountStore`], what a database adapter implements.
 //! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
+//! - `outputs`: [`OutputStore`], where outputs are copied to and served from.
 //! - `runtime`: [`JobEvents`], [`RateLimiter`], [`Clock`], [`IdSource`]: in-process services.
 
+mod outputs;
 mod runtime;
 mod stores;
 mod upstream;
 
+pub use outputs::*;
 pub use runtime::*;
 pub use stores::*;
 pub use upstream::*;

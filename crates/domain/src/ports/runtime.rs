@@ -29,7 +29,20 @@ pub trait JobEvents: Send + Sync {
     /// The ids of all jobs that change from now on, for the driver to let go of jobs canceled
     /// while it holds them. A slow reader may miss some; the driver's lease renewal catches up.
     fn subscribe_all(&self) -> BoxStream<'static, JobId>;
+
+    /// Tells the drivers that someone waits on the job now (a long-poll or a stream), so that
+    /// whichever holds it polls it at the full cadence for a while ([`WATCH_TTL`]). Waiters
+    /// repeat it while they wait.
+    async fn watch(&self, job_id: JobId);
+
+    /// The ids of the jobs someone announces waiting on ([`JobEvents::watch`]) from now on. A
+    /// slow reader may miss some: such a job is polled at the slower cadence meanwhile.
+    fn subscribe_watches(&self) -> BoxStream<'static, JobId>;
 }
+
+/// How long a job counts as watched after a waiter last announced itself; waiters announce
+/// themselves again well before.
+pub const WATCH_TTL: Duration = Duration::from_secs(30);
 
 /// Whether a request may go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -245,6 +245,9 @@ pub trait JobStore: Send + Sync {
     /// The job, or `None`.
     async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError>;
 
+    /// The job whose [`crate::job::UpstreamRef::key`] is `key`, or `None`.
+    async fn job_by_upstream_key(&self, key: &str) -> Result<Option<Job>, StoreError>;
+
     /// A user's jobs, newest first, older than `before` when given, at most `limit`.
     async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError>;
 

@@ -1,6 +1,7 @@
 //! The provider port: submit, poll, fetch and cancel, with every failure classified.
 
 use async_trait::async_trait;
+use time::OffsetDateTime;
 
 use crate::catalog::Model;
 use crate::ids::JobId;
@@ -68,6 +69,49 @@ pub enum ResultFailure {
     Transient(String),
 }
 
+/// A notification the provider pushed about a job (a webhook delivery), verified and read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamReport {
+    /// The provider's id of the job ([`UpstreamRef::key`]).
+    pub key: String,
+    /// How the job ended: its outputs, or why it failed.
+    pub outcome: Result<Vec<OutputItem>, ResultFailure>,
+}
+
+/// One delivery as it arrived: its headers (names in lowercase) and its raw body.
+#[derive(Debug, Clone, Default)]
+pub struct Delivery {
+    /// Header names, lowercase, with their values.
+    pub headers: Vec<(String, String)>,
+    /// The body, byte for byte as signed.
+    pub body: Vec<u8>,
+}
+
+impl Delivery {
+    /// The value of a header, by lowercase name.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a delivery is not trusted or not read; nothing changes for any of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotificationRejected {
+    /// This provider (or this configuration of it) takes no notifications.
+    #[error("notifications are not enabled")]
+    NotEnabled,
+    /// Unsigned, wrongly signed, or signed too long ago or ahead.
+    #[error("invalid signature: {0}")]
+    InvalidSignature(String),
+    /// Well signed, but not a notification this adapter can read.
+    #[error("malformed notification: {0}")]
+    Malformed(String),
+    /// The keys to verify it cannot be had right now; the provider should deliver it again.
+    #[error("cannot verify now: {0}")]
+    Unavailable(String),
+}
+
 /// The upstream provider that runs the jobs. Provider-neutral: it is given a validated request
 /// for a catalog model and answers with an opaque [`UpstreamRef`]; which endpoint serves the
 /// model, how fields are named and translated, and where to poll are the adapter's own.
@@ -102,4 +146,19 @@ pub trait UpstreamProvider: Send + Sync {
 
     /// Asks the provider to stop a job (best effort).
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure>;
+
+    /// Verifies a delivery the provider pushed (signature, freshness against `now`) and reads
+    /// it. Verification comes first: nothing of an unverified delivery is read.
+    ///
+    /// # Errors
+    /// [`NotificationRejected::NotEnabled`] from a provider that does not notify (the default);
+    /// the other variants as documented there.
+    async fn read_notification(
+        &self,
+        delivery: &Delivery,
+        now: OffsetDateTime,
+    ) -> Result<UpstreamReport, NotificationRejected> {
+        let _ = (delivery, now);
+        Err(NotificationRejected::NotEnabled)
+    }
 }

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use super::{Caller, Gateway};
 use crate::ids::JobId;
 use crate::job::{Job, JobState, TransitionError, Trigger};
-use crate::ports::{Commit, JobChanges, StoreError};
+use crate::ports::{Commit, JobChanges, StoreError, WATCH_TTL};
 
 /// Longest long-poll, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -115,7 +115,11 @@ impl Gateway {
             return Ok(job);
         }
         let deadline = self.ports.clock.now() + wait;
+        let mut next_announcement = self.announce_watching(id).await;
         loop {
+            if self.ports.clock.now() >= next_announcement {
+                next_announcement = self.announce_watching(id).await;
+            }
             let remaining = deadline - self.ports.clock.now();
             if !remaining.is_positive() {
                 return self.owned_job(caller, id).await;
@@ -127,6 +131,15 @@ impl Gateway {
                 return Ok(job);
             }
         }
+    }
+
+    /// Tells the drivers someone waits on the job, when the provider notifies (otherwise every
+    /// job is polled at the full cadence anyway); returns when to tell them again.
+    async fn announce_watching(&self, id: JobId) -> OffsetDateTime {
+        if self.settings.upstream_notifies {
+            self.ports.events.watch(id).await;
+        }
+        self.ports.clock.now() + WATCH_TTL / 3
     }
 
     /// Waits for a change notification or `nap`, whichever comes first.
@@ -154,12 +167,14 @@ impl Gateway {
         if !matches!(first, JobEvent::Progress(_)) {
             return Ok(stream::once(async move { first }).boxed());
         }
+        let next_announcement = self.announce_watching(id).await;
         let watch = Watch {
             gateway: self.clone(),
             caller: *caller,
             id,
             changes,
             next_tick: self.ports.clock.now() + self.settings.poll_interval,
+            next_announcement,
         };
         let rest = stream::unfold(Some(watch), |watch| async move {
             let mut watch = watch?;
@@ -243,6 +258,7 @@ struct Watch {
     id: JobId,
     changes: JobChanges,
     next_tick: OffsetDateTime,
+    next_announcement: OffsetDateTime,
 }
 
 impl Watch {
@@ -251,6 +267,9 @@ impl Watch {
     async fn next_event(&mut self) -> Option<JobEvent> {
         let gateway = &self.gateway;
         loop {
+            if gateway.ports.clock.now() >= self.next_announcement {
+                self.next_announcement = gateway.announce_watching(self.id).await;
+            }
             let until_tick = self.next_tick - gateway.ports.clock.now();
             let tick_due = !until_tick.is_positive()
                 || !gateway.next_change_or(&mut self.changes, Duration::try_from(until_tick).unwrap_or_default()).await;

@@ -4,6 +4,8 @@
 mod accounts;
 mod driver;
 mod jobs;
+mod notifications;
+mod outputs;
 mod submit;
 mod telemetry;
 
@@ -13,10 +15,14 @@ use std::time::Duration;
 pub use accounts::{AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
 pub use driver::{DriverSettings, JobDriver};
 pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
+pub use notifications::{NotificationError, NotificationOutcome};
+pub use outputs::{OutputRead, OutputReadError, RangeRequest};
 pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
 
 use crate::catalog::Catalog;
-use crate::ports::{AccountStore, Clock, IdSource, JobEvents, JobStore, Limits, RateLimiter, UpstreamProvider};
+use crate::ports::{
+    AccountStore, Clock, IdSource, JobEvents, JobStore, Limits, OutputStore, RateLimiter, UpstreamProvider,
+};
 
 /// Every port a [`Gateway`] or [`JobDriver`] uses.
 #[derive(Clone)]
@@ -27,6 +33,8 @@ pub struct Ports {
     pub accounts: Arc<dyn AccountStore>,
     /// The provider that runs the jobs.
     pub upstream: Arc<dyn UpstreamProvider>,
+    /// Where succeeded jobs' outputs are copied to; `None` keeps only the provider's URLs.
+    pub outputs: Option<Arc<dyn OutputStore>>,
     /// Change notifications.
     pub events: Arc<dyn JobEvents>,
     /// Per-user request rate.
@@ -46,6 +54,10 @@ pub struct Settings {
     pub default_limits: Limits,
     /// Whether canceling a job also asks the provider to stop it.
     pub upstream_cancel: bool,
+    /// Whether the provider notifies the end of every job (webhooks): waiters then tell the
+    /// drivers they wait ([`crate::ports::JobEvents::watch`]), since jobs nobody watches are
+    /// polled slowly ([`DriverSettings::unwatched_poll_interval`]).
+    pub upstream_notifies: bool,
 }
 
 impl Default for Settings {
@@ -54,6 +66,7 @@ impl Default for Settings {
             poll_interval: Duration::from_secs(2),
             default_limits: Limits { rate_limit_per_minute: 120, max_concurrent_jobs: 8 },
             upstream_cancel: false,
+            upstream_notifies: false,
         }
     }
 }

@@ -76,6 +76,7 @@ job_columns! {
         canceled_at: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
         credits_actual: Option<i64> => Nullable<BigInt> as "int8",
         upstream: Option<Value> => Nullable<Jsonb> as "jsonb",
+        upstream_key: Option<String> => Nullable<Text> as "text",
         submit_attempted: bool => Bool as "bool",
         next_poll_at: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
         poll_failures: i32 => Integer as "int4",
@@ -142,7 +143,7 @@ mod tests {
 
     #[test]
     fn every_column_but_the_lease_is_inserted_and_the_statements_number_their_binds() {
-        assert_eq!(INSERTED.len() + 1, 21, "jobs has 21 columns, lease_until written only by the driver");
+        assert_eq!(INSERTED.len() + 1, 22, "jobs has 22 columns, lease_until written only by the driver");
         assert!(ACCEPT.contains(&format!("${}", INSERTED.len() + 2)));
         assert!(UPDATE_MANY.contains(&format!("${}::int8[]", CHANGING.len() + 2)));
         assert!(!UPDATE_MANY.contains("user_id"), "a transition never changes the owner");

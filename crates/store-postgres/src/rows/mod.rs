@@ -7,7 +7,7 @@ use genjobs_domain::ids::{JobId, KeyHash, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{Job, JobError, JobErrorCode, JobRecord, JobState, UpstreamRef};
 use genjobs_domain::modality::Modality;
-use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
+use genjobs_domain::output::{OutputCopy, OutputItem, OutputKind, OutputMeta, StoredFile};
 use genjobs_domain::ports::{Account, Limits, StoreError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,7 @@ impl JobRow {
             credits_actual: r.credits_actual.map(amount).transpose()?,
             input: to_jsonb(&InputJson::from(&r.input))?,
             upstream: r.upstream.as_ref().map(upstream_to_jsonb),
+            upstream_key: r.upstream.as_ref().and_then(|u| u.key()).map(str::to_owned),
             submit_attempted: r.submit_attempted,
             next_poll_at: r.next_poll_at,
             poll_failures: i32::try_from(r.poll_failures).unwrap_or(i32::MAX),
@@ -94,7 +95,7 @@ impl JobRow {
             credits_held: credits(self.credits_held)?,
             credits_actual: self.credits_actual.map(credits).transpose()?,
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
-            upstream: self.upstream.map(upstream_from_jsonb),
+            upstream: self.upstream.map(|value| upstream_from_jsonb(value, self.upstream_key)),
             submit_attempted: self.submit_attempted,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),
@@ -111,6 +112,46 @@ struct OutputJson {
     #[serde(rename = "type")]
     kind: String,
     meta: MetaJson,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    copy: Option<CopyJson>,
+}
+
+/// The gateway's copy of an output: `{"stored": false}`, or `{"stored": true, size, …}`.
+#[derive(Debug, Serialize, Deserialize)]
+struct CopyJson {
+    stored: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    content_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
+}
+
+impl From<&OutputCopy> for CopyJson {
+    fn from(copy: &OutputCopy) -> Self {
+        match copy {
+            OutputCopy::Stored(file) => Self {
+                stored: true,
+                size: Some(file.size),
+                content_type: Some(file.content_type.clone()),
+                sha256: Some(file.sha256.clone()),
+            },
+            OutputCopy::Failed => Self { stored: false, size: None, content_type: None, sha256: None },
+        }
+    }
+}
+
+impl CopyJson {
+    fn into_domain(self) -> Result<OutputCopy, StoreError> {
+        match self {
+            CopyJson { stored: false, .. } => Ok(OutputCopy::Failed),
+            CopyJson { stored: true, size: Some(size), content_type: Some(content_type), sha256: Some(sha256) } => {
+                Ok(OutputCopy::Stored(StoredFile { size, content_type, sha256 }))
+            }
+            CopyJson { .. } => Err(corrupt("output copy", "a stored copy without its size, type or digest")),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -139,6 +180,7 @@ impl From<&OutputItem> for OutputJson {
                 duration_sec: m.duration_sec,
                 seed: m.seed,
             },
+            copy: item.copy.as_ref().map(CopyJson::from),
         }
     }
 }
@@ -156,6 +198,7 @@ impl OutputJson {
                 duration_sec: m.duration_sec,
                 seed: m.seed,
             },
+            copy: self.copy.map(CopyJson::into_domain).transpose()?,
         })
     }
 }
@@ -242,10 +285,14 @@ fn upstream_to_jsonb(upstream: &UpstreamRef) -> Value {
     Value::String(upstream.as_str().to_owned())
 }
 
-fn upstream_from_jsonb(value: Value) -> UpstreamRef {
-    match value {
-        Value::String(text) => UpstreamRef::new(text),
-        other => UpstreamRef::new(other.to_string()),
+fn upstream_from_jsonb(value: Value, key: Option<String>) -> UpstreamRef {
+    let text = match value {
+        Value::String(text) => text,
+        other => other.to_string(),
+    };
+    match key {
+        Some(key) => UpstreamRef::keyed(text, key),
+        None => UpstreamRef::new(text),
     }
 }
 

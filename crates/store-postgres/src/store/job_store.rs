@@ -1,185 +1,26 @@
-//! The job port over Postgres: accepting (one statement, or a transaction with an idempotency
-//! key), reads through the job cache, compare-and-set commits, and the driver's claims.
+//! The job port over Postgres: reads through the job cache, compare-and-set commits, and the
+//! driver's claims; accepting is in `accept`.
 
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
-use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition};
-use genjobs_domain::ports::{
-    AcceptError, Accepted, Commit, IDEMPOTENCY_RETENTION, IdempotencyClaim, JobStore, StoreError, UnfinishedJobs,
-};
+use genjobs_domain::ports::{AcceptError, Accepted, Commit, IdempotencyClaim, JobStore, StoreError, UnfinishedJobs};
 use time::OffsetDateTime;
 
 use super::PgStore;
-use crate::error::{TxError, from_diesel, from_pool};
-use crate::rows::{JobRow, amount, bind_accept, update_rows};
-use crate::schema::{idempotency_keys, jobs, ledger, users};
+use crate::error::{from_diesel, from_pool};
+use crate::rows::{JobRow, update_rows};
+use crate::schema::{jobs, ledger, users};
 
 #[derive(QueryableByName)]
 struct Version {
     #[diesel(sql_type = diesel::sql_types::Text)]
     version: String,
 }
-
-/// How often an accept races another request with the same idempotency key before giving up.
-const ACCEPT_ATTEMPTS: usize = 3;
-
-enum Refusal {
-    Accept(AcceptError),
-    RetryIdempotency,
-}
-
-impl PgStore {
-    async fn try_accept(
-        &self,
-        job: &Job,
-        idempotency: Option<&IdempotencyClaim>,
-        now: OffsetDateTime,
-    ) -> Result<Result<Accepted, Refusal>, StoreError> {
-        let mut conn = self.conn().await?;
-        let row = JobRow::from_job(job)?;
-        let held = amount(job.credits_held())?;
-        let user_id = job.user_id().as_uuid();
-        let fresh_after = now - IDEMPOTENCY_RETENTION;
-        let outcome = conn
-            .transaction(async |conn| -> Result<Accepted, TxError<Refusal>> {
-                if let Some(claim) = idempotency {
-                    let earlier: Option<(String, uuid::Uuid, OffsetDateTime)> = idempotency_keys::table
-                        .find((user_id, &claim.key))
-                        .select((idempotency_keys::fingerprint, idempotency_keys::job_id, idempotency_keys::created_at))
-                        .first(conn)
-                        .await
-                        .optional()?;
-                    if let Some((_, _, created_at)) = earlier.as_ref().filter(|(_, _, at)| *at <= fresh_after) {
-                        diesel::delete(
-                            idempotency_keys::table
-                                .find((user_id, &claim.key))
-                                .filter(idempotency_keys::created_at.eq(*created_at)),
-                        )
-                        .execute(conn)
-                        .await?;
-                    } else if let Some((fingerprint, job_id, _)) = earlier {
-                        if fingerprint != claim.fingerprint {
-                            return Err(TxError::Refused(Refusal::Accept(AcceptError::IdempotencyConflict)));
-                        }
-                        let original = jobs::table.find(job_id).select(JobRow::as_select()).first(conn).await?;
-                        let original = original.into_job().map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
-                        return Ok(Accepted::Replayed(original));
-                    }
-                }
-                let hold = diesel::update(
-                    users::table
-                        .find(user_id)
-                        .filter(users::credits_available.ge(held))
-                        .filter(users::active_jobs.lt(users::max_concurrent_jobs)),
-                )
-                .set((
-                    users::credits_available.eq(users::credits_available - held),
-                    users::credits_held.eq(users::credits_held + held),
-                    users::active_jobs.eq(users::active_jobs + 1),
-                ))
-                .execute(conn)
-                .await?;
-                if hold == 0 {
-                    let refusal = Self::refusal(conn, job.user_id(), job.credits_held()).await?;
-                    return Err(TxError::Refused(Refusal::Accept(refusal)));
-                }
-                diesel::insert_into(jobs::table).values(&row).execute(conn).await?;
-                diesel::insert_into(ledger::table)
-                    .values((
-                        ledger::user_id.eq(user_id),
-                        ledger::job_id.eq(Some(row.id)),
-                        ledger::kind.eq("hold"),
-                        ledger::amount.eq(held),
-                    ))
-                    .execute(conn)
-                    .await?;
-                if let Some(claim) = idempotency {
-                    let recorded = diesel::insert_into(idempotency_keys::table)
-                        .values((
-                            idempotency_keys::user_id.eq(user_id),
-                            idempotency_keys::key.eq(&claim.key),
-                            idempotency_keys::fingerprint.eq(&claim.fingerprint),
-                            idempotency_keys::job_id.eq(row.id),
-                            idempotency_keys::created_at.eq(now),
-                        ))
-                        .on_conflict_do_nothing()
-                        .execute(conn)
-                        .await?;
-                    if recorded == 0 {
-                        return Err(TxError::Refused(Refusal::RetryIdempotency));
-                    }
-                }
-                Ok(Accepted::Created(job.clone()))
-            })
-            .await;
-        match outcome {
-            Ok(accepted) => Ok(Ok(accepted)),
-            Err(TxError::Refused(refusal)) => Ok(Err(refusal)),
-            Err(TxError::Db(e)) => Err(from_diesel(e)),
-        }
-    }
-
-    /// Why a hold was refused, read after the conditional update found no row: the credits
-    /// first, then the concurrent-job limit. If neither holds any more (a job finished meanwhile),
-    /// the refusal is still reported as the limit that was hit a moment ago.
-    async fn refusal(
-        conn: &mut AsyncPgConnection,
-        user_id: UserId,
-        needed: Credits,
-    ) -> Result<AcceptError, diesel::result::Error> {
-        let account: Option<(i64, i32)> = users::table
-            .find(user_id.as_uuid())
-            .select((users::credits_available, users::max_concurrent_jobs))
-            .first(conn)
-            .await
-            .optional()?;
-        Ok(match account {
-            None => AcceptError::UnknownUser,
-            Some((available, _)) if available < needed.get() as i64 => AcceptError::InsufficientCredits {
-                needed,
-                available: Credits::new(u64::try_from(available).unwrap_or(0)),
-            },
-            Some((_, limit)) => AcceptError::ConcurrencyLimit { limit: u32::try_from(limit).unwrap_or(0) },
-        })
-    }
-
-    /// Accepts a job without an idempotency key in one statement (so one round trip and one
-    /// implicit transaction): the conditional hold on the account row, the job and its ledger
-    /// row are written only if the hold matched.
-    async fn accept_in_one_statement(&self, job: Job) -> Result<Accepted, AcceptError> {
-        let row = JobRow::from_job(&job)?;
-        let mut conn = self.conn().await?;
-        let inserted = bind_accept(&row).execute(&mut conn).await.map_err(from_diesel)?;
-        if inserted == 1 {
-            self.jobs_cache.keep(&job);
-            return Ok(Accepted::Created(job));
-        }
-        Err(Self::refusal(&mut conn, job.user_id(), job.credits_held()).await.map_err(from_diesel)?)
-    }
-}
-
-impl PgStore {
-    /// Deletes the idempotency records created before `before`; how many. The in-memory store
-    /// prunes on every accept; here [`crate::connect`] runs this every
-    /// [`IDEMPOTENCY_PRUNE_INTERVAL`], so records live at least 24 hours and not much longer.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn prune_idempotency(&self, before: OffsetDateTime) -> Result<usize, StoreError> {
-        diesel::delete(idempotency_keys::table.filter(idempotency_keys::created_at.lt(before)))
-            .execute(&mut *self.conn().await?)
-            .await
-            .map_err(from_diesel)
-    }
-}
-
-/// How often each replica prunes idempotency records older than the retention.
-pub const IDEMPOTENCY_PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[async_trait]
 impl JobStore for PgStore {
@@ -189,17 +30,7 @@ impl JobStore for PgStore {
         idempotency: Option<IdempotencyClaim>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
-        if idempotency.is_none() {
-            return self.accept_in_one_statement(job).await;
-        }
-        for _ in 0..ACCEPT_ATTEMPTS {
-            match self.try_accept(&job, idempotency.as_ref(), now).await? {
-                Ok(accepted) => return Ok(accepted),
-                Err(Refusal::Accept(refusal)) => return Err(refusal),
-                Err(Refusal::RetryIdempotency) => continue,
-            }
-        }
-        Err(StoreError::Internal("idempotency key kept racing".into()).into())
+        self.accept_job(job, idempotency, now).await
     }
 
     async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
@@ -212,6 +43,25 @@ impl JobStore for PgStore {
             self.jobs_cache.keep(job);
         }
         Ok(job)
+    }
+
+    async fn job_by_upstream_key(&self, key: &str) -> Result<Option<Job>, StoreError> {
+        let key = key.to_owned();
+        let row = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                let key = key.clone();
+                async move {
+                    jobs::table
+                        .filter(jobs::upstream_key.eq(key))
+                        .select(JobRow::as_select())
+                        .first(conn)
+                        .await
+                        .optional()
+                }
+                .boxed()
+            })
+            .await?;
+        row.map(JobRow::into_job).transpose()
     }
 
     async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {

@@ -6,6 +6,7 @@
 //! - `account_store`: the account port: users, keys, grants.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
 
+mod accept;
 mod account_store;
 mod job_store;
 mod ledger;
@@ -22,8 +23,8 @@ use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{Account, StoreError};
 
+pub use accept::IDEMPOTENCY_PRUNE_INTERVAL;
 pub use account_store::KEYS_CHANNEL;
-pub use job_store::IDEMPOTENCY_PRUNE_INTERVAL;
 pub use ledger::LedgerTotals;
 
 use crate::batch::GroupCommit;

@@ -24,14 +24,28 @@ impl Held {
         self.jobs.insert(job.id(), (due, job));
     }
 
-    pub(super) fn take_due(&mut self, now: OffsetDateTime) -> Option<Job> {
+    /// The first job whose time has come, with the time it was due.
+    pub(super) fn take_due(&mut self, now: OffsetDateTime) -> Option<(OffsetDateTime, Job)> {
         let first = *self.schedule.first()?;
         if first.0 > now {
             return None;
         }
         self.schedule.remove(&first);
         self.advancing.insert(first.1);
-        self.jobs.remove(&first.1).map(|(_, job)| job)
+        self.jobs.remove(&first.1)
+    }
+
+    /// Brings a held job's next poll forward to `at` when it was due later.
+    pub(super) fn hurry(&mut self, id: JobId, at: OffsetDateTime) {
+        if let Some((due, _)) = self.jobs.get(&id)
+            && *due > at
+        {
+            self.schedule.remove(&(*due, id));
+            self.schedule.insert((at, id));
+            if let Some(entry) = self.jobs.get_mut(&id) {
+                entry.0 = at;
+            }
+        }
     }
 
     pub(super) fn all_ids(&self) -> Vec<JobId> {

@@ -6,6 +6,7 @@
 //! dies has its jobs claimed by another once their leases run out. Waiters never poll the
 //! provider themselves; they wake on the events this driver publishes.
 
+use std::collections::HashMap;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,24 +14,30 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use futures_util::future::{Either, select};
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::{self, FuturesUnordered, StreamExt};
+use time::OffsetDateTime;
 
 mod held;
 mod outcome;
 
 use held::Held;
+pub(crate) use outcome::ending_trigger;
 
 use super::Ports;
 use crate::catalog::Catalog;
 use crate::ids::JobId;
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
-use crate::ports::{PollFailure, StoreError, SubmitFailure, UpstreamStatus};
+use crate::ports::{PollFailure, StoreError, SubmitFailure, UpstreamStatus, WATCH_TTL};
 
 /// How the driver paces itself.
 #[derive(Debug, Clone)]
 pub struct DriverSettings {
     /// Time between two polls of one job.
     pub poll_interval: Duration,
+    /// Time between two polls of a job nobody watches, when the provider notifies the end of
+    /// every job ([`crate::ports::UpstreamProvider::read_notification`]): polls are then only
+    /// the safety net for a lost notification. `None` when it does not notify.
+    pub unwatched_poll_interval: Option<Duration>,
     /// A job not final this long after acceptance fails with `UPSTREAM_TIMEOUT`.
     pub job_timeout: Duration,
     /// How long a claimed job is reserved for this driver without renewal; another driver takes
@@ -53,6 +60,7 @@ impl DriverSettings {
     pub fn new(poll_interval: Duration, job_timeout: Duration) -> Self {
         Self {
             poll_interval,
+            unwatched_poll_interval: None,
             job_timeout,
             lease: Duration::from_secs(20).max(poll_interval * 3),
             idle_tick: (poll_interval / 10).clamp(Duration::from_millis(10), Duration::from_millis(100)),
@@ -85,6 +93,13 @@ const MAX_BACKOFF_EXPONENT: u32 = 4;
 /// Progress is estimated against this when the catalog no longer knows the model.
 const FALLBACK_RUN_SECS: u32 = 60;
 
+/// When a job in hand was due, and how long until its next poll.
+#[derive(Debug, Clone, Copy)]
+struct Cadence {
+    due: OffsetDateTime,
+    interval: Duration,
+}
+
 /// Moves jobs forward.
 #[derive(Clone)]
 pub struct JobDriver {
@@ -103,6 +118,14 @@ enum Done {
     Stepped(JobId, Option<Box<Job>>),
     /// A job changed elsewhere; whether it is final now.
     Checked(JobId, bool),
+}
+
+/// What the driver hears from waiters and other writers.
+enum Signal {
+    /// A job changed elsewhere.
+    Changed(JobId),
+    /// Someone waits on a job.
+    Watched(JobId),
 }
 
 impl JobDriver {
@@ -131,7 +154,11 @@ impl JobDriver {
         let mut draining = false;
         let mut held = Held::default();
         let mut work: FuturesUnordered<BoxFuture<'_, Done>> = FuturesUnordered::new();
-        let mut changes = self.ports.events.subscribe_all();
+        let mut signals = stream::select(
+            self.ports.events.subscribe_all().map(Signal::Changed),
+            self.ports.events.subscribe_watches().map(Signal::Watched),
+        );
+        let mut watched: HashMap<JobId, OffsetDateTime> = HashMap::new();
         let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
         let now = self.ports.clock.now();
         let (mut next_claim, mut next_renewal) = (now, now + self.settings.lease / 3);
@@ -150,6 +177,7 @@ impl JobDriver {
             }
             if !renewing && now >= next_renewal {
                 renewing = true;
+                watched.retain(|_, until| *until > now);
                 let ids = held.all_ids();
                 let until = now + self.settings.lease;
                 work.push(
@@ -161,13 +189,14 @@ impl JobDriver {
                 );
             }
             while !draining && advancing < self.settings.max_in_flight {
-                let Some(job) = held.take_due(now) else { break };
+                let Some((due, job)) = held.take_due(now) else { break };
                 if let Some(lag) = job.next_poll_at().and_then(|due| Duration::try_from(now - due).ok()) {
                     super::telemetry::driver_lag(lag);
                 }
                 advancing += 1;
                 let id = job.id();
-                work.push(async move { Done::Stepped(id, self.advance(job).await.map(Box::new)) }.boxed());
+                let interval = self.interval(watched.get(&id).is_some_and(|until| *until > now));
+                work.push(async move { Done::Stepped(id, self.step(job, due, interval).await.map(Box::new)) }.boxed());
             }
             // With every slot busy, a due job waits for a step to end, not for the clock.
             let due = held.next_due().filter(|_| !draining && advancing < self.settings.max_in_flight);
@@ -181,14 +210,20 @@ impl JobDriver {
                 let finished =
                     async { if work.is_empty() { futures_util::future::pending().await } else { work.next().await } };
                 let timer = pin!(self.ports.clock.sleep(nap));
-                let timer_or_change = pin!(select(timer, changes.next()));
+                let timer_or_change = pin!(select(timer, signals.next()));
                 let interrupted = pin!(select(timer_or_change, shutdown.as_mut()));
                 match select(pin!(finished), interrupted).await {
                     Either::Left((Some(done), _)) => Some(done),
-                    Either::Right((Either::Left((Either::Right((Some(changed), _)), _)), _))
+                    Either::Right((Either::Left((Either::Right((Some(Signal::Changed(changed)), _)), _)), _))
                         if held.jobs.contains_key(&changed) =>
                     {
                         work.push(async move { Done::Checked(changed, self.is_final(changed).await) }.boxed());
+                        None
+                    }
+                    Either::Right((Either::Left((Either::Right((Some(Signal::Watched(id)), _)), _)), _)) => {
+                        let now = self.ports.clock.now();
+                        watched.insert(id, now + WATCH_TTL);
+                        held.hurry(id, now);
                         None
                     }
                     Either::Right((Either::Right(((), _)), _)) => {
@@ -228,6 +263,9 @@ impl JobDriver {
                 Some(Done::Stepped(id, kept)) => {
                     advancing -= 1;
                     held.finished_step(id, kept.map(|job| *job), now);
+                    if watched.get(&id).is_some_and(|until| *until > now) {
+                        held.hurry(id, now + self.settings.poll_interval);
+                    }
                 }
                 Some(Done::Checked(id, true)) => held.forget(id),
                 Some(Done::Checked(_, false)) | None => {}
@@ -253,9 +291,25 @@ impl JobDriver {
         matches!(self.ports.jobs.job(id).await, Ok(stored) if stored.as_ref().is_none_or(|job| job.state().is_final()))
     }
 
+    /// The time between two polls of a job: the poll interval while someone watches it or when
+    /// the provider does not notify, the unwatched interval otherwise.
+    fn interval(&self, watched: bool) -> Duration {
+        match self.settings.unwatched_poll_interval {
+            Some(unwatched) if !watched => unwatched,
+            _ => self.settings.poll_interval,
+        }
+    }
+
     /// Advances one held job by one step and commits what changed. Returns the job to keep
     /// holding (with its next poll time), or `None` when it is final or no longer this driver's.
     pub async fn advance(&self, job: Job) -> Option<Job> {
+        let due = job.next_poll_at().unwrap_or_else(|| self.ports.clock.now());
+        self.step(job, due, self.settings.poll_interval).await
+    }
+
+    /// [`JobDriver::advance`] for a job that was due at `due`, polled every `interval`.
+    async fn step(&self, job: Job, due: OffsetDateTime, interval: Duration) -> Option<Job> {
+        let cadence = Cadence { due, interval };
         let now = self.ports.clock.now();
         if now - job.created_at() >= self.settings.job_timeout {
             let error = JobError::new(JobErrorCode::UpstreamTimeout, "the job did not finish in time");
@@ -269,22 +323,27 @@ impl JobDriver {
                 );
                 self.commit(&job, Trigger::Failed { error }).await
             }
-            None => self.submit(job).await,
+            None => self.submit(job, cadence).await,
             Some(upstream) => {
                 let trigger = match self.ports.upstream.status(job.id(), upstream).await {
-                    Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(&job, 0) },
+                    Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(cadence, 0) },
                     Ok(UpstreamStatus::Running { percent }) => Trigger::UpstreamRunning {
                         progress: self.progress(&job, percent),
-                        next_poll_at: self.next_poll(&job, 0),
+                        next_poll_at: self.next_poll(cadence, 0),
                     },
                     Ok(UpstreamStatus::Completed) => {
-                        let fetched = self.ports.upstream.result(job.id(), upstream, job.modality()).await;
-                        self.result(&job, fetched)
+                        let fetched = match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
+                            Ok(outputs) if !outputs.is_empty() => {
+                                Ok(super::outputs::keep_outputs(&self.ports, job.id(), outputs).await)
+                            }
+                            other => other,
+                        };
+                        self.result(&job, cadence, fetched)
                     }
-                    Ok(UpstreamStatus::Failed(failure)) => self.result(&job, Err(failure)),
+                    Ok(UpstreamStatus::Failed(failure)) => self.result(&job, cadence, Err(failure)),
                     Err(PollFailure::Transient(reason)) => {
                         tracing::warn!(job_id = %job.id(), %reason, "status poll failed; backing off");
-                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(&job, job.poll_failures() + 1) }
+                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(cadence, job.poll_failures() + 1) }
                     }
                     Err(PollFailure::Gone(reason)) => Trigger::Failed {
                         error: JobError::new(
@@ -298,7 +357,7 @@ impl JobDriver {
         }
     }
 
-    async fn submit(&self, job: Job) -> Option<Job> {
+    async fn submit(&self, job: Job, cadence: Cadence) -> Option<Job> {
         let Some(model) = self.catalog.model(job.model().as_str()) else {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is no longer offered");
             return self.commit(&job, Trigger::Failed { error }).await;
@@ -308,12 +367,13 @@ impl JobDriver {
         let trigger = match self.ports.upstream.submit(job.id(), model, job.input()).await {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
-                let submitted = Trigger::Submitted { upstream, next_poll_at: self.now_plus_interval() };
+                let next_poll_at = self.ports.clock.now() + cadence.interval;
+                let submitted = Trigger::Submitted { upstream, next_poll_at };
                 return self.commit_submission(&job, submitted).await;
             }
             Err(SubmitFailure::NotReached(reason)) => {
                 tracing::warn!(job_id = %job.id(), %reason, "provider not reached; will submit again");
-                Trigger::SubmitNotReached { next_poll_at: self.next_poll(&job, job.poll_failures() + 1) }
+                Trigger::SubmitNotReached { next_poll_at: self.next_poll(cadence, job.poll_failures() + 1) }
             }
             Err(SubmitFailure::Rejected(reason)) => Trigger::Failed {
                 error: JobError::new(

@@ -1,57 +1,70 @@
 //! What the provider's answers do to a job: the trigger a result (or a reported failure) causes,
 //! when to poll next, the progress to show, and committing the change.
 
-use super::{FALLBACK_RUN_SECS, JobDriver, MAX_BACKOFF_EXPONENT};
+use super::{Cadence, FALLBACK_RUN_SECS, JobDriver, MAX_BACKOFF_EXPONENT};
+use crate::catalog::Catalog;
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
 use crate::output::OutputItem;
 use crate::ports::{Commit, ResultFailure, StoreError};
 
-impl JobDriver {
-    /// What a job's result (or a failure reported in its place) does to it.
-    pub(super) fn result(&self, job: &Job, fetched: Result<Vec<OutputItem>, ResultFailure>) -> Trigger {
-        let failed = |code, message: String| Trigger::Failed { error: JobError::new(code, message) };
-        match fetched {
-            Ok(outputs) if outputs.is_empty() => {
-                failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
-            }
-            Ok(outputs) => {
-                let credits_actual = self
-                    .catalog
-                    .model(job.model().as_str())
-                    .map_or(job.credits_held(), |m| m.price_delivered(job.input(), &outputs));
-                Trigger::Succeeded { outputs, credits_actual }
-            }
-            Err(ResultFailure::Rejected(reason)) => {
-                failed(JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
-            }
-            Err(ResultFailure::Failed(reason)) => {
-                failed(JobErrorCode::UpstreamFailed, format!("the generation failed: {reason}"))
-            }
-            Err(ResultFailure::Invalid(reason)) => {
-                failed(JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
-            }
-            Err(ResultFailure::Transient(reason)) => {
-                tracing::warn!(job_id = %job.id(), %reason, "result fetch failed; backing off");
-                Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(job, job.poll_failures() + 1) }
-            }
+/// What a job's result (or a failure reported in its place) does to it, whether a poll fetched
+/// it or the provider pushed it; `None` for a transient failure, which ends nothing.
+pub(crate) fn ending_trigger(
+    catalog: &Catalog,
+    job: &Job,
+    fetched: Result<Vec<OutputItem>, ResultFailure>,
+) -> Option<Trigger> {
+    let failed = |code, message: String| Some(Trigger::Failed { error: JobError::new(code, message) });
+    match fetched {
+        Ok(outputs) if outputs.is_empty() => {
+            failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
         }
+        Ok(outputs) => {
+            let credits_actual = catalog
+                .model(job.model().as_str())
+                .map_or(job.credits_held(), |m| m.price_delivered(job.input(), &outputs));
+            Some(Trigger::Succeeded { outputs, credits_actual })
+        }
+        Err(ResultFailure::Rejected(reason)) => {
+            failed(JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
+        }
+        Err(ResultFailure::Failed(reason)) => {
+            failed(JobErrorCode::UpstreamFailed, format!("the generation failed: {reason}"))
+        }
+        Err(ResultFailure::Invalid(reason)) => {
+            failed(JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
+        }
+        Err(ResultFailure::Transient(_)) => None,
+    }
+}
+
+impl JobDriver {
+    /// What a job's fetched result (or a failure reported in its place) does to it; a transient
+    /// failure backs off.
+    pub(super) fn result(
+        &self,
+        job: &Job,
+        cadence: Cadence,
+        fetched: Result<Vec<OutputItem>, ResultFailure>,
+    ) -> Trigger {
+        if let Err(ResultFailure::Transient(reason)) = &fetched {
+            tracing::warn!(job_id = %job.id(), %reason, "result fetch failed; backing off");
+        }
+        ending_trigger(&self.catalog, job, fetched).unwrap_or_else(|| Trigger::UpstreamUnreachable {
+            next_poll_at: self.next_poll(cadence, job.poll_failures() + 1),
+        })
     }
 
-    /// When to poll a job next. On success the cadence follows the job's own schedule (its due
-    /// time plus one interval), not the time the poll finished, so that a slow answer does not
-    /// stretch every interval; after failures it backs off from now.
-    pub(super) fn next_poll(&self, job: &Job, failures: u32) -> time::OffsetDateTime {
+    /// When to poll a job next. On success the cadence follows the job's own schedule (the time
+    /// it was due plus one interval), not the time the poll finished, so that a slow answer does
+    /// not stretch every interval; after failures it backs off from now.
+    pub(super) fn next_poll(&self, cadence: Cadence, failures: u32) -> time::OffsetDateTime {
         let now = self.ports.clock.now();
         if failures > 0 {
             return now + self.settings.poll_interval * (1u32 << failures.min(MAX_BACKOFF_EXPONENT));
         }
-        let due = job.next_poll_at().unwrap_or(now);
-        let next = due + self.settings.poll_interval;
-        if next > now { next } else { now + self.settings.poll_interval / 10 }
-    }
-
-    pub(super) fn now_plus_interval(&self) -> time::OffsetDateTime {
-        self.ports.clock.now() + self.settings.poll_interval
+        let next = cadence.due + cadence.interval;
+        if next > now { next } else { now + cadence.interval / 10 }
     }
 
     /// The provider's percentage when it gives one, otherwise the time run so far against the

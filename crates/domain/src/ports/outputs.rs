@@ -1,0 +1,82 @@
+//! The output store port: the gateway's own copies of succeeded jobs' outputs, so that their
+//! links outlive the provider's.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+
+use super::StoreError;
+use crate::ids::JobId;
+use crate::output::StoredFile;
+
+/// Why a copy failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyFailure {
+    /// Worth another try: the source or the store did not answer, timed out, or answered 429 or
+    /// a 5xx, or the transfer broke off.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// Another try would fail the same: the source refuses (4xx), is not a URL the store can
+    /// fetch, or is larger than the store's size limit.
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+/// A byte range of a file, both ends included, as in `Range: bytes=first-last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    /// First byte.
+    pub first: u64,
+    /// Last byte, included.
+    pub last: u64,
+}
+
+impl ByteRange {
+    /// How many bytes it spans.
+    #[must_use]
+    pub fn len(&self) -> u64 {
+        self.last - self.first + 1
+    }
+
+    /// Never: a range spans one byte at least.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// The bytes of a stored file, in order.
+pub type FileBytes = BoxStream<'static, Result<Bytes, StoreError>>;
+
+/// Where succeeded jobs' outputs are copied to and served from.
+///
+/// # Errors
+/// [`OutputStore::copy`] classifies every failure as [`CopyFailure`]; [`OutputStore::open`]
+/// returns [`StoreError::Unavailable`] when the store cannot be reached, and the stream it
+/// returns yields the same when the store fails midway.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait OutputStore: Send + Sync {
+    /// Copies the file at `source_url` into the store as output `index` of `job_id`: streamed,
+    /// never whole in memory, and refused past the store's size limit. Copying the same output
+    /// again replaces the copy. `content_type` is used when the source names none.
+    ///
+    /// # Errors
+    /// [`CopyFailure::Permanent`] for a file over the limit or a source that refuses it.
+    async fn copy(
+        &self,
+        job_id: JobId,
+        index: usize,
+        source_url: &str,
+        content_type: &str,
+    ) -> Result<StoredFile, CopyFailure>;
+
+    /// Reads output `index` of `job_id`: the whole file, or `range` (which lies within it).
+    /// `None` when the store has no such file.
+    async fn open(
+        &self,
+        job_id: JobId,
+        index: usize,
+        range: Option<ByteRange>,
+    ) -> Result<Option<FileBytes>, StoreError>;
+}

@@ -1,0 +1,152 @@
+//! Outputs that never expire: copying a succeeded job's outputs into the output store before the
+//! job is shown as succeeded, and reading them back for the signed links the edge mints.
+
+use std::time::Duration;
+
+use super::{Gateway, Ports};
+use crate::ids::JobId;
+use crate::output::{OutputCopy, OutputItem, StoredFile};
+use crate::ports::{ByteRange, CopyFailure, FileBytes, StoreError};
+
+/// Tries per output before the job succeeds without its copy.
+const COPY_ATTEMPTS: u32 = 3;
+/// Pause before the second try; doubled before each next one.
+const COPY_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Copies each output into the output store, when there is one, and marks it stored or not. A
+/// transient failure is tried again with back-off; an output whose copy keeps failing keeps only
+/// the provider's URL ([`OutputCopy::Failed`]): the job still succeeds.
+pub(super) async fn keep_outputs(ports: &Ports, job_id: JobId, outputs: Vec<OutputItem>) -> Vec<OutputItem> {
+    let Some(store) = &ports.outputs else { return outputs };
+    let mut kept = Vec::with_capacity(outputs.len());
+    for (index, mut item) in outputs.into_iter().enumerate() {
+        let mut attempt = 1;
+        let copy = loop {
+            match store.copy(job_id, index, &item.url, &item.meta.content_type).await {
+                Ok(file) => {
+                    tracing::info!(job_id = %job_id, index, bytes = file.size, "output copied");
+                    break OutputCopy::Stored(file);
+                }
+                Err(CopyFailure::Transient(reason)) if attempt < COPY_ATTEMPTS => {
+                    tracing::warn!(job_id = %job_id, index, attempt, %reason, "output copy failed; trying again");
+                    ports.clock.sleep(COPY_BACKOFF * (1 << (attempt - 1))).await;
+                    attempt += 1;
+                }
+                Err(failure) => {
+                    tracing::warn!(job_id = %job_id, index, attempt, %failure, "output not copied; the provider's URL stays");
+                    break OutputCopy::Failed;
+                }
+            }
+        };
+        item.copy = Some(copy);
+        kept.push(item);
+    }
+    kept
+}
+
+/// What a client asked of a file with `Range`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeRequest {
+    /// `bytes=first-last` (`last` past the end means to the end).
+    Bounded {
+        /// First byte.
+        first: u64,
+        /// Last byte, included.
+        last: u64,
+    },
+    /// `bytes=first-`.
+    From(u64),
+    /// `bytes=-length`: the last `length` bytes.
+    Suffix(u64),
+}
+
+impl RangeRequest {
+    /// The bytes this asks of a file of `size` bytes, or `None` when it asks for none of them.
+    #[must_use]
+    pub fn resolve(self, size: u64) -> Option<ByteRange> {
+        let end = size.checked_sub(1)?;
+        let (first, last) = match self {
+            RangeRequest::Bounded { first, last } if first <= last => (first, last.min(end)),
+            RangeRequest::Bounded { .. } => return None,
+            RangeRequest::From(first) => (first, end),
+            RangeRequest::Suffix(0) => return None,
+            RangeRequest::Suffix(length) => (size.saturating_sub(length), end),
+        };
+        (first <= end).then_some(ByteRange { first, last })
+    }
+}
+
+/// A stored output, opened.
+pub struct OutputRead {
+    /// The whole file's facts.
+    pub file: StoredFile,
+    /// The part being sent, when a range was asked for; the whole file otherwise.
+    pub range: Option<ByteRange>,
+    /// The bytes being sent.
+    pub body: FileBytes,
+}
+
+/// Why a stored output cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutputReadError {
+    /// No such job, output, or stored copy.
+    #[error("no stored output here")]
+    NotFound,
+    /// The range asks for no byte of the file.
+    #[error("the range lies outside the file's {size} bytes")]
+    RangeNotSatisfiable {
+        /// The file's length.
+        size: u64,
+    },
+    /// The job store or the output store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Gateway {
+    /// Output `index` of a succeeded job, from the output store: whole, or the part `range`
+    /// asks for. Whoever calls this has checked the caller may read it (a signed link).
+    ///
+    /// # Errors
+    /// See [`OutputReadError`].
+    pub async fn stored_output(
+        &self,
+        job_id: JobId,
+        index: usize,
+        range: Option<RangeRequest>,
+    ) -> Result<OutputRead, OutputReadError> {
+        let store = self.ports.outputs.as_ref().ok_or(OutputReadError::NotFound)?;
+        let job = self.ports.jobs.job(job_id).await?.ok_or(OutputReadError::NotFound)?;
+        let file = match job.outputs().and_then(|outputs| outputs.get(index)).and_then(|item| item.copy.as_ref()) {
+            Some(OutputCopy::Stored(file)) => file.clone(),
+            _ => return Err(OutputReadError::NotFound),
+        };
+        let range = match range {
+            Some(asked) => {
+                Some(asked.resolve(file.size).ok_or(OutputReadError::RangeNotSatisfiable { size: file.size })?)
+            }
+            None => None,
+        };
+        let body = store.open(job_id, index, range).await?.ok_or(OutputReadError::NotFound)?;
+        Ok(OutputRead { file, range, body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_resolve_against_the_file_size() {
+        let range = |first, last| Some(ByteRange { first, last });
+        assert_eq!(RangeRequest::Bounded { first: 0, last: 99 }.resolve(1000), range(0, 99));
+        assert_eq!(RangeRequest::Bounded { first: 900, last: 5000 }.resolve(1000), range(900, 999));
+        assert_eq!(RangeRequest::From(10).resolve(1000), range(10, 999));
+        assert_eq!(RangeRequest::Suffix(100).resolve(1000), range(900, 999));
+        assert_eq!(RangeRequest::Suffix(5000).resolve(1000), range(0, 999));
+        assert_eq!(RangeRequest::From(1000).resolve(1000), None);
+        assert_eq!(RangeRequest::Bounded { first: 5, last: 4 }.resolve(1000), None);
+        assert_eq!(RangeRequest::Suffix(0).resolve(1000), None);
+        assert_eq!(RangeRequest::From(0).resolve(0), None);
+    }
+}

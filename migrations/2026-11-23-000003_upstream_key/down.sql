@@ -1,0 +1,2 @@
+DROP INDEX jobs_upstream_key;
+ALTER TABLE jobs DROP COLUMN upstream_key;
