@@ -21,8 +21,13 @@ impl FalError {
         let status = response.status();
         let header_type = response.headers().get("x-fal-error-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
         let body: Option<Value> = response.json().await.ok();
-        let detail = body.as_ref().and_then(|b| b.get("detail")).and_then(describe_detail);
-        let error_type = body.as_ref().and_then(|b| b["error_type"].as_str()).map(str::to_owned).or(header_type);
+        Self::of_body(status, body.as_ref(), header_type)
+    }
+
+    /// An error from a body fal sent (an answer's, or a webhook's `payload`).
+    pub(crate) fn of_body(status: StatusCode, body: Option<&Value>, error_type: Option<String>) -> Self {
+        let detail = body.and_then(|b| b.get("detail")).and_then(describe_detail);
+        let error_type = body.and_then(|b| b["error_type"].as_str()).map(str::to_owned).or(error_type);
         Self { status, detail, error_type }
     }
 

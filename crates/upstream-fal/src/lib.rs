@@ -20,6 +20,7 @@ mod outputs;
 mod reference;
 pub mod routes;
 pub mod schema;
+mod webhooks;
 
 use std::time::Duration;
 
@@ -30,7 +31,10 @@ use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
-use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
+use genjobs_domain::ports::{
+    Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamReport,
+    UpstreamStatus,
+};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
@@ -38,8 +42,10 @@ use tokio::sync::Semaphore;
 
 pub use outputs::parse_outputs;
 pub use reference::FalRef;
+pub use webhooks::{FAL_JWKS_URL, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 
 use errors::{FalError, is_refusal};
+use webhooks::Verifier;
 
 /// Where fal is and how to talk to it.
 #[derive(Debug, Clone)]
@@ -52,13 +58,22 @@ pub struct FalConfig {
     pub request_timeout: Duration,
     /// Most calls in flight at once.
     pub max_in_flight: usize,
+    /// Where fal delivers the end of each request, and how deliveries are verified; `None`
+    /// means no webhooks (the driver polls every job).
+    pub webhooks: Option<WebhookConfig>,
 }
 
 impl FalConfig {
     /// Defaults for a base URL: 15 s per call (below the driver's 20 s lease), 64 calls in flight.
     #[must_use]
     pub fn new(base_url: impl Into<String>, key: Option<String>) -> Self {
-        Self { base_url: base_url.into(), key, request_timeout: Duration::from_secs(15), max_in_flight: 64 }
+        Self {
+            base_url: base_url.into(),
+            key,
+            request_timeout: Duration::from_secs(15),
+            max_in_flight: 64,
+            webhooks: None,
+        }
     }
 }
 
@@ -68,6 +83,7 @@ pub struct FalUpstream {
     client: Client,
     config: FalConfig,
     in_flight: Semaphore,
+    webhooks: Option<Verifier>,
 }
 
 /// A client that cannot be built (a TLS backend that fails to initialise).
@@ -114,7 +130,8 @@ impl FalUpstream {
             .pool_idle_timeout(Duration::from_secs(60))
             .build()?;
         let in_flight = Semaphore::new(config.max_in_flight.max(1));
-        Ok(Self { client, config, in_flight })
+        let webhooks = config.webhooks.clone().map(Verifier::new);
+        Ok(Self { client, config, in_flight, webhooks })
     }
 
     fn authorized(&self, request: RequestBuilder) -> RequestBuilder {
@@ -164,7 +181,11 @@ impl UpstreamProvider for FalUpstream {
         let request =
             routes::fal_request(model.id.as_str(), input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
         let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
-        let response = match self.send(self.client.post(&url).json(&request.body)).await {
+        let mut post = self.client.post(&url).json(&request.body);
+        if let Some(webhooks) = &self.webhooks {
+            post = post.query(&[("fal_webhook", webhooks.config().url.as_str())]);
+        }
+        let response = match self.send(post).await {
             Ok(r) => r,
             Err(e) if e.is_connect() => {
                 return Err(SubmitFailure::NotReached("the provider could not be reached".into()));
@@ -294,6 +315,15 @@ impl UpstreamProvider for FalUpstream {
             s if transient_status(s) => Err(PollFailure::Transient(format!("cancel answered HTTP {}", s.as_u16()))),
             _ => Err(PollFailure::Gone(FalError::read(response).await.message())),
         }
+    }
+
+    async fn read_notification(
+        &self,
+        delivery: &Delivery,
+        now: time::OffsetDateTime,
+    ) -> Result<UpstreamReport, NotificationRejected> {
+        let webhooks = self.webhooks.as_ref().ok_or(NotificationRejected::NotEnabled)?;
+        webhooks.read(&self.client, delivery, now).await
     }
 }
 

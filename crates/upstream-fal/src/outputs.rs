@@ -8,6 +8,15 @@ use serde_json::Value;
 /// # Errors
 /// A message for a result that has no outputs of a known shape or a file without a URL.
 pub fn parse_outputs(body: &Value, modality: Modality) -> Result<Vec<OutputItem>, String> {
+    match read_outputs(body)? {
+        outputs if outputs.is_empty() => Err(format!("no {} outputs in the result", modality.as_str())),
+        outputs => Ok(outputs),
+    }
+}
+
+/// [`parse_outputs`] for a result whose job's modality is not at hand (a webhook's payload): no
+/// outputs of a known shape is an empty list, not an error.
+pub(crate) fn read_outputs(body: &Value) -> Result<Vec<OutputItem>, String> {
     let seed = body.get("seed").and_then(Value::as_u64);
     let mut files: Vec<(&Value, OutputKind)> = Vec::new();
     for (key, kind, many) in [
@@ -22,9 +31,6 @@ pub fn parse_outputs(body: &Value, modality: Modality) -> Result<Vec<OutputItem>
             (Some(item @ Value::Object(_)), false) => files.push((item, kind)),
             (Some(_), _) => return Err(format!("`{key}` has an unexpected shape")),
         }
-    }
-    if files.is_empty() {
-        return Err(format!("no {} outputs in the result", modality.as_str()));
     }
     files.into_iter().map(|(file, kind)| output(file, kind, seed)).collect()
 }
@@ -50,6 +56,7 @@ fn output(file: &Value, kind: OutputKind, seed: Option<u64>) -> Result<OutputIte
             duration_sec: file.get("duration").and_then(Value::as_f64),
             seed,
         },
+        copy: None,
     })
 }
 

@@ -20,7 +20,7 @@ pub struct FalRef {
 }
 
 impl FalRef {
-    /// The opaque reference a job keeps.
+    /// The opaque reference a job keeps, keyed by fal's request id (which webhooks name).
     #[must_use]
     pub fn to_upstream(&self) -> UpstreamRef {
         let FalRef { endpoint, request_id, status_url, response_url, cancel_url } = self;
@@ -31,7 +31,7 @@ impl FalRef {
             "response_url": response_url,
             "cancel_url": cancel_url,
         });
-        UpstreamRef::new(value.to_string())
+        UpstreamRef::keyed(value.to_string(), request_id.clone())
     }
 
     /// Reads a reference this adapter wrote.

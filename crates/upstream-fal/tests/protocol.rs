@@ -280,7 +280,7 @@ async fn a_whole_run_against_the_simulator() {
         queue: Duration::from_millis(20),
         run: Duration::from_millis(200),
         api_key: Some("k".into()),
-        chaos: 0.0,
+        ..SimConfig::default()
     })
     .unwrap();
     let adapter = FalUpstream::new(FalConfig::new(sim.base_url.clone(), Some("k".into()))).unwrap();
@@ -351,13 +351,9 @@ async fn fal_errors_become_useful_messages_and_codes() {
 
 #[tokio::test]
 async fn every_model_of_the_catalog_routes_to_an_endpoint_the_simulator_accepts() {
-    let sim = genjobs_upstream_sim::spawn(SimConfig {
-        queue: Duration::ZERO,
-        run: Duration::ZERO,
-        api_key: None,
-        chaos: 0.0,
-    })
-    .unwrap();
+    let sim =
+        genjobs_upstream_sim::spawn(SimConfig { queue: Duration::ZERO, run: Duration::ZERO, ..SimConfig::default() })
+            .unwrap();
     let adapter = FalUpstream::new(FalConfig::new(sim.base_url.clone(), None)).unwrap();
     let catalog = Catalog::builtin().unwrap();
     let mut runs = 0;

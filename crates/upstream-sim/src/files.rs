@@ -19,9 +19,13 @@ use crate::Sim;
 pub(crate) async fn serve(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let (id, name) = path.into_inner();
     sim.state.count("file", Some(&id));
-    let Some(input) = sim.state.requests().get(&id).map(|r| r.input.clone()) else {
+    let Some((input, missing)) = sim.state.requests().get(&id).map(|r| (r.input.clone(), r.directives.file_missing))
+    else {
         return crate::not_found();
     };
+    if missing {
+        return crate::not_found();
+    }
     match name.split_once('.') {
         Some(("0", "mp4")) => {
             let range = req.headers().get(actix_web::http::header::RANGE).and_then(|v| v.to_str().ok());

@@ -21,17 +21,29 @@
 //! - `[sim:expired]`: the result is gone (404) when fetched, as fal's is 6 minutes after completion.
 //! - `[sim:error-status]`: the request completes with `error` and `error_type` in its status, and
 //!   its result is a 503 with `X-Fal-Error-Type`.
+//! - `[sim:file-missing]`: its output files answer 404 (as a provider's expired link does).
+//!
+//! ## Webhooks
+//! A submission with `?fal_webhook=URL` gets its end delivered there, signed as fal signs, with
+//! the simulator's own key published at `/.well-known/jwks.json` ([`RunningSim::jwks_url`]);
+//! `[sim:webhook-drop]`, `[sim:webhook-duplicate]`, `[sim:webhook-delay=MS]` and
+//! `[sim:webhook-corrupt]` change a delivery's fate (see `webhooks`).
 //!
 //! With the `stats` feature (on by default, off in the `genjobs` binary, which has no use for it),
 //! `GET /_sim/stats` counts the calls received, per route and per request id; `GET /_sim/polls`
 //! gives the time of every status call per request id (milliseconds since the simulator started),
-//! so that tests and benchmarks can check the provider's load and the poll interval.
+//! so that tests and benchmarks can check the provider's load and the poll interval (webhook
+//! deliveries count as `webhook`, and those answered 2xx as `webhook_accepted`), and
+//! `POST /_sim/rotate-key` replaces the signing key, and `POST /_sim/sign?request_id=…` answers
+//! the headers that sign its body as a delivery for that request (to test a receiver).
 
 mod chaos;
 mod files;
 mod requests;
+mod results;
 #[cfg(feature = "stats")]
 mod stats;
+mod webhooks;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -40,7 +52,8 @@ use std::time::{Duration, Instant};
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use requests::{Directives, Phase, SimRequest, output};
+use requests::{Directives, Phase, SimRequest};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// How the simulator behaves by default.
@@ -54,11 +67,20 @@ pub struct SimConfig {
     pub api_key: Option<String>,
     /// Probability (0 to 1) that a call fails at random, for soak tests (see `chaos`).
     pub chaos: f64,
+    /// Pause before a webhook delivery that was not answered 2xx is tried again; doubled each
+    /// time (fal spreads its 10 tries over 2 hours).
+    pub webhook_retry: Duration,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { queue: Duration::from_millis(500), run: Duration::from_secs(6), api_key: None, chaos: 0.0 }
+        Self {
+            queue: Duration::from_millis(500),
+            run: Duration::from_secs(6),
+            api_key: None,
+            chaos: 0.0,
+            webhook_retry: Duration::from_secs(1),
+        }
     }
 }
 
@@ -87,6 +109,8 @@ impl SimState {
 struct Sim {
     config: SimConfig,
     state: SimState,
+    keys: webhooks::Keys,
+    client: reqwest::Client,
 }
 
 /// A simulator serving on a loopback port.
@@ -106,6 +130,13 @@ impl RunningSim {
         self.sim.state.recorder.stats()
     }
 
+    /// Where the simulator publishes the key it signs webhooks with, to use as
+    /// `GENJOBS_FAL_JWKS_URL`.
+    #[must_use]
+    pub fn jwks_url(&self) -> String {
+        format!("{}/.well-known/jwks.json", self.base_url)
+    }
+
     /// Stops serving.
     pub async fn stop(&self) {
         self.handle.stop(false).await;
@@ -118,7 +149,8 @@ impl RunningSim {
 /// When the listener cannot be used.
 pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Server, RunningSim)> {
     let base_url = format!("http://{}", listener.local_addr()?);
-    let sim = Arc::new(Sim { config, state: SimState::default() });
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().map_err(std::io::Error::other)?;
+    let sim = Arc::new(Sim { config, state: SimState::default(), keys: webhooks::Keys::generate(), client });
     let data = web::Data::from(Arc::clone(&sim));
     let base = web::Data::new(base_url.clone());
     let server = HttpServer::new(move || {
@@ -127,11 +159,21 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
             .app_data(base.clone())
             .app_data(web::JsonConfig::default().limit(1 << 20));
         #[cfg(feature = "stats")]
-        let app = app.configure(stats::routes::<Sim>);
+        let app = app
+            .configure(stats::routes::<Sim>)
+            .route(
+                "/_sim/rotate-key",
+                web::post().to(|sim: web::Data<Sim>| async move {
+                    sim.keys.rotate();
+                    HttpResponse::NoContent().finish()
+                }),
+            )
+            .route("/_sim/sign", web::post().to(webhooks::sign));
         app.route("/_sim/files/{id}/{name}", web::get().to(files::serve))
-            .route("/{owner}/{app}/requests/{id}/status", web::get().to(status))
+            .route("/.well-known/jwks.json", web::get().to(|sim: web::Data<Sim>| async move { sim.keys.jwks() }))
+            .route("/{owner}/{app}/requests/{id}/status", web::get().to(results::status))
             .route("/{owner}/{app}/requests/{id}/cancel", web::put().to(cancel))
-            .route("/{owner}/{app}/requests/{id}", web::get().to(result))
+            .route("/{owner}/{app}/requests/{id}", web::get().to(results::result))
             .route("/{endpoint:.+}", web::post().to(submit))
     })
     .workers(1)
@@ -168,6 +210,27 @@ fn authorized(sim: &Sim, req: &HttpRequest) -> bool {
     req.headers().get("authorization").and_then(|v| v.to_str().ok()) == Some(format!("Key {key}").as_str())
 }
 
+/// Counts a call, checks its key and draws its fault; `Err` is the answer to give at once.
+async fn admit(
+    sim: &Sim,
+    req: &HttpRequest,
+    route: &str,
+    id: Option<&str>,
+) -> Result<Option<chaos::Fault>, HttpResponse> {
+    sim.state.count(route, id);
+    if !authorized(sim, req) {
+        return Err(unauthorized());
+    }
+    let fault = chaos::draw(sim.config.chaos);
+    if let Some(fault) = fault {
+        sim.state.count(fault.name(), None);
+    }
+    match chaos::before(fault).await {
+        Some(answer) => Err(answer),
+        None => Ok(fault),
+    }
+}
+
 fn unauthorized() -> HttpResponse {
     HttpResponse::Unauthorized().json(json!({"detail": "No valid key"}))
 }
@@ -180,43 +243,62 @@ fn app_prefix(endpoint: &str) -> String {
     endpoint.split('/').take(2).collect::<Vec<_>>().join("/")
 }
 
+/// The submission's query: fal takes the webhook URL there.
+#[derive(Deserialize)]
+struct SubmitQuery {
+    fal_webhook: Option<String>,
+}
+
 async fn submit(
     sim: web::Data<Sim>,
     base: web::Data<String>,
     req: HttpRequest,
     path: web::Path<String>,
+    query: web::Query<SubmitQuery>,
     body: web::Json<Value>,
 ) -> HttpResponse {
-    sim.state.count("submit", None);
-    if !authorized(&sim, &req) {
-        return unauthorized();
-    }
-    let fault = chaos::draw(sim.config.chaos);
-    if let Some(fault) = fault {
-        sim.state.count(fault.name(), None);
-    }
-    if let Some(answer) = chaos::before(fault).await {
-        return answer;
-    }
-    chaos::after(fault, submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner()))
+    let fault = match admit(&sim, &req, "submit", None).await {
+        Ok(fault) => fault,
+        Err(answer) => return answer,
+    };
+    let webhook = query.into_inner().fal_webhook;
+    chaos::after(fault, submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook))
 }
 
-fn submit_answer(sim: &Sim, base: &str, endpoint: String, input: Value) -> HttpResponse {
+fn submit_answer(
+    sim: &web::Data<Sim>,
+    base: &str,
+    endpoint: String,
+    input: Value,
+    webhook: Option<String>,
+) -> HttpResponse {
     let Some(schema) = genjobs_upstream_fal::schema::endpoint(&endpoint) else {
         return HttpResponse::NotFound().json(json!({"detail": format!("Application '{endpoint}' not found")}));
     };
     if let Err(violations) = schema.validate(&input) {
         return HttpResponse::UnprocessableEntity().json(json!({"detail": violations}));
     }
+    if let Some(url) = &webhook
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return HttpResponse::UnprocessableEntity().json(json!({"detail": [
+            {"loc": ["query", "fal_webhook"], "msg": "fal_webhook must be an http or https URL", "type": "value_error.url"}
+        ]}));
+    }
     let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default();
     let directives = Directives::from_prompt(prompt);
     if directives.reject_submit {
-        return HttpResponse::UnprocessableEntity()
-            .json(json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]}));
+        return HttpResponse::UnprocessableEntity().json(refusal());
     }
     let request_id = uuid::Uuid::new_v4().to_string();
     let urls = format!("{base}/{}/requests/{request_id}", app_prefix(&endpoint));
     let run = directives.run_ms.map_or(sim.config.run, Duration::from_millis);
+    if let Some(url) = webhook
+        && !directives.hang
+    {
+        let files = format!("{base}/_sim/files/{request_id}");
+        tokio::spawn(webhooks::notify_at_end(sim.clone(), url, request_id.clone(), files, sim.config.queue + run));
+    }
     sim.state.requests().insert(
         request_id.clone(),
         SimRequest {
@@ -240,97 +322,8 @@ fn submit_answer(sim: &Sim, base: &str, endpoint: String, input: Value) -> HttpR
     }))
 }
 
-async fn status(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {
-    let (_, _, id) = path.into_inner();
-    sim.state.count("status", Some(&id));
-    if !authorized(&sim, &req) {
-        return unauthorized();
-    }
-    let fault = chaos::draw(sim.config.chaos);
-    if let Some(fault) = fault {
-        sim.state.count(fault.name(), None);
-    }
-    if let Some(answer) = chaos::before(fault).await {
-        return answer;
-    }
-    chaos::after(fault, status_answer(&sim, &id))
-}
-
-fn status_answer(sim: &Sim, id: &str) -> HttpResponse {
-    let mut requests = sim.state.requests();
-    let Some(request) = requests.get_mut(id) else {
-        return not_found();
-    };
-    request.status_calls += 1;
-    if request.status_calls <= request.directives.flaky {
-        return HttpResponse::ServiceUnavailable().body("upstream overloaded");
-    }
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    match request.phase() {
-        Phase::Queued => HttpResponse::Accepted().json(json!({"status": "IN_QUEUE", "queue_position": 0, "logs": []})),
-        Phase::Running(percent) => HttpResponse::Accepted().json(json!({
-            "status": "IN_PROGRESS",
-            "logs": [{"message": format!("progress: {percent}%"), "level": "INFO", "source": "user", "timestamp": now.to_string()}],
-        })),
-        Phase::Completed if request.directives.error_status => HttpResponse::Ok().json(json!({
-            "status": "COMPLETED",
-            "logs": [],
-            "error": "the runner disconnected while generating",
-            "error_type": "runner_disconnected",
-        })),
-        Phase::Completed => HttpResponse::Ok().json(json!({"status": "COMPLETED", "logs": []})),
-    }
-}
-
-async fn result(
-    sim: web::Data<Sim>,
-    base: web::Data<String>,
-    req: HttpRequest,
-    path: web::Path<(String, String, String)>,
-) -> HttpResponse {
-    let (_, _, id) = path.into_inner();
-    sim.state.count("result", Some(&id));
-    if !authorized(&sim, &req) {
-        return unauthorized();
-    }
-    let fault = chaos::draw(sim.config.chaos);
-    if let Some(fault) = fault {
-        sim.state.count(fault.name(), None);
-    }
-    if let Some(answer) = chaos::before(fault).await {
-        return answer;
-    }
-    chaos::after(fault, result_answer(&sim, base.as_str(), &id))
-}
-
-fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
-    let requests = sim.state.requests();
-    let Some(request) = requests.get(id) else {
-        return not_found();
-    };
-    if !matches!(request.phase(), Phase::Completed) {
-        return HttpResponse::BadRequest().json(json!({"detail": "Request is still in progress"}));
-    }
-    let d = &request.directives;
-    if d.expired {
-        return not_found();
-    }
-    if d.reject {
-        return HttpResponse::UnprocessableEntity()
-            .json(json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]}));
-    }
-    if d.fail {
-        return HttpResponse::InternalServerError().json(json!({"detail": "the model crashed while generating"}));
-    }
-    if d.error_status {
-        return HttpResponse::ServiceUnavailable()
-            .insert_header(("x-fal-error-type", "runner_disconnected"))
-            .json(json!({"detail": "the runner disconnected while generating", "error_type": "runner_disconnected"}));
-    }
-    if d.malformed {
-        return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
-    }
-    HttpResponse::Ok().json(output(request, &format!("{base}/_sim/files/{id}")))
+fn refusal() -> Value {
+    json!({"detail": [{"loc": ["body", "prompt"], "msg": "prompt refused by the content policy", "type": "value_error"}]})
 }
 
 async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String, String)>) -> HttpResponse {

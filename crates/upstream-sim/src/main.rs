@@ -2,7 +2,8 @@
 //! pointing a genjobs replica (or several) at one shared simulated provider.
 //!
 //! Environment: `SIM_BIND` (default `127.0.0.1:8090`), `SIM_QUEUE_MS`, `SIM_RUN_MS`, `SIM_KEY`,
-//! `SIM_CHAOS` (probability of a random fault per call, default 0).
+//! `SIM_CHAOS` (probability of a random fault per call, default 0), `SIM_WEBHOOK_RETRY_MS` (first
+//! pause before a webhook delivery is tried again, default 1000).
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -25,6 +26,7 @@ async fn main() -> std::io::Result<()> {
         run: millis("SIM_RUN_MS", defaults.run),
         api_key: std::env::var("SIM_KEY").ok(),
         chaos: std::env::var("SIM_CHAOS").ok().and_then(|v| v.parse().ok()).unwrap_or(defaults.chaos),
+        webhook_retry: millis("SIM_WEBHOOK_RETRY_MS", defaults.webhook_retry),
     };
     let bind = std::env::var("SIM_BIND").unwrap_or_else(|_| "127.0.0.1:8090".into());
     let (server, running) = genjobs_upstream_sim::server(config, TcpListener::bind(&bind)?)?;

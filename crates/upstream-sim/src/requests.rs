@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use genjobs_upstream_fal::schema::OutputShape;
 use serde_json::{Value, json};
 
+use crate::webhooks::DeliveryFaults;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Directives {
     pub(crate) reject: bool,
@@ -17,6 +19,8 @@ pub(crate) struct Directives {
     pub(crate) error_status: bool,
     pub(crate) flaky: u32,
     pub(crate) run_ms: Option<u64>,
+    pub(crate) webhook: DeliveryFaults,
+    pub(crate) file_missing: bool,
 }
 
 impl Directives {
@@ -34,6 +38,11 @@ impl Directives {
                 "error-status" => d.error_status = true,
                 "flaky" => d.flaky = value.parse().unwrap_or(3),
                 "run" => d.run_ms = value.parse().ok(),
+                "file-missing" => d.file_missing = true,
+                "webhook-drop" => d.webhook.drop = true,
+                "webhook-duplicate" => d.webhook.duplicate = true,
+                "webhook-corrupt" => d.webhook.corrupt = true,
+                "webhook-delay" => d.webhook.delay_ms = value.parse().unwrap_or(1000),
                 _ => {}
             }
         }

@@ -1,0 +1,89 @@
+//! The status and result answers of a simulated request, as fal's queue gives them.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::json;
+
+use crate::requests::{Phase, output};
+use crate::{Sim, admit, chaos, not_found, refusal};
+
+pub(crate) async fn status(
+    sim: web::Data<Sim>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> HttpResponse {
+    let (_, _, id) = path.into_inner();
+    let fault = match admit(&sim, &req, "status", Some(&id)).await {
+        Ok(fault) => fault,
+        Err(answer) => return answer,
+    };
+    chaos::after(fault, status_answer(&sim, &id))
+}
+
+fn status_answer(sim: &Sim, id: &str) -> HttpResponse {
+    let mut requests = sim.state.requests();
+    let Some(request) = requests.get_mut(id) else {
+        return not_found();
+    };
+    request.status_calls += 1;
+    if request.status_calls <= request.directives.flaky {
+        return HttpResponse::ServiceUnavailable().body("upstream overloaded");
+    }
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    match request.phase() {
+        Phase::Queued => HttpResponse::Accepted().json(json!({"status": "IN_QUEUE", "queue_position": 0, "logs": []})),
+        Phase::Running(percent) => HttpResponse::Accepted().json(json!({
+            "status": "IN_PROGRESS",
+            "logs": [{"message": format!("progress: {percent}%"), "level": "INFO", "source": "user", "timestamp": now.to_string()}],
+        })),
+        Phase::Completed if request.directives.error_status => HttpResponse::Ok().json(json!({
+            "status": "COMPLETED",
+            "logs": [],
+            "error": "the runner disconnected while generating",
+            "error_type": "runner_disconnected",
+        })),
+        Phase::Completed => HttpResponse::Ok().json(json!({"status": "COMPLETED", "logs": []})),
+    }
+}
+
+pub(crate) async fn result(
+    sim: web::Data<Sim>,
+    base: web::Data<String>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> HttpResponse {
+    let (_, _, id) = path.into_inner();
+    let fault = match admit(&sim, &req, "result", Some(&id)).await {
+        Ok(fault) => fault,
+        Err(answer) => return answer,
+    };
+    chaos::after(fault, result_answer(&sim, base.as_str(), &id))
+}
+
+fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
+    let requests = sim.state.requests();
+    let Some(request) = requests.get(id) else {
+        return not_found();
+    };
+    if !matches!(request.phase(), Phase::Completed) {
+        return HttpResponse::BadRequest().json(json!({"detail": "Request is still in progress"}));
+    }
+    let d = &request.directives;
+    if d.expired {
+        return not_found();
+    }
+    if d.reject {
+        return HttpResponse::UnprocessableEntity().json(refusal());
+    }
+    if d.fail {
+        return HttpResponse::InternalServerError().json(json!({"detail": "the model crashed while generating"}));
+    }
+    if d.error_status {
+        return HttpResponse::ServiceUnavailable()
+            .insert_header(("x-fal-error-type", "runner_disconnected"))
+            .json(json!({"detail": "the runner disconnected while generating", "error_type": "runner_disconnected"}));
+    }
+    if d.malformed {
+        return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
+    }
+    HttpResponse::Ok().json(output(request, &format!("{base}/_sim/files/{id}")))
+}
