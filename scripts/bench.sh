@@ -22,4 +22,4 @@ ulimit -n "$(ulimit -Hn)"
 
 echo "[bench] building release binaries"
 cargo build --release -q -p genjobs -p genjobs-upstream-sim -p genjobs-bench
-timeout 600 target/release/genjobs-bench
+timeout 900 target/release/genjobs-bench
