@@ -7,13 +7,12 @@
 //! suite runs on both stores. [`spawn_gateway`] serves the HTTP edge over hand-built ports
 //! instead, for the errors only a broken store can cause.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use genjobs::{Config, start};
 use genjobs_domain::catalog::Catalog;
-use genjobs_domain::ids::AdminToken;
 use genjobs_domain::usecases::{DriverSettings, Gateway, Ports, Settings};
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_store_postgres::PgSettings;
@@ -86,12 +85,24 @@ pub fn fast_config() -> Config {
         simulator: SimConfig {
             queue: Duration::from_millis(30),
             run: Duration::from_millis(250),
-            api_key: None,
-            chaos: 0.0,
+            webhook_retry: Duration::from_millis(100),
+            ..SimConfig::default()
         },
         ..Config::default()
     }
     .with_poll_interval(Duration::from_millis(50))
+}
+
+/// [`fast_config`] with fal's webhooks on: the service's public URL is its own loopback address
+/// (a port picked free beforehand), and a job nobody watches is polled every `fallback_poll`.
+#[must_use]
+pub fn webhook_config(fallback_poll: Duration) -> Config {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let config = Config { bind: SocketAddr::from(([127, 0, 0, 1], port)), ..fast_config() };
+    config.with_public_url(format!("http://127.0.0.1:{port}"), fallback_poll)
 }
 
 /// Starts genjobs with [`fast_config`].
@@ -122,6 +133,8 @@ pub async fn spawn_postgres_app(config: Config) -> TestApp {
         database_url: Some(database.url.clone()),
         postgres: PgSettings { pool_size: config.postgres.pool_size.min(8), ..config.postgres },
         driver: DriverSettings { lease: Duration::from_secs(2), ..config.driver },
+        // The same outputs as the in-memory runs, so that the shared tests see the same answers.
+        output_store: config.output_store.or_else(|| Some("memory://".into())),
         ..config
     };
     let service = start(config).await.expect("genjobs starts on Postgres");
@@ -140,7 +153,7 @@ pub async fn spawn_postgres_app(config: Config) -> TestApp {
 /// Serves the HTTP edge over `ports` on port 0; returns its base URL.
 pub async fn spawn_gateway(ports: Ports) -> String {
     let gateway = Gateway::new(ports, std::sync::Arc::new(Catalog::builtin().expect("catalog")), Settings::default());
-    let state = AppState::new(gateway, AdminToken::new(ADMIN_TOKEN), HttpSettings::default());
+    let state = AppState::new(gateway, ADMIN_TOKEN, HttpSettings::default());
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(genjobs_http::serve(listener, state).expect("serve"));
@@ -269,6 +282,12 @@ impl TestApp {
             }
         }
         (headers, text)
+    }
+
+    /// The simulator's counts of one request's calls (`status`, `webhook`, …), by the provider's
+    /// request id, which is the upstream URL's path segment after `_sim/files/`.
+    pub async fn sim_calls(&self, request_id: &str) -> Value {
+        self.sim_stats().await["requests"][request_id].clone()
     }
 
     /// What the simulator counted.

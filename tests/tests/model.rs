@@ -152,6 +152,7 @@ impl<S: JobStore + AccountStore> Subject<S> {
                     url: "https://cdn/x.png".into(),
                     kind: OutputKind::Image,
                     meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
+                    copy: None,
                 };
                 let steps = [
                     Trigger::SubmitStarted { next_poll_at: now },

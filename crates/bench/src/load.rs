@@ -1,4 +1,6 @@
-//! A closed-loop load generator.
+//! Load generators: a closed loop (N clients, each sending its next request when the previous
+//! answers), which finds the maximum rate, and an open loop (requests sent on a fixed schedule
+//! whatever the answers), whose latencies include the queueing a closed loop hides.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,6 +62,37 @@ where
     summarize(latencies, errors.load(Ordering::Relaxed), elapsed)
 }
 
+/// Sends `request(sequence)` at `rate` per second for `duration`, each on its own task whether or
+/// not the previous ones answered; a latency runs from when the request was due, not from when
+/// it was sent, so that a stalled generator does not hide queueing (coordinated omission).
+pub async fn open_loop<F, Fut>(rate: f64, duration: Duration, request: F) -> LoadResult
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
+{
+    let period = Duration::from_secs_f64(1.0 / rate.max(1.0));
+    let started = Instant::now();
+    let total = (duration.as_secs_f64() * rate.max(1.0)) as u64;
+    let mut tasks = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    for n in 0..total {
+        let due = started + period.mul_f64(n as f64);
+        tokio::time::sleep_until(due.into()).await;
+        let answer = request(n);
+        tasks.push(tokio::spawn(async move {
+            let ok = answer.await;
+            (ok, u32::try_from(due.elapsed().as_micros()).unwrap_or(u32::MAX))
+        }));
+    }
+    let (mut latencies, mut errors) = (Vec::with_capacity(tasks.len()), 0);
+    for task in tasks {
+        match task.await {
+            Ok((true, micros)) => latencies.push(micros),
+            _ => errors += 1,
+        }
+    }
+    summarize(latencies, errors, duration.as_secs_f64())
+}
+
 fn summarize(mut latencies: Vec<u32>, errors: u64, elapsed_secs: f64) -> LoadResult {
     latencies.sort_unstable();
     let ok = latencies.len() as u64;
@@ -92,6 +125,23 @@ mod tests {
         assert_eq!(percentile_ms(&sorted, 0.5), 51.0);
         assert_eq!(percentile_ms(&sorted, 0.99), 99.0);
         assert_eq!(percentile_ms(&[], 0.5), 0.0);
+    }
+
+    #[tokio::test]
+    async fn an_open_loop_keeps_its_schedule_and_counts_queueing() {
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let seen = Arc::clone(&in_flight);
+        let result = open_loop(100.0, Duration::from_millis(300), move |_| {
+            seen.fetch_add(1, Ordering::Relaxed);
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                true
+            }
+        })
+        .await;
+        assert_eq!(result.ok + result.errors, 30, "100/s for 0.3 s, whatever the answers: {result:?}");
+        assert_eq!(in_flight.load(Ordering::Relaxed), 30);
+        assert!(result.p50_ms >= 50.0, "latency counts from the due time: {result:?}");
     }
 
     #[tokio::test]

@@ -8,13 +8,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use genjobs_bench::host::rss_kib;
-use genjobs_bench::load::{LoadResult, closed_loop};
+use genjobs_bench::load::{LoadResult, closed_loop, open_loop};
 use genjobs_bench::scenarios::{self, Api};
 use serde_json::{Value, json};
 
@@ -76,12 +76,13 @@ fn spawn_genjobs(bin: &Path, envs: &[(&str, String)]) -> Result<Process, Failure
     Ok(Process { child, base })
 }
 
-async fn spawn_simulator(bin: &Path) -> Result<Process, Failure> {
+/// A simulator whose jobs run `run_ms` milliseconds.
+async fn spawn_simulator(bin: &Path, run_ms: &str) -> Result<Process, Failure> {
     let port = free_port()?;
     let child = Command::new(bin.join("genjobs-upstream-sim"))
         .env("SIM_BIND", format!("127.0.0.1:{port}"))
         .env("SIM_QUEUE_MS", "0")
-        .env("SIM_RUN_MS", "3600000")
+        .env("SIM_RUN_MS", run_ms)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()?;
@@ -141,6 +142,17 @@ async fn submissions(base: &str, keys: Arc<Vec<String>>, clients: usize, seconds
     .await
 }
 
+async fn open_submissions(base: &str, keys: Arc<Vec<String>>, rate: f64, seconds: u64) -> LoadResult {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap_or_default();
+    let url = format!("{base}/api/v1/images/generations");
+    open_loop(rate, Duration::from_secs(seconds), move |n| {
+        let key = &keys[(n as usize) % keys.len()];
+        let request = client.post(&url).bearer_auth(key).json(&json!({"prompt": "bench"}));
+        async move { request.send().await.is_ok_and(|r| r.status() == 202) }
+    })
+    .await
+}
+
 async fn reads(base: &str, key: &str, ids: Arc<Vec<String>>, clients: usize, seconds: u64) -> LoadResult {
     let client = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap_or_default();
     let (base, key) = (base.to_owned(), key.to_owned());
@@ -152,48 +164,13 @@ async fn reads(base: &str, key: &str, ids: Arc<Vec<String>>, clients: usize, sec
     .await
 }
 
-/// The accept transaction of genjobs, as plain SQL: a conditional update of the account row, a
-/// job row and a ledger row, for one of the bench users at random.
-fn pgbench_scripts(dir: &Path, users: &[(String, String)]) -> Result<Vec<PathBuf>, Failure> {
-    users
-        .iter()
-        .enumerate()
-        .map(|(i, (id, _))| {
-            let path = dir.join(format!("accept-{i}.sql"));
-            std::fs::write(
-                &path,
-                format!(
-                    "BEGIN;\n\
-                     UPDATE users SET credits_available = credits_available - 4, credits_held = credits_held + 4, active_jobs = active_jobs + 1 \
-                     WHERE id = '{id}' AND credits_available >= 4 AND active_jobs < max_concurrent_jobs;\n\
-                     INSERT INTO jobs (id, user_id, model, modality, state, progress, created_at, credits_held, input, submit_attempted, poll_failures, version) \
-                     VALUES (gen_random_uuid(), '{id}', 'nano-banana', 'image', 'queued', 0, now(), 4, '{{\"prompt\":\"bench\"}}', false, 0, 0) RETURNING quote_literal(id) AS job_id \\gset\n\
-                     INSERT INTO ledger (user_id, job_id, kind, amount) VALUES ('{id}', :job_id, 'hold', 4);\n\
-                     END;\n"
-                ),
-            )?;
-            Ok(path)
-        })
-        .collect()
-}
-
-fn pgbench(url: &str, scripts: &[PathBuf], clients: usize, seconds: u64) -> Result<f64, Failure> {
-    let mut command = Command::new("pgbench");
-    command.args(["-n", "-c", &clients.to_string(), "-j", "2", "-T", &seconds.to_string()]);
-    for script in scripts {
-        command.arg("-f").arg(format!("{}@1", script.display()));
-    }
-    let output = command.arg(url).output()?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("tps = ").and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()))
-        .ok_or_else(|| format!("no tps in pgbench output: {text}{}", String::from_utf8_lossy(&output.stderr)).into())
-}
-
 #[derive(Default, serde::Serialize)]
 struct Figures {
     submissions: LoadResult,
+    submissions_open: LoadResult,
     pgbench_tps: f64,
+    pgbench_prepared_tps: f64,
+    job_cost: lifecycle::JobCost,
     reads_postgres: LoadResult,
     reads_memory: LoadResult,
     reads_baseline: LoadResult,
@@ -204,6 +181,8 @@ struct Figures {
     wakeup_one: scenarios::LatencyResult,
     wakeup_two: scenarios::LatencyResult,
     driver: scenarios::DriverResult,
+    webhooks: lifecycle::WebhookResult,
+    copy: lifecycle::CopyResult,
 }
 
 async fn run() -> Result<(), Failure> {
@@ -215,9 +194,9 @@ async fn run() -> Result<(), Failure> {
     let driver_jobs = env_number("BENCH_DRIVER_JOBS", 5_000) as usize;
     let interval = Duration::from_secs(2);
     let mut figures = Figures::default();
-    let sim = spawn_simulator(&bin).await?;
+    let sim = spawn_simulator(&bin, "3600000").await?;
 
-    progress("1/6 submissions, and pgbench running the same transaction");
+    progress("1/9 submissions, and pgbench running the same transaction");
     {
         let url = fresh_database(&server, "genjobs_bench_accept")?;
         let app = spawn_genjobs(&bin, &[("DATABASE_URL", url.clone()), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
@@ -231,11 +210,25 @@ async fn run() -> Result<(), Failure> {
         drop(app);
         let dir = std::env::temp_dir().join(format!("genjobs-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        figures.pgbench_tps = pgbench(&url, &pgbench_scripts(&dir, &users)?, clients, seconds)?;
-        progress(&format!("   pgbench: {:.0} transactions/s", figures.pgbench_tps));
+        figures.pgbench_tps = pgbench::run(&url, &pgbench::scripts(&dir, &users, false)?, clients, seconds, false)?;
+        let prepared = pgbench::scripts(&dir, &users, true)?;
+        figures.pgbench_prepared_tps = pgbench::run(&url, &prepared, clients, seconds, true)?;
+        progress(&format!(
+            "   pgbench: {:.0} transactions/s, {:.0} with -M prepared",
+            figures.pgbench_tps, figures.pgbench_prepared_tps
+        ));
+        let rate = figures.submissions.per_sec / 2.0;
+        let app = spawn_genjobs(&bin, &[("DATABASE_URL", url.clone()), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
+        let keys = Arc::new(users.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>());
+        figures.submissions_open = open_submissions(&app.base, keys, rate, seconds).await;
+        progress(&format!(
+            "   open loop at {rate:.0}/s: p50 {:.1} ms, p99 {:.1} ms, {} errors",
+            figures.submissions_open.p50_ms, figures.submissions_open.p99_ms, figures.submissions_open.errors
+        ));
+        drop(app);
     }
 
-    progress("2/6 reads: Postgres store, in-memory store, constant baseline");
+    progress("2/9 reads: Postgres store, in-memory store, constant baseline");
     {
         let url = fresh_database(&server, "genjobs_bench_reads")?;
         let app = spawn_genjobs(&bin, &[("DATABASE_URL", url), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
@@ -275,7 +268,7 @@ async fn run() -> Result<(), Failure> {
     let (_, key) = create_users(&app.base, 1).await?.remove(0);
     let api = Api::new(&app.base, &key, 256);
 
-    progress(&format!("3/6 {stream_count} open streams on one process"));
+    progress(&format!("3/9 {stream_count} open streams on one process"));
     {
         let jobs = scenarios::submit_many(&api, 100, 8, "streamed [sim:run=60000]").await;
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -292,7 +285,7 @@ async fn run() -> Result<(), Failure> {
         progress(&format!("   {} of {} streams got their final event", figures.streams.finals, figures.streams.opened));
     }
 
-    progress("4/6 upstream economy: 1000 waiters on 100 running jobs");
+    progress("4/9 upstream economy: 1000 waiters on 100 running jobs");
     {
         let jobs = scenarios::submit_many(&api, 100, 8, "watched [sim:hang]").await;
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -303,7 +296,7 @@ async fn run() -> Result<(), Failure> {
         progress(&format!("   {:.3} status calls per job per interval", figures.economy.per_job_per_interval));
     }
 
-    progress("5/6 wake-up latency, one replica and across two");
+    progress("5/9 wake-up latency, one replica and across two");
     {
         figures.wakeup_one = scenarios::wakeup(&api, &api, 200, 20).await;
         let other = spawn_genjobs(&bin, &envs)?;
@@ -316,7 +309,7 @@ async fn run() -> Result<(), Failure> {
         ));
     }
 
-    progress(&format!("6/6 driver scale: {driver_jobs} jobs running on one replica"));
+    progress(&format!("6/9 driver scale: {driver_jobs} jobs running on one replica"));
     {
         scenarios::submit_many(&api, driver_jobs, 16, "many [sim:hang]").await;
         tokio::time::sleep(interval * 3).await;
@@ -330,7 +323,35 @@ async fn run() -> Result<(), Failure> {
     }
     drop(app);
 
-    for name in ["genjobs_bench_accept", "genjobs_bench_reads", "genjobs_bench_watch"] {
+    progress("7/9 status calls over a job's life: 50 jobs of 60 s, webhooks on and off, nobody watching");
+    figures.webhooks = lifecycle::status_calls_per_job(&bin, &server, 50, 60).await?;
+    progress(&format!(
+        "   {:.2} status calls per job with webhooks, {:.2} polling only",
+        figures.webhooks.with_webhooks, figures.webhooks.polling_only
+    ));
+
+    progress("8/9 copying a 50 MB output into a file:// store, and cp of the same file");
+    figures.copy = lifecycle::copy_throughput(50_000_000).await?;
+    progress(&format!(
+        "   {:.0} MB/s copied, {:.0} MB/s by cp",
+        figures.copy.store_mb_per_sec, figures.copy.cp_mb_per_sec
+    ));
+
+    progress("9/9 what one job costs Postgres from accept to final: 100 jobs, one at a time");
+    figures.job_cost = lifecycle::job_cost(&bin, &server, 100).await?;
+    progress(&format!(
+        "   {:.2} commits, {:.2} WAL flushes, {:.2} rows written per job",
+        figures.job_cost.commits_per_job, figures.job_cost.wal_syncs_per_job, figures.job_cost.rows_written_per_job
+    ));
+
+    for name in [
+        "genjobs_bench_cost",
+        "genjobs_bench_accept",
+        "genjobs_bench_reads",
+        "genjobs_bench_watch",
+        "genjobs_bench_webhooks",
+        "genjobs_bench_polling",
+    ] {
         psql(&server, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
     }
     report::write(Path::new("docs"), &figures, seconds, clients, stream_count, driver_jobs)?;
@@ -338,6 +359,8 @@ async fn run() -> Result<(), Failure> {
     Ok(())
 }
 
+mod lifecycle;
+mod pgbench;
 mod report;
 
 #[tokio::main]

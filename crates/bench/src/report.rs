@@ -75,6 +75,11 @@ pub fn write(
         "polls_per_job_interval": f.economy.per_job_per_interval,
         "wakeup_one_p99_ms": f.wakeup_one.p99_ms, "wakeup_two_p99_ms": f.wakeup_two.p99_ms,
         "driver_within": f.driver.within_20_percent, "driver_cores": f.driver.service_cores,
+        "status_calls_per_job_webhooks": f.webhooks.with_webhooks,
+        "submit_ratio_prepared": f.submissions.per_sec / f.pgbench_prepared_tps.max(f64::EPSILON),
+        "open_loop_p99_ms": f.submissions_open.p99_ms,
+        "commits_per_job": f.job_cost.commits_per_job,
+        "copy_ratio": f.copy.store_mb_per_sec / f.copy.cp_mb_per_sec.max(f64::EPSILON),
         "figures": f,
     });
     let mut history = std::fs::OpenOptions::new().create(true).append(true).open(&history_path)?;
@@ -104,6 +109,24 @@ pub fn write(
         f.pgbench_tps,
         submit_ratio,
         verdict(submit_ratio >= 0.6 && f.submissions.p99_ms <= 50.0)
+    );
+    let prepared_ratio = f.submissions.per_sec / f.pgbench_prepared_tps.max(f64::EPSILON);
+    let _ = writeln!(
+        md,
+        "| 1b | submissions/s against pgbench `-M prepared` | {:.0} | pgbench `-M prepared`, same transaction: {:.0} tps | {prepared_ratio:.2} | ≥ 0.6 | {} |",
+        f.submissions.per_sec,
+        f.pgbench_prepared_tps,
+        verdict(prepared_ratio >= 0.6)
+    );
+    let o = &f.submissions_open;
+    let _ = writeln!(
+        md,
+        "| 1c | submissions, open loop at half the closed loop's rate: p50 / p99; errors | {:.1} / {:.1} ms; {} of {} | | | p99 ≤ 50 ms | {} |",
+        o.p50_ms,
+        o.p99_ms,
+        o.errors,
+        o.ok + o.errors,
+        verdict(o.p99_ms <= 50.0 && o.errors == 0)
     );
     let _ = writeln!(
         md,
@@ -149,12 +172,46 @@ pub fn write(
     );
     let _ = writeln!(
         md,
-        "| 6 | {driver_jobs} running jobs: polls within ±20 % of 2 s (p50 / p99 interval); service CPU | {:.1} % ({:.0} / {:.0} ms); {:.2} cores | | | all; < 1 core | {} |\n",
+        "| 6 | {driver_jobs} running jobs: polls within ±20 % of 2 s (p50 / p99 interval); service CPU | {:.1} % ({:.0} / {:.0} ms); {:.2} cores | | | all; < 1 core | {} |",
         f.driver.within_20_percent * 100.0,
         f.driver.p50_interval_ms,
         f.driver.p99_interval_ms,
         f.driver.service_cores,
         verdict(f.driver.within_20_percent >= 0.99 && f.driver.service_cores < 1.0)
+    );
+    let w = &f.webhooks;
+    let _ = writeln!(
+        md,
+        "| 7 | status calls per job over its life, {} jobs of {} s, nobody watching, webhooks on (fallback poll 60 s); succeeded | {:.2}; {} of {} | polling only: {:.2}; {} of {} | {:.2} | ≤ 2 | {} |",
+        w.jobs,
+        w.job_secs,
+        w.with_webhooks,
+        w.succeeded.0,
+        w.jobs,
+        w.polling_only,
+        w.succeeded.1,
+        w.jobs,
+        w.with_webhooks / w.polling_only.max(f64::EPSILON),
+        verdict(w.with_webhooks <= 2.0 && w.succeeded.0 == w.jobs)
+    );
+    let c = &f.copy;
+    let copy_ratio = c.store_mb_per_sec / c.cp_mb_per_sec.max(f64::EPSILON);
+    let _ = writeln!(
+        md,
+        "| 8 | copy of a {:.0} MB output into a `file://` store, over loopback HTTP, streamed (best of 3) | {:.0} MB/s | `cp` of the same file, same disk: {:.0} MB/s | {copy_ratio:.2} | | |",
+        c.bytes as f64 / 1e6,
+        c.store_mb_per_sec,
+        c.cp_mb_per_sec
+    );
+    let j = &f.job_cost;
+    let _ = writeln!(
+        md,
+        "| 9 | one job from accept to final, no progress ({} jobs, one at a time): commits; WAL flushes; rows written | {:.2}; {:.2}; {:.2} | | | ≤ 3 durable commits | {} |\n",
+        j.jobs,
+        j.commits_per_job,
+        j.wal_syncs_per_job,
+        j.rows_written_per_job,
+        verdict(j.wal_syncs_per_job <= 3.0)
     );
 
     let _ = writeln!(md, "## History\n");

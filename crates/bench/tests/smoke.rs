@@ -17,7 +17,7 @@ use genjobs_upstream_sim::SimConfig;
 async fn every_scenario_runs_briefly() {
     let config = Config {
         bind: "127.0.0.1:0".parse().unwrap(),
-        simulator: SimConfig { queue: Duration::ZERO, run: Duration::from_secs(600), api_key: None, chaos: 0.0 },
+        simulator: SimConfig { queue: Duration::ZERO, run: Duration::from_secs(600), ..SimConfig::default() },
         ..Config::default()
     }
     .with_poll_interval(Duration::from_millis(100));

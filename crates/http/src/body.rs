@@ -24,10 +24,20 @@ fn is_json(req: &HttpRequest) -> bool {
 /// # Errors
 /// 415 for another media type, 413 for a body over 1 MiB (refused from `Content-Length` before
 /// reading when it is given), 400 for JSON that does not parse.
-pub async fn read_json(req: &HttpRequest, mut payload: web::Payload) -> Result<Value, ApiError> {
+pub async fn read_json(req: &HttpRequest, payload: web::Payload) -> Result<Value, ApiError> {
     if !is_json(req) {
         return Err(ApiError::unsupported_media_type());
     }
+    let body = read_bytes(req, payload).await?;
+    serde_json::from_slice(&body).map_err(|e| InvalidRequest::body(format!("the body is not valid JSON: {e}")).into())
+}
+
+/// The body's bytes, as they came.
+///
+/// # Errors
+/// 413 for a body over 1 MiB (refused from `Content-Length` before reading when it is given),
+/// 400 when it cannot be read.
+pub async fn read_bytes(req: &HttpRequest, mut payload: web::Payload) -> Result<web::BytesMut, ApiError> {
     let declared =
         req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|len| len > MAX_BODY_BYTES) {
@@ -41,5 +51,5 @@ pub async fn read_json(req: &HttpRequest, mut payload: web::Payload) -> Result<V
         }
         body.extend_from_slice(&chunk);
     }
-    serde_json::from_slice(&body).map_err(|e| InvalidRequest::body(format!("the body is not valid JSON: {e}")).into())
+    Ok(body)
 }

@@ -6,9 +6,10 @@ use std::time::Duration;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
+use genjobs_domain::ports::NotificationRejected;
 use genjobs_domain::ports::StoreError;
 use genjobs_domain::request::InvalidRequest;
-use genjobs_domain::usecases::{AdminError, AuthError, JobQueryError, SubmitError};
+use genjobs_domain::usecases::{AdminError, AuthError, JobQueryError, NotificationError, OutputReadError, SubmitError};
 use serde::Serialize;
 
 /// An error response.
@@ -230,5 +231,52 @@ impl From<AdminError> for ApiError {
             AdminError::Invalid(e) => e.into(),
             AdminError::Store(e) => e.into(),
         }
+    }
+}
+
+impl From<NotificationError> for ApiError {
+    fn from(e: NotificationError) -> Self {
+        match e {
+            NotificationError::Rejected(NotificationRejected::NotEnabled) => Self::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "WEBHOOKS_NOT_ENABLED",
+                "webhooks are off: the service has no GENJOBS_PUBLIC_URL",
+            ),
+            NotificationError::Rejected(NotificationRejected::InvalidSignature(reason)) => {
+                Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "INVALID_SIGNATURE", reason)
+            }
+            NotificationError::Rejected(NotificationRejected::Malformed(reason)) => InvalidRequest::body(reason).into(),
+            NotificationError::Rejected(NotificationRejected::Unavailable(reason)) => {
+                StoreError::Unavailable(reason).into()
+            }
+            NotificationError::UnknownJob => Self::job_not_found(),
+            NotificationError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<OutputReadError> for ApiError {
+    fn from(e: OutputReadError) -> Self {
+        match e {
+            OutputReadError::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", "FILE_NOT_FOUND", e.to_string()),
+            OutputReadError::RangeNotSatisfiable { .. } => {
+                Self::new(StatusCode::RANGE_NOT_SATISFIABLE, "invalid_request", "RANGE_NOT_SATISFIABLE", e.to_string())
+            }
+            OutputReadError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl ApiError {
+    /// 403 `INVALID_SIGNATURE`: an output link that is not one the service signed, or expired.
+    #[must_use]
+    pub fn invalid_link() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "INVALID_SIGNATURE",
+            "this link is not valid or has expired; read the job again for a fresh one",
+        )
     }
 }

@@ -11,6 +11,7 @@
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and DTOs, and `/docs`.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
+//! - [`links`]: the signed links to stored outputs, minted at every read of a job.
 //! - [`dto`]: the wire formats: request bodies read into domain types once (`try_into_domain`),
 //!   and the JSON shapes of responses, exactly as the spec writes them.
 //!
@@ -21,6 +22,7 @@ mod body;
 pub mod drain;
 pub mod dto;
 mod error;
+pub mod links;
 pub mod openapi;
 mod routes;
 pub mod telemetry;
@@ -33,6 +35,7 @@ use actix_web::{App, HttpMessage, HttpResponse, HttpServer, web};
 use genjobs_domain::ids::{AdminToken, JobId, UserId};
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::Gateway;
+use links::LinkSigner;
 
 pub use drain::Drain;
 pub use dto::responses::iso;
@@ -52,6 +55,11 @@ pub struct HttpSettings {
     pub shutdown_timeout: Duration,
     /// HTTP worker threads; `None` for one per core.
     pub workers: Option<usize>,
+    /// The base URL at which clients and the provider reach the service; output links are
+    /// rooted there (else at the host each request names).
+    pub public_url: Option<String>,
+    /// How long a minted output link stays valid.
+    pub output_url_ttl: Duration,
 }
 
 impl Default for HttpSettings {
@@ -62,6 +70,8 @@ impl Default for HttpSettings {
             retry_hint: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(10),
             workers: None,
+            public_url: None,
+            output_url_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -81,13 +91,24 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Set when the process stops.
     pub drain: Drain,
+    /// Mints and verifies the links to stored outputs.
+    pub links: LinkSigner,
 }
 
 impl AppState {
-    /// The state of an edge over `gateway`, not draining, with the process's metrics.
+    /// The state of an edge over `gateway` whose operators use `admin_token`, not draining, with
+    /// the process's metrics. Output links are signed under a key derived from the token.
     #[must_use]
-    pub fn new(gateway: Gateway, admin_token: AdminToken, settings: HttpSettings) -> Self {
-        Self { gateway, admin_token, settings, metrics: Metrics::install(), drain: Drain::new() }
+    pub fn new(gateway: Gateway, admin_token: &str, settings: HttpSettings) -> Self {
+        let links = LinkSigner::new(admin_token, settings.output_url_ttl, settings.public_url.clone());
+        Self {
+            gateway,
+            admin_token: AdminToken::new(admin_token),
+            settings,
+            metrics: Metrics::install(),
+            drain: Drain::new(),
+            links,
+        }
     }
 }
 
@@ -137,6 +158,8 @@ routes! {
     get "/api/v1/models" => routes::list_models,
     get "/api/v1/account" => routes::account,
     get "/api/v1/openapi.json" => openapi::openapi_json,
+    get "/api/v1/files/{job_id}/{index}" => routes::output_file,
+    post "/api/upstream/{provider}/webhook" => routes::upstream_webhook,
     post "/api/admin/users" => routes::admin_create_user,
     get "/api/admin/users/{id}" => routes::admin_user,
     post "/api/admin/users/{id}/keys" => routes::admin_issue_key,

@@ -38,6 +38,8 @@ use crate::routes;
         routes::cancel_job,
         routes::list_models,
         routes::account,
+        routes::output_file,
+        routes::upstream_webhook,
         routes::admin_create_user,
         routes::admin_user,
         routes::admin_issue_key,
@@ -59,7 +61,7 @@ use crate::routes;
         (name = "models", description = "The model catalog and each model's form"),
         (name = "account", description = "The caller's credits and limits"),
         (name = "admin", description = "Users, keys and credits, with the admin token"),
-        (name = "operations", description = "Health, readiness, metrics and this document"),
+        (name = "operations", description = "Health, readiness, metrics, this document, and the provider's webhooks"),
     )
 )]
 pub struct ApiDoc;

@@ -92,6 +92,7 @@ fn describe_all() {
     describe_histogram!("genjobs_driver_lag_seconds", Unit::Seconds, "How late a job's poll started after its time");
     describe_counter!("genjobs_upstream_calls_total", "Calls to the provider, by kind and outcome");
     describe_histogram!("genjobs_upstream_call_duration_seconds", Unit::Seconds, "Time of a call to the provider");
+    describe_counter!("genjobs_upstream_notifications_total", "Webhook deliveries from the provider, by outcome");
     describe_gauge!("genjobs_open_connections", "Open event streams (sse) and long-polls (long_poll)");
     describe_gauge!("genjobs_db_pool_connections", "Postgres pool connections, by pool and state (in_use, idle)");
     describe_gauge!("genjobs_db_pool_waiting", "Callers waiting for a Postgres pool connection, by pool");

@@ -32,6 +32,16 @@ pub struct Config {
     pub models_path: Option<PathBuf>,
     /// `GENJOBS_DEMO_CREDITS`.
     pub demo_credits: u64,
+    /// `GENJOBS_PUBLIC_URL`: where the provider (and clients) reach the service; set, it turns
+    /// fal's webhooks on ([`Config::with_public_url`]).
+    pub public_url: Option<String>,
+    /// `GENJOBS_FAL_JWKS_URL`; `None` means fal's own, or the built-in simulator's when it runs.
+    pub fal_jwks_url: Option<String>,
+    /// `GENJOBS_OUTPUT_STORE`; `None` means `memory://` with the in-memory store and no copies
+    /// with Postgres, and `none` turns copies off.
+    pub output_store: Option<String>,
+    /// `GENJOBS_OUTPUT_MAX_BYTES`: the largest output copied.
+    pub output_max_bytes: u64,
     /// The use cases: poll interval, default limits, `GENJOBS_UPSTREAM_CANCEL`.
     pub gateway: Settings,
     /// The job driver: `GENJOBS_JOB_TIMEOUT_SECS`, `GENJOBS_LEASE_SECS`, and the poll interval.
@@ -57,6 +67,10 @@ impl Default for Config {
             upstream_key: None,
             models_path: None,
             demo_credits: DEFAULT_DEMO_CREDITS,
+            public_url: None,
+            fal_jwks_url: None,
+            output_store: None,
+            output_max_bytes: genjobs_output_store::DEFAULT_MAX_BYTES,
             gateway: Settings::default(),
             driver: DriverSettings::default(),
             http: HttpSettings::default(),
@@ -75,6 +89,32 @@ impl Config {
             gateway: Settings { poll_interval, ..self.gateway },
             driver: self.driver.with_poll_interval(poll_interval),
             ..self
+        }
+    }
+
+    /// Sets the public URL, which turns fal's webhooks on: submissions name
+    /// `<public_url>/api/upstream/fal/webhook`, waiters announce themselves, and a job nobody
+    /// watches is polled only every `fallback_poll`. Output links are rooted there too.
+    #[must_use]
+    pub fn with_public_url(self, public_url: String, fallback_poll: Duration) -> Self {
+        Self {
+            gateway: Settings { upstream_notifies: true, ..self.gateway },
+            driver: DriverSettings { unwatched_poll_interval: Some(fallback_poll), ..self.driver },
+            http: HttpSettings { public_url: Some(public_url.clone()), ..self.http },
+            public_url: Some(public_url),
+            ..self
+        }
+    }
+
+    /// Where outputs are copied to: `GENJOBS_OUTPUT_STORE`, else `memory://` on the embedded
+    /// default; `None` for no copies.
+    #[must_use]
+    pub fn output_store_url(&self) -> Option<&str> {
+        match self.output_store.as_deref() {
+            Some("none") => None,
+            Some(url) => Some(url),
+            None if self.database_url.is_none() => Some("memory://"),
+            None => None,
         }
     }
 
@@ -194,6 +234,29 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_SIM_QUEUE_MS", default_value_t = millis(SimConfig::default().queue),
         help_heading = "Built-in simulator")]
     pub sim_queue_ms: u64,
+    /// Base URL at which fal (and clients) reach this service; set, fal delivers webhooks to
+    /// `<this>/api/upstream/fal/webhook` and output links are rooted here.
+    #[arg(long, env = "GENJOBS_PUBLIC_URL", help_heading = "Webhooks and stored outputs")]
+    pub public_url: Option<String>,
+    /// Where fal's webhook signing keys are published [default: fal's, or the built-in simulator's].
+    #[arg(long, env = "GENJOBS_FAL_JWKS_URL", help_heading = "Webhooks and stored outputs")]
+    pub fal_jwks_url: Option<String>,
+    /// With webhooks on, how often a job nobody watches is polled.
+    #[arg(long, env = "GENJOBS_WEBHOOK_FALLBACK_POLL_SECS", default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
+    pub webhook_fallback_poll_secs: u64,
+    /// Where outputs are copied: memory://, file:///path, s3://bucket/prefix, or none
+    /// [default: memory:// with the in-memory store, none with Postgres].
+    #[arg(long, env = "GENJOBS_OUTPUT_STORE", help_heading = "Webhooks and stored outputs")]
+    pub output_store: Option<String>,
+    /// How long an output link stays valid.
+    #[arg(long, env = "GENJOBS_OUTPUT_URL_TTL_SECS", default_value_t = HttpSettings::default().output_url_ttl.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
+    pub output_url_ttl_secs: u64,
+    /// The largest output copied; a larger one keeps the provider's URL.
+    #[arg(long, env = "GENJOBS_OUTPUT_MAX_BYTES", default_value_t = genjobs_output_store::DEFAULT_MAX_BYTES,
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
+    pub output_max_bytes: u64,
     /// Run time of the built-in simulator.
     #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
         help_heading = "Built-in simulator")]
@@ -229,6 +292,7 @@ impl ConfigArgs {
             stream_max: Duration::from_secs(self.stream_max_secs),
             keep_alive: Duration::from_secs(self.sse_keepalive_secs),
             workers: self.http_workers.map(|n| n as usize),
+            output_url_ttl: Duration::from_secs(self.output_url_ttl_secs),
             ..defaults.http
         };
         let postgres = PgSettings {
@@ -245,7 +309,7 @@ impl ConfigArgs {
             run: Duration::from_millis(self.sim_run_ms),
             ..defaults.simulator
         };
-        Config {
+        let config = Config {
             bind: self.bind,
             database_url: self.database_url,
             admin_token: self.admin_token,
@@ -253,12 +317,47 @@ impl ConfigArgs {
             upstream_key: self.upstream_key,
             models_path: self.models,
             demo_credits: self.demo_credits,
+            public_url: None,
+            fal_jwks_url: self.fal_jwks_url,
+            output_store: self.output_store,
+            output_max_bytes: self.output_max_bytes,
             gateway,
             driver,
             http,
             postgres,
             simulator,
         }
-        .with_poll_interval(Duration::from_millis(self.poll_interval_ms))
+        .with_poll_interval(Duration::from_millis(self.poll_interval_ms));
+        match self.public_url {
+            Some(url) => config.with_public_url(url, Duration::from_secs(self.webhook_fallback_poll_secs)),
+            None => config,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_are_copied_by_default_in_memory_only() {
+        let memory = Config::default();
+        assert_eq!(memory.output_store_url(), Some("memory://"));
+        let postgres = Config { database_url: Some("postgres://db/genjobs".into()), ..Config::default() };
+        assert_eq!(postgres.output_store_url(), None, "unset with Postgres: no copies");
+        let s3 = Config { output_store: Some("s3://bucket/prefix".into()), ..postgres.clone() };
+        assert_eq!(s3.output_store_url(), Some("s3://bucket/prefix"));
+        let off = Config { output_store: Some("none".into()), ..memory };
+        assert_eq!(off.output_store_url(), None);
+    }
+
+    #[test]
+    fn a_public_url_turns_webhooks_on_everywhere_they_matter() {
+        let plain = Config::default();
+        assert!(!plain.gateway.upstream_notifies && plain.driver.unwatched_poll_interval.is_none());
+        let on = plain.with_public_url("https://gen.example".into(), Duration::from_secs(60));
+        assert!(on.gateway.upstream_notifies, "waiters announce themselves");
+        assert_eq!(on.driver.unwatched_poll_interval, Some(Duration::from_secs(60)));
+        assert_eq!(on.http.public_url.as_deref(), Some("https://gen.example"), "links are rooted there");
     }
 }

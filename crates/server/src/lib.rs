@@ -18,14 +18,15 @@ use std::sync::Arc;
 
 use actix_web::dev::Server;
 use genjobs_domain::catalog::{Catalog, CatalogError};
-use genjobs_domain::ids::{AdminToken, ApiKey};
-use genjobs_domain::ports::{RandomIds, UpstreamProvider};
+use genjobs_domain::ids::ApiKey;
+use genjobs_domain::ports::{OutputStore, RandomIds, UpstreamProvider};
 use genjobs_domain::usecases::{Gateway, JobDriver, NewUserRequest, Ports};
 use genjobs_http::{AppState, Drain};
+use genjobs_output_store::ObjectOutputStore;
 use genjobs_runtime::{EventHub, MeteredUpstream, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
-use genjobs_upstream_fal::{FalConfig, FalUpstream};
+use genjobs_upstream_fal::{FAL_JWKS_URL, FalConfig, FalUpstream, WebhookConfig};
 use genjobs_upstream_sim::RunningSim;
 use tokio::task::JoinHandle;
 
@@ -59,6 +60,9 @@ pub enum StartError {
     /// The upstream HTTP client cannot be built.
     #[error(transparent)]
     Upstream(#[from] genjobs_upstream_fal::BuildError),
+    /// The output store cannot be opened.
+    #[error(transparent)]
+    OutputStore(#[from] genjobs_output_store::OpenError),
     /// The demo user cannot be created.
     #[error("cannot create the demo user: {0}")]
     Demo(String),
@@ -154,6 +158,7 @@ fn catalog(config: &Config) -> Result<Catalog, StartError> {
 async fn ports(
     config: &Config,
     upstream: Arc<dyn UpstreamProvider>,
+    outputs: Option<Arc<dyn OutputStore>>,
 ) -> Result<(Ports, Option<PgAdapters>), StartError> {
     let Some(pg) = config.postgres_settings() else {
         let store = Arc::new(MemoryStore::new());
@@ -161,6 +166,7 @@ async fn ports(
             jobs: store.clone(),
             accounts: store,
             upstream,
+            outputs,
             events: Arc::new(EventHub::new()),
             rate_limiter: Arc::new(TokenBucketLimiter::new()),
             clock: Arc::new(SystemClock),
@@ -175,6 +181,7 @@ async fn ports(
         jobs: adapters.store.clone(),
         accounts: adapters.store.clone(),
         upstream,
+        outputs,
         events: adapters.events.clone(),
         rate_limiter: adapters.rate_limiter.clone(),
         clock: Arc::new(SystemClock),
@@ -189,7 +196,7 @@ async fn ports(
 /// See [`StartError`].
 pub async fn gateway(config: &Config) -> Result<Gateway, StartError> {
     let upstream = FalUpstream::new(FalConfig::new(config.upstream_url.clone().unwrap_or_default(), None))?;
-    let (ports, _) = ports(config, Arc::new(upstream)).await?;
+    let (ports, _) = ports(config, Arc::new(upstream), None).await?;
     Ok(Gateway::new(ports, Arc::new(catalog(config)?), config.gateway.clone()))
 }
 
@@ -205,8 +212,21 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         None => Some(genjobs_upstream_sim::spawn(config.simulator.clone())?),
     };
     let upstream_url = config.upstream_url.clone().or_else(|| simulator.as_ref().map(|s| s.base_url.clone()));
-    let upstream = FalUpstream::new(FalConfig::new(upstream_url.unwrap_or_default(), config.upstream_key.clone()))?;
-    let (ports, postgres) = ports(&config, Arc::new(MeteredUpstream::new(Arc::new(upstream)))).await?;
+    let webhooks = config.public_url.as_deref().map(|public_url| {
+        let jwks = config.fal_jwks_url.clone().or_else(|| simulator.as_ref().map(RunningSim::jwks_url));
+        WebhookConfig::new(public_url, jwks.unwrap_or_else(|| FAL_JWKS_URL.to_owned()))
+    });
+    let fal = FalConfig { webhooks, ..FalConfig::new(upstream_url.unwrap_or_default(), config.upstream_key.clone()) };
+    let upstream = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
+    let outputs = match config.output_store_url() {
+        Some(url) => {
+            let store = ObjectOutputStore::open(url, std::env::vars(), config.output_max_bytes)?;
+            tracing::info!(output_store = url, "outputs are copied before jobs are shown succeeded");
+            Some(Arc::new(store) as Arc<dyn OutputStore>)
+        }
+        None => None,
+    };
+    let (ports, postgres) = ports(&config, upstream, outputs).await?;
     let gateway = Gateway::new(ports.clone(), Arc::clone(&catalog), config.gateway.clone());
     let demo_key = match config.database_url {
         Some(_) => None,
@@ -231,7 +251,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
-    let mut state = AppState::new(gateway, AdminToken::new(&admin_token), config.http.clone());
+    let mut state = AppState::new(gateway, &admin_token, config.http.clone());
     state.drain = drain.clone();
     if let Some(pg) = &postgres {
         let store = Arc::clone(&pg.store);

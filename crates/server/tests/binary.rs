@@ -260,7 +260,7 @@ fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
     let (status, _, _) = client(&address, &key, &["image", "x", "--n", "9"]);
     assert_eq!(status, Some(2));
 
-    let follower = Command::new(env!("CARGO_BIN_EXE_genjobs"))
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .args(["image", "endless [sim:hang]", "--out", "/tmp"])
         .env_clear()
         .env("GENJOBS_API_URL", &address)
@@ -270,11 +270,25 @@ fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // Interrupt it once it follows the job, not while it may still be starting.
+    let mut lines = BufReader::new(follower.stderr.take().unwrap()).lines();
+    let mut stderr = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        stderr.push_str(&line);
+        stderr.push('\n');
+        if line.contains("accepted") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
     Command::new("kill").args(["-INT", &follower.id().to_string()]).status().unwrap();
-    let output = follower.wait_with_output().unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    for line in lines {
+        stderr.push_str(&line.unwrap());
+        stderr.push('\n');
+    }
+    let status = follower.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("goes on"), "{stderr}");
     service.kill().unwrap();
 }

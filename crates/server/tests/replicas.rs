@@ -70,8 +70,7 @@ fn sim() -> RunningSim {
     genjobs_upstream_sim::spawn(SimConfig {
         queue: Duration::from_millis(50),
         run: Duration::from_millis(500),
-        api_key: None,
-        chaos: 0.0,
+        ..SimConfig::default()
     })
     .unwrap()
 }
@@ -138,8 +137,7 @@ async fn a_process_killed_and_restarted_loses_no_job_and_balances_its_ledger() {
     let sim = genjobs_upstream_sim::spawn(SimConfig {
         queue: Duration::from_millis(1500),
         run: Duration::from_millis(500),
-        api_key: None,
-        chaos: 0.0,
+        ..SimConfig::default()
     })
     .unwrap();
     let mut first = Replica::start(&db, &sim);

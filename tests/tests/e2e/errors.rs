@@ -37,6 +37,7 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
         jobs,
         accounts,
         upstream: Arc::new(MockUpstreamProvider::new()),
+        outputs: None,
         events: Arc::new(EventHub::new()),
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock: Arc::new(SystemClock),

@@ -12,8 +12,10 @@ mod errors;
 mod jobs;
 mod models;
 mod operations;
+mod outputs;
 mod streams;
 mod submit;
 mod upstream;
+mod webhooks;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

@@ -36,6 +36,11 @@ fn sample_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// How much the samples of `name` with `labels` grew from one scrape to the next.
+fn growth(before: &str, after: &str, name: &str, labels: &[&str]) -> f64 {
+    sample_sum(after, name, labels) - sample_sum(before, name, labels)
+}
+
 #[tokio::test]
 async fn metrics_need_the_admin_token_and_move_after_a_job() {
     let app = spawn_app().await;
@@ -50,15 +55,27 @@ async fn metrics_need_the_admin_token_and_move_after_a_job() {
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "counted", "n": 2})).await;
     let id = receipt["job_id"].as_str().unwrap();
     assert_eq!(app.wait_final(&app.demo_key, id).await["state"], "succeeded");
-    let after = scrape().await;
+    let held = receipt["credits_held"].as_f64().unwrap();
+    // The driver counts a job's end just after its commit, so a reader woken by that commit can
+    // scrape a moment before the count: scrape again until it shows, as a dashboard would.
+    let finished = ["state=\"succeeded\""];
+    let counted = |after: &str| {
+        growth(&before, after, "genjobs_jobs_finished_total", &finished) >= 1.0
+            && growth(&before, after, "genjobs_credits_spent_total", &[]) >= held
+    };
+    let mut after = scrape().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !counted(&after) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        after = scrape().await;
+    }
 
-    let moved = |name: &str, labels: &[&str]| sample_sum(&after, name, labels) - sample_sum(&before, name, labels);
+    let moved = |name: &str, labels: &[&str]| growth(&before, &after, name, labels);
     let submits = ["route=\"/api/v1/images/generations\"", "status=\"202\""];
     assert!(moved("genjobs_http_requests_total", &submits) >= 1.0, "{after}");
     assert!(moved("genjobs_http_request_duration_seconds_count", &["route=\"/api/v1/images/generations\""]) >= 1.0);
     assert!(moved("genjobs_jobs_accepted_total", &[]) >= 1.0);
-    assert!(moved("genjobs_jobs_finished_total", &["state=\"succeeded\""]) >= 1.0);
-    let held = receipt["credits_held"].as_f64().unwrap();
+    assert!(moved("genjobs_jobs_finished_total", &finished) >= 1.0);
     assert!(moved("genjobs_credits_held_total", &[]) >= held && moved("genjobs_credits_spent_total", &[]) >= held);
     for kind in ["submit", "status", "result"] {
         let labels = [format!("kind=\"{kind}\""), "outcome=\"ok\"".to_owned()];

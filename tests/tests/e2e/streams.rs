@@ -41,7 +41,13 @@ async fn a_stream_sends_progress_then_done_and_closes() {
     let data = last.data.as_ref().unwrap();
     assert_eq!((data["state"].as_str(), data["progress"].as_u64()), (Some("succeeded"), Some(100)));
     assert!(data["error"].is_null() && data["outputs"].as_array().is_some_and(|o| o.len() == 1));
-    snapshot!("done_event", data, { ".outputs[].url" => "[url]" });
+    let link = data["outputs"][0]["url"].as_str().unwrap();
+    assert!(link.starts_with(&app.url("/api/v1/files/")) && link.contains("?expires="), "a signed link: {link}");
+    snapshot!("done_event", data, {
+        ".outputs[].url" => "[signed link]",
+        ".outputs[].meta.upstream_url" => "[provider url]",
+        ".outputs[].meta.size_bytes" => "[bytes]",
+    });
 }
 
 #[tokio::test]

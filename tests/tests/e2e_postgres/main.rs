@@ -17,12 +17,16 @@ mod jobs;
 mod models;
 #[path = "../e2e/operations.rs"]
 mod operations;
+#[path = "../e2e/outputs.rs"]
+mod outputs;
 #[path = "../e2e/streams.rs"]
 mod streams;
 #[path = "../e2e/submit.rs"]
 mod submit;
 #[path = "../e2e/upstream.rs"]
 mod upstream;
+#[path = "../e2e/webhooks.rs"]
+mod webhooks;
 
 use genjobs::Config;
 use genjobs_store_postgres::PgSettings;

@@ -2,16 +2,17 @@
 //! as the spec writes it whatever the domain keeps internally. No view embeds a domain type.
 
 use genjobs_domain::job::{Job, JobError};
-use genjobs_domain::output::OutputItem;
+use genjobs_domain::output::{OutputCopy, OutputItem};
 use genjobs_domain::ports::Account;
 use genjobs_domain::usecases::{CancelReceipt, JobListing, Receipt};
 use serde::Serialize;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
-use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 pub use super::models::{FieldOptionView, FieldView, ModelView};
-use super::schemas::{job_state_schema, modality_schema, nullable_timestamp_schema, one_of, timestamp_schema};
+pub use super::schemas::EventStreamItem;
+use super::schemas::{job_state_schema, modality_schema, nullable_timestamp_schema, timestamp_schema};
+use crate::links::OutputLinks;
 
 /// ISO 8601 UTC with milliseconds, e.g. `2026-11-21T23:14:54.123Z`. Written out by hand rather
 /// than through a format description, whose formatting can fail.
@@ -30,18 +31,21 @@ pub fn iso(at: OffsetDateTime) -> String {
     )
 }
 
-/// An output item: `{url, type, meta}`.
+/// An output item: `{url, type, meta}`. With an output store, `url` is a signed link to the
+/// gateway's own copy.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Output)]
 pub struct OutputView<'a> {
-    url: &'a str,
+    #[schema(value_type = String)]
+    url: std::borrow::Cow<'a, str>,
     #[schema(value_type = String)]
     #[serde(rename = "type")]
     kind: &'static str,
     meta: MetaView<'a>,
 }
 
-/// What is known of an output: `{content_type, width?, height?, duration_sec?, seed?}`.
+/// What is known of an output: `{content_type, width?, height?, duration_sec?, seed?}`, and with
+/// an output store `stored`, `upstream_url` and `size_bytes` (when stored).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = OutputMeta)]
 pub struct MetaView<'a> {
@@ -54,27 +58,45 @@ pub struct MetaView<'a> {
     duration_sec: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
+    /// Whether the gateway keeps its own copy, which `url` then links to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored: Option<bool>,
+    /// Where the provider served it (for as long as the provider keeps it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_url: Option<&'a str>,
+    /// Its length in bytes, when stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size_bytes: Option<u64>,
 }
 
-impl<'a> From<&'a OutputItem> for OutputView<'a> {
-    fn from(item: &'a OutputItem) -> Self {
+impl<'a> OutputView<'a> {
+    fn new(job: &Job, index: usize, item: &'a OutputItem, links: &OutputLinks<'_>) -> Self {
         let m = &item.meta;
+        let (url, content_type, size_bytes) = match &item.copy {
+            Some(OutputCopy::Stored(file)) => {
+                (links.url(job.id(), index).into(), file.content_type.as_str(), Some(file.size))
+            }
+            _ => (item.url.as_str().into(), m.content_type.as_str(), None),
+        };
         Self {
-            url: &item.url,
+            url,
             kind: item.kind.as_str(),
             meta: MetaView {
-                content_type: &m.content_type,
+                content_type,
                 width: m.width,
                 height: m.height,
                 duration_sec: m.duration_sec,
                 seed: m.seed,
+                stored: item.copy.as_ref().map(|copy| matches!(copy, OutputCopy::Stored(_))),
+                upstream_url: item.copy.as_ref().map(|_| item.url.as_str()),
+                size_bytes,
             },
         }
     }
 }
 
-fn outputs(job: &Job) -> Option<Vec<OutputView<'_>>> {
-    job.outputs().map(|items| items.iter().map(OutputView::from).collect())
+fn outputs<'a>(job: &'a Job, links: &OutputLinks<'_>) -> Option<Vec<OutputView<'a>>> {
+    job.outputs().map(|items| items.iter().enumerate().map(|(i, item)| OutputView::new(job, i, item, links)).collect())
 }
 
 /// A final job's error: `{type, code, message}`.
@@ -117,15 +139,17 @@ pub struct JobView<'a> {
     credits_actual: Option<u64>,
 }
 
-impl<'a> From<&'a Job> for JobView<'a> {
-    fn from(job: &'a Job) -> Self {
+impl<'a> JobView<'a> {
+    /// The job, its stored outputs linked by `links`.
+    #[must_use]
+    pub fn new(job: &'a Job, links: &OutputLinks<'_>) -> Self {
         Self {
             id: job.id().to_string(),
             state: job.state().as_str(),
             progress: job.progress(),
             model: job.model().as_str(),
             modality: job.modality().as_str(),
-            outputs: outputs(job),
+            outputs: outputs(job, links),
             error: job.error().map(JobErrorView::from),
             created_at: iso(job.created_at()),
             started_at: job.started_at().map(iso),
@@ -148,52 +172,18 @@ pub struct EventView<'a> {
     error: Option<JobErrorView<'a>>,
 }
 
-impl<'a> From<&'a Job> for EventView<'a> {
-    fn from(job: &'a Job) -> Self {
+impl<'a> EventView<'a> {
+    /// The job as an event, its stored outputs linked by `links`.
+    #[must_use]
+    pub fn new(job: &'a Job, links: &OutputLinks<'_>) -> Self {
         Self {
             state: job.state().as_str(),
             progress: job.progress(),
-            outputs: outputs(job),
+            outputs: outputs(job, links),
             error: job.error().map(JobErrorView::from),
         }
     }
 }
-
-/// One event of a job's stream as the client parses it: `event:`, `id:`, `retry:` and a `data:`
-/// line whose JSON is a [`EventView`] (`StreamEvent`). Described with JSON Schema's
-/// `contentMediaType` and `contentSchema`, so that a validator can check the JSON inside `data`.
-pub struct EventStreamItem;
-
-impl utoipa::PartialSchema for EventStreamItem {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        let data = ObjectBuilder::new()
-            .schema_type(Type::String)
-            .content_media_type("application/json")
-            .description(Some("A `StreamEvent` as JSON"))
-            .extensions(Some(utoipa::openapi::extensions::Extensions::from_iter([(
-                "contentSchema",
-                serde_json::json!({"$ref": "#/components/schemas/StreamEvent"}),
-            )])));
-        ObjectBuilder::new()
-            .description(Some(
-                "A server-sent event: `progress` while the job runs, then `done` (succeeded) or `error` (failed or \
-                 canceled), after which the stream closes. The stream's first block carries only `retry`.",
-            ))
-            .property("event", one_of(&["progress", "done", "error"], "The event's name."))
-            .property(
-                "id",
-                ObjectBuilder::new().schema_type(Type::String).description(Some("Milliseconds since the epoch.")),
-            )
-            .property(
-                "retry",
-                ObjectBuilder::new().schema_type(Type::Integer).description(Some("Reconnection delay, in ms.")),
-            )
-            .property("data", data)
-            .into()
-    }
-}
-
-impl ToSchema for EventStreamItem {}
 
 /// The receipt of both generation endpoints.
 #[derive(Debug, Serialize, ToSchema)]
@@ -245,9 +235,14 @@ pub struct JobPageView<'a> {
     next: Option<String>,
 }
 
-impl<'a> From<&'a JobListing> for JobPageView<'a> {
-    fn from(page: &'a JobListing) -> Self {
-        Self { data: page.jobs.iter().map(JobView::from).collect(), next: page.next.map(|id| id.to_string()) }
+impl<'a> JobPageView<'a> {
+    /// The page, its jobs' stored outputs linked by `links`.
+    #[must_use]
+    pub fn new(page: &'a JobListing, links: &OutputLinks<'_>) -> Self {
+        Self {
+            data: page.jobs.iter().map(|job| JobView::new(job, links)).collect(),
+            next: page.next.map(|id| id.to_string()),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Schemas the derives cannot infer: enumerations of strings and timestamps, for the fields that
-//! the views keep as `&'static str` or as formatted text.
+//! the views keep as `&'static str` or as formatted text, and the items of an event stream.
 
+use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 /// A string schema taking one of `values`.
@@ -39,3 +40,39 @@ pub(crate) fn nullable_timestamp_schema() -> Object {
         .description(Some("ISO 8601 UTC with milliseconds; null until it happens."))
         .build()
 }
+
+/// One event of a job's stream as the client parses it: `event:`, `id:`, `retry:` and a `data:`
+/// line whose JSON is a [`super::responses::EventView`] (`StreamEvent`). Described with JSON Schema's
+/// `contentMediaType` and `contentSchema`, so that a validator can check the JSON inside `data`.
+pub struct EventStreamItem;
+
+impl utoipa::PartialSchema for EventStreamItem {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_media_type("application/json")
+            .description(Some("A `StreamEvent` as JSON"))
+            .extensions(Some(utoipa::openapi::extensions::Extensions::from_iter([(
+                "contentSchema",
+                serde_json::json!({"$ref": "#/components/schemas/StreamEvent"}),
+            )])));
+        ObjectBuilder::new()
+            .description(Some(
+                "A server-sent event: `progress` while the job runs, then `done` (succeeded) or `error` (failed or \
+                 canceled), after which the stream closes. The stream's first block carries only `retry`.",
+            ))
+            .property("event", one_of(&["progress", "done", "error"], "The event's name."))
+            .property(
+                "id",
+                ObjectBuilder::new().schema_type(Type::String).description(Some("Milliseconds since the epoch.")),
+            )
+            .property(
+                "retry",
+                ObjectBuilder::new().schema_type(Type::Integer).description(Some("Reconnection delay, in ms.")),
+            )
+            .property("data", data)
+            .into()
+    }
+}
+
+impl ToSchema for EventStreamItem {}

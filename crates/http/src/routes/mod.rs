@@ -2,8 +2,10 @@
 //! The operators' handlers are in `admin`.
 
 mod admin;
+mod files;
 
 pub use admin::*;
+pub use files::*;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -29,6 +31,7 @@ use crate::dto::responses::{
     StatusView,
 };
 use crate::error::ApiError;
+use crate::links::OutputLinks;
 use crate::telemetry::{Held, OpenConnection};
 
 type Query = web::Query<HashMap<String, String>>;
@@ -153,6 +156,7 @@ pub async fn get_job(
     caller: Authenticated,
     path: web::Path<String>,
     query: Query,
+    req: HttpRequest,
 ) -> Handled {
     let id = job_id(&path)?;
     let wait = integer_param(&query, "wait", 0, MAX_WAIT_SECS)?.unwrap_or(0);
@@ -167,7 +171,7 @@ pub async fn get_job(
             Either::Right(((), _)) => state.gateway.wait_for_job(&caller.0, id, Duration::ZERO).await?,
         }
     };
-    Ok(HttpResponse::Ok().json(JobView::from(&job)))
+    Ok(HttpResponse::Ok().json(JobView::new(&job, &state.links.for_request(&req, now()))))
 }
 
 /// List the caller's jobs
@@ -183,24 +187,28 @@ pub async fn get_job(
         (status = 200, description = "A page of jobs", body = JobPageView),
         (status = 400, description = "`limit` or `before` is not valid", body = crate::error::Envelope),
     ))]
-pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query: Query) -> Handled {
+pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query: Query, req: HttpRequest) -> Handled {
     let limit = integer_param(&query, "limit", 1, MAX_JOBS_PAGE as u64)?.unwrap_or(20);
     let before = query
         .get("before")
         .map(|b| JobId::parse(b).map_err(|_| InvalidRequest::param("before", "`before` must be a job id")))
         .transpose()?;
     let page = state.gateway.list_jobs(&caller.0, before, limit as usize).await?;
-    Ok(HttpResponse::Ok().json(JobPageView::from(&page)))
+    Ok(HttpResponse::Ok().json(JobPageView::new(&page, &state.links.for_request(&req, now()))))
 }
 
-fn sse_event(event: &JobEvent) -> Result<sse::Event, serde_json::Error> {
+fn now() -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc()
+}
+
+fn sse_event(event: &JobEvent, links: &OutputLinks<'_>) -> Result<sse::Event, serde_json::Error> {
     let name = match event {
         JobEvent::Progress(_) => "progress",
         JobEvent::Done(_) => "done",
         JobEvent::Error(_) => "error",
     };
     let id = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).to_string();
-    let data = serde_json::to_string(&EventView::from(event.job()))?;
+    let data = serde_json::to_string(&EventView::new(event.job(), links))?;
     Ok(sse::Data::new(data).event(name).id(id).into())
 }
 
@@ -230,6 +238,7 @@ pub async fn stream_job(
     let (lifetime, drain) = (state.settings.stream_max, state.drain.clone());
     let draining = drain.started();
     let open = OpenConnection::new(Held::Stream);
+    let (linked, base) = (state.clone(), state.links.base_of(&req));
     // One future, kept inline in the stream: it ends at the connection's lifetime or the drain.
     let ended = async move {
         tokio::select! {
@@ -240,7 +249,9 @@ pub async fn stream_job(
     let stream = events
         .map(move |event| {
             let _counted = &open;
-            sse_event(&event).inspect_err(|e| tracing::error!(job_id = %id, error = %e, "cannot serialize an event"))
+            let links = linked.links.rooted_at(base.clone(), now());
+            sse_event(&event, &links)
+                .inspect_err(|e| tracing::error!(job_id = %id, error = %e, "cannot serialize an event"))
         })
         .take_until(ended)
         .chain(

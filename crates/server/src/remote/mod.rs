@@ -279,6 +279,14 @@ async fn follow(client: &Client, id: &str, json: bool) -> Result<Job, Stop> {
             .progress_chars("=> "),
     );
     let mut events = client.stream(id);
+    // One listener for the whole follow: a fresh `ctrl_c()` per turn of the loop would miss a
+    // Ctrl-C arriving between two events, which the process, its handler installed, no longer
+    // dies of.
+    let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let interrupted = async |interrupts: &mut Option<tokio::signal::unix::Signal>| match interrupts {
+        Some(signal) => signal.recv().await,
+        None => std::future::pending().await,
+    };
     loop {
         tokio::select! {
             event = events.next() => match event {
@@ -292,7 +300,7 @@ async fn follow(client: &Client, id: &str, json: bool) -> Result<Job, Stop> {
                 }
                 None => break,
             },
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupted(&mut interrupts) => {
                 if !std::io::stdin().is_terminal() {
                     bar.abandon();
                     return Err(Stop::Interrupted(id.to_owned()));

@@ -1,0 +1,150 @@
+//! Signed links to stored outputs: `/api/v1/files/{job_id}/{index}?expires=<unix s>&sig=<hex>`,
+//! answered without an API key so that an `<img>` or `<video>` tag can use them. The signature is
+//! an HMAC-SHA256 of `{job_id}/{index}/{expires}` under a key derived from the admin token, so
+//! that every replica configured alike verifies every other's links; changing the token voids
+//! the links minted before (they live an hour by default anyway). Every read of a job mints
+//! fresh links.
+
+use std::time::Duration;
+
+use actix_web::HttpRequest;
+use genjobs_domain::ids::JobId;
+use hmac::digest::KeyInit;
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Mints and verifies output links.
+#[derive(Clone)]
+pub struct LinkSigner {
+    /// A SHA-256, zero-padded to HMAC-SHA256's 64-byte block. HMAC pads a shorter key the same
+    /// way, so the signatures are those of the 32-byte key; a full block makes keying infallible.
+    key: [u8; 64],
+    ttl: Duration,
+    public_url: Option<String>,
+}
+
+impl std::fmt::Debug for LinkSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkSigner")
+            .field("ttl", &self.ttl)
+            .field("public_url", &self.public_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LinkSigner {
+    /// Links valid `ttl`, signed under a key derived from `secret`, rooted at `public_url` (or,
+    /// when `None`, at the scheme and host each request came in by).
+    #[must_use]
+    pub fn new(secret: &str, ttl: Duration, public_url: Option<String>) -> Self {
+        let digest = Sha256::new().chain_update(b"genjobs output links\n").chain_update(secret).finalize();
+        let mut key = [0u8; 64];
+        key[..32].copy_from_slice(&digest);
+        Self { key, ttl, public_url: public_url.map(|url| url.trim_end_matches('/').to_owned()) }
+    }
+
+    /// The links of one answer to `req`, minted at `now`.
+    #[must_use]
+    pub fn for_request(&self, req: &HttpRequest, now: OffsetDateTime) -> OutputLinks<'_> {
+        self.rooted_at(self.base_of(req), now)
+    }
+
+    /// Where links in answers to `req` are rooted: the public URL, or the scheme and host the
+    /// request came in by. A stream keeps this rather than its request, which would hold the
+    /// request's buffers for the stream's life.
+    #[must_use]
+    pub fn base_of(&self, req: &HttpRequest) -> String {
+        self.public_url.clone().unwrap_or_else(|| {
+            let info = req.connection_info();
+            format!("{}://{}", info.scheme(), info.host())
+        })
+    }
+
+    /// Links rooted at `base`, minted at `now`.
+    #[must_use]
+    pub fn rooted_at(&self, base: String, now: OffsetDateTime) -> OutputLinks<'_> {
+        let expires = now.unix_timestamp() + i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX / 2);
+        OutputLinks { signer: self, base, expires }
+    }
+
+    fn mac(&self, job_id: &str, index: &str, expires: &str) -> HmacSha256 {
+        let mut mac = <HmacSha256 as KeyInit>::new(&self.key.into());
+        mac.update(format!("{job_id}/{index}/{expires}").as_bytes());
+        mac
+    }
+
+    /// Whether a link's parts carry a valid signature that has not expired at `now`. The parts
+    /// are compared as the link spells them: a job id or index spelled otherwise is not the link
+    /// that was signed.
+    #[must_use]
+    pub fn verify(&self, job_id: &str, index: &str, expires: &str, signature: &str, now: OffsetDateTime) -> bool {
+        let (Ok(expires_at), Ok(signature)) = (expires.parse::<i64>(), hex::decode(signature)) else {
+            return false;
+        };
+        expires_at >= now.unix_timestamp() && self.mac(job_id, index, expires).verify_slice(&signature).is_ok()
+    }
+}
+
+/// Links minted for one answer.
+pub struct OutputLinks<'a> {
+    signer: &'a LinkSigner,
+    base: String,
+    expires: i64,
+}
+
+impl OutputLinks<'_> {
+    /// The link to output `index` of `job_id`.
+    #[must_use]
+    pub fn url(&self, job_id: JobId, index: usize) -> String {
+        let (job, index, expires) = (job_id.to_string(), index.to_string(), self.expires.to_string());
+        let sig = hex::encode(self.signer.mac(&job, &index, &expires).finalize().into_bytes());
+        format!("{}/api/v1/files/{job}/{index}?expires={expires}&sig={sig}", self.base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::*;
+
+    fn parts(url: &str) -> (String, String, String, String) {
+        let (path, query) = url.split_once('?').unwrap();
+        let mut segments = path.rsplit('/');
+        let (index, job) = (segments.next().unwrap().to_owned(), segments.next().unwrap().to_owned());
+        let mut pairs = query.split('&').map(|p| p.split_once('=').unwrap().1.to_owned());
+        (job, index, pairs.next().unwrap(), pairs.next().unwrap())
+    }
+
+    #[test]
+    fn a_minted_link_verifies_until_it_expires_and_not_after() {
+        let signer = LinkSigner::new("token", Duration::from_secs(60), Some("https://gen.example/".into()));
+        let now = OffsetDateTime::now_utc();
+        let job = JobId::new_at(now);
+        let url = signer.for_request(&TestRequest::default().to_http_request(), now).url(job, 1);
+        assert!(url.starts_with(&format!("https://gen.example/api/v1/files/{job}/1?expires=")), "{url}");
+        let (j, i, e, s) = parts(&url);
+        assert!(signer.verify(&j, &i, &e, &s, now));
+        assert!(signer.verify(&j, &i, &e, &s, now + Duration::from_secs(60)));
+        assert!(!signer.verify(&j, &i, &e, &s, now + Duration::from_secs(61)), "expired");
+    }
+
+    #[test]
+    fn any_change_to_a_link_voids_it() {
+        let signer = LinkSigner::new("token", Duration::from_secs(60), None);
+        let now = OffsetDateTime::now_utc();
+        let request = TestRequest::default().insert_header(("host", "localhost:8080")).to_http_request();
+        let url = signer.for_request(&request, now).url(JobId::new_at(now), 0);
+        assert!(url.starts_with("http://localhost:8080/api/v1/files/"), "{url}");
+        let (j, i, e, s) = parts(&url);
+        let later = (e.parse::<i64>().unwrap() + 3600).to_string();
+        assert!(!signer.verify(&j, "1", &e, &s, now), "another index");
+        assert!(!signer.verify(&j, &i, &later, &s, now), "a later expiry");
+        assert!(!signer.verify(&j.to_uppercase(), &i, &e, &s, now), "another spelling");
+        assert!(!signer.verify(&j, &i, &e, "00", now), "a short signature");
+        assert!(!LinkSigner::new("other token", Duration::from_secs(60), None).verify(&j, &i, &e, &s, now));
+    }
+}
