@@ -25,6 +25,19 @@ fn routes(stats: &Value, route: &str) -> u64 {
     stats["routes"][route].as_u64().unwrap_or(0)
 }
 
+/// The simulator's stats once it has counted `accepted` deliveries answered 2xx: it counts one
+/// when the answer arrives, which is after the commit that a reader may already have seen.
+async fn stats_after_deliveries(app: &TestApp, accepted: u64) -> Value {
+    let started = Instant::now();
+    loop {
+        let stats = app.sim_stats().await;
+        if routes(&stats, "webhook_accepted") >= accepted || started.elapsed() > Duration::from_secs(5) {
+            return stats;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_webhook_ends_a_job_nobody_watches_without_a_single_status_call() {
     let app = spawn_app_with(webhook_config(Duration::from_secs(60))).await;
@@ -32,7 +45,7 @@ async fn a_webhook_ends_a_job_nobody_watches_without_a_single_status_call() {
     let receipt = app.submit("images", &user.key, json!({"prompt": "a quiet harbor"})).await;
     let job = final_unwatched(&app, &user.key, receipt["job_id"].as_str().unwrap(), Duration::from_secs(10)).await;
     assert_eq!(job["state"], "succeeded", "{job}");
-    let stats = app.sim_stats().await;
+    let stats = stats_after_deliveries(&app, 1).await;
     assert_eq!(routes(&stats, "status"), 0, "the webhook came long before the first fallback poll: {stats}");
     assert_eq!(routes(&stats, "result"), 0, "the webhook carries the result: {stats}");
     assert_eq!(routes(&stats, "webhook_accepted"), 1, "{stats}");
@@ -70,11 +83,8 @@ async fn a_duplicate_delivery_moves_credits_once() {
     let user = app.create_user(100, json!({})).await;
     let receipt = app.submit("images", &user.key, json!({"prompt": "twice [sim:webhook-duplicate]"})).await;
     let job = final_unwatched(&app, &user.key, receipt["job_id"].as_str().unwrap(), Duration::from_secs(10)).await;
-    let started = Instant::now();
-    while routes(&app.sim_stats().await, "webhook_accepted") < 2 {
-        assert!(started.elapsed() < Duration::from_secs(5), "the second delivery is answered 200 too");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let stats = stats_after_deliveries(&app, 2).await;
+    assert_eq!(routes(&stats, "webhook_accepted"), 2, "the second delivery is answered 200 too: {stats}");
     let account = app.user(&user.id).await;
     let spent = job["credits_actual"].as_u64().unwrap();
     assert_eq!(
