@@ -133,7 +133,7 @@ impl<S: JobStore + AccountStore> Subject<S> {
             },
             Op::Accept { held, key } => {
                 let claim = key.map(|(k, f)| IdempotencyClaim { key: format!("k{k}"), fingerprint: format!("f{f}") });
-                match self.store.accept(new_job(self.user, held, now), claim, now).await {
+                match self.store.accept(new_job(self.user, held, now), claim, None, now).await {
                     Ok(Accepted::Created(job)) => {
                         self.jobs.push(job);
                         format!("created {}", self.jobs.len() - 1)

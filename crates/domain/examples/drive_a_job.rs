@@ -72,9 +72,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let catalog = Arc::new(Catalog::builtin()?);
     let poll = Duration::from_millis(20);
-    let gateway =
-        Gateway::new(ports.clone(), Arc::clone(&catalog), Settings { poll_interval: poll, ..Settings::default() });
-    let driver = JobDriver::new(ports, catalog, DriverSettings::default().with_poll_interval(poll));
+    let driver =
+        JobDriver::new(ports.clone(), Arc::clone(&catalog), DriverSettings::default().with_poll_interval(poll));
+    // The driver of this process sends the jobs this gateway accepts, with no claim in between.
+    let gateway = Gateway::new(ports, catalog, Settings { poll_interval: poll, ..Settings::default() })
+        .with_handoff(driver.handoff());
     tokio::spawn(async move { driver.run().await });
 
     let (account, key) = gateway.create_user(NewUserRequest::validate("example", 100, None, None)?).await?;

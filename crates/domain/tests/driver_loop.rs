@@ -111,7 +111,7 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
             now,
         );
         ids.push(job.id());
-        setup.store.accept(job, None, now).await.unwrap();
+        setup.store.accept(job, None, None, now).await.unwrap();
     }
     ids
 }

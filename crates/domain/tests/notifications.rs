@@ -57,7 +57,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         Credits::new(10),
         now(),
     );
-    store.accept(job.clone(), None, now()).await.unwrap();
+    store.accept(job.clone(), None, None, now()).await.unwrap();
     let mut job = job;
     for trigger in [
         Trigger::SubmitStarted { next_poll_at: now() },

@@ -116,9 +116,11 @@ async fn submit_holds_the_catalog_price_and_answers_queued() {
     mocks
         .jobs
         .expect_accept()
-        .withf(|job, claim, _| job.credits_held() == Credits::new(12) && job.user_id() == owner() && claim.is_none())
+        .withf(|job, claim, lease, _| {
+            job.credits_held() == Credits::new(12) && job.user_id() == owner() && claim.is_none() && lease.is_none()
+        })
         .times(1)
-        .returning(|job, _, _| Ok(Accepted::Created(job)));
+        .returning(|job, _, _, _| Ok(Accepted::Created(job)));
     let receipt = mocks
         .gateway(Settings::default())
         .submit(&caller(), Submission { request: image_request(), idempotency: None })
@@ -145,7 +147,7 @@ async fn submit_maps_each_refusal() {
         ),
     ] {
         let mut mocks = Mocks::new();
-        mocks.jobs.expect_accept().return_once(move |_, _, _| Err(refusal));
+        mocks.jobs.expect_accept().return_once(move |_, _, _, _| Err(refusal));
         let result = mocks
             .gateway(Settings::default())
             .submit(&caller(), Submission { request: image_request(), idempotency: None })
@@ -162,8 +164,8 @@ async fn submit_passes_the_idempotency_claim() {
     mocks
         .jobs
         .expect_accept()
-        .withf(move |_, claim, _| claim.as_ref().is_some_and(|c| c.key == "k-1" && c.fingerprint == expected))
-        .returning(|job, _, _| Ok(Accepted::Replayed(job)));
+        .withf(move |_, claim, _, _| claim.as_ref().is_some_and(|c| c.key == "k-1" && c.fingerprint == expected))
+        .returning(|job, _, _, _| Ok(Accepted::Replayed(job)));
     let submission = Submission {
         request: image_request(),
         idempotency: Some((IdempotencyKey::parse("k-1").unwrap(), fingerprint)),

@@ -227,7 +227,8 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         None => None,
     };
     let (ports, postgres) = ports(&config, upstream, outputs).await?;
-    let gateway = Gateway::new(ports.clone(), Arc::clone(&catalog), config.gateway.clone());
+    let driver = JobDriver::new(ports.clone(), Arc::clone(&catalog), config.driver.clone());
+    let gateway = Gateway::new(ports, catalog, config.gateway.clone()).with_handoff(driver.handoff());
     let demo_key = match config.database_url {
         Some(_) => None,
         None => {
@@ -243,7 +244,6 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     };
 
     let drain = Drain::new();
-    let driver = JobDriver::new(ports, catalog, config.driver.clone());
     let stop_driving = drain.started();
     let driver = tokio::spawn(async move { driver.run_until(stop_driving).await });
 

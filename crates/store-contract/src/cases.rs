@@ -1,9 +1,11 @@
 //! The contract cases. Each takes a fresh, empty store.
 
 mod accounts;
+mod leases;
 mod provider;
 
 pub use accounts::*;
+pub use leases::*;
 pub use provider::*;
 
 use std::sync::Arc;
@@ -73,7 +75,7 @@ pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
 }
 
 async fn accepted<S: Store>(store: &S, user_id: UserId, held: u64) -> Job {
-    match store.accept(new_job(user_id, held, now()), None, now()).await {
+    match store.accept(new_job(user_id, held, now()), None, None, now()).await {
         Ok(Accepted::Created(job)) => job,
         other => panic!("expected a created job, got {other:?}"),
     }
@@ -130,7 +132,7 @@ pub async fn accept_holds_credits_and_counts_the_job<S: Store>(store: Arc<S>) {
 pub async fn accept_checks_credits_before_concurrency<S: Store>(store: Arc<S>) {
     let id = user_with(&*store, 10, Limits { max_concurrent_jobs: 1, ..LIMITS }).await;
     accepted(&*store, id, 10).await;
-    let refused = store.accept(new_job(id, 5, now()), None, now()).await;
+    let refused = store.accept(new_job(id, 5, now()), None, None, now()).await;
     assert_eq!(refused, Err(AcceptError::InsufficientCredits { needed: Credits::new(5), available: Credits::ZERO }));
 }
 
@@ -140,7 +142,7 @@ pub async fn accept_refuses_beyond_the_concurrency_limit<S: Store>(store: Arc<S>
     for _ in 0..LIMITS.max_concurrent_jobs {
         accepted(&*store, id, 1).await;
     }
-    let refused = store.accept(new_job(id, 1, now()), None, now()).await;
+    let refused = store.accept(new_job(id, 1, now()), None, None, now()).await;
     assert_eq!(refused, Err(AcceptError::ConcurrencyLimit { limit: 3 }));
     assert_eq!(balances(&*store, id).await, (b(97, 3, 0), 3));
 }
@@ -148,7 +150,7 @@ pub async fn accept_refuses_beyond_the_concurrency_limit<S: Store>(store: Arc<S>
 /// A job for a user that does not exist is refused.
 pub async fn accept_refuses_an_unknown_user<S: Store>(store: Arc<S>) {
     let ghost = UserId::new_at(now());
-    assert_eq!(store.accept(new_job(ghost, 1, now()), None, now()).await, Err(AcceptError::UnknownUser));
+    assert_eq!(store.accept(new_job(ghost, 1, now()), None, None, now()).await, Err(AcceptError::UnknownUser));
 }
 
 fn claim(key: &str, fingerprint: &str) -> Option<IdempotencyClaim> {
@@ -158,11 +160,11 @@ fn claim(key: &str, fingerprint: &str) -> Option<IdempotencyClaim> {
 /// The same key and body gives back the first job and holds nothing more.
 pub async fn idempotent_retry_replays_without_holding<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
-    let first = match store.accept(new_job(id, 10, now()), claim("k1", "f1"), now()).await {
+    let first = match store.accept(new_job(id, 10, now()), claim("k1", "f1"), None, now()).await {
         Ok(Accepted::Created(job)) => job,
         other => panic!("{other:?}"),
     };
-    let retry = store.accept(new_job(id, 10, now()), claim("k1", "f1"), now()).await;
+    let retry = store.accept(new_job(id, 10, now()), claim("k1", "f1"), None, now()).await;
     assert_eq!(retry, Ok(Accepted::Replayed(first)));
     assert_eq!(balances(&*store, id).await, (b(90, 10, 0), 1));
 }
@@ -170,8 +172,8 @@ pub async fn idempotent_retry_replays_without_holding<S: Store>(store: Arc<S>) {
 /// The same key with another body is a conflict and holds nothing.
 pub async fn idempotency_key_with_another_body_conflicts<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
-    store.accept(new_job(id, 10, now()), claim("k1", "f1"), now()).await.expect("first");
-    let conflict = store.accept(new_job(id, 10, now()), claim("k1", "f2"), now()).await;
+    store.accept(new_job(id, 10, now()), claim("k1", "f1"), None, now()).await.expect("first");
+    let conflict = store.accept(new_job(id, 10, now()), claim("k1", "f2"), None, now()).await;
     assert_eq!(conflict, Err(AcceptError::IdempotencyConflict));
     assert_eq!(balances(&*store, id).await, (b(90, 10, 0), 1));
 }
@@ -179,8 +181,8 @@ pub async fn idempotency_key_with_another_body_conflicts<S: Store>(store: Arc<S>
 /// Two users may use the same key for different jobs.
 pub async fn idempotency_keys_are_per_user<S: Store>(store: Arc<S>) {
     let (a, b_) = (user(&*store, 100).await, user(&*store, 100).await);
-    store.accept(new_job(a, 10, now()), claim("shared", "f1"), now()).await.expect("a");
-    let other = store.accept(new_job(b_, 10, now()), claim("shared", "f2"), now()).await;
+    store.accept(new_job(a, 10, now()), claim("shared", "f1"), None, now()).await.expect("a");
+    let other = store.accept(new_job(b_, 10, now()), claim("shared", "f2"), None, now()).await;
     assert!(matches!(other, Ok(Accepted::Created(_))), "{other:?}");
 }
 
@@ -321,7 +323,7 @@ pub async fn claim_skips_final_and_future_jobs<S: Store>(store: Arc<S>) {
         accepted(&*store, id, 1).await;
     }
     let later = now() + Duration::hours(1);
-    store.accept(new_job(id, 1, later), None, now()).await.expect("future job");
+    store.accept(new_job(id, 1, later), None, None, now()).await.expect("future job");
     let t = now() + Duration::milliseconds(1);
     let claimed = store.claim_due(t, t + Duration::seconds(30), 2).await.unwrap();
     assert_eq!(claimed.len(), 2);
@@ -340,7 +342,7 @@ pub async fn jobs_are_listed_newest_first_in_pages<S: Store>(store: Arc<S>) {
     for i in 0..5 {
         let job = new_job(id, 1, base + Duration::milliseconds(i));
         ids.push(job.id());
-        store.accept(job, None, now()).await.expect("accept");
+        store.accept(job, None, None, now()).await.expect("accept");
     }
     ids.reverse();
     let page1: Vec<_> = store.jobs_of(id, None, 3).await.unwrap().iter().map(|j| j.id()).collect();
@@ -358,7 +360,7 @@ pub async fn concurrent_accepts_and_finishes_keep_every_invariant<S: Store>(stor
     let tasks = (0..64).map(|i| {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
-            let job = match store.accept(new_job(id, 7, now()), None, now()).await {
+            let job = match store.accept(new_job(id, 7, now()), None, None, now()).await {
                 Ok(Accepted::Created(job)) => job,
                 Ok(other) => panic!("{other:?}"),
                 Err(AcceptError::ConcurrencyLimit { .. } | AcceptError::InsufficientCredits { .. }) => return 0,

@@ -35,6 +35,7 @@ macro_rules! store_contract_tests {
             claim_skips_final_and_future_jobs,
             renewing_extends_only_live_leases_of_open_jobs,
             released_leases_make_held_jobs_claimable_at_once,
+            an_accept_with_a_lease_is_the_accepting_drivers_until_it_runs_out,
             unfinished_jobs_are_counted_by_state,
             jobs_are_listed_newest_first_in_pages,
             keys_are_found_by_prefix_and_revoked_at_once,

@@ -174,6 +174,7 @@ impl JobStore for MemoryStore {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
+        lease_until: Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         let mut state = self.state();
@@ -212,8 +213,11 @@ impl JobStore for MemoryStore {
             );
         }
         state.jobs_by_user.entry(job.user_id()).or_default().insert(job.id());
-        state.index(&job);
-        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until: None });
+        match lease_until {
+            Some(until) => _ = state.leased.insert((until, job.id())),
+            None => state.index(&job),
+        }
+        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until });
         Ok(Accepted::Created(job))
     }
 

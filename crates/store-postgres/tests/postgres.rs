@@ -78,7 +78,7 @@ async fn racing_replicas_keep_the_ledger_exact() {
         let store = stores[i % 2].clone();
         let other = stores[(i + 1) % 2].clone();
         tokio::spawn(async move {
-            let job = match store.accept(new_job(id, 9), None, OffsetDateTime::now_utc()).await {
+            let job = match store.accept(new_job(id, 9), None, None, OffsetDateTime::now_utc()).await {
                 Ok(Accepted::Created(job)) => job,
                 Err(AcceptError::ConcurrencyLimit { .. } | AcceptError::InsufficientCredits { .. }) => return,
                 other => panic!("{other:?}"),
@@ -120,7 +120,8 @@ async fn the_database_refuses_a_second_final_movement_and_negative_balances() {
     let db = TestDatabase::new().await;
     let r = replica(&db);
     let (id, _) = user(&r.store, 50, 4).await;
-    let Accepted::Created(job) = r.store.accept(new_job(id, 10), None, OffsetDateTime::now_utc()).await.unwrap() else {
+    let Accepted::Created(job) = r.store.accept(new_job(id, 10), None, None, OffsetDateTime::now_utc()).await.unwrap()
+    else {
         panic!()
     };
     advance(&r.store, job.clone(), Trigger::Cancel).await.unwrap();
@@ -209,8 +210,9 @@ async fn an_unreachable_database_is_unavailable_not_internal() {
     };
     let store = PgStore::new(pool(&settings).unwrap(), Arc::new(KeyCache::new(Duration::from_secs(1))));
     assert!(matches!(store.job(JobId::new_at(OffsetDateTime::now_utc())).await, Err(StoreError::Unavailable(_))));
-    let refused =
-        store.accept(new_job(UserId::new_at(OffsetDateTime::now_utc()), 1), None, OffsetDateTime::now_utc()).await;
+    let refused = store
+        .accept(new_job(UserId::new_at(OffsetDateTime::now_utc()), 1), None, None, OffsetDateTime::now_utc())
+        .await;
     assert!(matches!(refused, Err(AcceptError::Store(StoreError::Unavailable(_)))));
 }
 
@@ -325,7 +327,8 @@ async fn a_job_cached_on_one_replica_is_evicted_when_another_changes_its_state()
     let (a, b) = (replica(&db), replica(&db));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (id, _) = user(&a.store, 50, 4).await;
-    let Accepted::Created(job) = a.store.accept(new_job(id, 10), None, OffsetDateTime::now_utc()).await.unwrap() else {
+    let Accepted::Created(job) = a.store.accept(new_job(id, 10), None, None, OffsetDateTime::now_utc()).await.unwrap()
+    else {
         panic!()
     };
     assert_eq!(b.store.job(job.id()).await.unwrap().unwrap().state(), JobState::Queued, "now cached on b for a minute");
@@ -345,7 +348,8 @@ async fn recomputable_and_durable_commits_both_apply() {
     let store = PgStore::new(pool(&settings).unwrap(), Arc::new(KeyCache::new(Duration::ZERO)))
         .with_relaxed_writes(relaxed_pool(&settings).unwrap());
     let (id, _) = user(&store, 50, 4).await;
-    let Accepted::Created(job) = store.accept(new_job(id, 10), None, OffsetDateTime::now_utc()).await.unwrap() else {
+    let Accepted::Created(job) = store.accept(new_job(id, 10), None, None, OffsetDateTime::now_utc()).await.unwrap()
+    else {
         panic!()
     };
     let (start, sent) = submission();
@@ -367,7 +371,8 @@ async fn group_commits_keep_compare_and_set_per_job() {
     let (id, _) = user(&r.store, 1000, 100).await;
     let mut jobs = Vec::new();
     for _ in 0..50 {
-        let Accepted::Created(job) = r.store.accept(new_job(id, 1), None, OffsetDateTime::now_utc()).await.unwrap()
+        let Accepted::Created(job) =
+            r.store.accept(new_job(id, 1), None, None, OffsetDateTime::now_utc()).await.unwrap()
         else {
             panic!()
         };
@@ -403,12 +408,12 @@ async fn idempotency_records_older_than_the_retention_are_pruned() {
     let now = OffsetDateTime::now_utc();
     let day = time::Duration::hours(24);
     let claim = |key: &str| Some(IdempotencyClaim { key: key.into(), fingerprint: "f".into() });
-    r.store.accept(new_job(id, 1), claim("old"), now - day - time::Duration::minutes(1)).await.unwrap();
-    r.store.accept(new_job(id, 1), claim("fresh"), now).await.unwrap();
+    r.store.accept(new_job(id, 1), claim("old"), None, now - day - time::Duration::minutes(1)).await.unwrap();
+    r.store.accept(new_job(id, 1), claim("fresh"), None, now).await.unwrap();
     assert_eq!(r.store.prune_idempotency(now - day).await.unwrap(), 1);
-    let replayed = r.store.accept(new_job(id, 1), claim("fresh"), now).await.unwrap();
+    let replayed = r.store.accept(new_job(id, 1), claim("fresh"), None, now).await.unwrap();
     assert!(matches!(replayed, Accepted::Replayed(_)), "the fresh record is kept");
-    let again = r.store.accept(new_job(id, 1), claim("old"), now).await.unwrap();
+    let again = r.store.accept(new_job(id, 1), claim("old"), None, now).await.unwrap();
     assert!(matches!(again, Accepted::Created(_)), "the pruned key is free again");
 }
 
@@ -432,7 +437,8 @@ async fn a_session_terminated_under_the_pool_is_never_an_internal_error() {
         PgSettings { pool_size: 2, job_cache_ttl: Duration::ZERO, key_cache_ttl: Duration::ZERO, ..db.settings() };
     let r = connect(&settings).unwrap();
     let (id, key) = user(&r.store, 100, 8).await;
-    let Accepted::Created(job) = r.store.accept(new_job(id, 1), None, OffsetDateTime::now_utc()).await.unwrap() else {
+    let Accepted::Created(job) = r.store.accept(new_job(id, 1), None, None, OffsetDateTime::now_utc()).await.unwrap()
+    else {
         panic!("accepted");
     };
     for _ in 0..20 {

@@ -73,7 +73,7 @@ async fn a_broken_store_is_500_without_internals_and_an_unreachable_one_503() {
         let mut jobs = MockJobStore::new();
         let returned = failure.clone();
         jobs.expect_job().returning(move |_| Err(returned.clone()));
-        jobs.expect_accept().returning(move |_, _, _| Err(AcceptError::Store(failure.clone())));
+        jobs.expect_accept().returning(move |_, _, _, _| Err(AcceptError::Store(failure.clone())));
         let base = spawn_gateway(ports_with(Arc::new(jobs), accounts.clone())).await;
         let client = reqwest::Client::new();
         let read =

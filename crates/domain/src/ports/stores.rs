@@ -230,7 +230,9 @@ pub struct UnfinishedJobs {
 pub trait JobStore: Send + Sync {
     /// Accepts a job in one atomic step: replays an idempotent retry, checks the credits
     /// (first) and the concurrent-job limit, holds `job.credits_held`, inserts the job and
-    /// records the idempotency claim.
+    /// records the idempotency claim. With `lease_until`, the new job is leased to the caller's
+    /// driver until then, as [`JobStore::claim_due`] would lease it, in the same step; a replayed
+    /// job's lease is left as it is.
     ///
     /// # Errors
     /// [`AcceptError::InsufficientCredits`], [`AcceptError::ConcurrencyLimit`],
@@ -239,6 +241,7 @@ pub trait JobStore: Send + Sync {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
+        lease_until: Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError>;
 

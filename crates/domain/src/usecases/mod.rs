@@ -3,6 +3,7 @@
 
 mod accounts;
 mod driver;
+mod handoff;
 mod jobs;
 mod notifications;
 mod outputs;
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 pub use accounts::{AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
 pub use driver::{DriverSettings, JobDriver};
+pub use handoff::Handoff;
 pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use notifications::{NotificationError, NotificationOutcome};
 pub use outputs::{OutputRead, OutputReadError, RangeRequest};
@@ -77,13 +79,21 @@ pub struct Gateway {
     ports: Ports,
     catalog: Arc<Catalog>,
     settings: Settings,
+    handoff: Option<Handoff>,
 }
 
 impl Gateway {
     /// A gateway over `ports`, serving the models of `catalog`.
     #[must_use]
     pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: Settings) -> Self {
-        Self { ports, catalog, settings }
+        Self { ports, catalog, settings, handoff: None }
+    }
+
+    /// The same gateway, passing the jobs it accepts to the driver of its own process
+    /// ([`JobDriver::handoff`]) instead of leaving them for any driver to claim.
+    #[must_use]
+    pub fn with_handoff(self, handoff: Handoff) -> Self {
+        Self { handoff: Some(handoff), ..self }
     }
 
     /// The catalog in use.

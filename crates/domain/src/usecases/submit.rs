@@ -96,7 +96,8 @@ pub enum SubmitError {
 }
 
 impl Gateway {
-    /// Accepts a generation job: holds its price and queues it; the driver takes it from there.
+    /// Accepts a generation job: holds its price and queues it; the driver takes it from there
+    /// (this process's own, at once, when the gateway has a [`super::Handoff`]).
     ///
     /// # Errors
     /// See [`SubmitError`].
@@ -117,11 +118,22 @@ impl Gateway {
             now,
         );
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
-        match self.ports.jobs.accept(job, claim, now).await {
+        let handoff = self.handoff.as_ref().filter(|handoff| handoff.is_open());
+        let (job, lease_until) = match handoff {
+            Some(handoff) => handoff.started(job, now),
+            None => (job, None),
+        };
+        match self.ports.jobs.accept(job, claim, lease_until, now).await {
             Ok(Accepted::Created(job)) => {
                 tracing::info!(job_id = %job.id(), user_id = %job.user_id(), model = %job.model(), credits_held = %job.credits_held(), "job accepted");
                 super::telemetry::job_accepted(&job);
-                Ok(Receipt::of(&job))
+                let receipt = Receipt::of(&job);
+                if let Some(handoff) = handoff.filter(|_| lease_until.is_some())
+                    && let Err(job) = handoff.send(job)
+                {
+                    super::handoff::withdraw(&self.ports, vec![*job]).await;
+                }
+                Ok(receipt)
             }
             Ok(Accepted::Replayed(job)) => {
                 tracing::info!(job_id = %job.id(), "idempotent retry answered with the original receipt");

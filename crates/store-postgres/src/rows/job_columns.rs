@@ -1,13 +1,14 @@
 //! The `jobs` table's columns, listed once. From the one list come the row type diesel reads and
-//! writes, the accept statement (its column list and its binds) and the group update of changed
-//! jobs (its `SET` list, its `unnest` types and its array binds), so that a new column is added in
-//! one place.
-
-use std::sync::LazyLock;
+//! writes, the accept statement and the group update of changed jobs (their column lists, casts
+//! and binds), so that a new column is added in one place.
+//!
+//! Both statements are query fragments of their own with a static query id, so that every
+//! connection prepares each once and reuses it: diesel never caches `sql_query` text or `UPDATE`
+//! statements, and these two run for every job.
 
 use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::query_builder::{BoxedSqlQuery, SqlQuery};
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::sql_types::{Array, BigInt, Bool, Integer, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
@@ -18,11 +19,11 @@ use crate::schema::jobs;
 
 macro_rules! job_columns {
     (
-        fixed { $($fixed:ident: $fixed_rust:ty => $fixed_sql:ty,)* }
+        fixed { $($fixed:ident: $fixed_rust:ty => $fixed_sql:ty as $fixed_pg:literal,)* }
         changing { $($col:ident: $rust:ty => $sql:ty as $pg:literal,)* }
     ) => {
         /// A row of `jobs`. `lease_until` belongs to the driver holding the job: an accept
-        /// writes none, and a transition leaves it as it is.
+        /// writes the accepting driver's, if any, and a transition leaves it as it is.
         #[derive(Debug, Clone, Queryable, QueryableByName, Selectable, Insertable)]
         #[diesel(table_name = jobs, check_for_backend(diesel::pg::Pg))]
         pub(crate) struct JobRow {
@@ -32,39 +33,75 @@ macro_rules! job_columns {
         }
 
         /// The columns an accept writes.
-        const INSERTED: &[&str] = &[$(stringify!($fixed),)* $(stringify!($col),)*];
+        const INSERTED: &[&str] = &[$(stringify!($fixed),)* $(stringify!($col),)* "lease_until"];
 
         /// The columns a transition may change.
-        const CHANGING: &[(&str, &str)] = &[$((stringify!($col), $pg),)*];
+        const CHANGING: &[&str] = &[$(stringify!($col),)*];
 
-        /// The accept statement with `row` bound: every inserted column, then the user and the
-        /// hold. It inserts the job when the hold matched, nothing otherwise.
-        pub(crate) fn bind_accept<'a>(row: &'a JobRow) -> BoxedSqlQuery<'a, Pg, SqlQuery> {
-            let query = diesel::sql_query(ACCEPT.as_str()).into_boxed();
-            $(let query = query.bind::<$fixed_sql, _>(&row.$fixed);)*
-            $(let query = query.bind::<$sql, _>(&row.$col);)*
-            query.bind::<SqlUuid, _>(row.user_id).bind::<BigInt, _>(row.credits_held)
+        impl QueryFragment<Pg> for Accept<'_> {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                let row = self.0;
+                out.push_sql("WITH new AS (SELECT ");
+                $(
+                    out.push_bind_param::<$fixed_sql, _>(&row.$fixed)?;
+                    out.push_sql(concat!("::", $fixed_pg, " AS ", stringify!($fixed), ", "));
+                )*
+                $(
+                    out.push_bind_param::<$sql, _>(&row.$col)?;
+                    out.push_sql(concat!("::", $pg, " AS ", stringify!($col), ", "));
+                )*
+                out.push_bind_param::<Nullable<Timestamptz>, _>(&row.lease_until)?;
+                out.push_sql("::timestamptz AS lease_until)");
+                out.push_sql(&ACCEPT_REST);
+                Ok(())
+            }
         }
 
-        fn bind_update<'a>(rows: &[(&JobRow, i64)]) -> BoxedSqlQuery<'a, Pg, SqlQuery> {
-            diesel::sql_query(UPDATE_MANY.as_str())
-                .into_boxed()
-                .bind::<Array<SqlUuid>, _>(rows.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
-                .bind::<Array<BigInt>, _>(rows.iter().map(|(_, expected)| *expected).collect::<Vec<_>>())
-                $(.bind::<Array<$sql>, _>(rows.iter().map(|(r, _)| r.$col.clone()).collect::<Vec<_>>()))*
+        /// The changed rows of a group update, column by column.
+        pub(crate) struct UpdateMany {
+            ids: Vec<Uuid>,
+            expected: Vec<i64>,
+            $($col: Vec<$rust>,)*
+        }
+
+        impl UpdateMany {
+            fn of(rows: &[(&JobRow, i64)]) -> Self {
+                Self {
+                    ids: rows.iter().map(|(r, _)| r.id).collect(),
+                    expected: rows.iter().map(|(_, expected)| *expected).collect(),
+                    $($col: rows.iter().map(|(r, _)| r.$col.clone()).collect(),)*
+                }
+            }
+        }
+
+        impl QueryFragment<Pg> for UpdateMany {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                out.push_sql(&UPDATE_MANY_SET);
+                out.push_bind_param::<Array<SqlUuid>, _>(&self.ids)?;
+                out.push_sql("::uuid[], ");
+                out.push_bind_param::<Array<BigInt>, _>(&self.expected)?;
+                out.push_sql("::int8[]");
+                $(
+                    out.push_sql(", ");
+                    out.push_bind_param::<Array<$sql>, _>(&self.$col)?;
+                    out.push_sql(concat!("::", $pg, "[]"));
+                )*
+                out.push_sql(&UPDATE_MANY_REST);
+                Ok(())
+            }
         }
     };
 }
 
 job_columns! {
     fixed {
-        id: Uuid => SqlUuid,
-        user_id: Uuid => SqlUuid,
-        model: String => Text,
-        modality: String => Text,
-        created_at: OffsetDateTime => Timestamptz,
-        credits_held: i64 => BigInt,
-        input: Value => Jsonb,
+        id: Uuid => SqlUuid as "uuid",
+        user_id: Uuid => SqlUuid as "uuid",
+        model: String => Text as "text",
+        modality: String => Text as "text",
+        created_at: OffsetDateTime => Timestamptz as "timestamptz",
+        credits_held: i64 => BigInt as "int8",
+        input: Value => Jsonb as "jsonb",
     }
     changing {
         state: String => Text as "text",
@@ -84,48 +121,60 @@ job_columns! {
     }
 }
 
-/// Holds credits on the account row if it has enough and a free slot, then inserts the job and
-/// its ledger row only if the hold matched; one statement, so one implicit transaction.
-static ACCEPT: LazyLock<String> = LazyLock::new(|| {
-    let placeholders: Vec<String> = (1..=INSERTED.len()).map(|i| format!("${i}")).collect();
-    let (user, hold) = (INSERTED.len() + 1, INSERTED.len() + 2);
-    format!(
-        "WITH held AS (
-            UPDATE users
-            SET credits_available = credits_available - ${hold}, credits_held = credits_held + ${hold},
-                active_jobs = active_jobs + 1
-            WHERE id = ${user} AND credits_available >= ${hold} AND active_jobs < max_concurrent_jobs
-            RETURNING id
-        ), job AS (
-            INSERT INTO jobs ({columns}) SELECT {placeholders} FROM held RETURNING id, user_id
-        )
-        INSERT INTO ledger (user_id, job_id, kind, amount) SELECT job.user_id, job.id, 'hold', ${hold} FROM job",
-        columns = INSERTED.join(", "),
-        placeholders = placeholders.join(", "),
-    )
-});
+/// The accept statement for a row: holds its credits on the owner's row if it has enough and a
+/// free slot, then inserts the job and its ledger row only if the hold matched; one statement,
+/// so one round trip and one implicit transaction. Its binds come first, as the columns of `new`.
+pub(crate) struct Accept<'a>(pub &'a JobRow);
 
-/// Applies each row whose stored version is still the expected one; returns the ids applied.
-static UPDATE_MANY: LazyLock<String> = LazyLock::new(|| {
-    let set: Vec<String> = CHANGING.iter().map(|(c, _)| format!("{c} = t.{c}")).collect();
-    let arrays: Vec<String> = CHANGING.iter().enumerate().map(|(i, (_, pg))| format!("${}::{pg}[]", i + 3)).collect();
-    let names: Vec<&str> = CHANGING.iter().map(|(c, _)| *c).collect();
-    format!(
-        "UPDATE jobs SET {set}
-         FROM unnest($1::uuid[], $2::int8[], {arrays}) AS t(id, expected, {names})
-         WHERE jobs.id = t.id AND jobs.version = t.expected
-         RETURNING jobs.id",
-        set = set.join(", "),
-        arrays = arrays.join(", "),
-        names = names.join(", "),
-    )
-});
-
-#[derive(QueryableByName)]
-struct Updated {
-    #[diesel(sql_type = SqlUuid)]
-    id: Uuid,
+impl QueryId for Accept<'_> {
+    type QueryId = Accept<'static>;
+    const HAS_STATIC_QUERY_ID: bool = true;
 }
+
+/// What follows `new` in the accept statement.
+static ACCEPT_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
+    format!(
+        ", held AS (
+            UPDATE users
+            SET credits_available = users.credits_available - new.credits_held,
+                credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1
+            FROM new
+            WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
+              AND users.active_jobs < users.max_concurrent_jobs
+            RETURNING users.id
+        ), job AS (
+            INSERT INTO jobs ({columns}) SELECT {values} FROM new, held RETURNING id, user_id, credits_held
+        )
+        INSERT INTO ledger (user_id, job_id, kind, amount) SELECT job.user_id, job.id, 'hold', job.credits_held FROM job",
+        columns = INSERTED.join(", "),
+        values = values.join(", "),
+    )
+});
+
+impl QueryId for UpdateMany {
+    type QueryId = UpdateMany;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl Query for UpdateMany {
+    type SqlType = SqlUuid;
+}
+
+/// The group update up to its arrays: applies each row whose stored version is still the
+/// expected one.
+static UPDATE_MANY_SET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let set: Vec<String> = CHANGING.iter().map(|c| format!("{c} = t.{c}")).collect();
+    format!("UPDATE jobs SET {} FROM unnest(", set.join(", "))
+});
+
+/// The group update after its arrays: returns the ids applied.
+static UPDATE_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        ") AS t(id, expected, {}) WHERE jobs.id = t.id AND jobs.version = t.expected RETURNING jobs.id",
+        CHANGING.join(", ")
+    )
+});
 
 /// Writes every `(row, expected version)` whose stored version is still the expected one, in
 /// one statement; returns the ids written.
@@ -133,19 +182,40 @@ pub(crate) async fn update_rows(
     conn: &mut AsyncPgConnection,
     rows: &[(&JobRow, i64)],
 ) -> Result<Vec<Uuid>, diesel::result::Error> {
-    let updated: Vec<Updated> = bind_update(rows).load(conn).await?;
-    Ok(updated.into_iter().map(|u| u.id).collect())
+    UpdateMany::of(rows).load(conn).await
 }
 
 #[cfg(test)]
 mod tests {
+    use diesel::debug_query;
+    use genjobs_domain::ids::UserId;
+    use genjobs_store_contract::cases::new_job;
+
     use super::*;
 
+    fn row() -> JobRow {
+        let now = OffsetDateTime::now_utc();
+        JobRow::from_job(&new_job(UserId::new_at(now), 4, now)).unwrap()
+    }
+
     #[test]
-    fn every_column_but_the_lease_is_inserted_and_the_statements_number_their_binds() {
-        assert_eq!(INSERTED.len() + 1, 22, "jobs has 22 columns, lease_until written only by the driver");
-        assert!(ACCEPT.contains(&format!("${}", INSERTED.len() + 2)));
-        assert!(UPDATE_MANY.contains(&format!("${}::int8[]", CHANGING.len() + 2)));
-        assert!(!UPDATE_MANY.contains("user_id"), "a transition never changes the owner");
+    fn every_column_is_inserted_and_each_bind_is_numbered_once() {
+        assert_eq!(INSERTED.len(), 22, "jobs has 22 columns, and an accept writes them all");
+        let row = row();
+        let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
+        assert!(accept.contains("$22::timestamptz AS lease_until") && !accept.contains("$23"), "{accept}");
+        let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
+        assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
+        assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");
+        assert!(!CHANGING.contains(&"user_id"), "a transition never changes the owner");
+    }
+
+    #[test]
+    fn both_hot_statements_are_prepared_once_per_connection() {
+        let row = row();
+        assert_eq!(Accept(&row).is_safe_to_cache_prepared(&Pg), Ok(true));
+        assert_eq!(UpdateMany::of(&[(&row, 0)]).is_safe_to_cache_prepared(&Pg), Ok(true));
+        assert!(<Accept<'_> as QueryId>::query_id().is_some(), "cached by its type, not its text");
+        assert!(<UpdateMany as QueryId>::query_id().is_some(), "cached by its type, not its text");
     }
 }

@@ -18,7 +18,7 @@ use crate::schema::users;
 
 mod job_columns;
 
-pub(crate) use job_columns::{JobRow, bind_accept, update_rows};
+pub(crate) use job_columns::{Accept, JobRow, update_rows};
 
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(format!("stored {what} cannot be read: {detail}"))

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use super::PgStore;
 use crate::error::{TxError, from_diesel};
-use crate::rows::{JobRow, amount, bind_accept};
+use crate::rows::{Accept, JobRow, amount};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 
 /// How often an accept races another request with the same idempotency key before giving up.
@@ -27,10 +27,11 @@ impl PgStore {
         &self,
         job: &Job,
         idempotency: Option<&IdempotencyClaim>,
+        lease_until: Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> Result<Result<Accepted, Refusal>, StoreError> {
         let mut conn = self.conn().await?;
-        let row = JobRow::from_job(job)?;
+        let row = JobRow { lease_until, ..JobRow::from_job(job)? };
         let held = amount(job.credits_held())?;
         let user_id = job.user_id().as_uuid();
         let fresh_after = now - IDEMPOTENCY_RETENTION;
@@ -140,10 +141,14 @@ impl PgStore {
     /// Accepts a job without an idempotency key in one statement (so one round trip and one
     /// implicit transaction): the conditional hold on the account row, the job and its ledger
     /// row are written only if the hold matched.
-    async fn accept_in_one_statement(&self, job: Job) -> Result<Accepted, AcceptError> {
-        let row = JobRow::from_job(&job)?;
+    async fn accept_in_one_statement(
+        &self,
+        job: Job,
+        lease_until: Option<OffsetDateTime>,
+    ) -> Result<Accepted, AcceptError> {
+        let row = JobRow { lease_until, ..JobRow::from_job(&job)? };
         let mut conn = self.conn().await?;
-        let inserted = bind_accept(&row).execute(&mut conn).await.map_err(from_diesel)?;
+        let inserted = Accept(&row).execute(&mut conn).await.map_err(from_diesel)?;
         if inserted == 1 {
             self.jobs_cache.keep(&job);
             return Ok(Accepted::Created(job));
@@ -176,13 +181,14 @@ impl PgStore {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
+        lease_until: Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         if idempotency.is_none() {
-            return self.accept_in_one_statement(job).await;
+            return self.accept_in_one_statement(job, lease_until).await;
         }
         for _ in 0..ACCEPT_ATTEMPTS {
-            match self.try_accept(&job, idempotency.as_ref(), now).await? {
+            match self.try_accept(&job, idempotency.as_ref(), lease_until, now).await? {
                 Ok(accepted) => return Ok(accepted),
                 Err(Refusal::Accept(refusal)) => return Err(refusal),
                 Err(Refusal::RetryIdempotency) => continue,

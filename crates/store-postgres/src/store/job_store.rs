@@ -28,9 +28,10 @@ impl JobStore for PgStore {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
+        lease_until: Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
-        self.accept_job(job, idempotency, now).await
+        self.accept_job(job, idempotency, lease_until, now).await
     }
 
     async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError> {

@@ -8,13 +8,15 @@ use time::OffsetDateTime;
 use crate::ids::JobId;
 use crate::job::Job;
 
-/// The jobs a driver holds, by id and by next poll time, and those being advanced right now.
+/// The jobs a driver holds, by id and by next poll time, those being advanced right now, and
+/// those handed over by this process's gateway and not sent yet.
 #[derive(Default)]
 pub(super) struct Held {
     pub(super) jobs: HashMap<JobId, (OffsetDateTime, Job)>,
     schedule: BTreeSet<(OffsetDateTime, JobId)>,
     advancing: HashSet<JobId>,
     lost: HashSet<JobId>,
+    handed: HashSet<JobId>,
 }
 
 impl Held {
@@ -24,15 +26,38 @@ impl Held {
         self.jobs.insert(job.id(), (due, job));
     }
 
-    /// The first job whose time has come, with the time it was due.
-    pub(super) fn take_due(&mut self, now: OffsetDateTime) -> Option<(OffsetDateTime, Job)> {
+    /// A job just accepted by this process, to be sent now: its next poll time, as stored, is
+    /// only the lease's end, after which another driver would find it interrupted.
+    pub(super) fn keep_handed(&mut self, job: Job, now: OffsetDateTime) {
+        self.handed.insert(job.id());
+        self.schedule.insert((now, job.id()));
+        self.jobs.insert(job.id(), (now, job));
+    }
+
+    /// The first job whose time has come, with the time it was due and whether it was handed
+    /// over and not sent yet.
+    pub(super) fn take_due(&mut self, now: OffsetDateTime) -> Option<(OffsetDateTime, Job, bool)> {
         let first = *self.schedule.first()?;
         if first.0 > now {
             return None;
         }
         self.schedule.remove(&first);
         self.advancing.insert(first.1);
-        self.jobs.remove(&first.1)
+        let handed = self.handed.remove(&first.1);
+        self.jobs.remove(&first.1).map(|(due, job)| (due, job, handed))
+    }
+
+    /// Lets go of the handed jobs not sent yet, for the driver to withdraw as it stops.
+    pub(super) fn take_unsent(&mut self) -> Vec<Job> {
+        let unsent: Vec<JobId> = self.handed.drain().collect();
+        unsent
+            .into_iter()
+            .filter_map(|id| {
+                let (due, job) = self.jobs.remove(&id)?;
+                self.schedule.remove(&(due, id));
+                Some(job)
+            })
+            .collect()
     }
 
     /// Brings a held job's next poll forward to `at` when it was due later.
@@ -71,6 +96,7 @@ impl Held {
     }
 
     pub(super) fn forget(&mut self, id: JobId) {
+        self.handed.remove(&id);
         if let Some((due, _)) = self.jobs.remove(&id) {
             self.schedule.remove(&(due, id));
         }

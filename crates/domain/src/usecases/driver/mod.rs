@@ -5,6 +5,10 @@
 //! lease. Several replicas share the work this way without doing a job twice, and a replica that
 //! dies has its jobs claimed by another once their leases run out. Waiters never poll the
 //! provider themselves; they wake on the events this driver publishes.
+//!
+//! Jobs accepted by this process come straight from its gateway ([`JobDriver::handoff`]),
+//! already leased to this driver and marked as being submitted, so that a fresh job costs no
+//! claim and no write before it is sent.
 
 use std::collections::HashMap;
 use std::pin::pin;
@@ -24,6 +28,7 @@ use held::Held;
 pub(crate) use outcome::ending_trigger;
 
 use super::Ports;
+use super::handoff::{self, Handoff, Inbox};
 use crate::catalog::Catalog;
 use crate::ids::JobId;
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
@@ -106,6 +111,8 @@ pub struct JobDriver {
     ports: Ports,
     catalog: Arc<Catalog>,
     settings: DriverSettings,
+    handoff: Handoff,
+    inbox: Inbox,
 }
 
 /// What the driver's loop was waiting for.
@@ -126,13 +133,24 @@ enum Signal {
     Changed(JobId),
     /// Someone waits on a job.
     Watched(JobId),
+    /// This process's gateway accepted a job for this driver.
+    Handed(Box<Job>),
 }
 
 impl JobDriver {
     /// A driver over `ports`.
     #[must_use]
     pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: DriverSettings) -> Self {
-        Self { ports, catalog, settings }
+        let (handoff, inbox) = handoff::channel(settings.lease);
+        Self { ports, catalog, settings, handoff, inbox }
+    }
+
+    /// The way for a [`super::Gateway`] of the same process to pass this driver the jobs it
+    /// accepts ([`super::Gateway::with_handoff`]). The first run of this driver takes them; once
+    /// it stops, the gateway accepts jobs for any driver again.
+    #[must_use]
+    pub fn handoff(&self) -> Handoff {
+        self.handoff.clone()
     }
 
     /// Runs until dropped: claims due jobs, advances each held job at its time (at most
@@ -148,15 +166,24 @@ impl JobDriver {
     /// As [`JobDriver::run`] until `shutdown` completes; then drains: claims nothing more and
     /// starts no step, lets the steps in flight end (a provider call is never cut in half), and
     /// hands every held job back ([`crate::ports::JobStore::release_leases`]) so that another
-    /// replica takes it over at once rather than after a lease.
+    /// replica takes it over at once rather than after a lease; handed jobs not yet sent are
+    /// withdrawn first, so that the next driver sends them.
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) {
         let mut shutdown = pin!(shutdown.fuse());
         let mut draining = false;
         let mut held = Held::default();
         let mut work: FuturesUnordered<BoxFuture<'_, Done>> = FuturesUnordered::new();
+        let mut inbox = self.inbox.take();
+        let handed = match inbox.as_mut() {
+            Some(jobs) => jobs.map(Signal::Handed).left_stream(),
+            None => stream::empty().right_stream(),
+        };
         let mut signals = stream::select(
-            self.ports.events.subscribe_all().map(Signal::Changed),
-            self.ports.events.subscribe_watches().map(Signal::Watched),
+            stream::select(
+                self.ports.events.subscribe_all().map(Signal::Changed),
+                self.ports.events.subscribe_watches().map(Signal::Watched),
+            ),
+            handed,
         );
         let mut watched: HashMap<JobId, OffsetDateTime> = HashMap::new();
         let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
@@ -189,14 +216,16 @@ impl JobDriver {
                 );
             }
             while !draining && advancing < self.settings.max_in_flight {
-                let Some((due, job)) = held.take_due(now) else { break };
+                let Some((due, job, handed)) = held.take_due(now) else { break };
                 if let Some(lag) = job.next_poll_at().and_then(|due| Duration::try_from(now - due).ok()) {
                     super::telemetry::driver_lag(lag);
                 }
                 advancing += 1;
                 let id = job.id();
                 let interval = self.interval(watched.get(&id).is_some_and(|until| *until > now));
-                work.push(async move { Done::Stepped(id, self.step(job, due, interval).await.map(Box::new)) }.boxed());
+                work.push(
+                    async move { Done::Stepped(id, self.step(job, due, interval, handed).await.map(Box::new)) }.boxed(),
+                );
             }
             // With every slot busy, a due job waits for a step to end, not for the clock.
             let due = held.next_due().filter(|_| !draining && advancing < self.settings.max_in_flight);
@@ -226,8 +255,13 @@ impl JobDriver {
                         held.hurry(id, now);
                         None
                     }
+                    Either::Right((Either::Left((Either::Right((Some(Signal::Handed(job)), _)), _)), _)) => {
+                        held.keep_handed(*job, self.ports.clock.now());
+                        None
+                    }
                     Either::Right((Either::Right(((), _)), _)) => {
                         draining = true;
+                        self.inbox.shut();
                         None
                     }
                     _ => None,
@@ -271,6 +305,18 @@ impl JobDriver {
                 Some(Done::Checked(_, false)) | None => {}
             }
         }
+        drop(signals);
+        let mut unsent = held.take_unsent();
+        if let Some(jobs) = inbox.as_mut() {
+            jobs.close();
+            while let Ok(job) = jobs.try_recv() {
+                unsent.push(*job);
+            }
+        }
+        if !unsent.is_empty() {
+            tracing::info!(jobs = unsent.len(), "driver stopping; unsent jobs withdrawn for other drivers");
+            handoff::withdraw(&self.ports, unsent).await;
+        }
         self.hand_back(held.all_ids()).await;
     }
 
@@ -304,11 +350,13 @@ impl JobDriver {
     /// holding (with its next poll time), or `None` when it is final or no longer this driver's.
     pub async fn advance(&self, job: Job) -> Option<Job> {
         let due = job.next_poll_at().unwrap_or_else(|| self.ports.clock.now());
-        self.step(job, due, self.settings.poll_interval).await
+        self.step(job, due, self.settings.poll_interval, false).await
     }
 
-    /// [`JobDriver::advance`] for a job that was due at `due`, polled every `interval`.
-    async fn step(&self, job: Job, due: OffsetDateTime, interval: Duration) -> Option<Job> {
+    /// [`JobDriver::advance`] for a job that was due at `due`, polled every `interval`; `handed`
+    /// when it came from this process's gateway and was not sent yet, its submission's start
+    /// being recorded by the accept.
+    async fn step(&self, job: Job, due: OffsetDateTime, interval: Duration, handed: bool) -> Option<Job> {
         let cadence = Cadence { due, interval };
         let now = self.ports.clock.now();
         if now - job.created_at() >= self.settings.job_timeout {
@@ -316,14 +364,14 @@ impl JobDriver {
             return self.commit(&job, Trigger::Failed { error }).await;
         }
         match job.upstream() {
-            None if job.submit_attempted() => {
+            None if job.submit_attempted() && !handed => {
                 let error = JobError::new(
                     JobErrorCode::UpstreamFailed,
                     "the submission was interrupted; it is not repeated so that it never runs twice",
                 );
                 self.commit(&job, Trigger::Failed { error }).await
             }
-            None => self.submit(job, cadence).await,
+            None => self.submit(job, cadence, handed).await,
             Some(upstream) => {
                 let trigger = match self.ports.upstream.status(job.id(), upstream).await {
                     Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(cadence, 0) },
@@ -357,13 +405,19 @@ impl JobDriver {
         }
     }
 
-    async fn submit(&self, job: Job, cadence: Cadence) -> Option<Job> {
+    /// Sends a job to the provider. The start is recorded first, durably, unless the accept
+    /// recorded it (`started`): from then on the job may exist at the provider.
+    async fn submit(&self, job: Job, cadence: Cadence, started: bool) -> Option<Job> {
         let Some(model) = self.catalog.model(job.model().as_str()) else {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is no longer offered");
             return self.commit(&job, Trigger::Failed { error }).await;
         };
-        let in_flight_until = self.ports.clock.now() + self.settings.lease;
-        let job = self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await?;
+        let job = if started {
+            job
+        } else {
+            let in_flight_until = self.ports.clock.now() + self.settings.lease;
+            self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await?
+        };
         let trigger = match self.ports.upstream.submit(job.id(), model, job.input()).await {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
