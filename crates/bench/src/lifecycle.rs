@@ -13,7 +13,7 @@ use genjobs_domain::ports::OutputStore;
 use genjobs_output_store::ObjectOutputStore;
 use serde::Serialize;
 
-use super::{Failure, create_users, free_port, fresh_database, progress, spawn_genjobs, spawn_simulator};
+use super::{ADMIN, Failure, create_users, free_port, fresh_database, progress, spawn_genjobs, spawn_simulator};
 
 /// Status calls per job over its life.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -165,8 +165,14 @@ pub(crate) struct JobCost {
     /// Transactions committed per job (`pg_stat_database.xact_commit`, reads included), with the
     /// idle rate of the same service subtracted.
     pub commits_per_job: f64,
-    /// WAL flushes per job (`pg_stat_wal.wal_sync`): the commits that waited for the disk.
+    /// WAL flushes per job (`pg_stat_wal.wal_sync`), the WAL writer's background flushes of
+    /// relaxed commits included.
     pub wal_syncs_per_job: f64,
+    /// Commits that wrote jobs and waited for the disk, per job, as genjobs counts them
+    /// (`genjobs_db_job_commits_total{durability="durable"}`).
+    pub durable_commits_per_job: f64,
+    /// Commits that wrote jobs without waiting for the disk, per job (progress, leases).
+    pub relaxed_commits_per_job: f64,
     /// Rows inserted, updated or deleted per job.
     pub rows_written_per_job: f64,
 }
@@ -201,6 +207,7 @@ pub(crate) async fn job_cost(bin: &Path, server: &str, jobs: usize) -> Result<Jo
     tokio::time::sleep(STATS_SETTLE).await;
     let idle_end = (counters(server, database)?, Instant::now());
     let idle_secs = (idle_end.1 - idle_start.1).as_secs_f64();
+    let commits_before = job_commits(&app.base).await?;
 
     let started = Instant::now();
     for _ in 0..jobs {
@@ -216,12 +223,31 @@ pub(crate) async fn job_cost(bin: &Path, server: &str, jobs: usize) -> Result<Jo
     while results().await.unwrap_or(0) < jobs as u64 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let commits_after = job_commits(&app.base).await?;
     tokio::time::sleep(STATS_SETTLE).await;
     let end = counters(server, database)?;
     let run_secs = started.elapsed().as_secs_f64();
+    let commits = |i: usize| (commits_after[i] - commits_before[i]) / jobs as f64;
     let per_job = |i: usize| {
         let idle = (idle_end.0[i] - idle_start.0[i]) / idle_secs * run_secs;
         ((end[i] - idle_end.0[i]) - idle).max(0.0) / jobs as f64
     };
-    Ok(JobCost { jobs, commits_per_job: per_job(0), rows_written_per_job: per_job(1), wal_syncs_per_job: per_job(2) })
+    Ok(JobCost {
+        jobs,
+        commits_per_job: per_job(0),
+        rows_written_per_job: per_job(1),
+        wal_syncs_per_job: per_job(2),
+        durable_commits_per_job: commits(0),
+        relaxed_commits_per_job: commits(1),
+    })
+}
+
+/// genjobs' own count of its commits that wrote jobs: durable, relaxed.
+async fn job_commits(base: &str) -> Result<[f64; 2], Failure> {
+    let text = reqwest::Client::new().get(format!("{base}/metrics")).bearer_auth(ADMIN).send().await?.text().await?;
+    let count = |durability: &str| {
+        let series = format!("genjobs_db_job_commits_total{{durability=\"{durability}\"}} ");
+        text.lines().find_map(|line| line.strip_prefix(&series)?.trim().parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    Ok([count("durable"), count("relaxed")])
 }

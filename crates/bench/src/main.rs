@@ -340,8 +340,12 @@ async fn run() -> Result<(), Failure> {
     progress("9/9 what one job costs Postgres from accept to final: 100 jobs, one at a time");
     figures.job_cost = lifecycle::job_cost(&bin, &server, 100).await?;
     progress(&format!(
-        "   {:.2} commits, {:.2} WAL flushes, {:.2} rows written per job",
-        figures.job_cost.commits_per_job, figures.job_cost.wal_syncs_per_job, figures.job_cost.rows_written_per_job
+        "   {:.2} durable and {:.2} relaxed job commits; {:.2} commits, {:.2} WAL flushes, {:.2} rows written per job",
+        figures.job_cost.durable_commits_per_job,
+        figures.job_cost.relaxed_commits_per_job,
+        figures.job_cost.commits_per_job,
+        figures.job_cost.wal_syncs_per_job,
+        figures.job_cost.rows_written_per_job
     ));
 
     for name in [

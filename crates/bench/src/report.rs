@@ -79,6 +79,7 @@ pub fn write(
         "submit_ratio_prepared": f.submissions.per_sec / f.pgbench_prepared_tps.max(f64::EPSILON),
         "open_loop_p99_ms": f.submissions_open.p99_ms,
         "commits_per_job": f.job_cost.commits_per_job,
+        "durable_commits_per_job": f.job_cost.durable_commits_per_job,
         "copy_ratio": f.copy.store_mb_per_sec / f.copy.cp_mb_per_sec.max(f64::EPSILON),
         "figures": f,
     });
@@ -206,12 +207,14 @@ pub fn write(
     let j = &f.job_cost;
     let _ = writeln!(
         md,
-        "| 9 | one job from accept to final, no progress ({} jobs, one at a time): commits; WAL flushes; rows written | {:.2}; {:.2}; {:.2} | | | ≤ 3 durable commits | {} |\n",
+        "| 9 | one job from accept to final, no progress ({} jobs, one at a time): durable job commits (genjobs' count); relaxed ones; all commits, reads included (Postgres); WAL flushes; rows written | {:.2}; {:.2}; {:.2}; {:.2}; {:.2} | | | ≤ 3 durable commits | {} |\n",
         j.jobs,
+        j.durable_commits_per_job,
+        j.relaxed_commits_per_job,
         j.commits_per_job,
         j.wal_syncs_per_job,
         j.rows_written_per_job,
-        verdict(j.wal_syncs_per_job <= 3.0)
+        verdict(j.durable_commits_per_job <= 3.0)
     );
 
     let _ = writeln!(md, "## History\n");

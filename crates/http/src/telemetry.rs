@@ -96,6 +96,10 @@ fn describe_all() {
     describe_gauge!("genjobs_open_connections", "Open event streams (sse) and long-polls (long_poll)");
     describe_gauge!("genjobs_db_pool_connections", "Postgres pool connections, by pool and state (in_use, idle)");
     describe_gauge!("genjobs_db_pool_waiting", "Callers waiting for a Postgres pool connection, by pool");
+    describe_counter!(
+        "genjobs_db_job_commits_total",
+        "Postgres commits that wrote jobs (accepts, transitions, leases), by durability (durable, relaxed)"
+    );
 }
 
 /// One request answered: `genjobs_http_requests_total{route, method, status}` and

@@ -14,7 +14,9 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::error::{from_diesel, from_pool};
+use crate::pool::Durability;
 use crate::rows::{JobRow, update_rows};
+use crate::store::count_job_commit;
 
 struct Pending {
     row: JobRow,
@@ -34,6 +36,7 @@ impl GroupCommit {
     pub(crate) async fn commit(
         &self,
         pool: &Pool<AsyncPgConnection>,
+        durability: Durability,
         row: JobRow,
         expected_version: i64,
     ) -> Result<bool, StoreError> {
@@ -47,6 +50,9 @@ impl GroupCommit {
             let _turn = self.flushing.lock().await;
             let group = std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
             let written = write(pool, &group).await;
+            if written.is_ok() {
+                count_job_commit(durability);
+            }
             for pending in group {
                 let applied = written.as_ref().map(|ids| ids.contains(&pending.row.id)).map_err(Clone::clone);
                 let _ = pending.applied.send(applied);

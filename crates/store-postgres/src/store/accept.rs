@@ -9,8 +9,9 @@ use genjobs_domain::job::Job;
 use genjobs_domain::ports::{AcceptError, Accepted, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
 use time::OffsetDateTime;
 
-use super::PgStore;
+use super::{PgStore, count_job_commit};
 use crate::error::{TxError, from_diesel};
+use crate::pool::Durability;
 use crate::rows::{Accept, JobRow, amount};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 
@@ -108,7 +109,12 @@ impl PgStore {
             })
             .await;
         match outcome {
-            Ok(accepted) => Ok(Ok(accepted)),
+            Ok(accepted) => {
+                if matches!(accepted, Accepted::Created(_)) {
+                    count_job_commit(Durability::Durable);
+                }
+                Ok(Ok(accepted))
+            }
             Err(TxError::Refused(refusal)) => Ok(Err(refusal)),
             Err(TxError::Db(e)) => Err(from_diesel(e)),
         }
@@ -150,6 +156,7 @@ impl PgStore {
         let mut conn = self.conn().await?;
         let inserted = Accept(&row).execute(&mut conn).await.map_err(from_diesel)?;
         if inserted == 1 {
+            count_job_commit(Durability::Durable);
             self.jobs_cache.keep(&job);
             return Ok(Accepted::Created(job));
         }

@@ -11,8 +11,9 @@ use genjobs_domain::job::{Job, JobState, Transition};
 use genjobs_domain::ports::{AcceptError, Accepted, Commit, IdempotencyClaim, JobStore, StoreError, UnfinishedJobs};
 use time::OffsetDateTime;
 
-use super::PgStore;
+use super::{PgStore, count_job_commit};
 use crate::error::{from_diesel, from_pool};
+use crate::pool::Durability;
 use crate::rows::{JobRow, update_rows};
 use crate::schema::{jobs, ledger, users};
 
@@ -96,8 +97,10 @@ impl JobStore for PgStore {
         // waiting on the same flush); a recomputable one goes through connections that do not
         // wait for the disk. One that moves credits is a transaction of its own.
         let applied = match movement {
-            None if transition.is_recomputable() => self.relaxed_group.commit(&self.relaxed, row, expected).await?,
-            None => self.durable_group.commit(&self.pool, row, expected).await?,
+            None if transition.is_recomputable() => {
+                self.relaxed_group.commit(&self.relaxed, self.relaxed_durability, row, expected).await?
+            }
+            None => self.durable_group.commit(&self.pool, Durability::Durable, row, expected).await?,
             Some((kind, amount, released, held, spent)) => self
                 .conn()
                 .await?
@@ -128,6 +131,7 @@ impl JobStore for PgStore {
                     Ok(true)
                 })
                 .await
+                .inspect(|_| count_job_commit(Durability::Durable))
                 .map_err(from_diesel)?,
         };
         let job = transition.into_job();
@@ -173,6 +177,9 @@ impl JobStore for PgStore {
             .load(&mut *self.conn().await?)
             .await
             .map_err(from_diesel)?;
+        if !rows.is_empty() {
+            count_job_commit(Durability::Durable);
+        }
         rows.into_iter().map(JobRow::into_job).collect()
     }
 
@@ -182,6 +189,9 @@ impl JobStore for PgStore {
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
     ) -> Result<Vec<JobId>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
         let ids: Vec<uuid::Uuid> = jobs.iter().map(JobId::as_uuid).collect();
         // A lost renewal only lets another driver take a job over early, so it need not wait
         // for the disk.
@@ -197,6 +207,7 @@ impl JobStore for PgStore {
         .get_results(&mut conn)
         .await
         .map_err(from_diesel)?;
+        count_job_commit(self.relaxed_durability);
         Ok(renewed.into_iter().map(JobId::from_uuid).collect())
     }
 
@@ -231,6 +242,7 @@ impl JobStore for PgStore {
         .set(jobs::lease_until.eq(None::<OffsetDateTime>))
         .execute(&mut conn)
         .await
+        .inspect(|_| count_job_commit(Durability::Durable))
         .map_err(from_diesel)
     }
 }

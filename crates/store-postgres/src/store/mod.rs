@@ -30,6 +30,7 @@ pub use ledger::LedgerTotals;
 use crate::batch::GroupCommit;
 use crate::cache::{JobCache, KeyCache};
 use crate::error::{from_diesel, from_pool, is_lost_connection};
+use crate::pool::Durability;
 use crate::rows::{JobRow, UserRow};
 use crate::schema::{jobs, users};
 
@@ -42,6 +43,17 @@ pub struct PgStore {
     jobs_cache: Arc<JobCache>,
     durable_group: Arc<GroupCommit>,
     relaxed_group: Arc<GroupCommit>,
+    relaxed_durability: Durability,
+}
+
+/// Counts a commit that wrote jobs (accepts, transitions, leases) as
+/// `genjobs_db_job_commits_total{durability}`: what a job costs the database, per job.
+pub(crate) fn count_job_commit(durability: Durability) {
+    let label = match durability {
+        Durability::Durable => "durable",
+        Durability::Relaxed => "relaxed",
+    };
+    metrics::counter!("genjobs_db_job_commits_total", "durability" => label).increment(1);
 }
 
 impl PgStore {
@@ -55,6 +67,7 @@ impl PgStore {
             jobs_cache: Arc::new(JobCache::new(Duration::ZERO)),
             durable_group: Arc::default(),
             relaxed_group: Arc::default(),
+            relaxed_durability: Durability::Durable,
         }
     }
 
@@ -62,7 +75,7 @@ impl PgStore {
     /// `synchronous_commit = off`).
     #[must_use]
     pub fn with_relaxed_writes(self, relaxed: Pool<AsyncPgConnection>) -> Self {
-        Self { relaxed, ..self }
+        Self { relaxed, relaxed_durability: Durability::Relaxed, ..self }
     }
 
     /// Serves job reads from `cache`.
