@@ -65,7 +65,7 @@ macro_rules! job_columns {
         }
 
         impl UpdateMany {
-            fn of(rows: &[(&JobRow, i64)]) -> Self {
+            pub(crate) fn of(rows: &[(&JobRow, i64)]) -> Self {
                 Self {
                     ids: rows.iter().map(|(r, _)| r.id).collect(),
                     expected: rows.iter().map(|(_, expected)| *expected).collect(),
@@ -76,7 +76,7 @@ macro_rules! job_columns {
 
         impl QueryFragment<Pg> for UpdateMany {
             fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-                out.push_sql(&UPDATE_MANY_SET);
+                out.push_sql(UPDATE_MANY_SET);
                 out.push_bind_param::<Array<SqlUuid>, _>(&self.ids)?;
                 out.push_sql("::uuid[], ");
                 out.push_bind_param::<Array<BigInt>, _>(&self.expected)?;
@@ -161,18 +161,23 @@ impl Query for UpdateMany {
     type SqlType = SqlUuid;
 }
 
-/// The group update up to its arrays: applies each row whose stored version is still the
-/// expected one.
-static UPDATE_MANY_SET: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let set: Vec<String> = CHANGING.iter().map(|c| format!("{c} = t.{c}")).collect();
-    format!("UPDATE jobs SET {} FROM unnest(", set.join(", "))
-});
+/// The group update up to its arrays.
+const UPDATE_MANY_SET: &str = "WITH t AS (SELECT * FROM unnest(";
 
-/// The group update after its arrays: returns the ids applied.
+/// The group update after its arrays: locks the rows in the order of their ids (every
+/// statement that locks several jobs does, renewals too, so that two of them never wait for
+/// each other whatever plan joins them), applies each whose stored version is still the
+/// expected one, and returns the ids applied.
 static UPDATE_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let set: Vec<String> = CHANGING.iter().map(|c| format!("{c} = t.{c}")).collect();
     format!(
-        ") AS t(id, expected, {}) WHERE jobs.id = t.id AND jobs.version = t.expected RETURNING jobs.id",
-        CHANGING.join(", ")
+        ") AS t(id, expected, {names})),
+        locked AS (SELECT jobs.id FROM jobs JOIN t ON jobs.id = t.id ORDER BY jobs.id FOR NO KEY UPDATE OF jobs)
+        UPDATE jobs SET {set} FROM t, locked
+        WHERE jobs.id = t.id AND jobs.id = locked.id AND jobs.version = t.expected
+        RETURNING jobs.id",
+        names = CHANGING.join(", "),
+        set = set.join(", "),
     )
 });
 

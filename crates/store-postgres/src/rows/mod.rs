@@ -17,8 +17,10 @@ use uuid::Uuid;
 use crate::schema::users;
 
 mod job_columns;
+mod settle;
 
-pub(crate) use job_columns::{Accept, JobRow, update_rows};
+pub(crate) use job_columns::{Accept, JobRow, UpdateMany, update_rows};
+pub(crate) use settle::Settle;
 
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(format!("stored {what} cannot be read: {detail}"))

@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Timestamptz};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel::sql_types::{Array, BigInt, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition};
@@ -14,8 +14,8 @@ use time::OffsetDateTime;
 use super::{PgStore, count_job_commit};
 use crate::error::{from_diesel, from_pool};
 use crate::pool::Durability;
-use crate::rows::{JobRow, update_rows};
-use crate::schema::{jobs, ledger, users};
+use crate::rows::{JobRow, Settle, UpdateMany};
+use crate::schema::jobs;
 
 #[derive(QueryableByName)]
 struct Version {
@@ -92,47 +92,29 @@ impl JobStore for PgStore {
         let expected = i64::try_from(transition.expected_version()).unwrap_or(i64::MAX);
         let frees_slot = transition.frees_slot();
         let movement = transition.movement().map(Self::movement_columns).transpose()?;
-        let (job_id, user_id) = (row.id, row.user_id);
         // A change that moves no credits joins a group commit (one statement for every change
         // waiting on the same flush); a recomputable one goes through connections that do not
-        // wait for the disk. One that moves credits is a transaction of its own.
+        // wait for the disk. One that moves credits is a statement of its own.
         let applied = match movement {
             None if transition.is_recomputable() => {
                 self.relaxed_group.commit(&self.relaxed, self.relaxed_durability, row, expected).await?
             }
             None => self.durable_group.commit(&self.pool, Durability::Durable, row, expected).await?,
-            Some((kind, amount, released, held, spent)) => self
-                .conn()
-                .await?
-                .transaction(async |conn| -> Result<bool, diesel::result::Error> {
-                    if update_rows(conn, &[(&row, expected)]).await?.is_empty() {
-                        return Ok(false);
-                    }
-                    let finished = i32::from(frees_slot);
-                    diesel::update(users::table.find(user_id))
-                        .set((
-                            users::credits_available.eq(users::credits_available + released),
-                            users::credits_held.eq(users::credits_held - held),
-                            users::credits_spent.eq(users::credits_spent + spent),
-                            users::active_jobs.eq(users::active_jobs - finished),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    diesel::insert_into(ledger::table)
-                        .values((
-                            ledger::user_id.eq(user_id),
-                            ledger::job_id.eq(Some(job_id)),
-                            ledger::kind.eq(kind),
-                            ledger::amount.eq(amount),
-                            ledger::released.eq(released),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    Ok(true)
-                })
-                .await
-                .inspect(|_| count_job_commit(Durability::Durable))
-                .map_err(from_diesel)?,
+            Some((kind, amount, released, held, spent)) => {
+                let settle = Settle {
+                    update: UpdateMany::of(&[(&row, expected)]),
+                    user_id: row.user_id,
+                    kind,
+                    amount,
+                    released,
+                    held,
+                    spent,
+                    finished: i32::from(frees_slot),
+                };
+                let applied: Vec<uuid::Uuid> = settle.load(&mut *self.conn().await?).await.map_err(from_diesel)?;
+                count_job_commit(Durability::Durable);
+                !applied.is_empty()
+            }
         };
         let job = transition.into_job();
         if applied {
@@ -196,19 +178,16 @@ impl JobStore for PgStore {
         // A lost renewal only lets another driver take a job over early, so it need not wait
         // for the disk.
         let mut conn = self.relaxed.get().await.map_err(from_pool)?;
-        let renewed: Vec<uuid::Uuid> = diesel::update(
-            jobs::table
-                .filter(jobs::id.eq_any(ids))
-                .filter(jobs::lease_until.gt(now))
-                .filter(jobs::state.eq_any(OPEN_STATES)),
-        )
-        .set(jobs::lease_until.eq(Some(lease_until)))
-        .returning(jobs::id)
-        .get_results(&mut conn)
-        .await
-        .map_err(from_diesel)?;
+        let renewed: Vec<Renewed> = diesel::sql_query(RENEW_LEASES)
+            .bind::<Timestamptz, _>(lease_until)
+            .bind::<Array<diesel::sql_types::Uuid>, _>(ids)
+            .bind::<Timestamptz, _>(now)
+            .bind::<Array<diesel::sql_types::Text>, _>(OPEN_STATES.to_vec())
+            .load(&mut conn)
+            .await
+            .map_err(from_diesel)?;
         count_job_commit(self.relaxed_durability);
-        Ok(renewed.into_iter().map(JobId::from_uuid).collect())
+        Ok(renewed.into_iter().map(|r| JobId::from_uuid(r.id)).collect())
     }
 
     async fn count_unfinished(&self) -> Result<UnfinishedJobs, StoreError> {
@@ -245,6 +224,24 @@ impl JobStore for PgStore {
         .inspect(|_| count_job_commit(Durability::Durable))
         .map_err(from_diesel)
     }
+}
+
+/// Extends the live leases of the jobs given, locking their rows in the order of their ids as
+/// group commits lock theirs, so that a renewal and a group commit never wait for each other.
+const RENEW_LEASES: &str = "
+UPDATE jobs SET lease_until = $1
+WHERE id IN (
+    SELECT id FROM jobs
+    WHERE id = ANY($2) AND lease_until > $3 AND state = ANY($4)
+    ORDER BY id
+    FOR NO KEY UPDATE
+)
+RETURNING id";
+
+#[derive(QueryableByName)]
+struct Renewed {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: uuid::Uuid,
 }
 
 /// Jobs a driver may still hold: not final.
