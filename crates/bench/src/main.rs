@@ -170,6 +170,8 @@ struct Figures {
     submissions_open: LoadResult,
     pgbench_tps: f64,
     pgbench_prepared_tps: f64,
+    /// pgbench `-M prepared` at the open loop's rate: p50 and p99 in milliseconds.
+    pgbench_open: (f64, f64),
     job_cost: lifecycle::JobCost,
     reads_postgres: LoadResult,
     reads_memory: LoadResult,
@@ -218,12 +220,20 @@ async fn run() -> Result<(), Failure> {
             figures.pgbench_tps, figures.pgbench_prepared_tps
         ));
         let rate = figures.submissions.per_sec / 2.0;
-        let app = spawn_genjobs(&bin, &[("DATABASE_URL", url.clone()), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
-        let keys = Arc::new(users.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>());
+        figures.pgbench_open = pgbench::run_at_rate(&url, &prepared, clients, seconds, rate, &dir)?;
+        // A fresh database, as for the closed loop: a replica taking over the jobs the one
+        // before left would measure that takeover, not submissions.
+        let url = fresh_database(&server, "genjobs_bench_open")?;
+        let app = spawn_genjobs(&bin, &[("DATABASE_URL", url), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
+        let keys = Arc::new(create_users(&app.base, 64).await?.into_iter().map(|(_, k)| k).collect::<Vec<_>>());
         figures.submissions_open = open_submissions(&app.base, keys, rate, seconds).await;
         progress(&format!(
-            "   open loop at {rate:.0}/s: p50 {:.1} ms, p99 {:.1} ms, {} errors",
-            figures.submissions_open.p50_ms, figures.submissions_open.p99_ms, figures.submissions_open.errors
+            "   open loop at {rate:.0}/s: p50 {:.1} ms, p99 {:.1} ms, {} errors; pgbench -M prepared at that rate: p50 {:.1} ms, p99 {:.1} ms",
+            figures.submissions_open.p50_ms,
+            figures.submissions_open.p99_ms,
+            figures.submissions_open.errors,
+            figures.pgbench_open.0,
+            figures.pgbench_open.1
         ));
         drop(app);
     }
@@ -351,6 +361,7 @@ async fn run() -> Result<(), Failure> {
     for name in [
         "genjobs_bench_cost",
         "genjobs_bench_accept",
+        "genjobs_bench_open",
         "genjobs_bench_reads",
         "genjobs_bench_watch",
         "genjobs_bench_webhooks",

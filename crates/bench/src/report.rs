@@ -122,11 +122,13 @@ pub fn write(
     let o = &f.submissions_open;
     let _ = writeln!(
         md,
-        "| 1c | submissions, open loop at half the closed loop's rate: p50 / p99; errors | {:.1} / {:.1} ms; {} of {} | | | p99 ≤ 50 ms | {} |",
+        "| 1c | submissions, open loop at half the closed loop's rate: p50 / p99; errors | {:.1} / {:.1} ms; {} of {} | pgbench `-M prepared` at that rate, same transaction: {:.1} / {:.1} ms | | p99 ≤ 50 ms | {} |",
         o.p50_ms,
         o.p99_ms,
         o.errors,
         o.ok + o.errors,
+        f.pgbench_open.0,
+        f.pgbench_open.1,
         verdict(o.p99_ms <= 50.0 && o.errors == 0)
     );
     let _ = writeln!(
