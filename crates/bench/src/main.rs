@@ -201,7 +201,17 @@ async fn run() -> Result<(), Failure> {
     progress("1/9 submissions, and pgbench running the same transaction");
     {
         let url = fresh_database(&server, "genjobs_bench_accept")?;
-        let app = spawn_genjobs(&bin, &[("DATABASE_URL", url.clone()), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
+        // As many database sessions as pgbench gets clients: commits that wait for the disk
+        // share its flushes, so the sessions bound the rate on both sides alike.
+        let sessions = clients.to_string();
+        let submitting = |url: String| {
+            [
+                ("DATABASE_URL", url),
+                ("GENJOBS_UPSTREAM_URL", sim.base.clone()),
+                ("GENJOBS_DB_POOL_SIZE", sessions.clone()),
+            ]
+        };
+        let app = spawn_genjobs(&bin, &submitting(url.clone()))?;
         let users = create_users(&app.base, 64).await?;
         let keys = Arc::new(users.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>());
         figures.submissions = submissions(&app.base, keys, clients, seconds).await;
@@ -224,7 +234,7 @@ async fn run() -> Result<(), Failure> {
         // A fresh database, as for the closed loop: a replica taking over the jobs the one
         // before left would measure that takeover, not submissions.
         let url = fresh_database(&server, "genjobs_bench_open")?;
-        let app = spawn_genjobs(&bin, &[("DATABASE_URL", url), ("GENJOBS_UPSTREAM_URL", sim.base.clone())])?;
+        let app = spawn_genjobs(&bin, &submitting(url))?;
         let keys = Arc::new(create_users(&app.base, 64).await?.into_iter().map(|(_, k)| k).collect::<Vec<_>>());
         figures.submissions_open = open_submissions(&app.base, keys, rate, seconds).await;
         progress(&format!(
