@@ -5,39 +5,23 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::{PausedClock, one_image};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
 use genjobs_domain::job::{Job, JobState, Trigger, UpstreamRef};
 use genjobs_domain::modality::Modality;
-use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest};
 use genjobs_domain::usecases::{DriverSettings, JobDriver, Ports};
 use genjobs_runtime::{EventHub, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
-use time::OffsetDateTime;
-
-/// The driver's clock, following tokio's (paused) time from a fixed origin.
-struct PausedClock {
-    origin: OffsetDateTime,
-    start: tokio::time::Instant,
-}
-
-#[async_trait::async_trait]
-impl Clock for PausedClock {
-    fn now(&self) -> OffsetDateTime {
-        self.origin + self.start.elapsed()
-    }
-
-    async fn sleep(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
-}
 
 struct Setup {
     clock: Arc<PausedClock>,
@@ -58,15 +42,8 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         calls.fetch_add(1, Ordering::SeqCst);
         Ok(status.clone())
     });
-    upstream.expect_result().returning(|_, _, _| {
-        Ok(vec![OutputItem {
-            url: "https://cdn/a.png".into(),
-            kind: OutputKind::Image,
-            meta: OutputMeta::default(),
-            copy: None,
-        }])
-    });
-    let clock = Arc::new(PausedClock { origin: OffsetDateTime::now_utc(), start: tokio::time::Instant::now() });
+    upstream.expect_result().returning(|_, _, _| Ok(one_image()));
+    let clock = Arc::new(PausedClock::new());
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),

@@ -6,40 +6,25 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use common::{PausedClock, one_image};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
 use genjobs_domain::job::{Job, JobErrorCode, JobState, Transition, UpstreamRef};
 use genjobs_domain::modality::Modality;
-use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest};
 use genjobs_domain::usecases::{Caller, DriverSettings, Gateway, JobDriver, Ports, Settings, Submission};
 use genjobs_runtime::{EventHub, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use time::OffsetDateTime;
-
-/// The paused tokio clock from a fixed origin.
-struct PausedClock {
-    origin: OffsetDateTime,
-    start: tokio::time::Instant,
-}
-
-#[async_trait]
-impl Clock for PausedClock {
-    fn now(&self) -> OffsetDateTime {
-        self.origin + self.start.elapsed()
-    }
-
-    async fn sleep(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
-}
 
 /// What reached the store: the leases and starts of accepts, every commit, every claimed job.
 #[derive(Default)]
@@ -129,16 +114,9 @@ async fn world() -> World {
         Ok(UpstreamRef::new(id.to_string()))
     });
     upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
-    upstream.expect_result().returning(|_, _, _| {
-        Ok(vec![OutputItem {
-            url: "https://cdn/a.png".into(),
-            kind: OutputKind::Image,
-            meta: OutputMeta::default(),
-            copy: None,
-        }])
-    });
+    upstream.expect_result().returning(|_, _, _| Ok(one_image()));
     upstream.expect_name().return_const("scripted");
-    let clock = Arc::new(PausedClock { origin: OffsetDateTime::now_utc(), start: tokio::time::Instant::now() });
+    let clock = Arc::new(PausedClock::new());
     let user = UserId::new_at(clock.now());
     let limits = Limits { rate_limit_per_minute: 1000, max_concurrent_jobs: 1000 };
     let key = StoredKey::of(&ApiKey::generate(), user, clock.now());

@@ -32,6 +32,7 @@ pub struct Handoff {
 }
 
 /// The driver's end, taken by the first [`super::JobDriver::run_until`].
+#[derive(Clone)]
 pub(super) struct Inbox {
     shared: Arc<Mutex<Option<UnboundedReceiver<Box<Job>>>>>,
     open: Arc<AtomicBool>,
@@ -63,12 +64,6 @@ impl Handoff {
     /// Passes an accepted job to the driver; gives it back if no driver takes jobs any more.
     pub(super) fn send(&self, job: Job) -> Result<(), Box<Job>> {
         self.jobs.unbounded_send(Box::new(job)).map_err(|e| e.into_inner())
-    }
-}
-
-impl Clone for Inbox {
-    fn clone(&self) -> Self {
-        Self { shared: Arc::clone(&self.shared), open: Arc::clone(&self.open) }
     }
 }
 
