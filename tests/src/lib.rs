@@ -295,3 +295,23 @@ impl TestApp {
         self.client.get(format!("{}/_sim/stats", self.sim_url)).send().await.expect("stats").json().await.expect("json")
     }
 }
+
+/// The Python interpreter of the project's tool environment (`scripts/install-python-tools.sh`,
+/// run by `cargo xtask test`), which holds the official clients some tests drive genjobs with:
+/// `openai` and `standardwebhooks`. Panics, naming the command that installs it, when it is missing.
+pub fn python_tools() -> std::path::PathBuf {
+    let venv = std::env::var_os("GENJOBS_PY_VENV").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".cache")))
+            .expect("neither XDG_CACHE_HOME nor HOME is set");
+        cache.join("genjobs/venv")
+    });
+    let python = venv.join("bin/python3");
+    assert!(
+        python.exists(),
+        "{} is missing: `cargo xtask test` installs the project's Python tools (scripts/install-python-tools.sh)",
+        python.display()
+    );
+    python
+}
