@@ -125,6 +125,26 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         self.code
     }
+
+    /// The error's `type`.
+    pub(crate) fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The sentence for people.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The field or parameter at fault.
+    pub(crate) fn param(&self) -> Option<&str> {
+        self.param.as_deref()
+    }
+
+    /// The `Retry-After` of a 429.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
 }
 
 impl std::fmt::Display for ApiError {
@@ -145,11 +165,16 @@ impl ResponseError for ApiError {
         let mut response = HttpResponse::build(self.status);
         response.insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
         if let Some(retry_after) = self.retry_after {
-            let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-            response.insert_header((RETRY_AFTER, secs.max(1).to_string()));
+            response.insert_header((RETRY_AFTER, retry_after_secs(retry_after)));
         }
         response.body(serde_json::to_string(&envelope).unwrap_or_default())
     }
+}
+
+/// `Retry-After` in whole seconds, rounded up, at least 1.
+pub(crate) fn retry_after_secs(retry_after: Duration) -> String {
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    secs.max(1).to_string()
 }
 
 impl From<InvalidRequest> for ApiError {

@@ -12,6 +12,7 @@
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
 //! - [`links`]: the signed links to stored outputs, minted at every read of a job.
+//! - [`openai`]: the OpenAI-compatible edge at `/openai/v1`, over the same use cases.
 //! - [`dto`]: the wire formats: request bodies read into domain types once (`try_into_domain`),
 //!   and the JSON shapes of responses, exactly as the spec writes them.
 //!
@@ -23,6 +24,7 @@ pub mod drain;
 pub mod dto;
 mod error;
 pub mod links;
+pub mod openai;
 pub mod openapi;
 mod routes;
 pub mod telemetry;
@@ -178,6 +180,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(web::QueryConfig::default().error_handler(query_error))
         .app_data(web::PathConfig::default().error_handler(path_error));
     register(cfg);
+    openai::configure(cfg);
     cfg.default_service(web::to(route_not_found));
 }
 

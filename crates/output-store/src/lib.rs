@@ -10,9 +10,15 @@
 //! past the size limit is aborted as soon as it passes it. Its SHA-256 is computed on the way,
 //! for the `ETag` the edge serves. Output `i` of job `j` lives at `{prefix}/{j}/{i}`: copying
 //! it again (a duplicate webhook racing a poll) replaces it with the same bytes.
+//!
+//! [`HttpOutputSource`] reads an output whole from the provider's link instead, for clients that
+//! ask for its bytes when no copy is kept; both read links through `fetch`.
+
+mod fetch;
+
+pub use fetch::HttpOutputSource;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::{StreamExt, TryStreamExt};
@@ -21,7 +27,6 @@ use genjobs_domain::output::StoredFile;
 use genjobs_domain::ports::{ByteRange, CopyFailure, FileBytes, OutputStore, StoreError};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, WriteMultipart};
-use reqwest::StatusCode;
 use sha2::{Digest, Sha256};
 
 /// Parts of a multipart upload in flight at once, per copy.
@@ -80,10 +85,7 @@ impl ObjectOutputStore {
     /// # Errors
     /// When the HTTP client that fetches outputs cannot be built.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, max_bytes: u64) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(Duration::from_secs(30))
-            .build()?;
+        let client = fetch::client()?;
         Ok(Self { store, prefix, client, max_bytes })
     }
 
@@ -105,7 +107,7 @@ impl ObjectOutputStore {
             };
             size += chunk.len() as u64;
             if size > self.max_bytes {
-                break Some(too_large(self.max_bytes));
+                break Some(fetch::too_large(self.max_bytes));
             }
             digest.update(&chunk);
             if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
@@ -128,10 +130,6 @@ fn store_failure(e: object_store::Error) -> CopyFailure {
     CopyFailure::Transient(format!("the output store failed: {e}"))
 }
 
-fn too_large(max: u64) -> CopyFailure {
-    CopyFailure::Permanent(format!("the output is larger than the limit of {max} bytes"))
-}
-
 #[async_trait]
 impl OutputStore for ObjectOutputStore {
     async fn copy(
@@ -141,33 +139,8 @@ impl OutputStore for ObjectOutputStore {
         source_url: &str,
         content_type: &str,
     ) -> Result<StoredFile, CopyFailure> {
-        if !(source_url.starts_with("https://") || source_url.starts_with("http://")) {
-            return Err(CopyFailure::Permanent("only http and https outputs are copied".into()));
-        }
-        let response = self
-            .client
-            .get(source_url)
-            .send()
-            .await
-            .map_err(|e| CopyFailure::Transient(format!("the output could not be fetched: {e}")))?;
-        let status = response.status();
-        if !status.is_success() {
-            let message = format!("the output's URL answered HTTP {}", status.as_u16());
-            let transient = status.is_server_error()
-                || status == StatusCode::TOO_MANY_REQUESTS
-                || status == StatusCode::REQUEST_TIMEOUT;
-            return Err(if transient { CopyFailure::Transient(message) } else { CopyFailure::Permanent(message) });
-        }
-        if response.content_length().is_some_and(|length| length > self.max_bytes) {
-            return Err(too_large(self.max_bytes));
-        }
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty())
-            .unwrap_or(content_type)
-            .to_owned();
+        let response = fetch::request(&self.client, source_url, self.max_bytes).await?;
+        let content_type = fetch::content_type(&response).unwrap_or_else(|| content_type.to_owned());
         let (size, sha256) = self.stream_into(&self.location(job_id, index), response).await?;
         Ok(StoredFile { size, content_type, sha256 })
     }

@@ -22,7 +22,7 @@ use genjobs_domain::ids::ApiKey;
 use genjobs_domain::ports::{OutputStore, RandomIds, UpstreamProvider};
 use genjobs_domain::usecases::{Gateway, JobDriver, NewUserRequest, Ports};
 use genjobs_http::{AppState, Drain};
-use genjobs_output_store::ObjectOutputStore;
+use genjobs_output_store::{HttpOutputSource, ObjectOutputStore};
 use genjobs_runtime::{EventHub, MeteredUpstream, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
@@ -228,7 +228,10 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     };
     let (ports, postgres) = ports(&config, upstream, outputs).await?;
     let driver = JobDriver::new(ports.clone(), Arc::clone(&catalog), config.driver.clone());
-    let gateway = Gateway::new(ports, catalog, config.gateway.clone()).with_handoff(driver.handoff());
+    let source = HttpOutputSource::new().map_err(genjobs_output_store::OpenError::Client)?;
+    let gateway = Gateway::new(ports, catalog, config.gateway.clone())
+        .with_handoff(driver.handoff())
+        .with_output_source(Arc::new(source));
     let demo_key = match config.database_url {
         Some(_) => None,
         None => {

@@ -11,6 +11,7 @@ mod embedded;
 mod errors;
 mod jobs;
 mod models;
+mod openai;
 mod operations;
 mod outputs;
 mod streams;

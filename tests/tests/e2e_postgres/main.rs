@@ -15,6 +15,8 @@ mod errors;
 mod jobs;
 #[path = "../e2e/models.rs"]
 mod models;
+#[path = "../e2e/openai.rs"]
+mod openai;
 #[path = "../e2e/operations.rs"]
 mod operations;
 #[path = "../e2e/outputs.rs"]

@@ -6,7 +6,8 @@
 //!
 //! - `stores`: [`JobStore`] and [`AccountStore`], what a database adapter implements.
 //! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
-//! - `outputs`: [`OutputStore`], where outputs are copied to and served from.
+//! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
+//!   [`OutputSource`], which reads an output from the provider's link.
 //! - `runtime`: [`JobEvents`], [`RateLimiter`], [`Clock`], [`IdSource`]: in-process services.
 
 mod outputs;

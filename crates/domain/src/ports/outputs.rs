@@ -1,5 +1,6 @@
-//! The output store port: the gateway's own copies of succeeded jobs' outputs, so that their
-//! links outlive the provider's.
+//! The output ports: the gateway's own copies of succeeded jobs' outputs, so that their links
+//! outlive the provider's ([`OutputStore`]), and reading an output from the provider's link for
+//! clients that ask for its bytes rather than a URL ([`OutputSource`]).
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -79,4 +80,28 @@ pub trait OutputStore: Send + Sync {
         index: usize,
         range: Option<ByteRange>,
     ) -> Result<Option<FileBytes>, StoreError>;
+}
+
+/// An output file read whole from the provider's link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedFile {
+    /// The type the source named, if it named one.
+    pub content_type: Option<String>,
+    /// The file.
+    pub bytes: Bytes,
+}
+
+/// Reads outputs from the provider's links: for clients that ask for an output's bytes (the
+/// OpenAI-compatible edge's `b64_json` and video content) when the service keeps no copy of it.
+///
+/// # Errors
+/// Every failure is a [`CopyFailure`]: [`CopyFailure::Permanent`] when the link refuses (4xx),
+/// names a host outputs are not fetched from, or the file is over `max_bytes`;
+/// [`CopyFailure::Transient`] when the source cannot be reached now, answers 429 or a 5xx, or
+/// the transfer breaks off.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait OutputSource: Send + Sync {
+    /// The whole file at `url`, refused past `max_bytes`.
+    async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchedFile, CopyFailure>;
 }

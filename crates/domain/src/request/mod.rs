@@ -238,7 +238,16 @@ impl GenerationRequest {
     }
 }
 
-fn resolve_model<'c>(id: Option<&str>, endpoint: Modality, catalog: &'c Catalog) -> Result<&'c Model, InvalidRequest> {
+/// The model a request for `endpoint` names, or the endpoint's default when it names none.
+///
+/// # Errors
+/// [`InvalidRequest`] naming `model` when the catalog has no such model or it makes another
+/// modality.
+pub fn resolve_model<'c>(
+    id: Option<&str>,
+    endpoint: Modality,
+    catalog: &'c Catalog,
+) -> Result<&'c Model, InvalidRequest> {
     let default = if endpoint == Modality::Video { DEFAULT_VIDEO_MODEL } else { DEFAULT_IMAGE_MODEL };
     let id = id.unwrap_or(default);
     let model = catalog.model(id).ok_or_else(|| InvalidRequest::param("model", format!("unknown model {id:?}")))?;

@@ -18,7 +18,7 @@ pub use driver::{DriverSettings, JobDriver};
 pub use handoff::Handoff;
 pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use notifications::{NotificationError, NotificationOutcome};
-pub use outputs::{OutputRead, OutputReadError, RangeRequest};
+pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
 pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
 
 use crate::catalog::Catalog;
@@ -80,13 +80,14 @@ pub struct Gateway {
     catalog: Arc<Catalog>,
     settings: Settings,
     handoff: Option<Handoff>,
+    sources: Option<Arc<dyn crate::ports::OutputSource>>,
 }
 
 impl Gateway {
     /// A gateway over `ports`, serving the models of `catalog`.
     #[must_use]
     pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: Settings) -> Self {
-        Self { ports, catalog, settings, handoff: None }
+        Self { ports, catalog, settings, handoff: None, sources: None }
     }
 
     /// The same gateway, passing the jobs it accepts to the driver of its own process
@@ -94,6 +95,13 @@ impl Gateway {
     #[must_use]
     pub fn with_handoff(self, handoff: Handoff) -> Self {
         Self { handoff: Some(handoff), ..self }
+    }
+
+    /// The same gateway, reading outputs the service keeps no copy of from the provider's links
+    /// through `source` ([`Gateway::output_content`]).
+    #[must_use]
+    pub fn with_output_source(self, source: Arc<dyn crate::ports::OutputSource>) -> Self {
+        Self { sources: Some(source), ..self }
     }
 
     /// The catalog in use.

@@ -3,8 +3,12 @@
 
 use std::time::Duration;
 
-use super::{Gateway, Ports};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+
+use super::{Caller, Gateway, JobQueryError, Ports};
 use crate::ids::JobId;
+use crate::job::JobState;
 use crate::output::{OutputCopy, OutputItem, StoredFile};
 use crate::ports::{ByteRange, CopyFailure, FileBytes, StoreError};
 
@@ -103,7 +107,69 @@ pub enum OutputReadError {
     Store(#[from] StoreError),
 }
 
+/// The bytes of one output of a caller's job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputContent {
+    /// Its MIME type: the stored copy's, else the one the provider's link names, else the one
+    /// the job's output names.
+    pub content_type: String,
+    /// The whole file.
+    pub bytes: Bytes,
+}
+
+/// Why [`Gateway::output_content`] has no bytes to give.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputContentError {
+    /// The job is not the caller's, or does not exist.
+    #[error(transparent)]
+    Job(#[from] JobQueryError),
+    /// The job has not succeeded (yet), or has no output at that index.
+    #[error("the job has no output {0}")]
+    NoSuchOutput(usize),
+    /// The output could not be read: the service keeps no copy and the provider's link failed,
+    /// or the service reads no links.
+    #[error("the output cannot be read now: {0}")]
+    Unreadable(String),
+}
+
 impl Gateway {
+    /// The whole of output `index` of the caller's succeeded job, at most `max_bytes`: the
+    /// service's own copy when it keeps one, else the file at the provider's link, read through
+    /// the [`crate::ports::OutputSource`] given with [`Gateway::with_output_source`].
+    ///
+    /// # Errors
+    /// See [`OutputContentError`].
+    pub async fn output_content(
+        &self,
+        caller: &Caller,
+        job_id: JobId,
+        index: usize,
+        max_bytes: u64,
+    ) -> Result<OutputContent, OutputContentError> {
+        let job = self.job(caller, job_id).await?;
+        let item = match (job.state(), job.outputs().and_then(|outputs| outputs.get(index))) {
+            (JobState::Succeeded, Some(item)) => item.clone(),
+            _ => return Err(OutputContentError::NoSuchOutput(index)),
+        };
+        if let (Some(OutputCopy::Stored(file)), Some(store)) = (&item.copy, &self.ports.outputs) {
+            let unreadable = |e: StoreError| OutputContentError::Unreadable(e.to_string());
+            if let Some(mut body) = store.open(job_id, index, None).await.map_err(unreadable)? {
+                let mut bytes = BytesMut::with_capacity(usize::try_from(file.size).unwrap_or(0));
+                while let Some(chunk) = body.next().await {
+                    bytes.extend_from_slice(&chunk.map_err(unreadable)?);
+                }
+                return Ok(OutputContent { content_type: file.content_type.clone(), bytes: bytes.freeze() });
+            }
+        }
+        let source =
+            self.sources.as_ref().ok_or_else(|| OutputContentError::Unreadable("outputs are not read here".into()))?;
+        let fetched = source
+            .fetch(&item.url, max_bytes)
+            .await
+            .map_err(|failure| OutputContentError::Unreadable(failure.to_string()))?;
+        Ok(OutputContent { content_type: fetched.content_type.unwrap_or(item.meta.content_type), bytes: fetched.bytes })
+    }
+
     /// Output `index` of a succeeded job, from the output store: whole, or the part `range`
     /// asks for. Whoever calls this has checked the caller may read it (a signed link).
     ///

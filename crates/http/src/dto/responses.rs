@@ -69,15 +69,24 @@ pub struct MetaView<'a> {
     size_bytes: Option<u64>,
 }
 
+/// Where a client reads output `index` of `job`: the signed link to the service's copy when it
+/// keeps one, else the provider's URL.
+#[must_use]
+pub fn output_url(job: &Job, index: usize, item: &OutputItem, links: &OutputLinks<'_>) -> String {
+    match &item.copy {
+        Some(OutputCopy::Stored(_)) => links.url(job.id(), index),
+        _ => item.url.clone(),
+    }
+}
+
 impl<'a> OutputView<'a> {
     fn new(job: &Job, index: usize, item: &'a OutputItem, links: &OutputLinks<'_>) -> Self {
         let m = &item.meta;
-        let (url, content_type, size_bytes) = match &item.copy {
-            Some(OutputCopy::Stored(file)) => {
-                (links.url(job.id(), index).into(), file.content_type.as_str(), Some(file.size))
-            }
-            _ => (item.url.as_str().into(), m.content_type.as_str(), None),
+        let (content_type, size_bytes) = match &item.copy {
+            Some(OutputCopy::Stored(file)) => (file.content_type.as_str(), Some(file.size)),
+            _ => (m.content_type.as_str(), None),
         };
+        let url = output_url(job, index, item, links).into();
         Self {
             url,
             kind: item.kind.as_str(),

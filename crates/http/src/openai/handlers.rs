@@ -1,0 +1,269 @@
+//! The handlers of the OpenAI-compatible edge: each reads OpenAI's request, calls the same use
+//! case as `/api/v1`, and answers in OpenAI's shape.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use actix_multipart::Multipart;
+use actix_web::http::StatusCode;
+use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
+use base64::Engine;
+use futures_util::future::{Either, select};
+use futures_util::{StreamExt, TryStreamExt, stream};
+use genjobs_domain::ids::JobId;
+use genjobs_domain::job::{Job, JobErrorCode, JobState};
+use genjobs_domain::modality::Modality;
+use genjobs_domain::request::{GenerationRequest, InvalidRequest};
+use genjobs_domain::usecases::{Caller, MAX_WAIT_SECS, OutputContentError, Submission};
+use serde_json::{Map, Value};
+
+use super::error::OpenAiError;
+use super::wire::{
+    ImageData, ImagesRequest, ImagesResponse, ModelList, ModelObject, ResponseFormat, VideoObject, VideoRequest,
+};
+use crate::AppState;
+use crate::auth::Authenticated;
+use crate::body::{read_bytes, read_json};
+use crate::dto::responses::output_url;
+use crate::error::ApiError;
+
+type Handled = Result<HttpResponse, OpenAiError>;
+type Caught = Result<Authenticated, ApiError>;
+
+/// The most one image is read into memory to answer `b64_json`.
+const MAX_INLINE_IMAGE_BYTES: u64 = 32 << 20;
+/// The most one video is read into memory to answer its content.
+const MAX_VIDEO_CONTENT_BYTES: u64 = 512 << 20;
+
+fn job_id(path: &str) -> Result<JobId, ApiError> {
+    JobId::parse(path).map_err(|_| ApiError::job_not_found())
+}
+
+async fn submit(
+    state: &AppState,
+    caller: &Caller,
+    request: GenerationRequest,
+    req: &HttpRequest,
+) -> Result<JobId, ApiError> {
+    let receipt = state
+        .gateway
+        .submit(caller, Submission { request, idempotency: None })
+        .await
+        .map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
+    req.extensions_mut().insert(receipt.job_id);
+    Ok(receipt.job_id)
+}
+
+/// Waits until the job is final. The job is the service's from its acceptance: a client that
+/// goes away stops only this wait, never the job, which runs, is charged once and stays in the
+/// caller's jobs.
+async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, ApiError> {
+    loop {
+        let waited = pin!(state.gateway.wait_for_job(caller, id, Duration::from_secs(MAX_WAIT_SECS)));
+        let job = match select(waited, pin!(state.drain.started())).await {
+            Either::Left((job, _)) => job?,
+            Either::Right(((), _)) => {
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "SERVICE_UNAVAILABLE",
+                    format!("the service is stopping; job {id} goes on and can be read at /api/v1/jobs/{id}"),
+                ));
+            }
+        };
+        if job.state().is_final() {
+            return Ok(job);
+        }
+    }
+}
+
+/// The error a synchronous request answers for a job that did not succeed.
+fn unsuccessful(job: &Job) -> ApiError {
+    let id = job.id();
+    match job.error() {
+        Some(error) if error.code == JobErrorCode::UpstreamRejected => {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", error.code.as_str(), &error.message)
+        }
+        _ if job.state() == JobState::Canceled => {
+            ApiError::new(StatusCode::CONFLICT, "canceled", "JOB_CANCELED", format!("job {id} was canceled"))
+        }
+        Some(error) => ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", error.code.as_str(), &error.message),
+        None => ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "UPSTREAM_FAILED", format!("job {id} failed")),
+    }
+}
+
+fn unreadable(e: OutputContentError) -> ApiError {
+    match e {
+        OutputContentError::Job(e) => e.into(),
+        OutputContentError::NoSuchOutput(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "CONTENT_NOT_READY", "the video has no content yet")
+        }
+        OutputContentError::Unreadable(reason) => {
+            tracing::warn!(%reason, "an output could not be read");
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "OUTPUT_UNAVAILABLE",
+                "the output cannot be read now",
+            )
+        }
+    }
+}
+
+/// Create images (OpenAI's `images.generate`)
+///
+/// Accepts the job as `/api/v1/images/generations` does, waits for it, and answers with its
+/// images as links or base64.
+pub async fn create_image(
+    state: web::Data<AppState>,
+    caller: Caught,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    let caller = caller?.0;
+    let body = read_json(&req, payload).await?;
+    let asked = ImagesRequest::from_json(&body)?;
+    let format = asked.response_format;
+    let id = submit(&state, &caller, asked.try_into_domain(state.gateway.catalog())?, &req).await?;
+    let job = final_job(&state, &caller, id).await?;
+    let Some(outputs) = job.outputs().filter(|_| job.state() == JobState::Succeeded) else {
+        return Err(unsuccessful(&job).into());
+    };
+    let mut data = Vec::with_capacity(outputs.len());
+    let links = state.links.for_request(&req, time::OffsetDateTime::now_utc());
+    for (index, item) in outputs.iter().enumerate() {
+        data.push(match format {
+            ResponseFormat::Url => ImageData::Url { url: output_url(&job, index, item, &links) },
+            ResponseFormat::B64Json => {
+                let content = state
+                    .gateway
+                    .output_content(&caller, id, index, MAX_INLINE_IMAGE_BYTES)
+                    .await
+                    .map_err(unreadable)?;
+                ImageData::B64Json { b64_json: base64::engine::general_purpose::STANDARD.encode(&content.bytes) }
+            }
+        });
+    }
+    Ok(HttpResponse::Ok().json(ImagesResponse { created: job.created_at().unix_timestamp(), data }))
+}
+
+/// The fields of a `multipart/form-data` body, as text; a file part is refused.
+async fn form_fields(req: &HttpRequest, payload: web::Payload) -> Result<Map<String, Value>, ApiError> {
+    let bytes = read_bytes(req, payload).await?.freeze();
+    let mut form = Multipart::new(req.headers(), stream::once(async move { Ok(bytes) }));
+    let mut fields = Map::new();
+    let malformed = |e: actix_multipart::MultipartError| InvalidRequest::body(format!("the form is not valid: {e}"));
+    while let Some(mut field) = form.try_next().await.map_err(malformed)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        if field.content_disposition().and_then(|d| d.get_filename()).is_some() {
+            return Err(InvalidRequest::param(&name, format!("`{name}`: file uploads are not supported here")).into());
+        }
+        let mut value = Vec::new();
+        while let Some(chunk) = field.next().await {
+            value.extend_from_slice(&chunk.map_err(malformed)?);
+        }
+        let value = String::from_utf8(value)
+            .map_err(|_| InvalidRequest::param(&name, format!("`{name}` must be UTF-8 text")))?;
+        fields.insert(name, Value::String(value));
+    }
+    Ok(fields)
+}
+
+fn is_form(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+}
+
+/// Create a video (OpenAI's `videos.create`)
+///
+/// JSON, or `multipart/form-data` as OpenAI's clients send it. Answers at once with the
+/// `Video` object; the job runs as `/api/v1/video/generations` runs it.
+pub async fn create_video(
+    state: web::Data<AppState>,
+    caller: Caught,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    let caller = caller?.0;
+    let asked = if is_form(&req) {
+        VideoRequest::from_fields(&form_fields(&req, payload).await?)?
+    } else {
+        VideoRequest::from_json(&read_json(&req, payload).await?)?
+    };
+    let id = submit(&state, &caller, asked.try_into_domain(state.gateway.catalog())?, &req).await?;
+    let job = state.gateway.job(&caller, id).await.map_err(ApiError::from)?;
+    Ok(HttpResponse::Ok().json(VideoObject::new(&job)))
+}
+
+async fn video_job(state: &AppState, caller: &Caller, path: &str, req: &HttpRequest) -> Result<Job, ApiError> {
+    let id = job_id(path)?;
+    req.extensions_mut().insert(id);
+    let job = state.gateway.job(caller, id).await?;
+    if job.modality() != Modality::Video {
+        return Err(ApiError::job_not_found());
+    }
+    Ok(job)
+}
+
+/// Retrieve a video (OpenAI's `videos.retrieve`)
+pub async fn get_video(
+    state: web::Data<AppState>,
+    caller: Caught,
+    path: web::Path<String>,
+    req: HttpRequest,
+) -> Handled {
+    let caller = caller?.0;
+    let job = video_job(&state, &caller, &path, &req).await?;
+    let mut response = HttpResponse::Ok();
+    if !job.state().is_final() {
+        // OpenAI's clients poll at the interval this header names.
+        let poll_ms = state.gateway.settings().poll_interval.as_millis().max(1);
+        response.insert_header(("openai-poll-after-ms", poll_ms.to_string()));
+    }
+    Ok(response.json(VideoObject::new(&job)))
+}
+
+/// Download a video's content (OpenAI's `videos.download_content`)
+///
+/// The MP4 of a completed video. `variant` may only be `video`: no thumbnails are made here.
+pub async fn video_content(
+    state: web::Data<AppState>,
+    caller: Caught,
+    path: web::Path<String>,
+    query: web::Query<std::collections::HashMap<String, String>>,
+    req: HttpRequest,
+) -> Handled {
+    let caller = caller?.0;
+    if query.get("variant").is_some_and(|variant| variant != "video") {
+        return Err(InvalidRequest::param("variant", "only the `video` variant is available").into());
+    }
+    let job = video_job(&state, &caller, &path, &req).await?;
+    let content =
+        state.gateway.output_content(&caller, job.id(), 0, MAX_VIDEO_CONTENT_BYTES).await.map_err(unreadable)?;
+    let content_type =
+        HeaderValue::from_str(&content.content_type).unwrap_or_else(|_| HeaderValue::from_static("video/mp4"));
+    Ok(HttpResponse::Ok().insert_header((CONTENT_TYPE, content_type)).body(content.bytes))
+}
+
+/// List models (OpenAI's `models.list`)
+///
+/// The catalog's models, images and videos alike.
+pub async fn list_models(state: web::Data<AppState>, caller: Caught) -> Handled {
+    caller?;
+    let owned_by = state.gateway.upstream_name().to_owned();
+    let data = state
+        .gateway
+        .catalog()
+        .models_of(None)
+        .map(|model| ModelObject { id: model.id.to_string(), object: "model", created: 0, owned_by: owned_by.clone() })
+        .collect();
+    Ok(HttpResponse::Ok().json(ModelList { object: "list", data }))
+}
+
+/// 405 in OpenAI's shape.
+pub async fn method_not_allowed() -> Handled {
+    Err(ApiError::method_not_allowed().into())
+}

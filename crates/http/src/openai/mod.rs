@@ -1,0 +1,41 @@
+//! # The OpenAI-compatible edge
+//!
+//! `/openai/v1`: OpenAI's image and video API over the same use cases as `/api/v1`, so that a
+//! tool that speaks OpenAI's API (its official clients, agent frameworks, chat front ends) uses
+//! genjobs' models with genjobs' keys, credits, rate and concurrency limits. It is a second edge,
+//! not a second implementation: OpenAI's requests are read into the native request bodies and
+//! validated by the domain exactly as native ones are.
+//!
+//! - `wire`: OpenAI's request and response shapes (openai 3.57.0, OpenAI's published API
+//!   document), and their mapping onto the native bodies.
+//! - `sizes`: `size` (`WxH`) onto a model's aspect ratios and resolutions.
+//! - `error`: native errors in OpenAI's envelope, at the native statuses.
+//! - `handlers`: one per endpoint.
+
+mod error;
+mod handlers;
+mod sizes;
+mod wire;
+
+use actix_web::web;
+
+pub use error::OpenAiError;
+
+/// Every route of the edge, as (method, path).
+pub const OPENAI_ROUTES: &[(&str, &str)] = &[
+    ("post", "/openai/v1/images/generations"),
+    ("post", "/openai/v1/videos"),
+    ("get", "/openai/v1/videos/{id}"),
+    ("get", "/openai/v1/videos/{id}/content"),
+    ("get", "/openai/v1/models"),
+];
+
+/// Registers the edge's routes, with 405 in OpenAI's shape for their other methods.
+pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
+    let resource = |path: &str| web::resource(path).default_service(web::to(handlers::method_not_allowed));
+    cfg.service(resource(OPENAI_ROUTES[0].1).route(web::post().to(handlers::create_image)))
+        .service(resource(OPENAI_ROUTES[1].1).route(web::post().to(handlers::create_video)))
+        .service(resource(OPENAI_ROUTES[2].1).route(web::get().to(handlers::get_video)))
+        .service(resource(OPENAI_ROUTES[3].1).route(web::get().to(handlers::video_content)))
+        .service(resource(OPENAI_ROUTES[4].1).route(web::get().to(handlers::list_models)));
+}

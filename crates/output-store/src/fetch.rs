@@ -1,0 +1,93 @@
+//! Reading an output from the provider's link: one request, its answer classified as the
+//! [`CopyFailure`] the domain retries or gives up on. The copier ([`crate::ObjectOutputStore`])
+//! streams the answer into the store; [`HttpOutputSource`] reads it whole for clients that ask
+//! for an output's bytes.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use genjobs_domain::ports::{CopyFailure, FetchedFile, OutputSource};
+use reqwest::StatusCode;
+
+/// The client that reads outputs: a provider that does not answer within these is retried later.
+pub(crate) fn client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).read_timeout(Duration::from_secs(30)).build()
+}
+
+pub(crate) fn too_large(max: u64) -> CopyFailure {
+    CopyFailure::Permanent(format!("the output is larger than the limit of {max} bytes"))
+}
+
+/// `GET url`, answered 2xx with a body that does not announce more than `max_bytes`.
+pub(crate) async fn request(
+    client: &reqwest::Client,
+    url: &str,
+    max_bytes: u64,
+) -> Result<reqwest::Response, CopyFailure> {
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(CopyFailure::Permanent("only http and https outputs are read".into()));
+    }
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| CopyFailure::Transient(format!("the output could not be fetched: {e}")))?;
+    let status = response.status();
+    if !status.is_success() {
+        let message = format!("the output's URL answered HTTP {}", status.as_u16());
+        let transient = status.is_server_error()
+            || status == StatusCode::TOO_MANY_REQUESTS
+            || status == StatusCode::REQUEST_TIMEOUT;
+        return Err(if transient { CopyFailure::Transient(message) } else { CopyFailure::Permanent(message) });
+    }
+    if response.content_length().is_some_and(|length| length > max_bytes) {
+        return Err(too_large(max_bytes));
+    }
+    Ok(response)
+}
+
+/// The `Content-Type` an answer names, if any.
+pub(crate) fn content_type(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// Reads outputs whole from the provider's links over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpOutputSource {
+    client: reqwest::Client,
+}
+
+impl HttpOutputSource {
+    /// A source with its own HTTP client.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built.
+    pub fn new() -> Result<Self, reqwest::Error> {
+        Ok(Self { client: client()? })
+    }
+}
+
+#[async_trait]
+impl OutputSource for HttpOutputSource {
+    async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchedFile, CopyFailure> {
+        let response = request(&self.client, url, max_bytes).await?;
+        let content_type = content_type(&response);
+        let mut bytes = BytesMut::new();
+        let mut body = response.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| CopyFailure::Transient(format!("the download broke off: {e}")))?;
+            if (bytes.len() + chunk.len()) as u64 > max_bytes {
+                return Err(too_large(max_bytes));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(FetchedFile { content_type, bytes: bytes.freeze() })
+    }
+}
