@@ -20,6 +20,8 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::dto::responses::{EventView, StatusView};
 use crate::error::Envelope;
+use crate::openai::OpenAiEnvelope;
+use crate::openai::handlers as openai;
 use crate::routes;
 
 /// The API's document.
@@ -52,8 +54,13 @@ use crate::routes;
         docs_page,
         docs_asset,
         playground,
+        openai::create_image,
+        openai::create_video,
+        openai::get_video,
+        openai::video_content,
+        openai::list_models,
     ),
-    components(schemas(EventView, Envelope, StatusView, DocsAsset)),
+    components(schemas(EventView, Envelope, StatusView, DocsAsset, OpenAiEnvelope)),
     modifiers(&Conventions),
     tags(
         (name = "generations", description = "Submit image and video jobs"),
@@ -62,6 +69,7 @@ use crate::routes;
         (name = "account", description = "The caller's credits and limits"),
         (name = "admin", description = "Users, keys and credits, with the admin token"),
         (name = "operations", description = "Health, readiness, metrics, this document, and the provider's webhooks"),
+        (name = "openai", description = "OpenAI's image and video API over the same jobs and credits; errors in OpenAI's shape"),
     )
 )]
 pub struct ApiDoc;
@@ -69,10 +77,16 @@ pub struct ApiDoc;
 /// What every operation shares; see the module's documentation.
 struct Conventions;
 
-fn error_response(description: &str) -> utoipa::openapi::Response {
+/// The error schema of the routes under `path`: the native envelope, or OpenAI's under
+/// `/openai/`.
+fn error_schema(path: &str) -> &'static str {
+    if path.starts_with("/openai/") { "OpenAiError" } else { "Error" }
+}
+
+fn error_response(schema: &str, description: &str) -> utoipa::openapi::Response {
     ResponseBuilder::new()
         .description(description)
-        .content("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))).build())
+        .content("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name(schema))).build())
         .build()
 }
 
@@ -104,8 +118,10 @@ impl Modify for Conventions {
 
         for (path, item) in &mut openapi.paths.paths {
             let reaches_store = (path.starts_with("/api/") && path != "/api/v1/openapi.json")
+                || path.starts_with("/openai/")
                 || path == "/readyz"
                 || path == "/metrics";
+            let schema = error_schema(path);
             for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
                 let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
                 let responses = &mut operation.responses.responses;
@@ -113,10 +129,11 @@ impl Modify for Conventions {
                     responses.entry(status.to_owned()).or_insert_with(|| response.into());
                 };
                 if user || operator {
-                    add("401", error_response("No key, a malformed Authorization header, or a wrong key"));
+                    add("401", error_response(schema, "No key, a malformed Authorization header, or a wrong key"));
                 }
                 if user {
                     let mut limited = error_response(
+                        schema,
                         "Rate limit (`RATE_LIMIT_EXCEEDED`) or, on submissions, the concurrent-job limit \
                          (`CONCURRENCY_LIMIT_EXCEEDED`)",
                     );
@@ -126,8 +143,8 @@ impl Modify for Conventions {
                     add("429", limited);
                 }
                 if reaches_store {
-                    add("500", error_response("Anything unexpected (`INTERNAL`); no internals in the message"));
-                    add("503", error_response("The database cannot be reached (`SERVICE_UNAVAILABLE`)"));
+                    add("500", error_response(schema, "Anything unexpected (`INTERNAL`); no internals in the message"));
+                    add("503", error_response(schema, "The database cannot be reached (`SERVICE_UNAVAILABLE`)"));
                 }
                 for response in operation.responses.responses.values_mut() {
                     if let utoipa::openapi::RefOr::T(response) = response {
@@ -251,8 +268,11 @@ mod tests {
                 METHODS.iter().filter(|m| item.get(**m).is_some()).map(move |m| ((*m).to_owned(), path.clone()))
             })
             .collect();
-        let served: BTreeSet<(String, String)> =
-            crate::ROUTES.iter().map(|(method, path)| ((*method).to_owned(), (*path).to_owned())).collect();
+        let served: BTreeSet<(String, String)> = crate::ROUTES
+            .iter()
+            .chain(crate::openai::OPENAI_ROUTES)
+            .map(|(method, path)| ((*method).to_owned(), (*path).to_owned()))
+            .collect();
         let undocumented: Vec<_> = served.difference(&documented).collect();
         let unserved: Vec<_> = documented.difference(&served).collect();
         assert!(undocumented.is_empty(), "served but not documented: {undocumented:?}");
@@ -271,13 +291,14 @@ mod tests {
                     assert!(response["headers"].get("X-Request-Id").is_some(), "{method} {path} {status}");
                     if status.starts_with(['4', '5']) {
                         let schema = &response["content"]["application/json"]["schema"]["$ref"];
-                        assert_eq!(schema, "#/components/schemas/Error", "{method} {path} {status}");
+                        let expected = format!("#/components/schemas/{}", super::error_schema(path));
+                        assert_eq!(schema.as_str(), Some(expected.as_str()), "{method} {path} {status}");
                     }
                 }
                 if secured {
                     assert!(responses.contains_key("401"), "{method} {path}");
                 }
-                if path.starts_with("/api/v1/") && secured {
+                if (path.starts_with("/api/v1/") || path.starts_with("/openai/")) && secured {
                     let retry = &responses["429"]["headers"]["Retry-After"];
                     assert!(retry.is_object(), "{method} {path}: 429 without Retry-After");
                 }

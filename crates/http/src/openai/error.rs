@@ -19,17 +19,27 @@ impl<E: Into<ApiError>> From<E> for OpenAiError {
     }
 }
 
-#[derive(Serialize)]
-struct Envelope<'a> {
+/// An error of the OpenAI-compatible edge.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = OpenAiError)]
+pub(crate) struct Envelope<'a> {
+    /// What went wrong.
     error: Body<'a>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// `{message, type, param, code}`, every key present.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = OpenAiErrorObject)]
+pub(crate) struct Body<'a> {
+    /// A sentence for people.
     message: &'a str,
+    /// OpenAI's class of error, e.g. `invalid_request_error`, `insufficient_quota`.
     #[serde(rename = "type")]
     kind: &'a str,
+    /// The parameter at fault, or null.
+    #[schema(required = true)]
     param: Option<&'a str>,
+    /// The native error code in lower case, e.g. `not_enough_credits`.
     code: String,
 }
 

@@ -114,7 +114,20 @@ fn unreadable(e: OutputContentError) -> ApiError {
 /// Create images (OpenAI's `images.generate`)
 ///
 /// Accepts the job as `/api/v1/images/generations` does, waits for it, and answers with its
-/// images as links or base64.
+/// images as links or base64. A client that goes away stops only its wait: the job runs, is
+/// charged once, and is listed in `GET /api/v1/jobs`.
+#[utoipa::path(post, path = "/openai/v1/images/generations", tag = "openai", operation_id = "openai_create_image",
+    security(("api_key" = [])),
+    request_body(content = ImagesRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The job succeeded: its images", body = ImagesResponse),
+        (status = 400, description = "Invalid input (`param` names it), or the provider refused it", body = super::error::Envelope),
+        (status = 402, description = "Not enough credits", body = super::error::Envelope),
+        (status = 409, description = "The job was canceled while the request waited", body = super::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
+        (status = 415, description = "Body not application/json", body = super::error::Envelope),
+        (status = 502, description = "The job failed at the provider", body = super::error::Envelope),
+    ))]
 pub async fn create_image(
     state: web::Data<AppState>,
     caller: Caught,
@@ -181,6 +194,19 @@ fn is_form(req: &HttpRequest) -> bool {
 ///
 /// JSON, or `multipart/form-data` as OpenAI's clients send it. Answers at once with the
 /// `Video` object; the job runs as `/api/v1/video/generations` runs it.
+#[utoipa::path(post, path = "/openai/v1/videos", tag = "openai", operation_id = "openai_create_video",
+    security(("api_key" = [])),
+    request_body(content(
+        (VideoRequest = "application/json"),
+        (VideoRequest = "multipart/form-data"),
+    )),
+    responses(
+        (status = 200, description = "Accepted: the video's job is queued, its credits held", body = VideoObject),
+        (status = 400, description = "Invalid input (`param` names it)", body = super::error::Envelope),
+        (status = 402, description = "Not enough credits", body = super::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
+        (status = 415, description = "Body neither JSON nor a form", body = super::error::Envelope),
+    ))]
 pub async fn create_video(
     state: web::Data<AppState>,
     caller: Caught,
@@ -209,6 +235,16 @@ async fn video_job(state: &AppState, caller: &Caller, path: &str, req: &HttpRequ
 }
 
 /// Retrieve a video (OpenAI's `videos.retrieve`)
+///
+/// While it runs, `openai-poll-after-ms` names the interval to poll at.
+#[utoipa::path(get, path = "/openai/v1/videos/{id}", tag = "openai", operation_id = "openai_get_video",
+    security(("api_key" = [])),
+    params(("id" = String, Path, description = "The video's id: its job id")),
+    responses(
+        (status = 200, description = "The video", body = VideoObject),
+        (status = 403, description = "Another user's video", body = super::error::Envelope),
+        (status = 404, description = "No such video", body = super::error::Envelope),
+    ))]
 pub async fn get_video(
     state: web::Data<AppState>,
     caller: Caught,
@@ -229,6 +265,19 @@ pub async fn get_video(
 /// Download a video's content (OpenAI's `videos.download_content`)
 ///
 /// The MP4 of a completed video. `variant` may only be `video`: no thumbnails are made here.
+#[utoipa::path(get, path = "/openai/v1/videos/{id}/content", tag = "openai", operation_id = "openai_video_content",
+    security(("api_key" = [])),
+    params(
+        ("id" = String, Path, description = "The video's id: its job id"),
+        ("variant" = Option<String>, Query, description = "Only `video`"),
+    ),
+    responses(
+        (status = 200, description = "The MP4", content_type = "video/mp4", body = Vec<u8>),
+        (status = 400, description = "A variant other than `video`", body = super::error::Envelope),
+        (status = 403, description = "Another user's video", body = super::error::Envelope),
+        (status = 404, description = "No such video, or it has no content yet", body = super::error::Envelope),
+        (status = 502, description = "The content cannot be read from the provider now", body = super::error::Envelope),
+    ))]
 pub async fn video_content(
     state: web::Data<AppState>,
     caller: Caught,
@@ -251,6 +300,9 @@ pub async fn video_content(
 /// List models (OpenAI's `models.list`)
 ///
 /// The catalog's models, images and videos alike.
+#[utoipa::path(get, path = "/openai/v1/models", tag = "openai", operation_id = "openai_list_models",
+    security(("api_key" = [])),
+    responses((status = 200, description = "The catalog's models", body = ModelList)))]
 pub async fn list_models(state: web::Data<AppState>, caller: Caught) -> Handled {
     caller?;
     let owned_by = state.gateway.upstream_name().to_owned();

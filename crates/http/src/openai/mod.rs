@@ -13,12 +13,13 @@
 //! - `handlers`: one per endpoint.
 
 mod error;
-mod handlers;
+pub(crate) mod handlers;
 mod sizes;
 mod wire;
 
 use actix_web::web;
 
+pub(crate) use error::Envelope as OpenAiEnvelope;
 pub use error::OpenAiError;
 
 /// Every route of the edge, as (method, path).

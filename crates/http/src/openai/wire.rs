@@ -10,6 +10,7 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::request::{GenerationRequest, InvalidRequest, WholeNumber, resolve_model};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::sizes::Size;
 use crate::dto::requests::{ImageGenerationBody, VideoGenerationBody};
@@ -28,23 +29,41 @@ pub enum ResponseFormat {
     B64Json,
 }
 
-/// `POST /openai/v1/images/generations`, read.
-#[derive(Debug, Clone, PartialEq)]
+/// `POST /openai/v1/images/generations`, read. `quality`, `style`, `user`, `background`,
+/// `moderation`, `output_format` and `output_compression` are accepted and ignored.
+#[derive(Debug, Clone, PartialEq, ToSchema)]
+#[schema(as = OpenAiImageRequest)]
 pub struct ImagesRequest {
+    /// A genjobs model id (`GET /openai/v1/models`); the native default when absent.
     model: Option<String>,
+    /// What to draw: 1 to 10,000 characters after trimming.
+    #[schema(max_length = 10000)]
     prompt: Option<String>,
+    /// Number of images, 1 to 4.
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 4)]
     n: Option<WholeNumber>,
+    /// `WxH`, mapped to the model's nearest aspect ratio; or `auto`.
+    #[schema(value_type = Option<String>, example = "1024x1024")]
     size: Option<Size>,
-    /// How the images are returned.
+    /// `url` (default) or `b64_json`.
+    #[schema(value_type = Option<String>, example = "url")]
     pub response_format: ResponseFormat,
 }
 
 /// `POST /openai/v1/videos`, read from JSON or from a form (whose values are all text).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, ToSchema)]
+#[schema(as = OpenAiVideoRequest)]
 pub struct VideoRequest {
+    /// A genjobs video model id; the native default when absent.
     model: Option<String>,
+    /// What to film: 1 to 10,000 characters after trimming.
+    #[schema(max_length = 10000)]
     prompt: Option<String>,
+    /// Seconds of video, within the model's range (an integer, or its text).
+    #[schema(value_type = Option<String>, example = "4")]
     seconds: Option<WholeNumber>,
+    /// `WxH`: the model's nearest aspect ratio and resolution.
+    #[schema(value_type = Option<String>, example = "1280x720")]
     size: Option<Size>,
 }
 
@@ -193,7 +212,8 @@ impl VideoRequest {
 }
 
 /// One image of [`ImagesResponse`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = OpenAiImage)]
 #[serde(untagged)]
 pub enum ImageData {
     /// `response_format: url`.
@@ -209,7 +229,8 @@ pub enum ImageData {
 }
 
 /// The answer of `POST /openai/v1/images/generations`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = OpenAiImagesResponse)]
 pub struct ImagesResponse {
     /// When the job was accepted, in Unix seconds.
     pub created: i64,
@@ -218,7 +239,8 @@ pub struct ImagesResponse {
 }
 
 /// Why a video failed, as OpenAI's `Video.error`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = OpenAiVideoError)]
 pub struct VideoError {
     /// The job's error code, in OpenAI's lower case.
     pub code: String,
@@ -227,15 +249,19 @@ pub struct VideoError {
 }
 
 /// OpenAI's `Video` object for a video job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = OpenAiVideo)]
 pub struct VideoObject {
     /// The job id.
     pub id: String,
     /// Always `video`.
+    #[schema(value_type = String)]
     pub object: &'static str,
     /// `queued`, `in_progress`, `completed` or `failed` (a canceled job is `failed`).
+    #[schema(value_type = String)]
     pub status: &'static str,
     /// 0 to 100.
+    #[schema(maximum = 100)]
     pub progress: u8,
     /// The model.
     pub model: String,
@@ -301,11 +327,13 @@ fn pixel_size(aspect_ratio: &str, resolution: Option<&str>) -> String {
 }
 
 /// One model of [`ModelList`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = OpenAiModel)]
 pub struct ModelObject {
     /// The model id.
     pub id: String,
     /// Always `model`.
+    #[schema(value_type = String)]
     pub object: &'static str,
     /// Unix seconds; catalog models carry no creation time, so 0.
     pub created: i64,
@@ -314,9 +342,11 @@ pub struct ModelObject {
 }
 
 /// The answer of `GET /openai/v1/models`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = OpenAiModelList)]
 pub struct ModelList {
     /// Always `list`.
+    #[schema(value_type = String)]
     pub object: &'static str,
     /// The catalog's models.
     pub data: Vec<ModelObject>,
