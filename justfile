@@ -4,9 +4,9 @@
 run:
     cargo run --release -p genjobs
 
-# Run the whole test suite (what CI runs).
+# Install or start what the tests need, then run every check CI runs (`cargo xtask test`).
 test:
-    cargo test --workspace
+    cargo xtask test
 
 # Format check, clippy with warnings as errors, and the domain's dependency guard.
 lint:

@@ -42,7 +42,7 @@ fn chromedriver() -> Driver {
     for path in [&driver, &chromium] {
         assert!(
             std::path::Path::new(path).exists(),
-            "{path} is missing: install Debian's chromium and chromium-driver (apt-get install chromium chromium-driver); .ci/run does"
+            "{path} is missing: `cargo xtask test` installs Debian's chromium and chromium-driver"
         );
     }
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

@@ -1,6 +1,6 @@
 //! Every store the adapter opens from a URL keeps and serves outputs alike: `memory://`,
 //! `file://` (a temporary directory) and `s3://` against a real S3-protocol server (moto's,
-//! started here; `.ci/run` installs it).
+//! started here; `cargo xtask test` installs it).
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
@@ -131,17 +131,12 @@ fn moto_server() -> PathBuf {
     cache.join("genjobs/venv/bin/moto_server")
 }
 
-/// moto's server, installed from PyPI into the project's Python tools when it is missing.
+/// moto's server, from the project's Python tools (`cargo xtask test` installs them).
 async fn start_moto() -> Moto {
     let program = moto_server();
-    if !program.exists() && std::env::var_os("GENJOBS_MOTO_SERVER").is_none() {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-python-tools.sh");
-        let installed = Command::new(&script).stdout(Stdio::null()).status();
-        assert!(installed.is_ok_and(|s| s.success()), "{} could not install moto's S3 server", script.display());
-    }
     assert!(
         program.exists(),
-        "{} is missing: install moto's S3 server (scripts/install-python-tools.sh; .ci/run does) or set GENJOBS_MOTO_SERVER",
+        "{} is missing: `cargo xtask test` installs moto's S3 server with the Python tools, or set GENJOBS_MOTO_SERVER",
         program.display()
     );
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
