@@ -50,7 +50,7 @@ use tokio::io::AsyncWriteExt;
 pub use error::{ApiError, Error};
 pub use types::{
     Account, CancelReceipt, EventData, EventKind, Field, FieldOption, ImageRequest, Job, JobError, JobEvent, JobPage,
-    JobState, Model, Output, OutputMeta, Receipt, VideoRequest,
+    JobState, Model, Output, OutputMeta, Quote, Receipt, VideoRequest,
 };
 
 /// How long an ordinary call may take.
@@ -132,6 +132,25 @@ impl Client {
     /// As [`Client::submit_image`].
     pub async fn submit_video(&self, request: &VideoRequest, idempotency_key: Option<&str>) -> Result<Receipt, Error> {
         self.submit("/api/v1/video/generations", request, idempotency_key).await
+    }
+
+    /// What submitting `request` as an image job now would hold; nothing is made or held.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 400 (the `param` at fault, as for a submission), 401, 429; or as every
+    /// call. Never 402.
+    pub async fn quote_image(&self, request: &ImageRequest) -> Result<Quote, Error> {
+        self.send(self.request(Method::POST, "/api/v1/images/generations/quote").timeout(CALL_TIMEOUT).json(request))
+            .await
+    }
+
+    /// What submitting `request` as a video job now would hold; see [`Client::quote_image`].
+    ///
+    /// # Errors
+    /// As [`Client::quote_image`].
+    pub async fn quote_video(&self, request: &VideoRequest) -> Result<Quote, Error> {
+        self.send(self.request(Method::POST, "/api/v1/video/generations/quote").timeout(CALL_TIMEOUT).json(request))
+            .await
     }
 
     /// The job now.

@@ -130,6 +130,15 @@ pub struct Receipt {
     pub credits_held: u64,
 }
 
+/// The price of a request: what submitting it now would hold.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Quote {
+    /// The model in effect.
+    pub model: String,
+    /// Exactly the `credits_held` a submission of the same request would hold now.
+    pub credits: u64,
+}
+
 /// What is known of an output.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct OutputMeta {

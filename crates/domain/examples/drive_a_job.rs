@@ -31,6 +31,11 @@ impl UpstreamProvider for InstantProvider {
         "instant"
     }
 
+    /// This provider takes no parameters beyond the request's own, so `extra` cannot raise a price.
+    fn refused_extra_key(&self, _: &Model, _: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+        None
+    }
+
     /// The reference is this provider's own text: here, the job and how many images it wants.
     async fn submit(&self, job_id: JobId, _: &Model, input: &GenerationInput) -> Result<UpstreamRef, SubmitFailure> {
         let images = input.n.unwrap_or(1);

@@ -243,6 +243,7 @@ impl ApiError {
             SubmitError::IdempotencyConflict => {
                 Self::new(StatusCode::CONFLICT, "idempotency_conflict", "IDEMPOTENCY_KEY_REUSED", e.to_string())
             }
+            SubmitError::Invalid(e) => e.into(),
             SubmitError::Store(e) => e.into(),
         }
     }

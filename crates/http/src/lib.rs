@@ -153,6 +153,8 @@ macro_rules! routes {
 routes! {
     post "/api/v1/video/generations" => routes::create_video,
     post "/api/v1/images/generations" => routes::create_image,
+    post "/api/v1/video/generations/quote" => routes::quote_video,
+    post "/api/v1/images/generations/quote" => routes::quote_image,
     get "/api/v1/jobs" => routes::list_jobs,
     get "/api/v1/jobs/{id}" => routes::get_job,
     get "/api/v1/jobs/{id}/stream" => routes::stream_job,

@@ -34,6 +34,8 @@ use crate::routes;
     paths(
         routes::create_video,
         routes::create_image,
+        routes::quote_video,
+        routes::quote_image,
         routes::get_job,
         routes::list_jobs,
         routes::stream_job,

@@ -51,6 +51,10 @@ impl UpstreamProvider for MeteredUpstream {
         self.inner.name()
     }
 
+    fn refused_extra_key(&self, model: &Model, extra: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+        self.inner.refused_extra_key(model, extra)
+    }
+
     async fn submit(
         &self,
         job_id: JobId,

@@ -172,6 +172,10 @@ impl UpstreamProvider for FalUpstream {
         "fal"
     }
 
+    fn refused_extra_key(&self, model: &Model, extra: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+        routes::refused_extra_key(model.id.as_str(), extra).map(str::to_owned)
+    }
+
     async fn submit(
         &self,
         job_id: JobId,

@@ -91,6 +91,28 @@ struct ModelRoutes {
     /// Our body field (snake_case) to fal's parameter; fields not listed are not sent.
     params: BTreeMap<String, Param>,
     image_inputs: ImageInputs,
+    /// fal parameters `extra` may not set besides the ones `params` and `image_inputs` derive:
+    /// those the price depends on (the number of images, the duration, the resolution, a
+    /// rendering tier), so that `extra` can never make fal produce more than was held.
+    extra_refused: Vec<String>,
+}
+
+impl ModelRoutes {
+    /// Whether `extra` may not set the fal parameter `key`.
+    fn refuses(&self, key: &str) -> bool {
+        self.params.values().any(|param| param.to() == key)
+            || self.image_inputs.to == key
+            || self.extra_refused.iter().any(|refused| refused == key)
+    }
+}
+
+/// The first key of `extra` (in key order) that a request to `model` may not set: a parameter
+/// the adapter derives from a body field, or one the price depends on. `None` when every key
+/// passes, or when the model has no fal route (submitting it fails anyway).
+#[must_use]
+pub fn refused_extra_key<'e>(model: &str, extra: &'e Map<String, Value>) -> Option<&'e str> {
+    let routes = ROUTES.get(model)?;
+    extra.keys().map(String::as_str).find(|key| routes.refuses(key))
 }
 
 #[derive(Deserialize)]
@@ -266,12 +288,29 @@ mod tests {
     }
 
     #[test]
-    fn nano_banana_sends_the_seed_and_extra_wins() {
-        let extra = json!({"safety_tolerance": "5", "seed": 99}).as_object().cloned();
+    fn nano_banana_sends_the_seed_and_extra_passes_through() {
+        let extra = json!({"safety_tolerance": "5", "output_format": "png"}).as_object().cloned();
         let request = fal_request("nano-banana", &GenerationInput { n: Some(3), extra, ..input() }).unwrap();
         assert_eq!(request.body["num_images"], 3);
-        assert_eq!((request.body["seed"].as_u64(), request.body["safety_tolerance"].as_str()), (Some(99), Some("5")));
-        let plain = fal_request("nano-banana", &GenerationInput { n: Some(1), ..input() }).unwrap();
-        assert_eq!(plain.body["seed"], 7, "a client's seed is sent, not dropped");
+        assert_eq!((request.body["seed"].as_u64(), request.body["safety_tolerance"].as_str()), (Some(7), Some("5")));
+        assert_eq!(request.body["output_format"], "png");
+    }
+
+    #[test]
+    fn extra_may_not_set_what_is_derived_or_priced() {
+        let refused =
+            |model: &str, extra: Value| refused_extra_key(model, extra.as_object().unwrap()).map(str::to_owned);
+        assert_eq!(refused("nano-banana", json!({"num_images": 4})).as_deref(), Some("num_images"));
+        assert_eq!(refused("nano-banana", json!({"safety_tolerance": "2", "seed": 1})).as_deref(), Some("seed"));
+        assert_eq!(refused("nano-banana", json!({"image_urls": ["https://a/b.png"]})).as_deref(), Some("image_urls"));
+        assert_eq!(refused("seedance-2.0-fast", json!({"duration": "15"})).as_deref(), Some("duration"));
+        assert_eq!(refused("seedance-2.0-fast", json!({"resolution": "1080p"})).as_deref(), Some("resolution"));
+        assert_eq!(refused("ideogram-v3", json!({"rendering_speed": "QUALITY"})).as_deref(), Some("rendering_speed"));
+        assert_eq!(refused("ideogram-v3", json!({"image_size": "square_hd"})).as_deref(), Some("image_size"));
+        assert_eq!(
+            refused("kling-2.1-master", json!({"cfg_scale": 0.5, "negative_prompt": "x"})).as_deref(),
+            Some("negative_prompt")
+        );
+        assert_eq!(refused("flux-pro", json!({"safety_tolerance": "2", "raw": true})), None);
     }
 }

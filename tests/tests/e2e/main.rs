@@ -11,6 +11,7 @@ mod embedded;
 mod errors;
 mod jobs;
 mod models;
+mod money;
 mod openai;
 mod operations;
 mod outputs;

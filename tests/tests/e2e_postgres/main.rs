@@ -15,6 +15,8 @@ mod errors;
 mod jobs;
 #[path = "../e2e/models.rs"]
 mod models;
+#[path = "../e2e/money.rs"]
+mod money;
 #[path = "../e2e/openai.rs"]
 mod openai;
 #[path = "../e2e/operations.rs"]

@@ -1,6 +1,7 @@
 //! The provider port: submit, poll, fetch and cancel, with every failure classified.
 
 use async_trait::async_trait;
+use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::catalog::Model;
@@ -124,6 +125,13 @@ pub enum NotificationRejected {
 pub trait UpstreamProvider: Send + Sync {
     /// The provider's name, as the models list shows it (`upstream`).
     fn name(&self) -> &'static str;
+
+    /// The first key of `extra` (in key order) that a request to `model` may not set: a
+    /// provider parameter the adapter derives from a body field, or one the price depends on
+    /// (how many outputs, how long, how large). Checked before anything is held, so that `extra`
+    /// can never make the provider produce more than was paid for; every other key is sent
+    /// unchanged. `None` when every key may pass.
+    fn refused_extra_key(&self, model: &Model, extra: &Map<String, Value>) -> Option<String>;
 
     /// Submits a job: `input` (validated against `model`) in the provider's terms.
     ///

@@ -7,6 +7,7 @@ mod handoff;
 mod jobs;
 mod notifications;
 mod outputs;
+mod quote;
 mod submit;
 mod telemetry;
 
@@ -19,6 +20,7 @@ pub use handoff::Handoff;
 pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use notifications::{NotificationError, NotificationOutcome};
 pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
+pub use quote::Quote;
 pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
 
 use crate::catalog::Catalog;

@@ -90,6 +90,10 @@ pub enum SubmitError {
     /// 409: the idempotency key was used with another body.
     #[error("this Idempotency-Key was used with a different request")]
     IdempotencyConflict,
+    /// 400: the request is valid for the catalog, but `extra` sets a provider parameter it may
+    /// not ([`crate::ports::UpstreamProvider::refused_extra_key`]).
+    #[error(transparent)]
+    Invalid(#[from] InvalidRequest),
     /// The store failed, or the request named a model the catalog lost.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -103,10 +107,7 @@ impl Gateway {
     /// See [`SubmitError`].
     pub async fn submit(&self, caller: &Caller, submission: Submission) -> Result<Receipt, SubmitError> {
         let Submission { request, idempotency } = submission;
-        let model = self
-            .catalog
-            .model(request.model.as_str())
-            .ok_or_else(|| StoreError::Internal(format!("model {} left the catalog", request.model)))?;
+        let (_, price) = self.price(&request)?;
         let now = self.ports.clock.now();
         let (job, _hold) = Job::accept(
             self.ports.ids.job_id(now),
@@ -114,7 +115,7 @@ impl Gateway {
             request.model.clone(),
             request.modality,
             request.input.clone(),
-            model.price_to_hold(&request.input),
+            price,
             now,
         );
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });

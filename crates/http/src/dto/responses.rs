@@ -4,7 +4,7 @@
 use genjobs_domain::job::{Job, JobError};
 use genjobs_domain::output::{OutputCopy, OutputItem};
 use genjobs_domain::ports::Account;
-use genjobs_domain::usecases::{CancelReceipt, JobListing, Receipt};
+use genjobs_domain::usecases::{CancelReceipt, JobListing, Quote, Receipt};
 use serde::Serialize;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
@@ -216,6 +216,22 @@ impl From<Receipt> for ReceiptView {
             created_at: iso(r.created_at),
             credits_held: r.credits_held.get(),
         }
+    }
+}
+
+/// The answer of both quote endpoints: what submitting the same body now would hold.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Quote)]
+pub struct QuoteView {
+    /// The model in effect.
+    model: String,
+    /// Exactly the `credits_held` a submission of the same body would hold now.
+    credits: u64,
+}
+
+impl From<Quote> for QuoteView {
+    fn from(q: Quote) -> Self {
+        Self { model: q.model.to_string(), credits: q.credits.get() }
     }
 }
 

@@ -3,9 +3,11 @@
 
 mod admin;
 mod files;
+mod quotes;
 
 pub use admin::*;
 pub use files::*;
+pub use quotes::*;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -39,6 +39,9 @@ pub struct Generation {
     /// Where to save the outputs.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
+    /// Only print what the request would hold now; submit nothing.
+    #[arg(long)]
+    pub quote: bool,
     #[command(flatten)]
     #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
     pub connection: Connection,

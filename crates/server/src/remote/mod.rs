@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use futures_util::StreamExt;
-use genjobs_client::{Client, Error, ImageRequest, Job, JobState, Receipt, VideoRequest};
+use genjobs_client::{Client, Error, ImageRequest, Job, JobState, Quote, Receipt, VideoRequest};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -92,7 +92,11 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
                 image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
                 ..ImageRequest::new(prompt)
             };
-            let outcome = generate(&g.connection, &g.out, async |c: Client| c.submit_image(&request, None).await).await;
+            let outcome = if g.quote {
+                query(&g.connection, async |c: Client| quoted(c.quote_image(&request).await?)).await
+            } else {
+                generate(&g.connection, &g.out, async |c: Client| c.submit_image(&request, None).await).await
+            };
             (g.connection, outcome)
         }
         Command::Video(VideoArgs { prompt, duration, resolution, generation: g }) => {
@@ -106,7 +110,11 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
                 image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
                 ..VideoRequest::new(prompt)
             };
-            let outcome = generate(&g.connection, &g.out, async |c: Client| c.submit_video(&request, None).await).await;
+            let outcome = if g.quote {
+                query(&g.connection, async |c: Client| quoted(c.quote_video(&request).await?)).await
+            } else {
+                generate(&g.connection, &g.out, async |c: Client| c.submit_video(&request, None).await).await
+            };
             (g.connection, outcome)
         }
         Command::Jobs(JobsCommand::Watch { id, out, connection }) => {
@@ -196,6 +204,12 @@ async fn query(
         println!("{text}");
     }
     Ok(())
+}
+
+/// A quote as `--json` prints it and as a line of text.
+fn quoted(quote: Quote) -> Result<(serde_json::Value, String), Error> {
+    let text = format!("{}: {} credits", quote.model, quote.credits);
+    Ok((json!(quote), text))
 }
 
 fn describe(job: &Job) -> String {

@@ -121,9 +121,11 @@ job_columns! {
     }
 }
 
-/// The accept statement for a row: holds its credits on the owner's row if it has enough and a
-/// free slot, then inserts the job and its ledger row only if the hold matched; one statement,
-/// so one round trip and one implicit transaction. Its binds come first, as the columns of `new`.
+/// The accept statement for a row: locks the owner's account row, holds the job's credits on it
+/// if it has enough and a free slot, then inserts the job and its ledger row only if the hold
+/// matched; one statement, so one round trip and one implicit transaction. It answers the
+/// account as the check saw it, so that a refusal names the check that refused it, never a
+/// later state (a job that finished meanwhile). Its binds come first, as the columns of `new`.
 pub(crate) struct Accept<'a>(pub &'a JobRow);
 
 impl QueryId for Accept<'_> {
@@ -131,22 +133,35 @@ impl QueryId for Accept<'_> {
     const HAS_STATIC_QUERY_ID: bool = true;
 }
 
+impl Query for Accept<'_> {
+    /// The credits available and the concurrent-job limit the check saw, and how many jobs
+    /// were inserted (1 or 0). No row when the user does not exist.
+    type SqlType = (BigInt, Integer, BigInt);
+}
+
 /// What follows `new` in the accept statement.
 static ACCEPT_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
     format!(
-        ", held AS (
+        ", account AS (
+            SELECT users.id, users.credits_available, users.active_jobs, users.max_concurrent_jobs
+            FROM users JOIN new ON users.id = new.user_id
+            FOR UPDATE OF users
+        ), held AS (
             UPDATE users
             SET credits_available = users.credits_available - new.credits_held,
                 credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1
-            FROM new
-            WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
-              AND users.active_jobs < users.max_concurrent_jobs
+            FROM new, account
+            WHERE users.id = account.id AND account.credits_available >= new.credits_held
+              AND account.active_jobs < account.max_concurrent_jobs
             RETURNING users.id
         ), job AS (
             INSERT INTO jobs ({columns}) SELECT {values} FROM new, held RETURNING id, user_id, credits_held
+        ), hold AS (
+            INSERT INTO ledger (user_id, job_id, kind, amount)
+            SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
         )
-        INSERT INTO ledger (user_id, job_id, kind, amount) SELECT job.user_id, job.id, 'hold', job.credits_held FROM job",
+        SELECT account.credits_available, account.max_concurrent_jobs, (SELECT count(*) FROM hold) FROM account",
         columns = INSERTED.join(", "),
         values = values.join(", "),
     )

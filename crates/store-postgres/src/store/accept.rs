@@ -1,10 +1,10 @@
-//! Accepting a job: one statement without an idempotency key (conditional hold, job, ledger
-//! row), a transaction with one; and the pruning of old idempotency records.
+//! Accepting a job: one statement without an idempotency key (locked account, conditional hold,
+//! job, ledger row), a transaction with one; and the pruning of old idempotency records. Either
+//! way the account is locked and checked once, and a refusal is read from that check.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::UserId;
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{AcceptError, Accepted, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
 use time::OffsetDateTime;
@@ -21,6 +21,16 @@ const ACCEPT_ATTEMPTS: usize = 3;
 enum Refusal {
     Accept(AcceptError),
     RetryIdempotency,
+}
+
+/// Why a hold was refused, from the account as the check saw it: the credits first, then the
+/// concurrent-job limit (402 comes before 429).
+fn refusal(available: i64, limit: i32, needed: Credits) -> AcceptError {
+    if available < i64::try_from(needed.get()).unwrap_or(i64::MAX) {
+        AcceptError::InsufficientCredits { needed, available: Credits::new(u64::try_from(available).unwrap_or(0)) }
+    } else {
+        AcceptError::ConcurrencyLimit { limit: u32::try_from(limit).unwrap_or(0) }
+    }
 }
 
 impl PgStore {
@@ -62,23 +72,29 @@ impl PgStore {
                         return Ok(Accepted::Replayed(original));
                     }
                 }
-                let hold = diesel::update(
-                    users::table
-                        .find(user_id)
-                        .filter(users::credits_available.ge(held))
-                        .filter(users::active_jobs.lt(users::max_concurrent_jobs)),
-                )
-                .set((
-                    users::credits_available.eq(users::credits_available - held),
-                    users::credits_held.eq(users::credits_held + held),
-                    users::active_jobs.eq(users::active_jobs + 1),
-                ))
-                .execute(conn)
-                .await?;
-                if hold == 0 {
-                    let refusal = Self::refusal(conn, job.user_id(), job.credits_held()).await?;
-                    return Err(TxError::Refused(Refusal::Accept(refusal)));
+                // The account is locked and checked in this transaction, so that a refusal names
+                // the check that refused it.
+                let account: Option<(i64, i32, i32)> = users::table
+                    .find(user_id)
+                    .select((users::credits_available, users::active_jobs, users::max_concurrent_jobs))
+                    .for_update()
+                    .first(conn)
+                    .await
+                    .optional()?;
+                let Some((available, active, limit)) = account else {
+                    return Err(TxError::Refused(Refusal::Accept(AcceptError::UnknownUser)));
+                };
+                if available < held || active >= limit {
+                    return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
                 }
+                diesel::update(users::table.find(user_id))
+                    .set((
+                        users::credits_available.eq(users::credits_available - held),
+                        users::credits_held.eq(users::credits_held + held),
+                        users::active_jobs.eq(users::active_jobs + 1),
+                    ))
+                    .execute(conn)
+                    .await?;
                 diesel::insert_into(jobs::table).values(&row).execute(conn).await?;
                 diesel::insert_into(ledger::table)
                     .values((
@@ -120,30 +136,6 @@ impl PgStore {
         }
     }
 
-    /// Why a hold was refused, read after the conditional update found no row: the credits
-    /// first, then the concurrent-job limit. If neither holds any more (a job finished meanwhile),
-    /// the refusal is still reported as the limit that was hit a moment ago.
-    async fn refusal(
-        conn: &mut AsyncPgConnection,
-        user_id: UserId,
-        needed: Credits,
-    ) -> Result<AcceptError, diesel::result::Error> {
-        let account: Option<(i64, i32)> = users::table
-            .find(user_id.as_uuid())
-            .select((users::credits_available, users::max_concurrent_jobs))
-            .first(conn)
-            .await
-            .optional()?;
-        Ok(match account {
-            None => AcceptError::UnknownUser,
-            Some((available, _)) if available < needed.get() as i64 => AcceptError::InsufficientCredits {
-                needed,
-                available: Credits::new(u64::try_from(available).unwrap_or(0)),
-            },
-            Some((_, limit)) => AcceptError::ConcurrencyLimit { limit: u32::try_from(limit).unwrap_or(0) },
-        })
-    }
-
     /// Accepts a job without an idempotency key in one statement (so one round trip and one
     /// implicit transaction): the conditional hold on the account row, the job and its ledger
     /// row are written only if the hold matched.
@@ -154,13 +146,14 @@ impl PgStore {
     ) -> Result<Accepted, AcceptError> {
         let row = JobRow { lease_until, ..JobRow::from_job(&job)? };
         let mut conn = self.conn().await?;
-        let inserted = Accept(&row).execute(&mut conn).await.map_err(from_diesel)?;
+        let seen: Option<(i64, i32, i64)> = Accept(&row).get_result(&mut conn).await.optional().map_err(from_diesel)?;
+        let Some((available, limit, inserted)) = seen else { return Err(AcceptError::UnknownUser) };
         if inserted == 1 {
             count_job_commit(Durability::Durable);
             self.jobs_cache.keep(&job);
             return Ok(Accepted::Created(job));
         }
-        Err(Self::refusal(&mut conn, job.user_id(), job.credits_held()).await.map_err(from_diesel)?)
+        Err(refusal(available, limit, job.credits_held()))
     }
 }
 

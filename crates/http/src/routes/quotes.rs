@@ -1,0 +1,65 @@
+//! The quote endpoints: the price a submission of the same body would hold now, with the same
+//! validation, and nothing made or held.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use genjobs_domain::modality::Modality;
+
+use super::Handled;
+use crate::AppState;
+use crate::auth::Authenticated;
+use crate::body::read_json;
+use crate::dto::requests::{ImageGenerationBody, VideoGenerationBody, generation_request};
+use crate::dto::responses::QuoteView;
+use crate::error::ApiError;
+
+async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: web::Payload) -> Handled {
+    let body = read_json(&req, payload).await?;
+    let request = generation_request(modality, &body, state.gateway.catalog())?;
+    let quote =
+        state.gateway.quote(&request).map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
+    Ok(HttpResponse::Ok().json(QuoteView::from(quote)))
+}
+
+/// Price a video generation
+///
+/// Takes the body of `POST /api/v1/video/generations` and answers what submitting it now would
+/// hold. No job is made and nothing is held; never refused for lack of credits. Counts against
+/// the rate limit.
+#[utoipa::path(post, path = "/api/v1/video/generations/quote", tag = "generations",
+    security(("api_key" = [])),
+    request_body(content = VideoGenerationBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The price", body = QuoteView),
+        (status = 400, description = "Invalid body or field (`param` names it), as for a submission", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
+pub async fn quote_video(
+    state: web::Data<AppState>,
+    _: Authenticated,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    quote(Modality::Video, &state, req, payload).await
+}
+
+/// Price an image generation
+///
+/// As the video quote, for the body of `POST /api/v1/images/generations`.
+#[utoipa::path(post, path = "/api/v1/images/generations/quote", tag = "generations",
+    security(("api_key" = [])),
+    request_body(content = ImageGenerationBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The price", body = QuoteView),
+        (status = 400, description = "Invalid body or field (`param` names it), as for a submission", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
+pub async fn quote_image(
+    state: web::Data<AppState>,
+    _: Authenticated,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    quote(Modality::Image, &state, req, payload).await
+}
