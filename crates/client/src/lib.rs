@@ -50,7 +50,7 @@ use tokio::io::AsyncWriteExt;
 pub use error::{ApiError, Error};
 pub use types::{
     Account, CancelReceipt, EventData, EventKind, Field, FieldOption, ImageRequest, Job, JobError, JobEvent, JobPage,
-    JobState, Model, Output, OutputMeta, Quote, Receipt, VideoRequest,
+    JobState, LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, UsageRow, VideoRequest,
 };
 
 /// How long an ordinary call may take.
@@ -238,6 +238,35 @@ impl Client {
     /// As every call.
     pub async fn account(&self) -> Result<Account, Error> {
         self.send(self.request(Method::GET, "/api/v1/account").timeout(CALL_TIMEOUT)).await
+    }
+
+    /// A page of the caller's ledger, newest first: at most `limit` entries before the cursor
+    /// `before` (a page's `next`).
+    ///
+    /// # Errors
+    /// [`Error::Api`] 400 for a bad `limit` or cursor; or as every call.
+    pub async fn ledger(&self, limit: u32, before: Option<&str>) -> Result<LedgerPage, Error> {
+        let mut query = vec![("limit", limit.to_string())];
+        query.extend(before.map(|b| ("before", b.to_owned())));
+        self.send(self.request(Method::GET, "/api/v1/account/ledger").timeout(CALL_TIMEOUT).query(&query)).await
+    }
+
+    /// The caller's usage from `from` to `to` (UTC days `YYYY-MM-DD`, both included; the last
+    /// 30 days when absent), grouped by `day` or `model`.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 400 naming a bad date, range or grouping; or as every call.
+    pub async fn usage(&self, from: Option<&str>, to: Option<&str>, group_by: &str) -> Result<Vec<UsageRow>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Rows {
+            data: Vec<UsageRow>,
+        }
+        let mut query = vec![("group_by", group_by.to_owned())];
+        query.extend(from.map(|f| ("from", f.to_owned())));
+        query.extend(to.map(|t| ("to", t.to_owned())));
+        let rows: Rows =
+            self.send(self.request(Method::GET, "/api/v1/account/usage").timeout(CALL_TIMEOUT).query(&query)).await?;
+        Ok(rows.data)
     }
 
     /// Downloads `url` (an output's) into `path`, streaming; returns the bytes written.

@@ -130,6 +130,51 @@ pub struct Receipt {
     pub credits_held: u64,
 }
 
+/// One credit movement of the caller's ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct LedgerEntry {
+    /// Increasing with time; a page's `next` is the `before` of the following page.
+    pub id: String,
+    /// When it was recorded (ISO 8601).
+    pub created_at: String,
+    /// `grant`, `hold`, `release` or `charge`.
+    pub kind: String,
+    /// The job it belongs to; `None` for grants.
+    pub job_id: Option<String>,
+    /// Credits moved; negative only for a negative grant.
+    pub credits: i64,
+}
+
+/// A page of the caller's ledger, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct LedgerPage {
+    /// The entries.
+    pub data: Vec<LedgerEntry>,
+    /// The `before` of the next page, when there is one.
+    pub next: Option<String>,
+}
+
+/// One group of a usage report.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct UsageRow {
+    /// The UTC day (`YYYY-MM-DD`), when grouped by day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day: Option<String>,
+    /// The model, when grouped by model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Jobs created in the group.
+    pub jobs: u64,
+    /// Of which succeeded.
+    pub succeeded: u64,
+    /// Of which failed.
+    pub failed: u64,
+    /// Of which were canceled.
+    pub canceled: u64,
+    /// Credits charged for them.
+    pub credits_spent: u64,
+}
+
 /// The price of a request: what submitting it now would hold.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Quote {

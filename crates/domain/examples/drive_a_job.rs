@@ -67,7 +67,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Arc::new(MemoryStore::new());
     let ports = Ports {
         jobs: store.clone(),
-        accounts: store,
+        accounts: store.clone(),
+        usage: store,
         upstream: Arc::new(InstantProvider),
         outputs: None,
         events: Arc::new(EventHub::new()),

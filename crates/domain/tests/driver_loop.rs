@@ -47,6 +47,7 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
+        usage: store.clone(),
         upstream: Arc::new(upstream),
         outputs: None,
         events: events.clone(),

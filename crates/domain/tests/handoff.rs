@@ -124,6 +124,7 @@ async fn world() -> World {
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.store.clone(),
+        usage: store.store.clone(),
         upstream: Arc::new(upstream),
         outputs: None,
         events: Arc::new(EventHub::new()),

@@ -74,6 +74,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
+        usage: store.clone(),
         upstream: Arc::new(upstream),
         outputs: outputs.map(|o| Arc::new(o) as Arc<dyn OutputStore>),
         events: Arc::new(EventHub::new()),

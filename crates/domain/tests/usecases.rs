@@ -54,6 +54,7 @@ impl Mocks {
         Ports {
             jobs: Arc::new(self.jobs),
             accounts: Arc::new(self.accounts),
+            usage: Arc::new(genjobs_domain::ports::MockUsageStore::new()),
             upstream: Arc::new(self.upstream),
             outputs: None,
             events: Arc::new(self.events),

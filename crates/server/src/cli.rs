@@ -52,6 +52,10 @@ pub enum Command {
     Models(remote::ModelsArgs),
     /// Your credits and limits.
     Account(remote::AccountArgs),
+    /// Your credit movements, newest first.
+    Ledger(remote::LedgerArgs),
+    /// Your jobs and credits spent by day or model.
+    Usage(remote::UsageArgs),
 }
 
 /// `genjobs users …`
@@ -92,7 +96,13 @@ impl Command {
             Command::Users(UsersCommand::Create { settings, .. } | UsersCommand::Grant { settings, .. }) => {
                 Some(settings)
             }
-            Command::Image(_) | Command::Video(_) | Command::Jobs(_) | Command::Models(_) | Command::Account(_) => None,
+            Command::Image(_)
+            | Command::Video(_)
+            | Command::Jobs(_)
+            | Command::Models(_)
+            | Command::Account(_)
+            | Command::Ledger(_)
+            | Command::Usage(_) => None,
         }
     }
 }

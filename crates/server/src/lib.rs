@@ -164,7 +164,8 @@ async fn ports(
         let store = Arc::new(MemoryStore::new());
         let ports = Ports {
             jobs: store.clone(),
-            accounts: store,
+            accounts: store.clone(),
+            usage: store,
             upstream,
             outputs,
             events: Arc::new(EventHub::new()),
@@ -180,6 +181,7 @@ async fn ports(
     let ports = Ports {
         jobs: adapters.store.clone(),
         accounts: adapters.store.clone(),
+        usage: adapters.store.clone(),
         upstream,
         outputs,
         events: adapters.events.clone(),

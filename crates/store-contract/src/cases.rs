@@ -2,10 +2,12 @@
 
 mod accounts;
 mod leases;
+mod ledger;
 mod provider;
 
 pub use accounts::*;
 pub use leases::*;
+pub use ledger::ledgers_match_accounts;
 pub use provider::*;
 
 use std::sync::Arc;
@@ -19,12 +21,13 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, AccountStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey, UnfinishedJobs,
+    UsageStore,
 };
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
-pub trait Store: JobStore + AccountStore + 'static {}
-impl<T: JobStore + AccountStore + 'static> Store for T {}
+pub trait Store: JobStore + AccountStore + UsageStore + 'static {}
+impl<T: JobStore + AccountStore + UsageStore + 'static> Store for T {}
 
 fn now() -> OffsetDateTime {
     // Whole microseconds, so that stores with microsecond timestamps (Postgres) compare equal.
@@ -42,6 +45,7 @@ async fn user_with<S: Store>(store: &S, credits: u64, limits: Limits) -> UserId 
     let id = UserId::new_at(now());
     let key = StoredKey::of(&ApiKey::generate(), id, now());
     store.create_user(id, "tester".into(), Credits::new(credits), limits, key).await.expect("create user");
+    ledger::remember(store, id);
     id
 }
 

@@ -3,7 +3,8 @@
 //! The contract every store adapter must pass, written once. An adapter's test module calls
 //! [`store_contract_tests!`] with an expression that builds a fresh, empty store and a guard that
 //! lives as long as the test (a database to drop afterwards, say); the macro expands to one
-//! `#[tokio::test]` per case, so a failure names the rule that broke.
+//! `#[tokio::test]` per case, so a failure names the rule that broke. After every case, the
+//! ledger of every user the case made must sum to its account.
 //!
 //! ```text
 //! genjobs_store_contract::store_contract_tests!(async { (Arc::new(MemoryStore::new()), ()) });
@@ -51,7 +52,8 @@ macro_rules! store_contract_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let (store, guard) = $make.await;
-                $crate::cases::$case(store).await;
+                $crate::cases::$case(store.clone()).await;
+                $crate::cases::ledgers_match_accounts(&*store).await;
                 drop(guard);
             }
         )*

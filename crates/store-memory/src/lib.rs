@@ -16,7 +16,8 @@ use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::job::{Job, JobState, Transition};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
-    IdempotencyClaim, JobStore, Limits, StoreError, StoredKey, UnfinishedJobs,
+    IdempotencyClaim, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
+    UsageGrouping, UsageQuery, UsageRow, UsageStore,
 };
 use time::OffsetDateTime;
 
@@ -37,6 +38,8 @@ struct State {
     idempotency_size_after_last_prune: usize,
     due: BTreeSet<(OffsetDateTime, JobId)>,
     leased: BTreeSet<(OffsetDateTime, JobId)>,
+    /// Every credit movement, oldest first; a record's sequence is its position plus one.
+    ledger: Vec<(UserId, LedgerRecord)>,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +86,13 @@ impl State {
         })
     }
 
+    /// Appends a ledger record, in the same step as the movement it records.
+    fn record(&mut self, user_id: UserId, job_id: Option<JobId>, movement: LedgerMovement) {
+        let sequence = i64::try_from(self.ledger.len()).unwrap_or(i64::MAX - 1) + 1;
+        let at = OffsetDateTime::now_utc();
+        self.ledger.push((user_id, LedgerRecord { sequence, job_id, movement, at }));
+    }
+
     fn index(&mut self, job: &Job) {
         if let (false, Some(at)) = (job.state().is_final(), job.next_poll_at()) {
             self.due.insert((at, job.id()));
@@ -94,6 +104,18 @@ impl State {
             self.idempotency.retain(|_, r| now - r.created_at < IDEMPOTENCY_RETENTION);
             self.idempotency_size_after_last_prune = self.idempotency.len();
         }
+    }
+}
+
+/// How a job's final movement is recorded; a hold is recorded by the accept.
+fn ledger_movement(movement: CreditMovement) -> Option<LedgerMovement> {
+    match movement {
+        CreditMovement::Hold(_) => None,
+        CreditMovement::Settle { held, actual } => Some(LedgerMovement::Settle {
+            charged: actual,
+            released: Credits::new(held.get().saturating_sub(actual.get())),
+        }),
+        CreditMovement::Release(held) => Some(LedgerMovement::Release(held)),
     }
 }
 
@@ -118,6 +140,7 @@ impl AccountStore for MemoryStore {
         let balances = Balances { available: credits, ..Balances::default() };
         state.users.insert(user_id, User { name, balances, limits, active_jobs: 0 });
         state.keys.insert(key.prefix.clone(), key);
+        state.record(user_id, None, LedgerMovement::Grant(i64::try_from(credits.get()).unwrap_or(i64::MAX)));
         state.account(user_id).ok_or(AccountError::UnknownUser)
     }
 
@@ -160,6 +183,7 @@ impl AccountStore for MemoryStore {
             BalanceError::GrantTooLarge { amount } => AccountError::GrantTooLarge { amount },
             _ => AccountError::GrantBelowZero { available: user.balances.available, amount },
         })?;
+        state.record(user_id, None, LedgerMovement::Grant(amount));
         state.account(user_id).ok_or(AccountError::UnknownUser)
     }
 
@@ -217,6 +241,7 @@ impl JobStore for MemoryStore {
             Some(until) => _ = state.leased.insert((until, job.id())),
             None => state.index(&job),
         }
+        state.record(job.user_id(), Some(job.id()), LedgerMovement::Hold(job.credits_held()));
         state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until });
         Ok(Accepted::Created(job))
     }
@@ -254,6 +279,9 @@ impl JobStore for MemoryStore {
         }
         if frees_slot {
             user.active_jobs = user.active_jobs.saturating_sub(1);
+        }
+        if let Some(recorded) = movement.and_then(ledger_movement) {
+            state.record(job.user_id(), Some(job.id()), recorded);
         }
         if let Some(at) = row.job.next_poll_at() {
             state.due.remove(&(at, row.job.id()));
@@ -369,6 +397,63 @@ impl JobStore for MemoryStore {
 
 fn uuid_max() -> uuid::Uuid {
     uuid::Uuid::max()
+}
+
+#[async_trait]
+impl UsageStore for MemoryStore {
+    async fn ledger(
+        &self,
+        user_id: UserId,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRecord>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .ledger
+            .iter()
+            .rev()
+            .filter(|(owner, record)| *owner == user_id && before.is_none_or(|before| record.sequence < before))
+            .take(limit)
+            .map(|(_, record)| record.clone())
+            .collect())
+    }
+
+    async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
+        let state = self.state();
+        let mut groups: std::collections::BTreeMap<(Option<time::Date>, Option<String>, Option<UserId>), UsageRow> =
+            std::collections::BTreeMap::new();
+        let counted = state.jobs.values().map(|row| &row.job).filter(|job| {
+            let day = job.created_at().to_offset(time::UtcOffset::UTC).date();
+            query.user_id.is_none_or(|user| job.user_id() == user) && (query.from..=query.to).contains(&day)
+        });
+        for job in counted {
+            let day = job.created_at().to_offset(time::UtcOffset::UTC).date();
+            let key = match query.group_by {
+                UsageGrouping::Day => (Some(day), None, None),
+                UsageGrouping::Model => (None, Some(job.model().to_string()), None),
+                UsageGrouping::User => (None, None, Some(job.user_id())),
+            };
+            let row = groups.entry(key.clone()).or_insert_with(|| UsageRow {
+                day: key.0,
+                model: key.1.clone(),
+                user_id: key.2,
+                jobs: 0,
+                succeeded: 0,
+                failed: 0,
+                canceled: 0,
+                credits_spent: 0,
+            });
+            row.jobs += 1;
+            match job.state() {
+                JobState::Succeeded => row.succeeded += 1,
+                JobState::Failed => row.failed += 1,
+                JobState::Canceled => row.canceled += 1,
+                JobState::Queued | JobState::Running => {}
+            }
+            row.credits_spent += job.credits_actual().map_or(0, Credits::get);
+        }
+        Ok(groups.into_values().collect())
+    }
 }
 
 #[cfg(test)]

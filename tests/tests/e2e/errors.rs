@@ -36,6 +36,7 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
     Ports {
         jobs,
         accounts,
+        usage: Arc::new(MemoryStore::new()),
         upstream: Arc::new(MockUpstreamProvider::new()),
         outputs: None,
         events: Arc::new(EventHub::new()),

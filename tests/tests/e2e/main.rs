@@ -10,6 +10,7 @@ mod concurrency;
 mod embedded;
 mod errors;
 mod jobs;
+mod ledger;
 mod models;
 mod money;
 mod openai;

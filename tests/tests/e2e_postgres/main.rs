@@ -13,6 +13,8 @@ mod concurrency;
 mod errors;
 #[path = "../e2e/jobs.rs"]
 mod jobs;
+#[path = "../e2e/ledger.rs"]
+mod ledger;
 #[path = "../e2e/models.rs"]
 mod models;
 #[path = "../e2e/money.rs"]

@@ -8,14 +8,17 @@
 //! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
 //! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
 //!   [`OutputSource`], which reads an output from the provider's link.
+//! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
 //! - `runtime`: [`JobEvents`], [`RateLimiter`], [`Clock`], [`IdSource`]: in-process services.
 
 mod outputs;
 mod runtime;
 mod stores;
 mod upstream;
+mod usage;
 
 pub use outputs::*;
 pub use runtime::*;
 pub use stores::*;
 pub use upstream::*;
+pub use usage::*;

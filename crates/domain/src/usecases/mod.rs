@@ -10,6 +10,7 @@ mod outputs;
 mod quote;
 mod submit;
 mod telemetry;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +23,7 @@ pub use notifications::{NotificationError, NotificationOutcome};
 pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
 pub use quote::Quote;
 pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
+pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
 
 use crate::catalog::Catalog;
 use crate::ports::{
@@ -35,6 +37,8 @@ pub struct Ports {
     pub jobs: Arc<dyn JobStore>,
     /// Users, keys and grants.
     pub accounts: Arc<dyn AccountStore>,
+    /// The ledger and usage reports.
+    pub usage: Arc<dyn crate::ports::UsageStore>,
     /// The provider that runs the jobs.
     pub upstream: Arc<dyn UpstreamProvider>,
     /// Where succeeded jobs' outputs are copied to; `None` keeps only the provider's URLs.

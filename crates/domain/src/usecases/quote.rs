@@ -48,7 +48,8 @@ impl Gateway {
     /// is never refused for lack of credits.
     ///
     /// # Errors
-    /// As [`Gateway::price`].
+    /// [`SubmitError::Invalid`] naming `extra.<key>` for a key `extra` may not set;
+    /// [`SubmitError::Store`] when the model left the catalog.
     pub fn quote(&self, request: &GenerationRequest) -> Result<Quote, SubmitError> {
         let (model, credits) = self.price(request)?;
         Ok(Quote { model: model.id.clone(), credits })

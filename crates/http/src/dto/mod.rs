@@ -7,3 +7,4 @@ mod models;
 pub mod requests;
 pub mod responses;
 mod schemas;
+pub mod usage;

@@ -4,10 +4,12 @@
 mod admin;
 mod files;
 mod quotes;
+mod usage;
 
 pub use admin::*;
 pub use files::*;
 pub use quotes::*;
+pub use usage::*;
 
 use std::collections::HashMap;
 use std::time::Duration;

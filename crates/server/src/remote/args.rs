@@ -131,6 +131,40 @@ pub struct ModelsArgs {
     pub connection: Connection,
 }
 
+/// `genjobs ledger`
+#[derive(Debug, Args)]
+pub struct LedgerArgs {
+    /// How many entries.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub limit: u32,
+    /// Only entries older than this cursor (a page's `next`).
+    #[arg(long)]
+    pub before: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
+
+/// `genjobs usage`
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// First UTC day, YYYY-MM-DD (default: 29 days before --to).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Last UTC day, included, YYYY-MM-DD (default: today).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// `day` or `model`.
+    #[arg(long, default_value = "day", value_parser = ["day", "model"])]
+    pub group_by: String,
+    /// Print CSV, with a header row naming the fields.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+    pub connection: Connection,
+}
+
 /// `genjobs account`
 #[derive(Debug, Args)]
 pub struct AccountArgs {

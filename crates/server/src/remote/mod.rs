@@ -180,6 +180,56 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
             .await;
             (args.connection, outcome)
         }
+        Command::Ledger(args) => {
+            let outcome = query(&args.connection, async |client: Client| {
+                let page = client.ledger(args.limit, args.before.as_deref()).await?;
+                let mut lines: Vec<String> = page
+                    .data
+                    .iter()
+                    .map(|e| {
+                        format!("{} {} {:>7} {}", e.created_at, e.kind, e.credits, e.job_id.as_deref().unwrap_or("-"))
+                    })
+                    .collect();
+                lines.extend(page.next.as_ref().map(|next| format!("more: --before {next}")));
+                Ok((json!(page), lines.join("\n")))
+            })
+            .await;
+            (args.connection, outcome)
+        }
+        Command::Usage(args) => {
+            let csv = args.csv;
+            let outcome = query(&args.connection, async |client: Client| {
+                let rows = client.usage(args.from.as_deref(), args.to.as_deref(), &args.group_by).await?;
+                let group = |row: &genjobs_client::UsageRow| row.day.clone().or(row.model.clone()).unwrap_or_default();
+                let lines = rows.iter().map(|r| {
+                    if csv {
+                        format!(
+                            "{},{},{},{},{},{}",
+                            group(r),
+                            r.jobs,
+                            r.succeeded,
+                            r.failed,
+                            r.canceled,
+                            r.credits_spent
+                        )
+                    } else {
+                        format!(
+                            "{} {} jobs ({} succeeded, {} failed, {} canceled), {} credits",
+                            group(r),
+                            r.jobs,
+                            r.succeeded,
+                            r.failed,
+                            r.canceled,
+                            r.credits_spent
+                        )
+                    }
+                });
+                let header = csv.then(|| format!("{},jobs,succeeded,failed,canceled,credits_spent", args.group_by));
+                Ok((json!({ "data": rows }), header.into_iter().chain(lines).collect::<Vec<_>>().join("\n")))
+            })
+            .await;
+            (args.connection, outcome)
+        }
         _ => return ExitCode::from(2),
     };
     match outcome {

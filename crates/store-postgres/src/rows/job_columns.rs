@@ -121,11 +121,12 @@ job_columns! {
     }
 }
 
-/// The accept statement for a row: locks the owner's account row, holds the job's credits on it
-/// if it has enough and a free slot, then inserts the job and its ledger row only if the hold
-/// matched; one statement, so one round trip and one implicit transaction. It answers the
-/// account as the check saw it, so that a refusal names the check that refused it, never a
-/// later state (a job that finished meanwhile). Its binds come first, as the columns of `new`.
+/// The accept statement for a row: holds the job's credits on the owner's row if it has enough
+/// and a free slot, then inserts the job and its ledger row only if the hold matched; one
+/// statement, so one round trip and one implicit transaction. It also answers the account as the
+/// statement's snapshot saw it, so that a refusal is named by the state the check ran against,
+/// never by a later one (a job that finished meanwhile). Its binds come first, as the columns of
+/// `new`.
 pub(crate) struct Accept<'a>(pub &'a JobRow);
 
 impl QueryId for Accept<'_> {
@@ -134,26 +135,27 @@ impl QueryId for Accept<'_> {
 }
 
 impl Query for Accept<'_> {
-    /// The credits available and the concurrent-job limit the check saw, and how many jobs
-    /// were inserted (1 or 0). No row when the user does not exist.
-    type SqlType = (BigInt, Integer, BigInt);
+    /// The credits available, the active jobs and the concurrent-job limit in the statement's
+    /// snapshot, and how many jobs were inserted (1 or 0). No row when the user does not exist.
+    type SqlType = (BigInt, Integer, Integer, BigInt);
 }
 
-/// What follows `new` in the accept statement.
+/// What follows `new` in the accept statement. The hold's conditions are on the updated row
+/// itself, so that Postgres re-checks them against the newest version when another transaction
+/// changed the row meanwhile; `account` is the snapshot the statement started from.
 static ACCEPT_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
     format!(
         ", account AS (
-            SELECT users.id, users.credits_available, users.active_jobs, users.max_concurrent_jobs
+            SELECT users.credits_available, users.active_jobs, users.max_concurrent_jobs
             FROM users JOIN new ON users.id = new.user_id
-            FOR UPDATE OF users
         ), held AS (
             UPDATE users
             SET credits_available = users.credits_available - new.credits_held,
                 credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1
-            FROM new, account
-            WHERE users.id = account.id AND account.credits_available >= new.credits_held
-              AND account.active_jobs < account.max_concurrent_jobs
+            FROM new
+            WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
+              AND users.active_jobs < users.max_concurrent_jobs
             RETURNING users.id
         ), job AS (
             INSERT INTO jobs ({columns}) SELECT {values} FROM new, held RETURNING id, user_id, credits_held
@@ -161,7 +163,9 @@ static ACCEPT_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
             INSERT INTO ledger (user_id, job_id, kind, amount)
             SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
         )
-        SELECT account.credits_available, account.max_concurrent_jobs, (SELECT count(*) FROM hold) FROM account",
+        SELECT account.credits_available, account.active_jobs, account.max_concurrent_jobs,
+            (SELECT count(*) FROM hold)
+        FROM account",
         columns = INSERTED.join(", "),
         values = values.join(", "),
     )

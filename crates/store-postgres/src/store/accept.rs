@@ -1,6 +1,6 @@
-//! Accepting a job: one statement without an idempotency key (locked account, conditional hold,
-//! job, ledger row), a transaction with one; and the pruning of old idempotency records. Either
-//! way the account is locked and checked once, and a refusal is read from that check.
+//! Accepting a job: one statement without an idempotency key (conditional hold, job, ledger
+//! row), a transaction with one (the account locked, then checked); and the pruning of old
+//! idempotency records. Either way a refusal is named by the state its check saw.
 
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
@@ -15,7 +15,8 @@ use crate::pool::Durability;
 use crate::rows::{Accept, JobRow, amount};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 
-/// How often an accept races another request with the same idempotency key before giving up.
+/// How often an accept races another request with the same idempotency key, or another change
+/// of the account between its snapshot and its hold, before giving up.
 const ACCEPT_ATTEMPTS: usize = 3;
 
 enum Refusal {
@@ -138,7 +139,10 @@ impl PgStore {
 
     /// Accepts a job without an idempotency key in one statement (so one round trip and one
     /// implicit transaction): the conditional hold on the account row, the job and its ledger
-    /// row are written only if the hold matched.
+    /// row are written only if the hold matched. A refusal is named from the account as that
+    /// statement saw it; when that snapshot would have passed both checks, another transaction
+    /// changed the account between the snapshot and the hold, and the statement runs again on a
+    /// fresh snapshot.
     async fn accept_in_one_statement(
         &self,
         job: Job,
@@ -146,14 +150,22 @@ impl PgStore {
     ) -> Result<Accepted, AcceptError> {
         let row = JobRow { lease_until, ..JobRow::from_job(&job)? };
         let mut conn = self.conn().await?;
-        let seen: Option<(i64, i32, i64)> = Accept(&row).get_result(&mut conn).await.optional().map_err(from_diesel)?;
-        let Some((available, limit, inserted)) = seen else { return Err(AcceptError::UnknownUser) };
-        if inserted == 1 {
-            count_job_commit(Durability::Durable);
-            self.jobs_cache.keep(&job);
-            return Ok(Accepted::Created(job));
+        let mut attempt = 1;
+        loop {
+            let seen: Option<(i64, i32, i32, i64)> =
+                Accept(&row).get_result(&mut conn).await.optional().map_err(from_diesel)?;
+            let Some((available, active, limit, inserted)) = seen else { return Err(AcceptError::UnknownUser) };
+            if inserted == 1 {
+                count_job_commit(Durability::Durable);
+                self.jobs_cache.keep(&job);
+                return Ok(Accepted::Created(job));
+            }
+            let passed = available >= amount(job.credits_held())? && active < limit;
+            if !passed || attempt == ACCEPT_ATTEMPTS {
+                return Err(refusal(available, limit, job.credits_held()));
+            }
+            attempt += 1;
         }
-        Err(refusal(available, limit, job.credits_held()))
     }
 }
 

@@ -5,11 +5,13 @@
 //! - `job_store`: the job port: accept, read, commit, and the driver's claims and leases.
 //! - `account_store`: the account port: users, keys, grants.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
+//! - `usage`: the usage port: ledger pages and usage reports.
 
 mod accept;
 mod account_store;
 mod job_store;
 mod ledger;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,107 @@
+//! The usage port: the ledger as a store records it, and the jobs counted by day, model and user,
+//! for the reports a paying team asks for ("why is my balance 40 lower?", "what did we spend on
+//! video last week?"). Reads only: every record is written by the account and job stores in the
+//! same atomic step as the credit movement it records.
+
+use async_trait::async_trait;
+use time::{Date, OffsetDateTime};
+
+use super::StoreError;
+use crate::credits::Credits;
+use crate::ids::{JobId, UserId};
+
+/// A credit movement as the store records it: a final movement of a succeeded job is one
+/// record, which the API shows as a charge and, for what was held and not delivered, a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerMovement {
+    /// Credits given (negative: taken away) by an operator; a user's opening credits are its
+    /// first grant.
+    Grant(i64),
+    /// Held at acceptance.
+    Hold(Credits),
+    /// A succeeded job: `charged` spent, `released` returned.
+    Settle {
+        /// What was delivered, and spent.
+        charged: Credits,
+        /// What was held and not delivered, returned.
+        released: Credits,
+    },
+    /// A failed or canceled job: everything held returned.
+    Release(Credits),
+}
+
+/// One record of a user's ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerRecord {
+    /// Increasing with time across the store: the newest record has the largest.
+    pub sequence: i64,
+    /// The job it belongs to; `None` for grants.
+    pub job_id: Option<JobId>,
+    /// What moved.
+    pub movement: LedgerMovement,
+    /// When it was recorded.
+    pub at: OffsetDateTime,
+}
+
+/// How usage is grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageGrouping {
+    /// By the UTC day the jobs were created.
+    Day,
+    /// By model.
+    Model,
+    /// By user.
+    User,
+}
+
+/// Which jobs a usage report counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageQuery {
+    /// Only this user's; every user's when `None`.
+    pub user_id: Option<UserId>,
+    /// First UTC day counted.
+    pub from: Date,
+    /// Last UTC day counted (included).
+    pub to: Date,
+    /// How the rows are grouped.
+    pub group_by: UsageGrouping,
+}
+
+/// One group of a usage report: the jobs created in it and what they were charged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageRow {
+    /// The group's day, when grouped by day.
+    pub day: Option<Date>,
+    /// The group's model, when grouped by model.
+    pub model: Option<String>,
+    /// The group's user, when grouped by user.
+    pub user_id: Option<UserId>,
+    /// Jobs created.
+    pub jobs: u64,
+    /// Of which succeeded.
+    pub succeeded: u64,
+    /// Of which failed.
+    pub failed: u64,
+    /// Of which were canceled.
+    pub canceled: u64,
+    /// Credits charged for them.
+    pub credits_spent: u64,
+}
+
+/// Reads of the ledger and of usage.
+///
+/// # Errors
+/// Every method returns [`StoreError::Unavailable`] when the store cannot be reached, and
+/// [`StoreError::Internal`] for anything else unexpected.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait UsageStore: Send + Sync {
+    /// The user's ledger records with a sequence below `before` (all when `None`), newest first,
+    /// at most `limit`.
+    async fn ledger(&self, user_id: UserId, before: Option<i64>, limit: usize)
+    -> Result<Vec<LedgerRecord>, StoreError>;
+
+    /// The jobs created on the days of `query`, counted per group, groups in ascending order
+    /// (days, model ids, user ids); a group with no job is absent.
+    async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError>;
+}
