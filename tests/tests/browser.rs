@@ -242,3 +242,35 @@ async fn the_playground_draws_every_form_runs_a_job_cancels_one_and_explains_a_4
     assert!(message.as_str().unwrap().contains("Not enough credits"), "{message}");
     page.close().await.unwrap();
 }
+
+/// The price shows before anything is submitted, and follows the form: three images cost three
+/// times one. Nothing is held or made by asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_shows_the_price_before_submitting_and_follows_n() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(100, json!({})).await;
+    let driver = chromedriver();
+    let page = browser(&driver).await;
+    page.goto(&app.url("/playground")).await.unwrap();
+    use_key(&page, &user.key).await;
+    choose(&page, "modality", "image").await;
+    until(&page, "flux-pro", "return [...document.getElementById('model').options].some(o => o.value === 'flux-pro');")
+        .await;
+    choose(&page, "model", "flux-pro").await;
+    let one = until(&page, "the quote", "return document.getElementById('quote').dataset.credits;").await;
+    assert_eq!(one, "6", "one flux-pro image");
+    page.execute(
+        "const n = document.getElementById('field-n'); n.value = '3'; n.dispatchEvent(new Event('input', {bubbles: true}));",
+        vec![],
+    )
+    .await
+    .unwrap();
+    until(&page, "the quote for three", "return document.getElementById('quote').dataset.credits === '18';").await;
+    let shown = page.execute("return document.getElementById('quote').textContent;", vec![]).await.unwrap();
+    assert_eq!(shown, "Costs 18 credits");
+    let jobs: Value = app.get("/api/v1/jobs", &user.key).await.json().await.unwrap();
+    assert_eq!(jobs["data"], json!([]), "a quote makes no job");
+    let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
+    assert_eq!((account["credits_available"].as_u64(), account["credits_held"].as_u64()), (Some(100), Some(0)));
+    page.close().await.unwrap();
+}
