@@ -1,5 +1,5 @@
-//! The end of a soak: wait for every accepted job to be final, then check every user's ledger
-//! and listing, and report the figures.
+//! The end of a soak: wait for every accepted job to be final, then check every user's account,
+//! ledger (its entries must sum to the account) and listing, and report the figures.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -75,6 +75,32 @@ async fn listing(shared: &Shared, user: &User, tally: &mut Tally) -> Option<Vec<
     }
 }
 
+/// Every entry of the user's ledger, following its pages.
+async fn ledger(shared: &Shared, user: &User, tally: &mut Tally) -> Option<Vec<Value>> {
+    let mut entries = Vec::new();
+    let mut path = "/api/v1/account/ledger?limit=100".to_owned();
+    loop {
+        let Some((StatusCode::OK, page)) = shared.call(tally, Method::GET, &path, &user.key, None, None).await else {
+            return None;
+        };
+        entries.extend(page["data"].as_array().cloned().unwrap_or_default());
+        match page["next"].as_str() {
+            Some(next) => path = format!("/api/v1/account/ledger?limit=100&before={next}"),
+            None => return Some(entries),
+        }
+    }
+}
+
+/// The ledger's sums: (available, held, spent) = (grants − holds + releases, holds − releases −
+/// charges, charges).
+fn ledger_sums(entries: &[Value]) -> (i128, i128, i128) {
+    let sum = |kind: &str| -> i128 {
+        entries.iter().filter(|e| e["kind"] == kind).map(|e| i128::from(e["credits"].as_i64().unwrap_or(0))).sum()
+    };
+    let (grants, holds, releases, charges) = (sum("grant"), sum("hold"), sum("release"), sum("charge"));
+    (grants - holds + releases, holds - releases - charges, charges)
+}
+
 fn is_final(job: &Value) -> bool {
     matches!(job["state"].as_str(), Some("succeeded" | "failed" | "canceled"))
 }
@@ -122,6 +148,15 @@ async fn check_user(shared: &Shared, user: &User, granted: u64, report: &mut Rep
     }
     if held != 0 || field("active_jobs") != 0 {
         violation(format!("still held {held}, active {} after every job ended", field("active_jobs")));
+    }
+    match ledger(shared, user, &mut report.tally).await {
+        None => violation("the ledger could not be read".into()),
+        Some(entries) => {
+            let sums = ledger_sums(&entries);
+            if sums != (i128::from(available), i128::from(held), i128::from(spent)) {
+                violation(format!("the ledger sums to {sums:?}, the account is ({available}, {held}, {spent})"));
+            }
+        }
     }
     let charged: u64 = listed.iter().map(|j| j["credits_actual"].as_u64().unwrap_or(0)).sum();
     if charged != spent {
