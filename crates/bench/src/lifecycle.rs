@@ -10,7 +10,7 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use genjobs_bench::scenarios::Api;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::ports::OutputStore;
-use genjobs_output_store::ObjectOutputStore;
+use genjobs_output_store::{ObjectOutputStore, OutputHosts};
 use serde::Serialize;
 
 use super::{ADMIN, Failure, create_users, free_port, fresh_database, progress, spawn_genjobs, spawn_simulator};
@@ -137,7 +137,12 @@ pub(crate) async fn copy_throughput(bytes: usize) -> Result<CopyResult, Failure>
     .run();
     let handle = server.handle();
     tokio::spawn(server);
-    let store = ObjectOutputStore::open(&format!("file://{}", dir.join("store").display()), [("", "")], 1 << 31)?;
+    let store = ObjectOutputStore::open(
+        &format!("file://{}", dir.join("store").display()),
+        [("", "")],
+        1 << 31,
+        OutputHosts::new([], ["http://127.0.0.1"]),
+    )?;
     let mb = bytes as f64 / 1e6;
     let (mut store_best, mut cp_best) = (f64::MAX, f64::MAX);
     for attempt in 0..3 {

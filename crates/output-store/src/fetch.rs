@@ -1,8 +1,10 @@
-//! Reading an output from the provider's link: one request, its answer classified as the
-//! [`CopyFailure`] the domain retries or gives up on. The copier ([`crate::ObjectOutputStore`])
+//! Reading an output from the provider's link: one request to a host on the list
+//! ([`OutputHosts`]), its answer classified as the [`CopyFailure`] the domain retries or gives
+//! up on. The copier ([`crate::ObjectOutputStore`])
 //! streams the answer into the store; [`HttpOutputSource`] reads it whole for clients that ask
 //! for an output's bytes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,25 +12,46 @@ use bytes::BytesMut;
 use futures_util::StreamExt;
 use genjobs_domain::ports::{CopyFailure, FetchedFile, OutputSource};
 use reqwest::StatusCode;
+use reqwest::redirect::{Attempt, Policy};
 
-/// The client that reads outputs: a provider that does not answer within these is retried later.
-pub(crate) fn client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).read_timeout(Duration::from_secs(30)).build()
+use crate::hosts::{GuardedResolver, OutputHosts};
+
+/// Redirects followed at most, each to a host on the list.
+const MAX_REDIRECTS: usize = 5;
+
+/// The client that reads outputs from `hosts`: a provider that does not answer within these
+/// timeouts is retried later; names resolve through [`GuardedResolver`]; a redirect off the list
+/// is not followed (its 3xx is the answer, and the read fails).
+pub(crate) fn client(hosts: &Arc<OutputHosts>) -> reqwest::Result<reqwest::Client> {
+    let allowed = Arc::clone(hosts);
+    let redirects = Policy::custom(move |attempt: Attempt<'_>| {
+        if attempt.previous().len() >= MAX_REDIRECTS || allowed.check(attempt.url().as_str()).is_err() {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    });
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(Duration::from_secs(30))
+        .redirect(redirects)
+        .dns_resolver(Arc::new(GuardedResolver(Arc::clone(hosts))))
+        .build()
 }
 
 pub(crate) fn too_large(max: u64) -> CopyFailure {
     CopyFailure::Permanent(format!("the output is larger than the limit of {max} bytes"))
 }
 
-/// `GET url`, answered 2xx with a body that does not announce more than `max_bytes`.
+/// `GET url`, from a host on the list, answered 2xx with a body that does not announce more
+/// than `max_bytes`.
 pub(crate) async fn request(
     client: &reqwest::Client,
+    hosts: &OutputHosts,
     url: &str,
     max_bytes: u64,
 ) -> Result<reqwest::Response, CopyFailure> {
-    if !(url.starts_with("https://") || url.starts_with("http://")) {
-        return Err(CopyFailure::Permanent("only http and https outputs are read".into()));
-    }
+    hosts.check(url).map_err(CopyFailure::Permanent)?;
     let response = client
         .get(url)
         .send()
@@ -58,26 +81,28 @@ pub(crate) fn content_type(response: &reqwest::Response) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Reads outputs whole from the provider's links over HTTP.
+/// Reads outputs whole from the provider's links over HTTP, from `hosts` only.
 #[derive(Debug, Clone)]
 pub struct HttpOutputSource {
     client: reqwest::Client,
+    hosts: Arc<OutputHosts>,
 }
 
 impl HttpOutputSource {
-    /// A source with its own HTTP client.
+    /// A source reading from `hosts`, with its own HTTP client.
     ///
     /// # Errors
     /// When the HTTP client cannot be built.
-    pub fn new() -> Result<Self, reqwest::Error> {
-        Ok(Self { client: client()? })
+    pub fn new(hosts: OutputHosts) -> Result<Self, reqwest::Error> {
+        let hosts = Arc::new(hosts);
+        Ok(Self { client: client(&hosts)?, hosts })
     }
 }
 
 #[async_trait]
 impl OutputSource for HttpOutputSource {
     async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchedFile, CopyFailure> {
-        let response = request(&self.client, url, max_bytes).await?;
+        let response = request(&self.client, &self.hosts, url, max_bytes).await?;
         let content_type = content_type(&response);
         let mut bytes = BytesMut::new();
         let mut body = response.bytes_stream();

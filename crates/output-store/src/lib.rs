@@ -15,8 +15,10 @@
 //! ask for its bytes when no copy is kept; both read links through `fetch`.
 
 mod fetch;
+mod hosts;
 
 pub use fetch::HttpOutputSource;
+pub use hosts::{DEFAULT_OUTPUT_HOSTS, OutputHosts, is_public};
 
 use std::sync::Arc;
 
@@ -55,13 +57,15 @@ pub struct ObjectOutputStore {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     client: reqwest::Client,
+    hosts: Arc<OutputHosts>,
     max_bytes: u64,
 }
 
 impl ObjectOutputStore {
     /// The store at `url`, configured from `options` (`(name, value)` pairs such as the
     /// process's environment: `AWS_ENDPOINT`, `AWS_REGION`, …, case-insensitive; the others are
-    /// ignored), keeping outputs of at most `max_bytes`. A `file://` directory is created.
+    /// ignored), keeping outputs of at most `max_bytes` copied from `hosts` only. A `file://`
+    /// directory is created.
     ///
     /// # Errors
     /// [`OpenError`] when the URL or the options do not make a store.
@@ -69,6 +73,7 @@ impl ObjectOutputStore {
         url: &str,
         options: impl IntoIterator<Item = (K, V)>,
         max_bytes: u64,
+        hosts: OutputHosts,
     ) -> Result<Self, OpenError> {
         let parsed = url::Url::parse(url).map_err(|e| OpenError::Url(format!("{url:?} is not a URL: {e}")))?;
         if parsed.scheme() == "file" {
@@ -77,16 +82,22 @@ impl ObjectOutputStore {
                 .map_err(|e| OpenError::Url(format!("cannot create {}: {e}", dir.display())))?;
         }
         let (store, prefix) = object_store::parse_url_opts(&parsed, options)?;
-        Ok(Self::new(Arc::from(store), prefix, max_bytes)?)
+        Ok(Self::new(Arc::from(store), prefix, max_bytes, hosts)?)
     }
 
-    /// Outputs kept in `store` under `prefix`.
+    /// Outputs kept in `store` under `prefix`, copied from `hosts` only.
     ///
     /// # Errors
     /// When the HTTP client that fetches outputs cannot be built.
-    pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, max_bytes: u64) -> Result<Self, reqwest::Error> {
-        let client = fetch::client()?;
-        Ok(Self { store, prefix, client, max_bytes })
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        prefix: Path,
+        max_bytes: u64,
+        hosts: OutputHosts,
+    ) -> Result<Self, reqwest::Error> {
+        let hosts = Arc::new(hosts);
+        let client = fetch::client(&hosts)?;
+        Ok(Self { store, prefix, client, hosts, max_bytes })
     }
 
     fn location(&self, job_id: JobId, index: usize) -> Path {
@@ -139,7 +150,7 @@ impl OutputStore for ObjectOutputStore {
         source_url: &str,
         content_type: &str,
     ) -> Result<StoredFile, CopyFailure> {
-        let response = fetch::request(&self.client, source_url, self.max_bytes).await?;
+        let response = fetch::request(&self.client, &self.hosts, source_url, self.max_bytes).await?;
         let content_type = fetch::content_type(&response).unwrap_or_else(|| content_type.to_owned());
         let (size, sha256) = self.stream_into(&self.location(job_id, index), response).await?;
         Ok(StoredFile { size, content_type, sha256 })

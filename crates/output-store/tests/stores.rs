@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use actix_web::{App, HttpResponse, HttpServer, web};
 use futures_util::TryStreamExt;
 use genjobs_domain::ids::JobId;
+use genjobs_domain::ports::OutputSource;
 use genjobs_domain::ports::{ByteRange, CopyFailure, OutputStore};
-use genjobs_output_store::ObjectOutputStore;
+use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use sha2::{Digest, Sha256};
 
 /// 12 MiB and a bit: three parts of a multipart upload, the last one short.
@@ -23,15 +24,26 @@ fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 % 251) as u8).collect()
 }
 
-/// Serves `/big` (a video), `/gone` (404) and `/busy` (503), as a provider's file host would.
+/// The hosts the tests read from: the provider on this machine's 127.0.0.1, as the built-in
+/// simulator is.
+fn local() -> OutputHosts {
+    OutputHosts::new([], ["http://127.0.0.1"])
+}
+
+/// Serves `/big` (a video), `/gone` (404) and `/busy` (503), as a provider's file host would, and
+/// `/hop` (a redirect to `/big`) and `/away` (a redirect to 127.0.0.2, off the list).
 fn source() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = HttpServer::new(|| {
+    let port = listener.local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let server = HttpServer::new(move || {
+        let redirect = |to: String| HttpResponse::Found().insert_header(("location", to)).finish();
         App::new()
             .route("/big", web::get().to(|| async { HttpResponse::Ok().content_type("video/mp4").body(pattern(BIG)) }))
             .route("/gone", web::get().to(|| async { HttpResponse::NotFound().finish() }))
             .route("/busy", web::get().to(|| async { HttpResponse::ServiceUnavailable().finish() }))
+            .route("/hop", web::get().to(move || async move { redirect(format!("http://127.0.0.1:{port}/big")) }))
+            .route("/away", web::get().to(move || async move { redirect(format!("http://127.0.0.2:{port}/big")) }))
     })
     .workers(1)
     .disable_signals()
@@ -73,16 +85,46 @@ async fn keeps_and_serves_outputs(store: &ObjectOutputStore) {
     assert_eq!(read(store, job, 2, None).await, None, "nothing is left of a failed copy");
 }
 
+/// Outputs are read only from hosts on the list, and a redirect off it is not followed: a
+/// provider's result cannot make the service fetch an address of its own network.
+#[tokio::test]
+async fn outputs_are_read_only_from_allowed_hosts() {
+    let base = source();
+    let source = HttpOutputSource::new(local()).unwrap();
+    let read = source.fetch(&format!("{base}/big"), 1 << 30).await.unwrap();
+    assert_eq!((read.bytes.len(), read.content_type.as_deref()), (BIG, Some("video/mp4")));
+    let hop = source.fetch(&format!("{base}/hop"), 1 << 30).await.unwrap();
+    assert_eq!(hop.bytes.len(), BIG, "a redirect within the list is followed");
+    let port = base.rsplit(':').next().unwrap();
+    for refused in [
+        format!("{base}/away"),
+        format!("http://127.0.0.2:{port}/big"),
+        format!("http://localhost:{port}/big"),
+        "http://169.254.169.254/latest/meta-data".to_owned(),
+    ] {
+        let failure = source.fetch(&refused, 1 << 30).await.unwrap_err();
+        assert!(matches!(failure, CopyFailure::Permanent(_)), "{refused}: {failure:?}");
+    }
+    assert!(
+        matches!(source.fetch(&format!("{base}/big"), 1024).await, Err(CopyFailure::Permanent(_))),
+        "over the limit"
+    );
+    let store = ObjectOutputStore::open("memory://", [("", "")], 1 << 30, local()).unwrap();
+    let job = JobId::new_at(time::OffsetDateTime::now_utc());
+    let copy = store.copy(job, 0, &format!("http://127.0.0.2:{port}/big"), "video/mp4").await;
+    assert!(matches!(copy, Err(CopyFailure::Permanent(_))), "the copier keeps to the list too: {copy:?}");
+}
+
 #[tokio::test]
 async fn the_memory_store_keeps_and_serves_outputs() {
-    keeps_and_serves_outputs(&ObjectOutputStore::open("memory://", [("", "")], 1 << 30).unwrap()).await;
+    keeps_and_serves_outputs(&ObjectOutputStore::open("memory://", [("", "")], 1 << 30, local()).unwrap()).await;
 }
 
 #[tokio::test]
 async fn the_file_store_keeps_outputs_on_disk() {
     let dir = std::env::temp_dir().join(format!("genjobs-outputs-{}", uuid::Uuid::new_v4()));
     let url = format!("file://{}", dir.join("kept").display());
-    let store = ObjectOutputStore::open(&url, [("", "")], 1 << 30).unwrap();
+    let store = ObjectOutputStore::open(&url, [("", "")], 1 << 30, local()).unwrap();
     keeps_and_serves_outputs(&store).await;
     let job = JobId::new_at(time::OffsetDateTime::now_utc());
     store.copy(job, 0, &format!("{}/big", source()), "video/mp4").await.unwrap();
@@ -93,7 +135,7 @@ async fn the_file_store_keeps_outputs_on_disk() {
 
 #[tokio::test]
 async fn a_file_over_the_limit_is_refused_and_not_kept() {
-    let store = ObjectOutputStore::open("memory://", [("", "")], 1024 * 1024).unwrap();
+    let store = ObjectOutputStore::open("memory://", [("", "")], 1024 * 1024, local()).unwrap();
     let job = JobId::new_at(time::OffsetDateTime::now_utc());
     let copied = store.copy(job, 0, &format!("{}/big", source()), "video/mp4").await;
     assert!(matches!(copied, Err(CopyFailure::Permanent(ref reason)) if reason.contains("limit")), "{copied:?}");
@@ -103,7 +145,7 @@ async fn a_file_over_the_limit_is_refused_and_not_kept() {
 #[test]
 fn a_url_that_names_no_store_is_refused() {
     for url in ["not a url", "ftp://somewhere/x", "postgres://db/outputs"] {
-        assert!(ObjectOutputStore::open(url, [("", "")], 1).is_err(), "{url}");
+        assert!(ObjectOutputStore::open(url, [("", "")], 1, local()).is_err(), "{url}");
     }
 }
 
@@ -171,6 +213,6 @@ async fn the_s3_store_keeps_and_serves_outputs_through_a_real_s3_server() {
         ("AWS_REGION", "us-east-1"),
         ("PATH", "/ignored/not/an/option"),
     ];
-    let store = ObjectOutputStore::open("s3://outputs/genjobs", options, 1 << 30).unwrap();
+    let store = ObjectOutputStore::open("s3://outputs/genjobs", options, 1 << 30, local()).unwrap();
     keeps_and_serves_outputs(&store).await;
 }

@@ -42,6 +42,9 @@ pub struct Config {
     pub output_store: Option<String>,
     /// `GENJOBS_OUTPUT_MAX_BYTES`: the largest output copied.
     pub output_max_bytes: u64,
+    /// `GENJOBS_OUTPUT_HOSTS`: the media hosts (with their subdomains) outputs are read from,
+    /// besides the configured provider's own host.
+    pub output_hosts: Vec<String>,
     /// The use cases: poll interval, default limits, `GENJOBS_UPSTREAM_CANCEL`.
     pub gateway: Settings,
     /// The job driver: `GENJOBS_JOB_TIMEOUT_SECS`, `GENJOBS_LEASE_SECS`, and the poll interval.
@@ -71,6 +74,7 @@ impl Default for Config {
             fal_jwks_url: None,
             output_store: None,
             output_max_bytes: genjobs_output_store::DEFAULT_MAX_BYTES,
+            output_hosts: genjobs_output_store::DEFAULT_OUTPUT_HOSTS.iter().map(|h| (*h).to_owned()).collect(),
             gateway: Settings::default(),
             driver: DriverSettings::default(),
             http: HttpSettings::default(),
@@ -257,6 +261,12 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_OUTPUT_MAX_BYTES", default_value_t = genjobs_output_store::DEFAULT_MAX_BYTES,
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub output_max_bytes: u64,
+    /// The media hosts outputs are read from, comma-separated, each with its subdomains; the
+    /// configured provider's own host is always read, even on loopback.
+    #[arg(long, env = "GENJOBS_OUTPUT_HOSTS", value_delimiter = ',',
+        default_values_t = genjobs_output_store::DEFAULT_OUTPUT_HOSTS.iter().map(|h| (*h).to_owned()),
+        help_heading = "Webhooks and stored outputs")]
+    pub output_hosts: Vec<String>,
     /// Run time of the built-in simulator.
     #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
         help_heading = "Built-in simulator")]
@@ -321,6 +331,7 @@ impl ConfigArgs {
             fal_jwks_url: self.fal_jwks_url,
             output_store: self.output_store,
             output_max_bytes: self.output_max_bytes,
+            output_hosts: self.output_hosts.clone(),
             gateway,
             driver,
             http,

@@ -22,7 +22,7 @@ use genjobs_domain::ids::ApiKey;
 use genjobs_domain::ports::{OutputStore, RandomIds, UpstreamProvider};
 use genjobs_domain::usecases::{Gateway, JobDriver, NewUserRequest, Ports};
 use genjobs_http::{AppState, Drain};
-use genjobs_output_store::{HttpOutputSource, ObjectOutputStore};
+use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{EventHub, MeteredUpstream, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
@@ -218,11 +218,13 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         let jwks = config.fal_jwks_url.clone().or_else(|| simulator.as_ref().map(RunningSim::jwks_url));
         WebhookConfig::new(public_url, jwks.unwrap_or_else(|| FAL_JWKS_URL.to_owned()))
     });
-    let fal = FalConfig { webhooks, ..FalConfig::new(upstream_url.unwrap_or_default(), config.upstream_key.clone()) };
+    let provider_url = upstream_url.unwrap_or_default();
+    let output_hosts = OutputHosts::new(config.output_hosts.iter().map(String::as_str), [provider_url.as_str()]);
+    let fal = FalConfig { webhooks, ..FalConfig::new(provider_url, config.upstream_key.clone()) };
     let upstream = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
     let outputs = match config.output_store_url() {
         Some(url) => {
-            let store = ObjectOutputStore::open(url, std::env::vars(), config.output_max_bytes)?;
+            let store = ObjectOutputStore::open(url, std::env::vars(), config.output_max_bytes, output_hosts.clone())?;
             tracing::info!(output_store = url, "outputs are copied before jobs are shown succeeded");
             Some(Arc::new(store) as Arc<dyn OutputStore>)
         }
@@ -230,7 +232,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     };
     let (ports, postgres) = ports(&config, upstream, outputs).await?;
     let driver = JobDriver::new(ports.clone(), Arc::clone(&catalog), config.driver.clone());
-    let source = HttpOutputSource::new().map_err(genjobs_output_store::OpenError::Client)?;
+    let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
     let gateway = Gateway::new(ports, catalog, config.gateway.clone())
         .with_handoff(driver.handoff())
         .with_output_source(Arc::new(source));
