@@ -412,11 +412,12 @@ async fn driver_retries_a_submission_that_never_reached_the_provider() {
 }
 
 #[tokio::test]
-async fn driver_times_out_a_job_without_asking_the_provider() {
+async fn driver_times_out_a_job_and_asks_the_provider_to_stop_it() {
     let mut mocks = Mocks::new();
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(|| t0() + time::Duration::hours(1));
     mocks.upstream.expect_status().times(0);
+    mocks.upstream.expect_cancel().withf(|_, upstream| *upstream == upstream_ref()).times(1).returning(|_, _| Ok(()));
     mocks
         .jobs
         .expect_commit()

@@ -85,6 +85,10 @@ fn describe_all() {
     describe_histogram!("genjobs_http_request_duration_seconds", Unit::Seconds, "Time to answer an HTTP request");
     describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
     describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model and final state");
+    describe_counter!(
+        "genjobs_upstream_timeout_cancels_total",
+        "Jobs that timed out and were asked to stop at the provider, by outcome (asked, failed)"
+    );
     describe_gauge!("genjobs_jobs", "Jobs not yet final now, by state, across every replica");
     describe_counter!("genjobs_credits_held_total", "Credits held at acceptance, by model");
     describe_counter!("genjobs_credits_spent_total", "Credits charged for succeeded jobs, by model");

@@ -220,7 +220,9 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     });
     let provider_url = upstream_url.unwrap_or_default();
     let output_hosts = OutputHosts::new(config.output_hosts.iter().map(String::as_str), [provider_url.as_str()]);
-    let fal = FalConfig { webhooks, ..FalConfig::new(provider_url, config.upstream_key.clone()) };
+    // A request fal has not started when the job times out here would only run for nobody.
+    let start_timeout = Some(config.driver.job_timeout);
+    let fal = FalConfig { webhooks, start_timeout, ..FalConfig::new(provider_url, config.upstream_key.clone()) };
     let upstream = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
     let outputs = match config.output_store_url() {
         Some(url) => {

@@ -61,6 +61,12 @@ pub struct FalConfig {
     /// Where fal delivers the end of each request, and how deliveries are verified; `None`
     /// means no webhooks (the driver polls every job).
     pub webhooks: Option<WebhookConfig>,
+    /// How long fal may keep a request before a runner starts it; past it fal drops the request
+    /// (answering 504) rather than run it for a job that has already timed out here. Sent as
+    /// fal-js sends its `startTimeout`: the `x-fal-request-timeout` header in whole seconds, at
+    /// least 1 (`libs/client/src/queue.ts` and its headers module, `REQUEST_TIMEOUT_HEADER`).
+    /// `None` sends none.
+    pub start_timeout: Option<Duration>,
 }
 
 impl FalConfig {
@@ -73,6 +79,7 @@ impl FalConfig {
             request_timeout: Duration::from_secs(15),
             max_in_flight: 64,
             webhooks: None,
+            start_timeout: None,
         }
     }
 }
@@ -186,6 +193,9 @@ impl UpstreamProvider for FalUpstream {
             routes::fal_request(model.id.as_str(), input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
         let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
         let mut post = self.client.post(&url).json(&request.body);
+        if let Some(start_timeout) = self.config.start_timeout {
+            post = post.header("x-fal-request-timeout", start_timeout.as_secs().max(1).to_string());
+        }
         if let Some(webhooks) = &self.webhooks {
             post = post.query(&[("fal_webhook", webhooks.config().url.as_str())]);
         }

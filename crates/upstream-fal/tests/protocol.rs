@@ -27,6 +27,7 @@ struct Seen {
     path: String,
     query: String,
     authorization: Option<String>,
+    request_timeout: Option<String>,
     body: Option<Value>,
 }
 
@@ -46,6 +47,7 @@ async fn answer(stub: web::Data<Stub>, req: HttpRequest, body: web::Bytes) -> Ht
         path: req.path().to_owned(),
         query: req.query_string().to_owned(),
         authorization: req.headers().get("authorization").map(|v| v.to_str().unwrap().to_owned()),
+        request_timeout: req.headers().get("x-fal-request-timeout").map(|v| v.to_str().unwrap().to_owned()),
         body: serde_json::from_slice(&body).ok(),
     });
     let key = format!("{} {}", req.method(), req.path());
@@ -149,6 +151,7 @@ async fn submit_posts_the_mapped_body_with_the_key_and_keeps_the_returned_urls()
     let seen = &stub.seen()[0];
     assert_eq!((seen.method.as_str(), seen.path.as_str()), ("POST", "/fal-ai/flux-pro/v1.1-ultra"));
     assert_eq!(seen.authorization.as_deref(), Some("Key secret-key"));
+    assert_eq!(seen.request_timeout, None, "no start timeout configured, none sent");
     assert_eq!(
         seen.body.clone().unwrap(),
         json!({"prompt": "a fox", "num_images": 2, "seed": 6, "aspect_ratio": "1:1", "image_url": "https://img/ref.png", "raw": true})
@@ -158,6 +161,24 @@ async fn submit_posts_the_mapped_body_with_the_key_and_keeps_the_returned_urls()
     assert_eq!(stub.adapter().status(job(), &upstream).await, Ok(UpstreamStatus::Running { percent: Some(30) }));
     let status_call = stub.seen().last().cloned().unwrap();
     assert_eq!((status_call.path.as_str(), status_call.query.as_str()), ("/elsewhere/status", "logs=1"));
+}
+
+/// fal drops a request no runner started within the start timeout, as fal-js's `startTimeout`
+/// asks: the header in whole seconds, at least 1.
+#[tokio::test]
+async fn submit_sends_the_start_timeout_as_fal_js_does() {
+    let stub = StubServer::start();
+    stub.on("POST /fal-ai/flux-pro/v1.1-ultra", 200, json!({"request_id": "req-1", "status_url": format!("{}/s", stub.base), "response_url": format!("{}/r", stub.base), "cancel_url": format!("{}/c", stub.base)}));
+    let (model, input) = flux();
+    for (timeout, header) in [(Duration::from_secs(1800), "1800"), (Duration::from_millis(200), "1")] {
+        let adapter = FalUpstream::new(FalConfig {
+            start_timeout: Some(timeout),
+            ..FalConfig::new(stub.base.clone(), Some("secret-key".into()))
+        })
+        .unwrap();
+        adapter.submit(job(), &model, &input).await.unwrap();
+        assert_eq!(stub.seen().last().unwrap().request_timeout.as_deref(), Some(header), "{timeout:?}");
+    }
 }
 
 #[tokio::test]

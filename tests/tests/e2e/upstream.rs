@@ -87,6 +87,27 @@ async fn a_job_past_the_timeout_is_upstream_timeout() {
     assert_failed_with("stuck [sim:hang]", "UPSTREAM_TIMEOUT", config).await;
 }
 
+/// A job that times out here is also canceled at fal, which would otherwise go on running (and
+/// billing) it.
+#[tokio::test]
+async fn a_job_past_the_timeout_is_canceled_at_the_provider() {
+    let config = fast_config();
+    let config = Config { driver: DriverSettings { job_timeout: Duration::from_secs(1), ..config.driver }, ..config };
+    let app = spawn_app_with(config).await;
+    let receipt = app.submit("images", &app.demo_key, json!({"prompt": "stuck [sim:hang]"})).await;
+    let job = app.wait_final(&app.demo_key, receipt["job_id"].as_str().unwrap()).await;
+    assert_eq!(job["error"]["code"], "UPSTREAM_TIMEOUT", "{job}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = app.sim_stats().await;
+        if stats["routes"]["cancel"].as_u64() == Some(1) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no cancel reached the provider: {stats}");
+        app.job(&app.demo_key, receipt["job_id"].as_str().unwrap(), 0).await;
+    }
+}
+
 #[tokio::test]
 async fn flaky_status_calls_are_retried_until_success() {
     let (job, account) = final_job("wobbly [sim:flaky=3]", fast_config()).await;

@@ -27,6 +27,12 @@ pub(crate) fn job_finished(job: &Job) {
         .increment(job.credits_held().get().saturating_sub(spent));
 }
 
+/// A job that timed out, asked to stop at its provider so that it is not run (and billed) for
+/// nothing; `outcome` is `asked` or `failed`.
+pub(crate) fn timeout_cancel(outcome: &'static str) {
+    counter!("genjobs_upstream_timeout_cancels_total", "outcome" => outcome).increment(1);
+}
+
 /// How late a job's step started after its due time.
 pub(crate) fn driver_lag(lag: Duration) {
     histogram!("genjobs_driver_lag_seconds").record(lag.as_secs_f64());
