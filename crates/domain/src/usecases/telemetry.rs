@@ -37,3 +37,9 @@ pub(crate) fn unfinished(jobs: UnfinishedJobs) {
     gauge!("genjobs_jobs", "state" => JobState::Queued.as_str()).set(jobs.queued as f64);
     gauge!("genjobs_jobs", "state" => JobState::Running.as_str()).set(jobs.running as f64);
 }
+
+/// A job past its deadline and the provider's answer to the cancel sent for it (`requested`,
+/// `already_completed`, `failed`).
+pub(crate) fn timeout_cancel(outcome: &'static str) {
+    counter!("genjobs_upstream_timeout_cancels_total", "outcome" => outcome).increment(1);
+}

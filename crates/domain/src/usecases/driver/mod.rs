@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 mod held;
 mod outcome;
 mod settings;
+mod timeout;
 
 use held::Held;
 pub(crate) use outcome::ending_trigger;
@@ -305,8 +306,7 @@ impl JobDriver {
         let cadence = Cadence { due, interval };
         let now = self.ports.clock.now();
         if now - job.created_at() >= self.settings.job_timeout {
-            let error = JobError::new(JobErrorCode::UpstreamTimeout, "the job did not finish in time");
-            return self.commit(&job, Trigger::Failed { error }).await;
+            return self.time_out(&job).await;
         }
         match job.upstream() {
             None if job.submit_attempted() && !handed => {
