@@ -417,7 +417,12 @@ async fn driver_times_out_a_job_and_asks_the_provider_to_stop_it() {
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(|| t0() + time::Duration::hours(1));
     mocks.upstream.expect_status().times(0);
-    mocks.upstream.expect_cancel().withf(|_, upstream| *upstream == upstream_ref()).times(1).returning(|_, _| Ok(()));
+    mocks
+        .upstream
+        .expect_cancel_unless_done()
+        .withf(|_, upstream| *upstream == upstream_ref())
+        .times(1)
+        .returning(|_, _| Ok(genjobs_domain::ports::CancelOutcome::Requested));
     mocks
         .jobs
         .expect_commit()

@@ -85,10 +85,6 @@ fn describe_all() {
     describe_histogram!("genjobs_http_request_duration_seconds", Unit::Seconds, "Time to answer an HTTP request");
     describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
     describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model and final state");
-    describe_counter!(
-        "genjobs_upstream_timeout_cancels_total",
-        "Jobs that timed out and were asked to stop at the provider, by outcome (asked, failed)"
-    );
     describe_gauge!("genjobs_jobs", "Jobs not yet final now, by state, across every replica");
     describe_counter!("genjobs_credits_held_total", "Credits held at acceptance, by model");
     describe_counter!("genjobs_credits_spent_total", "Credits charged for succeeded jobs, by model");
@@ -97,6 +93,10 @@ fn describe_all() {
     describe_counter!("genjobs_upstream_calls_total", "Calls to the provider, by kind and outcome");
     describe_histogram!("genjobs_upstream_call_duration_seconds", Unit::Seconds, "Time of a call to the provider");
     describe_counter!("genjobs_upstream_notifications_total", "Webhook deliveries from the provider, by outcome");
+    describe_counter!(
+        "genjobs_upstream_timeout_cancels_total",
+        "Cancels sent to the provider for jobs past their deadline, by the provider's answer"
+    );
     describe_gauge!("genjobs_open_connections", "Open event streams (sse) and long-polls (long_poll)");
     describe_gauge!("genjobs_db_pool_connections", "Postgres pool connections, by pool and state (in_use, idle)");
     describe_gauge!("genjobs_db_pool_waiting", "Callers waiting for a Postgres pool connection, by pool");

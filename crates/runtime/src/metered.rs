@@ -11,8 +11,8 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamReport,
-    UpstreamStatus,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
+    UpstreamReport, UpstreamStatus,
 };
 use metrics::{counter, histogram};
 
@@ -98,6 +98,13 @@ impl UpstreamProvider for MeteredUpstream {
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
         let started = Instant::now();
         let result = self.inner.cancel(job_id, upstream).await;
+        record("cancel", started, &result, poll_class);
+        result
+    }
+
+    async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
+        let started = Instant::now();
+        let result = self.inner.cancel_unless_done(job_id, upstream).await;
         record("cancel", started, &result, poll_class);
         result
     }

@@ -220,9 +220,14 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     });
     let provider_url = upstream_url.unwrap_or_default();
     let output_hosts = OutputHosts::new(config.output_hosts.iter().map(String::as_str), [provider_url.as_str()]);
-    // A request fal has not started when the job times out here would only run for nobody.
-    let start_timeout = Some(config.driver.job_timeout);
-    let fal = FalConfig { webhooks, start_timeout, ..FalConfig::new(provider_url, config.upstream_key.clone()) };
+    // fal's start timeout is the job timeout: a request that has not started by the job's
+    // deadline can no longer be delivered (the job fails `UPSTREAM_TIMEOUT` then), so fal may as
+    // well drop it; one that started is canceled by the driver at the deadline.
+    let fal = FalConfig {
+        webhooks,
+        start_timeout: Some(config.driver.job_timeout),
+        ..FalConfig::new(provider_url, config.upstream_key.clone())
+    };
     let upstream = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
     let outputs = match config.output_store_url() {
         Some(url) => {

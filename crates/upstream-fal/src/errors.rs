@@ -4,6 +4,8 @@
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
+use crate::retry::Read;
+
 /// Longest provider `detail` kept in a job's error message.
 const MAX_DETAIL_CHARS: usize = 300;
 
@@ -22,6 +24,13 @@ impl FalError {
         let header_type = response.headers().get("x-fal-error-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
         let body: Option<Value> = response.json().await.ok();
         Self::of_body(status, body.as_ref(), header_type)
+    }
+
+    /// An error from an answer read to its end.
+    pub(crate) fn of_read(read: &Read) -> Self {
+        let header_type = read.headers.get("x-fal-error-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body: Option<Value> = serde_json::from_slice(&read.body).ok();
+        Self::of_body(read.status, body.as_ref(), header_type)
     }
 
     /// An error from a body fal sent (an answer's, or a webhook's `payload`).
@@ -48,24 +57,29 @@ fn describe_detail(detail: &Value) -> Option<String> {
     match detail {
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         Value::Array(items) => {
-            let parts: Vec<String> = items
-                .iter()
-                .filter_map(|item| {
-                    let msg = item.get("msg").and_then(Value::as_str)?;
-                    let field = item.get("loc").and_then(Value::as_array).and_then(|loc| loc.last()).map(|f| match f {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    });
-                    Some(match field {
-                        Some(field) if field != "body" => format!("{field}: {msg}"),
-                        _ => msg.to_owned(),
-                    })
-                })
-                .collect();
+            let parts: Vec<String> = items.iter().filter_map(describe_item).collect();
             (!parts.is_empty()).then(|| parts.join("; "))
         }
         _ => None,
     }
+}
+
+/// The first validation error of a body's `detail` list (one with a `loc`), as `param: msg`.
+pub(crate) fn first_validation_error(body: Option<&Value>) -> Option<String> {
+    body?.get("detail")?.as_array()?.iter().filter(|item| item.get("loc").is_some()).find_map(describe_item)
+}
+
+/// One `{loc, msg, type}` item as `param: msg` (the last element of `loc`, unless it is `body`).
+fn describe_item(item: &Value) -> Option<String> {
+    let msg = item.get("msg").and_then(Value::as_str)?;
+    let field = item.get("loc").and_then(Value::as_array).and_then(|loc| loc.last()).map(|f| match f {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    });
+    Some(match field {
+        Some(field) if field != "body" => format!("{field}: {msg}"),
+        _ => msg.to_owned(),
+    })
 }
 
 /// Whether a failure fal reports is about the input (refused) rather than the run.

@@ -10,14 +10,16 @@
 //! and output shape as read from fal's published types ([`schema`]), which the simulator enforces.
 //! The job's [`UpstreamRef`] is this adapter's own JSON (endpoint, request id, queue URLs).
 //!
-//! Failures are classified, not retried here: the job driver backs off and polls again, and it
-//! never resubmits after an ambiguous failure, so that a job never runs (or is paid for) twice
-//! upstream. What reaches a job's error is the provider's `detail` at most, never the key, a URL
+//! Reads of a status or a result are tried again in place while fal answers "later" ([`retry`]);
+//! past that, failures are classified, and the job driver backs off and reads again until the
+//! job's deadline. A submission is never sent again after an ambiguous failure, so that a job
+//! never runs (or is paid for) twice upstream. What reaches a job's error is the provider's `detail` at most, never the key, a URL
 //! or an internal error text.
 
 mod errors;
 mod outputs;
 mod reference;
+mod retry;
 pub mod routes;
 pub mod schema;
 mod webhooks;
@@ -32,8 +34,8 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamReport,
-    UpstreamStatus,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
+    UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
@@ -42,9 +44,11 @@ use tokio::sync::Semaphore;
 
 pub use outputs::parse_outputs;
 pub use reference::FalRef;
+pub use retry::ReadRetry;
 pub use webhooks::{FAL_JWKS_URL, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 
 use errors::{FalError, is_refusal};
+use retry::{Read, ReadError, says_later};
 use webhooks::Verifier;
 
 /// Where fal is and how to talk to it.
@@ -61,13 +65,18 @@ pub struct FalConfig {
     /// Where fal delivers the end of each request, and how deliveries are verified; `None`
     /// means no webhooks (the driver polls every job).
     pub webhooks: Option<WebhookConfig>,
-    /// How long fal may keep a request before a runner starts it; past it fal drops the request
-    /// (answering 504) rather than run it for a job that has already timed out here. Sent as
-    /// fal-js sends its `startTimeout`: the `x-fal-request-timeout` header in whole seconds, at
-    /// least 1 (`libs/client/src/queue.ts` and its headers module, `REQUEST_TIMEOUT_HEADER`).
-    /// `None` sends none.
+    /// How status and result reads are tried again.
+    pub read_retry: ReadRetry,
+    /// Sent with each submission as fal's start timeout ([`START_TIMEOUT_HEADER`]); `None`
+    /// sends nothing.
     pub start_timeout: Option<Duration>,
 }
+
+/// fal's server-side start timeout: fal-js (`libs/client/src/queue.ts`, option `startTimeout`;
+/// the header's name in `libs/client/src/headers.ts`) sends it in whole seconds, above one, and
+/// fal drops a request that has not started processing within it (queue wait, retries and
+/// routing included; it does not limit a run that has started).
+pub const START_TIMEOUT_HEADER: &str = "x-fal-request-timeout";
 
 impl FalConfig {
     /// Defaults for a base URL: 15 s per call (below the driver's 20 s lease), 64 calls in flight.
@@ -79,6 +88,7 @@ impl FalConfig {
             request_timeout: Duration::from_secs(15),
             max_in_flight: 64,
             webhooks: None,
+            read_retry: ReadRetry::default(),
             start_timeout: None,
         }
     }
@@ -148,6 +158,11 @@ impl FalUpstream {
         }
     }
 
+    /// A status or result read, tried again while fal answers "later" ([`retry`]).
+    async fn read(&self, what: &str, url: &str) -> Result<Read, ReadError> {
+        self.config.read_retry.read(what, || self.send(self.client.get(url))).await
+    }
+
     async fn send(&self, request: RequestBuilder) -> Result<Response, reqwest::Error> {
         // A closed semaphore never happens (it is never closed); proceed without a permit if so.
         let _permit = self.in_flight.acquire().await.ok();
@@ -193,8 +208,8 @@ impl UpstreamProvider for FalUpstream {
             routes::fal_request(model.id.as_str(), input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
         let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
         let mut post = self.client.post(&url).json(&request.body);
-        if let Some(start_timeout) = self.config.start_timeout {
-            post = post.header("x-fal-request-timeout", start_timeout.as_secs().max(1).to_string());
+        if let Some(seconds) = self.config.start_timeout.map(|t| t.as_secs()).filter(|s| *s > 1) {
+            post = post.header(START_TIMEOUT_HEADER, seconds.to_string());
         }
         if let Some(webhooks) = &self.webhooks {
             post = post.query(&[("fal_webhook", webhooks.config().url.as_str())]);
@@ -248,20 +263,26 @@ impl UpstreamProvider for FalUpstream {
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
         let fal = FalRef::from_upstream(upstream).map_err(PollFailure::Gone)?;
         let separator = if fal.status_url.contains('?') { '&' } else { '?' };
-        let request = self.client.get(format!("{}{separator}logs=1", fal.status_url));
-        let response = self.send(request).await.map_err(|e| {
-            PollFailure::Transient(if e.is_timeout() { "status call timed out" } else { "status call failed" }.into())
+        let url = format!("{}{separator}logs=1", fal.status_url);
+        let read = self.read("status", &url).await.map_err(|e| {
+            PollFailure::Transient(
+                match e {
+                    ReadError::Timeout => "status call timed out",
+                    ReadError::Connection => "status call failed",
+                }
+                .into(),
+            )
         })?;
-        let status = response.status();
+        let status = read.status;
         tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = status.as_u16(), "fal status");
         if transient_status(status) {
             return Err(PollFailure::Transient(format!("status call answered HTTP {}", status.as_u16())));
         }
         if !status.is_success() {
-            return Err(PollFailure::Gone(FalError::read(response).await.message()));
+            return Err(PollFailure::Gone(FalError::of_read(&read).message()));
         }
-        let answer: StatusAnswer =
-            response.json().await.map_err(|_| PollFailure::Transient("status answer could not be read".into()))?;
+        let answer: StatusAnswer = serde_json::from_slice(&read.body)
+            .map_err(|_| PollFailure::Transient("status answer could not be read".into()))?;
         match answer.status.as_str() {
             "IN_QUEUE" => Ok(UpstreamStatus::Queued),
             "IN_PROGRESS" => {
@@ -288,28 +309,33 @@ impl UpstreamProvider for FalUpstream {
         modality: Modality,
     ) -> Result<Vec<OutputItem>, ResultFailure> {
         let fal = FalRef::from_upstream(upstream).map_err(ResultFailure::Failed)?;
-        let response = self
-            .send(self.client.get(&fal.response_url))
-            .await
-            .map_err(|_| ResultFailure::Transient("result call failed".into()))?;
-        let status = response.status();
+        let read = self.read("result", &fal.response_url).await.map_err(|e| {
+            ResultFailure::Transient(
+                match e {
+                    ReadError::Timeout => "result call timed out",
+                    ReadError::Connection => "result call failed",
+                }
+                .into(),
+            )
+        })?;
+        let status = read.status;
         tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = status.as_u16(), "fal result");
         if status.is_success() {
-            let body: Value =
-                response.json().await.map_err(|_| ResultFailure::Invalid("the result is not JSON".into()))?;
+            let body: Value = serde_json::from_slice(&read.body)
+                .map_err(|_| ResultFailure::Invalid("the result is not JSON".into()))?;
             return parse_outputs(&body, modality).map_err(ResultFailure::Invalid);
         }
         if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
             return Err(ResultFailure::Failed(EXPIRED.into()));
         }
-        let error = FalError::read(response).await;
+        if says_later(&read) {
+            return Err(ResultFailure::Transient(format!("result call answered HTTP {}", status.as_u16())));
+        }
+        let error = FalError::of_read(&read);
         let explained = error.detail.is_some() || error.error_type.is_some();
         match status {
             StatusCode::UNPROCESSABLE_ENTITY => Err(ResultFailure::Rejected(error.message())),
             _ if is_refusal(error.error_type.as_deref()) => Err(ResultFailure::Rejected(error.message())),
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::REQUEST_TIMEOUT => {
-                Err(ResultFailure::Transient(format!("result call answered HTTP {}", status.as_u16())))
-            }
             s if s.is_server_error() && !explained => {
                 Err(ResultFailure::Transient(format!("result call answered HTTP {}", s.as_u16())))
             }
@@ -318,15 +344,30 @@ impl UpstreamProvider for FalUpstream {
     }
 
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
+        self.cancel_unless_done(job_id, upstream).await.map(|_| ())
+    }
+
+    /// fal answers a cancel 202 `{"status": "CANCELLATION_REQUESTED"}`, or 400
+    /// `{"status": "ALREADY_COMPLETED"}` when the request has completed (its result can still be
+    /// fetched), or 404 `{"status": "NOT_FOUND"}`.
+    async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
         let fal = FalRef::from_upstream(upstream).map_err(PollFailure::Gone)?;
         let response = self
             .send(self.client.put(&fal.cancel_url))
             .await
             .map_err(|_| PollFailure::Transient("cancel call failed".into()))?;
-        tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = response.status().as_u16(), "fal cancel");
-        match response.status() {
-            s if s.is_success() => Ok(()),
+        let status = response.status();
+        tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = status.as_u16(), "fal cancel");
+        match status {
+            s if s.is_success() => Ok(CancelOutcome::Requested),
             s if transient_status(s) => Err(PollFailure::Transient(format!("cancel answered HTTP {}", s.as_u16()))),
+            StatusCode::BAD_REQUEST => {
+                let body: Option<Value> = response.json().await.ok();
+                match body.as_ref().and_then(|b| b.get("status")).and_then(Value::as_str) {
+                    Some("ALREADY_COMPLETED") => Ok(CancelOutcome::AlreadyCompleted),
+                    _ => Err(PollFailure::Gone(FalError::of_body(status, body.as_ref(), None).message())),
+                }
+            }
             _ => Err(PollFailure::Gone(FalError::read(response).await.message())),
         }
     }

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use tokio::sync::Mutex;
 
-use crate::errors::{FalError, is_refusal};
+use crate::errors::{FalError, first_validation_error, is_refusal};
 use crate::outputs::read_outputs;
 
 /// fal's published JWKS.
@@ -214,19 +214,19 @@ impl Verifier {
     }
 }
 
-/// An `ERROR` delivery as a job's failure: refused when fal says the input was (validation
-/// errors, a policy), failed otherwise.
+/// An `ERROR` delivery as a job's failure: refused, with the first validation error's message,
+/// when the payload carries validation details (`detail[].loc`, fal's 422 shape) or fal's
+/// category says the input was refused; failed otherwise, with fal's detail or its `error`.
 fn failure(payload: Option<&Value>, error: Option<String>) -> ResultFailure {
     let fal = FalError::of_body(StatusCode::UNPROCESSABLE_ENTITY, payload, None);
-    let validation = payload
-        .and_then(|p| p.get("detail"))
-        .and_then(Value::as_array)
-        .is_some_and(|items| items.iter().any(|item| item.get("loc").is_some()));
+    if let Some(first) = first_validation_error(payload) {
+        return ResultFailure::Rejected(first);
+    }
     let message = match (&fal.detail, error) {
         (None, Some(error)) if fal.error_type.is_none() => error,
         _ => fal.message(),
     };
-    if validation || is_refusal(fal.error_type.as_deref()) {
+    if is_refusal(fal.error_type.as_deref()) {
         ResultFailure::Rejected(message)
     } else {
         ResultFailure::Failed(message)

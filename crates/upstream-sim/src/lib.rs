@@ -22,6 +22,14 @@
 //! - `[sim:error-status]`: the request completes with `error` and `error_type` in its status, and
 //!   its result is a 503 with `X-Fal-Error-Type`.
 //! - `[sim:file-missing]`: its output files answer 404 (as a provider's expired link does).
+//! - `[sim:result-429=N]`, `[sim:result-502=N]`, `[sim:result-503=N]`, `[sim:result-504=N]`: its
+//!   first N result calls answer that status without fal's error category (429 with
+//!   `Retry-After: 1`), as a busy or restarting queue does; `[sim:result-drop=N]`: they drop the
+//!   connection after the headers.
+//! - `[sim:cancel-completed]`: it completes when a cancel comes (even a `hang`), and the cancel is
+//!   answered 400 `{"status": "ALREADY_COMPLETED"}`, as fal answers a cancel that came too late.
+//! - `[sim:webhook-error]`: its webhook is an `ERROR` without validation details (fal's `error`,
+//!   no `payload`), as fal reports a run that failed.
 //!
 //! ## Webhooks
 //! A submission with `?fal_webhook=URL` gets its end delivered there, signed as fal signs, with
@@ -275,9 +283,8 @@ fn submit_answer(
     let Some(schema) = genjobs_upstream_fal::schema::endpoint(&endpoint) else {
         return HttpResponse::NotFound().json(json!({"detail": format!("Application '{endpoint}' not found")}));
     };
-    if let Err(violations) = schema.validate(&input) {
-        return HttpResponse::UnprocessableEntity().json(json!({"detail": violations}));
-    }
+    // fal takes any JSON into the queue and refuses a body it cannot use when the request runs.
+    let invalid = schema.validate(&input).err().map(|violations| json!(violations));
     if let Some(url) = &webhook
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -309,7 +316,10 @@ fn submit_answer(
             run,
             directives,
             status_calls: 0,
+            result_calls: 0,
             canceled: false,
+            completed: false,
+            invalid,
         },
     );
     HttpResponse::Ok().json(json!({
@@ -336,6 +346,10 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
     let Some(request) = requests.get_mut(&id) else {
         return HttpResponse::NotFound().json(json!({"status": "NOT_FOUND"}));
     };
+    if request.directives.cancel_completed {
+        request.directives.hang = false;
+        request.completed = true;
+    }
     if matches!(request.phase(), Phase::Completed) {
         return HttpResponse::BadRequest().json(json!({"status": "ALREADY_COMPLETED"}));
     }

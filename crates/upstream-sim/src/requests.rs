@@ -21,6 +21,20 @@ pub(crate) struct Directives {
     pub(crate) run_ms: Option<u64>,
     pub(crate) webhook: DeliveryFaults,
     pub(crate) file_missing: bool,
+    /// How the first `result_faults` result calls fail before the result is given.
+    pub(crate) result_fault: Option<ResultFault>,
+    pub(crate) result_faults: u32,
+    pub(crate) cancel_completed: bool,
+    pub(crate) webhook_error: bool,
+}
+
+/// A result call that fails the way a busy or restarting queue fails it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResultFault {
+    /// This status, without fal's error category (429 with `Retry-After: 1`).
+    Status(u16),
+    /// The connection drops after the headers.
+    Dropped,
 }
 
 impl Directives {
@@ -39,6 +53,16 @@ impl Directives {
                 "flaky" => d.flaky = value.parse().unwrap_or(3),
                 "run" => d.run_ms = value.parse().ok(),
                 "file-missing" => d.file_missing = true,
+                "result-429" | "result-502" | "result-503" | "result-504" => {
+                    d.result_fault = name[7..].parse().ok().map(ResultFault::Status);
+                    d.result_faults = value.parse().unwrap_or(1);
+                }
+                "result-drop" => {
+                    d.result_fault = Some(ResultFault::Dropped);
+                    d.result_faults = value.parse().unwrap_or(1);
+                }
+                "cancel-completed" => d.cancel_completed = true,
+                "webhook-error" => d.webhook_error = true,
                 "webhook-drop" => d.webhook.drop = true,
                 "webhook-duplicate" => d.webhook.duplicate = true,
                 "webhook-corrupt" => d.webhook.corrupt = true,
@@ -59,7 +83,13 @@ pub(crate) struct SimRequest {
     pub(crate) run: Duration,
     pub(crate) directives: Directives,
     pub(crate) status_calls: u32,
+    pub(crate) result_calls: u32,
     pub(crate) canceled: bool,
+    /// Set when the request completed ahead of its time (a cancel that came after completion).
+    pub(crate) completed: bool,
+    /// fal's validation errors of the input (`detail` items): fal queues any JSON and fails the
+    /// request with them when it runs.
+    pub(crate) invalid: Option<Value>,
 }
 
 pub(crate) enum Phase {
@@ -71,7 +101,7 @@ pub(crate) enum Phase {
 impl SimRequest {
     pub(crate) fn phase(&self) -> Phase {
         let elapsed = self.accepted.elapsed();
-        if self.canceled {
+        if self.canceled || self.completed {
             return Phase::Completed;
         }
         if elapsed < self.queue {

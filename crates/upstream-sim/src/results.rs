@@ -3,7 +3,9 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
-use crate::requests::{Phase, output};
+use actix_web::http::StatusCode;
+
+use crate::requests::{Phase, ResultFault, output};
 use crate::{Sim, admit, chaos, not_found, refusal};
 
 pub(crate) async fn status(
@@ -60,16 +62,23 @@ pub(crate) async fn result(
 }
 
 fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
-    let requests = sim.state.requests();
-    let Some(request) = requests.get(id) else {
+    let mut requests = sim.state.requests();
+    let Some(request) = requests.get_mut(id) else {
         return not_found();
     };
     if !matches!(request.phase(), Phase::Completed) {
         return HttpResponse::BadRequest().json(json!({"detail": "Request is still in progress"}));
     }
+    request.result_calls += 1;
     let d = &request.directives;
+    if let Some(fault) = d.result_fault.filter(|_| request.result_calls <= d.result_faults) {
+        return fault_answer(fault);
+    }
     if d.expired {
         return not_found();
+    }
+    if let Some(violations) = &request.invalid {
+        return HttpResponse::UnprocessableEntity().json(json!({"detail": violations}));
     }
     if d.reject {
         return HttpResponse::UnprocessableEntity().json(refusal());
@@ -86,4 +95,18 @@ fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
         return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
     }
     HttpResponse::Ok().json(output(request, &format!("{base}/_sim/files/{id}")))
+}
+
+/// A result call failed as a busy or restarting queue fails it.
+fn fault_answer(fault: ResultFault) -> HttpResponse {
+    match fault {
+        ResultFault::Status(429) => HttpResponse::TooManyRequests()
+            .insert_header(("retry-after", "1"))
+            .json(json!({"detail": "Too many requests"})),
+        ResultFault::Status(code) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            HttpResponse::build(status).content_type("text/plain").body("upstream unavailable")
+        }
+        ResultFault::Dropped => chaos::after(Some(chaos::Fault::Dropped), HttpResponse::Ok().finish()),
+    }
 }

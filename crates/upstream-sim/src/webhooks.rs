@@ -197,8 +197,14 @@ fn webhook_result(request: &SimRequest, files: &str) -> Result<Value, (String, V
     if request.canceled {
         return Err(("Request was cancelled".into(), json!({"detail": "Request was cancelled"})));
     }
+    if let Some(violations) = &request.invalid {
+        return Err(("Invalid status code: 422".into(), json!({"detail": violations})));
+    }
     if d.reject {
         return Err(("Invalid status code: 422".into(), refusal()));
+    }
+    if d.webhook_error {
+        return Err(("Invalid status code: 500".into(), Value::Null));
     }
     if d.fail {
         return Err(("Invalid status code: 500".into(), json!({"detail": "the model crashed while generating"})));

@@ -9,6 +9,7 @@ mod client;
 mod concurrency;
 mod embedded;
 mod errors;
+mod fal_failures;
 mod jobs;
 mod ledger;
 mod models;

@@ -11,6 +11,8 @@ mod auth;
 mod concurrency;
 #[path = "../e2e/errors.rs"]
 mod errors;
+#[path = "../e2e/fal_failures.rs"]
+mod fal_failures;
 #[path = "../e2e/jobs.rs"]
 mod jobs;
 #[path = "../e2e/ledger.rs"]

@@ -70,6 +70,15 @@ pub enum ResultFailure {
     Transient(String),
 }
 
+/// What the provider answered a cancel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The provider will stop the job (or it never started).
+    Requested,
+    /// The job had already completed at the provider: its result can still be fetched.
+    AlreadyCompleted,
+}
+
 /// A notification the provider pushed about a job (a webhook delivery), verified and read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamReport {
@@ -154,6 +163,16 @@ pub trait UpstreamProvider: Send + Sync {
 
     /// Asks the provider to stop a job (best effort).
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure>;
+
+    /// As [`UpstreamProvider::cancel`], telling a job that had already completed at the provider
+    /// (whose result can still be fetched) from one that will stop.
+    ///
+    /// # Errors
+    /// As [`UpstreamProvider::cancel`]; the default reads every success as
+    /// [`CancelOutcome::Requested`], for a provider that cannot tell.
+    async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
+        self.cancel(job_id, upstream).await.map(|()| CancelOutcome::Requested)
+    }
 
     /// Verifies a delivery the provider pushed (signature, freshness against `now`) and reads
     /// it. Verification comes first: nothing of an unverified delivery is read.

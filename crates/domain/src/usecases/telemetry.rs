@@ -27,12 +27,6 @@ pub(crate) fn job_finished(job: &Job) {
         .increment(job.credits_held().get().saturating_sub(spent));
 }
 
-/// A job that timed out, asked to stop at its provider so that it is not run (and billed) for
-/// nothing; `outcome` is `asked` or `failed`.
-pub(crate) fn timeout_cancel(outcome: &'static str) {
-    counter!("genjobs_upstream_timeout_cancels_total", "outcome" => outcome).increment(1);
-}
-
 /// How late a job's step started after its due time.
 pub(crate) fn driver_lag(lag: Duration) {
     histogram!("genjobs_driver_lag_seconds").record(lag.as_secs_f64());
@@ -42,4 +36,10 @@ pub(crate) fn driver_lag(lag: Duration) {
 pub(crate) fn unfinished(jobs: UnfinishedJobs) {
     gauge!("genjobs_jobs", "state" => JobState::Queued.as_str()).set(jobs.queued as f64);
     gauge!("genjobs_jobs", "state" => JobState::Running.as_str()).set(jobs.running as f64);
+}
+
+/// A job past its deadline and the provider's answer to the cancel sent for it (`requested`,
+/// `already_completed`, `failed`).
+pub(crate) fn timeout_cancel(outcome: &'static str) {
+    counter!("genjobs_upstream_timeout_cancels_total", "outcome" => outcome).increment(1);
 }

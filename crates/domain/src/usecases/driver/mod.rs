@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 mod held;
 mod outcome;
 mod settings;
+mod timeout;
 
 use held::Held;
 pub(crate) use outcome::ending_trigger;
@@ -305,21 +306,7 @@ impl JobDriver {
         let cadence = Cadence { due, interval };
         let now = self.ports.clock.now();
         if now - job.created_at() >= self.settings.job_timeout {
-            let error = JobError::new(JobErrorCode::UpstreamTimeout, "the job did not finish in time");
-            let kept = self.commit(&job, Trigger::Failed { error }).await;
-            // The provider would go on running (and billing) what nobody waits for any more.
-            if let Some(upstream) = job.upstream() {
-                let outcome = match self.ports.upstream.cancel(job.id(), upstream).await {
-                    Ok(()) => "asked",
-                    Err(failure) => {
-                        tracing::warn!(job_id = %job.id(), %failure, "could not cancel a timed-out job at the provider");
-                        "failed"
-                    }
-                };
-                tracing::info!(job_id = %job.id(), outcome, "timed-out job canceled at the provider");
-                super::telemetry::timeout_cancel(outcome);
-            }
-            return kept;
+            return self.time_out(&job).await;
         }
         match job.upstream() {
             None if job.submit_attempted() && !handed => {
