@@ -10,7 +10,7 @@
 //! and output shape as read from fal's published types ([`schema`]), which the simulator enforces.
 //! The job's [`UpstreamRef`] is this adapter's own JSON (endpoint, request id, queue URLs).
 //!
-//! Reads of a status or a result are tried again in place while fal answers "later" ([`retry`]);
+//! Reads of a status or a result are tried again in place while fal answers "later" (`retry`);
 //! past that, failures are classified, and the job driver backs off and reads again until the
 //! job's deadline. A submission is never sent again after an ambiguous failure, so that a job
 //! never runs (or is paid for) twice upstream. What reaches a job's error is the provider's `detail` at most, never the key, a URL
