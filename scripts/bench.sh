@@ -10,6 +10,9 @@ fail() { echo "bench: $*" >&2; exit 1; }
 if ! command -v pgbench >/dev/null; then
   apt-get update -qq && apt-get install -y -qq postgresql-client || fail "cannot install pgbench"
 fi
+if [ ! -x /usr/sbin/pgbouncer ]; then
+  apt-get update -qq && apt-get install -y -qq pgbouncer || fail "cannot install pgbouncer"
+fi
 if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -n | tail -n 1)" main start || true
   for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
@@ -23,3 +26,7 @@ ulimit -n "$(ulimit -Hn)"
 echo "[bench] building release binaries"
 cargo build --release -q -p genjobs -p genjobs-upstream-sim -p genjobs-bench
 timeout 900 target/release/genjobs-bench
+# Usage reports over 10 million generated jobs: its own report, docs/benchmarks-usage.md.
+timeout 2400 target/release/genjobs-bench usage
+# 1, 2 and 4 replicas, directly and through PgBouncer: docs/benchmarks-replicas.md.
+timeout 900 target/release/genjobs-bench replicas

@@ -23,6 +23,10 @@ use serde_json::{Value, json};
 
 pub use insta;
 
+mod receiver;
+
+pub use receiver::{Answer, Received, WebhookReceiver};
+
 /// An insta JSON snapshot of a response body, shared by both stores (`e2e` and `e2e_postgres`
 /// run the same modules): named, not prefixed with the module, with ids, keys and times redacted
 /// by the selectors given.
@@ -105,6 +109,24 @@ pub fn webhook_config(fallback_poll: Duration) -> Config {
     config.with_public_url(format!("http://127.0.0.1:{port}"), fallback_poll)
 }
 
+/// [`fast_config`] for client webhooks: receivers on loopback are allowed, the first retry waits
+/// 50 ms, and an attempt gives up waiting after `timeout`.
+#[must_use]
+pub fn client_webhook_config(timeout: Duration) -> Config {
+    let defaults = fast_config();
+    Config {
+        client_webhooks: genjobs_client_webhooks::TransportSettings { timeout, allow_private: true },
+        dispatch: genjobs_domain::usecases::DispatchSettings {
+            retry: genjobs_domain::webhooks::RetryPolicy {
+                first_delay: Duration::from_millis(50),
+                ..defaults.dispatch.retry
+            },
+            ..defaults.dispatch
+        },
+        ..defaults
+    }
+}
+
 /// Starts genjobs with [`fast_config`].
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(fast_config()).await
@@ -127,11 +149,27 @@ pub async fn spawn_app_with(config: Config) -> TestApp {
 /// Starts genjobs with `config` on a Postgres database of its own. The Postgres store has no
 /// demo user, so one with `demo_credits` is created through the admin API.
 pub async fn spawn_postgres_app(config: Config) -> TestApp {
-    let database = TestDatabase::new().await;
+    spawn_on(TestDatabase::new().await, config).await
+}
+
+/// [`spawn_postgres_app`] through a PgBouncer in transaction pooling mode, as operators deploy
+/// it: `DATABASE_URL` at the pooler, `GENJOBS_DATABASE_POOLER=transaction`, and
+/// `GENJOBS_DATABASE_LISTEN_URL` (and the migrations) on the direct connection.
+pub async fn spawn_pooled_app(config: Config) -> TestApp {
+    spawn_on(TestDatabase::pooled().await, config).await
+}
+
+async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
     let demo_credits = config.demo_credits;
+    let route = database.settings();
     let config = Config {
-        database_url: Some(database.url.clone()),
-        postgres: PgSettings { pool_size: config.postgres.pool_size.min(8), ..config.postgres },
+        database_url: Some(route.url),
+        postgres: PgSettings {
+            pool_size: config.postgres.pool_size.min(8),
+            pooler: route.pooler,
+            listen_url: route.listen_url,
+            ..config.postgres
+        },
         driver: DriverSettings { lease: Duration::from_secs(2), ..config.driver },
         // The same outputs as the in-memory runs, so that the shared tests see the same answers.
         output_store: config.output_store.or_else(|| Some("memory://".into())),
@@ -229,6 +267,29 @@ impl TestApp {
         self.client.get(self.url(path)).bearer_auth(key).send().await.expect("request")
     }
 
+    /// `PUT /api/admin/models/{id}` with `document`.
+    pub async fn put_model(&self, id: &str, document: &Value) -> Response {
+        self.client
+            .put(self.url(&format!("/api/admin/models/{id}")))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(document)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// The document of model `id` as `GET /api/admin/models` shows it.
+    pub async fn admin_model(&self, id: &str) -> Value {
+        let models: Value = self.get("/api/admin/models", ADMIN_TOKEN).await.json().await.expect("json");
+        models["data"].as_array().expect("data").iter().find(|m| m["id"] == id).cloned().unwrap_or(Value::Null)
+    }
+
+    /// The ids `GET /api/v1/models` lists to `key`.
+    pub async fn model_ids(&self, key: &str) -> Vec<String> {
+        let models: Value = self.get("/api/v1/models", key).await.json().await.expect("json");
+        models["data"].as_array().expect("data").iter().filter_map(|m| m["id"].as_str().map(str::to_owned)).collect()
+    }
+
     /// Creates a user through the admin API; `extra` adds fields to the body.
     pub async fn create_user(&self, credits: u64, extra: Value) -> TestUser {
         let mut body = json!({"name": "tester", "credits": credits});
@@ -249,6 +310,26 @@ impl TestApp {
         let response = self.post(&format!("/api/v1/{endpoint}/generations"), key, &body).await;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "{:?}", response.text().await);
         response.json().await.expect("receipt")
+    }
+
+    /// Reads a job until `condition` holds of it, for at most `limit`; panics with the last read
+    /// otherwise. For what long-polling cannot wait on (a change that is not a new state).
+    pub async fn job_until(
+        &self,
+        key: &str,
+        job_id: &str,
+        limit: Duration,
+        condition: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let job = self.job(key, job_id, 0).await;
+            if condition(&job) {
+                return job;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "condition not met within {limit:?}: {job}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Long-polls a job until it is final (or 20 s).

@@ -226,7 +226,8 @@ async fn the_playground_draws_every_form_runs_a_job_cancels_one_and_explains_a_4
     set_prompt(&page, "waves on a rock [sim:hang]").await;
     page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
     until(&page, "a cancel button", "return !document.getElementById('cancel').disabled;").await;
-    assert!(available(&page).await < before, "credits held while it runs");
+    let held = format!("return Number(document.getElementById('balance').dataset.available) < {before};");
+    until(&page, "the credits held while it runs", &held).await;
     page.find(Locator::Id("cancel")).await.unwrap().click().await.unwrap();
     until(&page, "the canceled state", "return document.getElementById('state').textContent === 'canceled';").await;
     let refunded = format!("return document.getElementById('balance').dataset.available === '{before}';");
@@ -272,4 +273,78 @@ async fn the_playground_shows_the_price_before_submitting_and_follows_n() {
     let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
     assert_eq!((account["credits_available"].as_u64(), account["credits_held"].as_u64()), (Some(100), Some(0)));
     page.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_account_page_shows_the_balance_the_ledger_and_spending_per_model_and_day() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(100, json!({})).await;
+    for (endpoint, body) in
+        [("images", json!({"prompt": "a fox", "n": 2})), ("images", json!({"model": "flux-pro", "prompt": "a hen"}))]
+    {
+        let receipt = app.submit(endpoint, &user.key, body).await;
+        let job = app.wait_final(&user.key, receipt["job_id"].as_str().unwrap()).await;
+        assert_eq!(job["state"], "succeeded");
+    }
+    let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
+    let ledger: Value = app.get("/api/v1/account/ledger?limit=50", &user.key).await.json().await.unwrap();
+
+    let driver = chromedriver();
+    let page = browser(&driver).await;
+    page.goto(&app.url("/playground/account")).await.unwrap();
+    page.execute("document.getElementById('api-key').value = arguments[0];", vec![json!(user.key)]).await.unwrap();
+    page.find(Locator::Id("save-key")).await.unwrap().click().await.unwrap();
+
+    let shown =
+        until(&page, "the balance", "const t = document.getElementById('spent').textContent; return t !== '–' && t;")
+            .await;
+    assert_eq!(shown.as_str().unwrap(), account["credits_spent"].to_string());
+    let rows = until(&page, "the ledger", "return document.querySelectorAll('#ledger tr').length;").await;
+    assert_eq!(rows.as_u64(), Some(ledger["data"].as_array().unwrap().len() as u64), "one row an entry");
+    let kinds = page
+        .execute("return [...document.querySelectorAll('#ledger td.kind')].map(c => c.textContent);", vec![])
+        .await
+        .unwrap();
+    let expected: Vec<&str> = ledger["data"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, json!(expected), "newest first, as the API lists them");
+    let models = until(&page, "the chart", "return document.getElementById('chart').dataset.models;").await;
+    assert_eq!(models, "flux-pro,nano-banana", "a series per model that spent");
+    let legend = page
+        .execute(
+            "return [...document.querySelectorAll('#chart .u-legend .u-series .u-label')].map(e => e.textContent);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(legend.as_array().unwrap().iter().any(|l| l == "flux-pro"), "the chart is drawn with its legend: {legend}");
+    assert!(page.find(Locator::Css("#chart canvas")).await.is_ok(), "uPlot drew its canvas");
+}
+
+/// A job submitted from the playground with a webhook URL shows its deliveries once it ends, and
+/// its redelivery button posts the event again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_shows_a_jobs_webhook_deliveries() {
+    let app = spawn_app_with(genjobs_tests::client_webhook_config(Duration::from_secs(10))).await;
+    let receiver = genjobs_tests::WebhookReceiver::start(vec![]).await;
+    let driver = chromedriver();
+    let page = browser(&driver).await;
+    page.goto(&app.url("/playground")).await.unwrap();
+    use_key(&page, &app.demo_key).await;
+    set_prompt(&page, "a kite over the sea").await;
+    page.execute("document.getElementById('webhook-url').value = arguments[0];", vec![json!(receiver.url)])
+        .await
+        .unwrap();
+    page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
+    let shown = until(
+        &page,
+        "the deliveries",
+        "const d = document.getElementById('deliveries'); return d.textContent.includes('delivered') && d.textContent;",
+    )
+    .await;
+    let shown = shown.as_str().unwrap();
+    assert!(shown.contains("job.succeeded") && shown.contains(&receiver.url) && shown.contains("200"), "{shown}");
+    receiver.wait_for(1, Duration::from_secs(20)).await;
+    page.execute("document.querySelector('#deliveries button').click();", vec![]).await.unwrap();
+    let posts = receiver.wait_for(2, Duration::from_secs(20)).await;
+    assert_eq!(posts[0].header("webhook-id"), posts[1].header("webhook-id"));
 }

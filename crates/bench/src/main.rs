@@ -1,6 +1,10 @@
 //! `genjobs-bench`: one full benchmark run on the Postgres store against the simulator, with
 //! every baseline measured in the same run; writes `docs/benchmarks.md` and appends a line to
 //! `docs/benchmarks-history.jsonl`. `scripts/bench.sh` (`just bench`) builds and calls it.
+//! `genjobs-bench usage` runs only the usage reports over 10 million jobs (`usage_scale`), which
+//! writes `docs/benchmarks-usage.md`; `genjobs-bench replicas` only 1, 2 and 4 replicas, directly
+//! and through PgBouncer (`replicas`), which writes `docs/benchmarks-replicas.md`; `just bench`
+//! runs both after the rest.
 //!
 //! Environment: `DATABASE_URL` (server to create the bench databases on; the local one by
 //! default), `BENCH_SECONDS` (length of each load run, 10), `BENCH_CLIENTS` (32),
@@ -185,6 +189,22 @@ struct Figures {
     driver: scenarios::DriverResult,
     webhooks: lifecycle::WebhookResult,
     copy: lifecycle::CopyResult,
+}
+
+/// `genjobs-bench usage`: only the usage reports at 10 million jobs.
+async fn run_usage() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let sim = spawn_simulator(&bin, "3600000").await?;
+    usage_scale::run(&bin, &server, &sim.base).await
+}
+
+/// `genjobs-bench replicas`: only 1, 2 and 4 replicas, directly and through PgBouncer.
+async fn run_replicas() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let sim = spawn_simulator(&bin, "3600000").await?;
+    replicas::run(&bin, &server, &sim.base).await
 }
 
 async fn run() -> Result<(), Failure> {
@@ -386,11 +406,18 @@ async fn run() -> Result<(), Failure> {
 
 mod lifecycle;
 mod pgbench;
+mod replicas;
 mod report;
+mod usage_scale;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    match run().await {
+    let outcome = match std::env::args().nth(1).as_deref() {
+        Some("usage") => run_usage().await,
+        Some("replicas") => run_replicas().await,
+        _ => run().await,
+    };
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("[bench] failed: {e}");

@@ -24,8 +24,8 @@ pub(crate) fn scripts(dir: &Path, users: &[(String, String)], prepared: bool) ->
                     "BEGIN;\n\
                      UPDATE users SET credits_available = credits_available - 4, credits_held = credits_held + 4, active_jobs = active_jobs + 1 \
                      WHERE id = '{id}' AND credits_available >= 4 AND active_jobs < max_concurrent_jobs;\n\
-                     INSERT INTO jobs (id, user_id, model, modality, state, progress, created_at, credits_held, input, submit_attempted, poll_failures, version) \
-                     VALUES (gen_random_uuid(), '{id}', 'nano-banana', 'image', 'queued', 0, now(), 4, '{{\"prompt\":\"bench\"}}', false, 0, 0) RETURNING {returning} AS job_id \\gset\n\
+                     INSERT INTO jobs (id, user_id, model, modality, state, progress, created_at, credits_held, input, rate_per, rate_credits, submit_attempted, poll_failures, version) \
+                     VALUES (gen_random_uuid(), '{id}', 'nano-banana', 'image', 'queued', 0, now(), 4, '{{\"prompt\":\"bench\"}}', 'image', 4, false, 0, 0) RETURNING {returning} AS job_id \\gset\n\
                      INSERT INTO ledger (user_id, job_id, kind, amount) VALUES ('{id}', :job_id, 'hold', 4);\n\
                      END;\n"
                 ),

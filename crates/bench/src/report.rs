@@ -37,7 +37,7 @@ fn machine() -> String {
     )
 }
 
-fn verdict(met: bool) -> &'static str {
+pub(crate) fn verdict(met: bool) -> &'static str {
     if met { "met" } else { "**missed**" }
 }
 

@@ -51,6 +51,7 @@ pub use error::{ApiError, Error};
 pub use types::{
     Account, CancelReceipt, EventData, EventKind, Field, FieldOption, ImageRequest, Job, JobError, JobEvent, JobPage,
     JobState, LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, UsageRow, VideoRequest,
+    WebhookAttempt, WebhookDelivery, WebhookSecret,
 };
 
 /// How long an ordinary call may take.
@@ -216,6 +217,46 @@ impl Client {
     /// As [`Client::job`].
     pub async fn cancel(&self, job_id: &str) -> Result<CancelReceipt, Error> {
         self.send(self.request(Method::POST, &format!("/api/v1/jobs/{job_id}/cancel")).timeout(CALL_TIMEOUT)).await
+    }
+
+    /// The account's webhook signing secret (made on first use).
+    ///
+    /// # Errors
+    /// As every call.
+    pub async fn webhook_secret(&self) -> Result<WebhookSecret, Error> {
+        self.send(self.request(Method::GET, "/api/v1/account/webhook-secret").timeout(CALL_TIMEOUT)).await
+    }
+
+    /// A new webhook signing secret; the old one signs nothing from now on.
+    ///
+    /// # Errors
+    /// As every call.
+    pub async fn rotate_webhook_secret(&self) -> Result<WebhookSecret, Error> {
+        self.send(self.request(Method::POST, "/api/v1/account/webhook-secret/rotate").timeout(CALL_TIMEOUT)).await
+    }
+
+    /// The job's webhook events with their attempts.
+    ///
+    /// # Errors
+    /// As [`Client::job`].
+    pub async fn job_webhooks(&self, job_id: &str) -> Result<Vec<WebhookDelivery>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Listing {
+            data: Vec<WebhookDelivery>,
+        }
+        let path = format!("/api/v1/jobs/{job_id}/webhooks");
+        let listing: Listing = self.send(self.request(Method::GET, &path).timeout(CALL_TIMEOUT)).await?;
+        Ok(listing.data)
+    }
+
+    /// Asks for one more delivery of a job's webhook event, with the same id and body.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 404 for no such job or event, 403 for another user's job; or as every call.
+    pub async fn redeliver_webhook(&self, job_id: &str, event_id: &str) -> Result<(), Error> {
+        let path = format!("/api/v1/jobs/{job_id}/webhooks/{event_id}/redeliver");
+        checked(self.request(Method::POST, &path).timeout(CALL_TIMEOUT).send().await?).await?;
+        Ok(())
     }
 
     /// The models, of one modality (`image`, `video`, …) or all.

@@ -66,6 +66,9 @@ pub struct ImageRequest {
     /// Model-specific parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra: Option<Map<String, Value>>,
+    /// Where the job's end is posted, signed with the account's webhook secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
 }
 
 impl ImageRequest {
@@ -105,6 +108,9 @@ pub struct VideoRequest {
     /// Model-specific parameters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra: Option<Map<String, Value>>,
+    /// Where the job's end is posted, signed with the account's webhook secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
 }
 
 impl VideoRequest {
@@ -252,6 +258,17 @@ pub struct Job {
     pub credits_held: u64,
     /// What it cost, once final.
     pub credits_actual: Option<u64>,
+    /// What the provider says of it while it runs there (absent when it says nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JobMeta>,
+}
+
+/// What the provider says of a job while it runs there.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct JobMeta {
+    /// How many requests are ahead of it in the provider's queue.
+    #[serde(default)]
+    pub queue_position: Option<u32>,
 }
 
 /// A page of jobs, newest first.
@@ -376,4 +393,40 @@ pub struct JobEvent {
     pub id: Option<String>,
     /// The job as the event tells it.
     pub data: EventData,
+}
+
+/// The account's webhook signing secret, `whsec_<base64>` (Standard Webhooks).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct WebhookSecret {
+    /// The secret.
+    pub secret: String,
+}
+
+/// One attempt at delivering a webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct WebhookAttempt {
+    /// When it started (ISO 8601).
+    pub at: String,
+    /// The receiver's status; `None` when it did not answer.
+    pub status: Option<u16>,
+    /// Why it did not deliver.
+    pub error: Option<String>,
+}
+
+/// A job's webhook event and its attempts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct WebhookDelivery {
+    /// The event id, sent as `webhook-id`.
+    pub id: String,
+    /// `job.succeeded`, `job.failed` or `job.canceled`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Where it goes.
+    pub url: String,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<WebhookAttempt>,
+    /// When it was delivered.
+    pub delivered_at: Option<String>,
+    /// When it is tried next; `None` once delivered or given up.
+    pub next_attempt_at: Option<String>,
 }

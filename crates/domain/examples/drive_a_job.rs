@@ -68,7 +68,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
-        usage: store,
+        usage: store.clone(),
+        catalog: store,
+        route_schemas: vec![],
         upstream: Arc::new(InstantProvider),
         outputs: None,
         events: Arc::new(EventHub::new()),
@@ -94,7 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         n: Some(WholeNumber::Exact(2)),
         ..GenerationDraft::default()
     };
-    let request = GenerationRequest::validate(Modality::Image, draft, gateway.catalog())?;
+    let request = GenerationRequest::validate(Modality::Image, draft, &gateway.catalog())?;
     let receipt = gateway.submit(&caller, Submission { request, idempotency: None }).await?;
     println!("job {} {} with {} credits held", receipt.job_id, receipt.state.as_str(), receipt.credits_held);
 

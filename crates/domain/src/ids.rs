@@ -77,7 +77,7 @@ uuid_id!(
 );
 
 /// A model id as found in the catalog, e.g. `seedance-2.0-fast`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize, serde::Serialize)]
 #[serde(transparent)]
 pub struct ModelId(String);
 

@@ -17,21 +17,26 @@
 //! - [`job`]: the job and its state machine ([`job::next_state`] is the table). Every change is
 //!   a [`job::Transition`]: the new job, the version it replaces (for compare-and-set) and the
 //!   credit movement to commit with it. Fields are private: no caller can fabricate a settlement.
-//! - [`catalog`]: the model catalog (data in `models.json`): form fields, limits, defaults and
-//!   prices. How a model runs at a provider is the provider adapter's business.
+//! - [`catalog`]: the model catalog, one document per model (the built-in ones in
+//!   `catalog/models/`): form fields, limits, defaults, prices, and routes whose data only the
+//!   named provider's adapter reads. The operator changes it while the service runs.
 //! - [`request`]: a typed [`request::GenerationDraft`] validated into a
 //!   [`request::GenerationRequest`]; each refusal names its `param`. Parsing JSON is the edge's
 //!   job: no type here is a wire or storage format.
 //! - [`ports`]: the traits adapters implement, each documenting the errors it must return.
 //!   With the `mocks` feature, mockall mocks of each (`MockJobStore`, …).
 //! - [`usecases`]: [`usecases::Gateway`] (submit, read, wait, stream, cancel, list, account,
-//!   admin) and [`usecases::JobDriver`] (moves jobs forward from the provider's answers).
+//!   admin) and [`usecases::JobDriver`] (moves jobs forward from the provider's answers), and
+//!   [`usecases::WebhookDispatcher`] (delivers the outbox of client webhooks).
+//! - [`webhooks`]: client webhooks: the event a job's end records, its id, the retry schedule.
+//! - [`address`]: which addresses the service may call out to (outputs, client webhooks).
 //!
 //! ## Why it is shaped this way
 //! Credits must move exactly once per job even with several replicas, retries and a cancel
 //! racing a completion. So the rules are pure functions here, and a store only has to commit a
 //! transition atomically when the job's version is still the expected one.
 
+pub mod address;
 pub mod catalog;
 pub mod credits;
 pub mod ids;
@@ -42,3 +47,4 @@ pub mod output;
 pub mod ports;
 pub mod request;
 pub mod usecases;
+pub mod webhooks;

@@ -5,7 +5,7 @@ use std::fmt;
 
 /// Kinds of media a model produces. Only `video` and `image` models exist at present; the others
 /// are accepted as a filter so that clients can ask for them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Modality {
     /// Video generation.

@@ -7,6 +7,7 @@
 
 mod common;
 
+use genjobs_domain::catalog::{Rate, Unit};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -48,6 +49,8 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         jobs: store.clone(),
         accounts: store.clone(),
         usage: store.clone(),
+        catalog: store.clone(),
+        route_schemas: vec![],
         upstream: Arc::new(upstream),
         outputs: None,
         events: events.clone(),
@@ -85,7 +88,7 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
             request.model.clone(),
             Modality::Image,
             request.input.clone(),
-            Credits::new(4),
+            Rate { per: Unit::Image, credits: 4 },
             now,
         );
         ids.push(job.id());

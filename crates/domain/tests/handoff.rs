@@ -125,6 +125,8 @@ async fn world() -> World {
         jobs: store.clone(),
         accounts: store.store.clone(),
         usage: store.store.clone(),
+        catalog: store.store.clone(),
+        route_schemas: vec![],
         upstream: Arc::new(upstream),
         outputs: None,
         events: Arc::new(EventHub::new()),

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
+use genjobs_domain::catalog::{Rate, Unit};
 use std::sync::Arc;
 
 use genjobs_domain::catalog::Catalog;
@@ -54,7 +55,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         request.model,
         request.modality,
         request.input,
-        Credits::new(10),
+        Rate { per: Unit::Image, credits: 10 },
         now(),
     );
     store.accept(job.clone(), None, None, now()).await.unwrap();
@@ -75,6 +76,8 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         jobs: store.clone(),
         accounts: store.clone(),
         usage: store.clone(),
+        catalog: store.clone(),
+        route_schemas: vec![],
         upstream: Arc::new(upstream),
         outputs: outputs.map(|o| Arc::new(o) as Arc<dyn OutputStore>),
         events: Arc::new(EventHub::new()),

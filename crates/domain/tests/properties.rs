@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
+use genjobs_domain::catalog::{Rate, Unit};
 use genjobs_domain::credits::{Balances, CreditMovement, Credits};
 use genjobs_domain::ids::{JobId, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
@@ -29,7 +30,7 @@ fn trigger() -> impl Strategy<Value = Trigger> {
         Just(Trigger::SubmitStarted { next_poll_at: at }),
         Just(Trigger::Submitted { upstream: UpstreamRef::new("r"), next_poll_at: at }),
         Just(Trigger::SubmitNotReached { next_poll_at: at }),
-        Just(Trigger::UpstreamQueued { next_poll_at: at }),
+        Just(Trigger::UpstreamQueued { position: Some(3), next_poll_at: at }),
         (0u8..=120).prop_map(move |progress| Trigger::UpstreamRunning { progress, next_poll_at: at }),
         Just(Trigger::UpstreamUnreachable { next_poll_at: at }),
         (0u64..40).prop_map(move |actual| Trigger::Succeeded {
@@ -59,7 +60,7 @@ fn accepted(held: u64) -> (Job, CreditMovement) {
         ModelId::new("nano-banana"),
         Modality::Image,
         input,
-        Credits::new(held),
+        Rate { per: Unit::Image, credits: held },
         t0(),
     )
 }

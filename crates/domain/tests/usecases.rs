@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
+use genjobs_domain::catalog::{Rate, Unit};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +56,8 @@ impl Mocks {
             jobs: Arc::new(self.jobs),
             accounts: Arc::new(self.accounts),
             usage: Arc::new(genjobs_domain::ports::MockUsageStore::new()),
+            catalog: Arc::new(genjobs_domain::ports::MockCatalogStore::new()),
+            route_schemas: vec![],
             upstream: Arc::new(self.upstream),
             outputs: None,
             events: Arc::new(self.events),
@@ -94,7 +97,16 @@ fn image_request() -> GenerationRequest {
 
 fn job() -> Job {
     let request = image_request();
-    Job::accept(JobId::new_at(t0()), owner(), request.model, request.modality, request.input, Credits::new(12), t0()).0
+    Job::accept(
+        JobId::new_at(t0()),
+        owner(),
+        request.model,
+        request.modality,
+        request.input,
+        Rate { per: Unit::Image, credits: 4 },
+        t0(),
+    )
+    .0
 }
 
 fn upstream_ref() -> UpstreamRef {
@@ -534,7 +546,7 @@ async fn driver_keeps_the_cadence_of_the_due_time_not_of_the_answer() {
     let mut mocks = Mocks::new();
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(|| t0() + time::Duration::milliseconds(700));
-    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Queued));
+    mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Queued { position: None }));
     let kept = mocks.driver().advance(submitted_job()).await.unwrap();
     assert_eq!(kept.next_poll_at(), Some(t0() + time::Duration::seconds(2)));
 }

@@ -9,7 +9,9 @@ use actix_web::{HttpResponse, ResponseError};
 use genjobs_domain::ports::NotificationRejected;
 use genjobs_domain::ports::StoreError;
 use genjobs_domain::request::InvalidRequest;
-use genjobs_domain::usecases::{AdminError, AuthError, JobQueryError, NotificationError, OutputReadError, SubmitError};
+use genjobs_domain::usecases::{
+    AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, SubmitError,
+};
 use serde::Serialize;
 
 /// An error response.
@@ -256,6 +258,18 @@ impl From<AdminError> for ApiError {
             AdminError::UnknownKey => Self::new(StatusCode::NOT_FOUND, "not_found", "KEY_NOT_FOUND", e.to_string()),
             AdminError::Invalid(e) => e.into(),
             AdminError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<CatalogAdminError> for ApiError {
+    fn from(e: CatalogAdminError) -> Self {
+        match e {
+            CatalogAdminError::UnknownModel => {
+                Self::new(StatusCode::NOT_FOUND, "not_found", "MODEL_NOT_FOUND", e.to_string())
+            }
+            CatalogAdminError::Invalid(e) => e.into(),
+            CatalogAdminError::Store(e) => e.into(),
         }
     }
 }

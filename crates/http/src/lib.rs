@@ -139,13 +139,23 @@ macro_rules! routes {
         pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
 
         fn register(cfg: &mut web::ServiceConfig) {
+            // Routes of one path are one resource: actix hands a request to the first resource
+            // whose path matches, so a second one would never see its method.
+            let mut resources: Vec<(&str, actix_web::Resource)> = Vec::new();
             $(
-                cfg.service(
-                    web::resource($path)
-                        .default_service(web::to(method_not_allowed))
-                        .route(web::$method().to($handler)),
-                );
+                let route = web::$method().to($handler);
+                match resources.iter().position(|(path, _)| *path == $path) {
+                    Some(i) => {
+                        let (path, resource) = resources.remove(i);
+                        resources.insert(i, (path, resource.route(route)));
+                    }
+                    None => resources
+                        .push(($path, web::resource($path).default_service(web::to(method_not_allowed)).route(route))),
+                }
             )*
+            for (_, resource) in resources {
+                cfg.service(resource);
+            }
         }
     };
 }
@@ -163,6 +173,10 @@ routes! {
     get "/api/v1/account" => routes::account,
     get "/api/v1/account/ledger" => routes::account_ledger,
     get "/api/v1/account/usage" => routes::account_usage,
+    get "/api/v1/account/webhook-secret" => routes::webhook_secret,
+    post "/api/v1/account/webhook-secret/rotate" => routes::rotate_webhook_secret,
+    get "/api/v1/jobs/{id}/webhooks" => routes::job_webhooks,
+    post "/api/v1/jobs/{id}/webhooks/{event_id}/redeliver" => routes::redeliver_webhook,
     get "/api/v1/openapi.json" => openapi::openapi_json,
     get "/api/v1/files/{job_id}/{index}" => routes::output_file,
     post "/api/upstream/{provider}/webhook" => routes::upstream_webhook,
@@ -172,12 +186,17 @@ routes! {
     post "/api/admin/users/{id}/credits" => routes::admin_grant,
     delete "/api/admin/keys/{prefix}" => routes::admin_revoke_key,
     get "/api/admin/usage" => routes::admin_usage,
+    get "/api/admin/models" => routes::admin_models,
+    put "/api/admin/models/{id}" => routes::admin_put_model,
+    delete "/api/admin/models/{id}" => routes::admin_delete_model,
     get "/healthz" => routes::healthz,
     get "/readyz" => routes::readyz,
     get "/metrics" => routes::metrics,
     get "/docs" => openapi::docs_page,
     get "/docs/{asset}" => openapi::docs_asset,
     get "/playground" => openapi::playground,
+    get "/playground/account" => openapi::playground_account,
+    get "/playground/{asset}" => openapi::playground_asset,
 }
 
 /// Registers every route, with the error envelope on actix's own errors.

@@ -19,6 +19,7 @@ use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, ResponseBuilder}
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::dto::responses::{EventView, StatusView};
+use crate::dto::webhooks::WebhookPayloadView;
 use crate::error::Envelope;
 use crate::openai::OpenAiEnvelope;
 use crate::openai::handlers as openai;
@@ -44,6 +45,10 @@ use crate::routes;
         routes::account,
         routes::account_ledger,
         routes::account_usage,
+        routes::webhook_secret,
+        routes::rotate_webhook_secret,
+        routes::job_webhooks,
+        routes::redeliver_webhook,
         routes::output_file,
         routes::upstream_webhook,
         routes::admin_create_user,
@@ -52,6 +57,9 @@ use crate::routes;
         routes::admin_grant,
         routes::admin_revoke_key,
         routes::admin_usage,
+        routes::admin_models,
+        routes::admin_put_model,
+        routes::admin_delete_model,
         routes::healthz,
         routes::readyz,
         routes::metrics,
@@ -59,20 +67,23 @@ use crate::routes;
         docs_page,
         docs_asset,
         playground,
+        playground_account,
+        playground_asset,
         openai::create_image,
         openai::create_video,
         openai::get_video,
         openai::video_content,
         openai::list_models,
     ),
-    components(schemas(EventView, Envelope, StatusView, DocsAsset, OpenAiEnvelope)),
+    components(schemas(EventView, Envelope, StatusView, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayloadView)),
     modifiers(&Conventions),
     tags(
         (name = "generations", description = "Submit image and video jobs"),
         (name = "jobs", description = "Read, wait for, stream and cancel jobs"),
         (name = "models", description = "The model catalog and each model's form"),
         (name = "account", description = "The caller's credits and limits"),
-        (name = "admin", description = "Users, keys and credits, with the admin token"),
+        (name = "webhooks", description = "Webhooks to clients: the signing secret, a job's deliveries, redelivery. A job submitted with `webhook_url` has its end POSTed there as the `WebhookPayload` schema, signed by the Standard Webhooks scheme (`webhook-id`, `webhook-timestamp`, `webhook-signature`)"),
+        (name = "admin", description = "Users, keys, credits and the model catalog, with the admin token"),
         (name = "operations", description = "Health, readiness, metrics, this document, and the provider's webhooks"),
         (name = "openai", description = "OpenAI's image and video API over the same jobs and credits; errors in OpenAI's shape"),
     )
@@ -127,7 +138,7 @@ impl Modify for Conventions {
                 || path == "/readyz"
                 || path == "/metrics";
             let schema = error_schema(path);
-            for operation in [&mut item.get, &mut item.post, &mut item.delete].into_iter().flatten() {
+            for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete].into_iter().flatten() {
                 let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
                 let responses = &mut operation.responses.responses;
                 let mut add = |status: &str, response: utoipa::openapi::Response| {
@@ -222,6 +233,53 @@ pub async fn playground() -> HttpResponse {
     HttpResponse::Ok().content_type("text/html; charset=utf-8").body(include_str!("../assets/playground.html"))
 }
 
+/// The account page
+///
+/// The balance, the ledger page by page, and a chart of the credits spent per day by each model
+/// over the last 30 days, for the API key kept in the browser. No key needed to load it.
+#[utoipa::path(get, path = "/playground/account", tag = "operations",
+    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
+pub async fn playground_account() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(include_str!("../assets/account.html"))
+}
+
+/// A file of the playground: the chart library of the account page (uPlot).
+#[derive(Debug, Clone, Copy, serde::Deserialize, ToSchema)]
+pub enum PlaygroundAsset {
+    /// The script.
+    #[serde(rename = "uplot.js")]
+    Script,
+    /// The style sheet.
+    #[serde(rename = "uplot.css")]
+    Style,
+}
+
+/// A file of the playground
+#[utoipa::path(get, path = "/playground/{asset}", tag = "operations",
+    params(("asset" = PlaygroundAsset, Path, description = "The file")),
+    responses(
+        (status = 200, description = "The file", content(
+            (String = "application/javascript"),
+            (String = "text/css"),
+        )),
+        (status = 404, description = "No such file", body = Envelope),
+    ))]
+pub async fn playground_asset(asset: actix_web::web::Path<PlaygroundAsset>) -> HttpResponse {
+    let (content_type, bytes): (&str, &'static [u8]) = match asset.into_inner() {
+        PlaygroundAsset::Script => ("application/javascript", include_bytes!("../assets/uplot/uPlot.iife.min.js")),
+        PlaygroundAsset::Style => ("text/css", include_bytes!("../assets/uplot/uPlot.min.css")),
+    };
+    static_file(content_type, bytes)
+}
+
+/// A file built into the binary, cached by browsers for a day.
+fn static_file(content_type: &str, bytes: &'static [u8]) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, content_type))
+        .insert_header((CACHE_CONTROL, "public, max-age=86400"))
+        .body(bytes)
+}
+
 /// A file of the interactive documentation.
 #[derive(Debug, Clone, Copy, serde::Deserialize, ToSchema)]
 pub enum DocsAsset {
@@ -248,10 +306,7 @@ pub async fn docs_asset(asset: actix_web::web::Path<DocsAsset>) -> HttpResponse 
         DocsAsset::Script => ("application/javascript", include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js")),
         DocsAsset::Style => ("text/css", include_bytes!("../assets/swagger-ui/swagger-ui.css")),
     };
-    HttpResponse::Ok()
-        .insert_header((CONTENT_TYPE, content_type))
-        .insert_header((CACHE_CONTROL, "public, max-age=86400"))
-        .body(bytes)
+    static_file(content_type, bytes)
 }
 
 #[cfg(test)]
@@ -282,6 +337,34 @@ mod tests {
         let unserved: Vec<_> = documented.difference(&served).collect();
         assert!(undocumented.is_empty(), "served but not documented: {undocumented:?}");
         assert!(unserved.is_empty(), "documented but not served: {unserved:?}");
+    }
+
+    #[test]
+    fn every_reference_names_a_schema_of_the_document() {
+        fn references<'a>(value: &'a serde_json::Value, found: &mut Vec<&'a str>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    if let Some(target) = map.get("$ref").and_then(serde_json::Value::as_str) {
+                        found.push(target);
+                    }
+                    map.values().for_each(|v| references(v, found));
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| references(v, found)),
+                _ => {}
+            }
+        }
+        let document = serde_json::to_value(&*DOCUMENT).unwrap_or_default();
+        let mut found = Vec::new();
+        references(&document, &mut found);
+        assert!(found.len() > 100, "too few references to be the whole document: {}", found.len());
+        let dangling: BTreeSet<&str> = found
+            .into_iter()
+            .filter(|target| {
+                let name = target.trim_start_matches("#/components/schemas/");
+                document["components"]["schemas"].get(name).is_none()
+            })
+            .collect();
+        assert!(dangling.is_empty(), "references to no schema: {dangling:?}");
     }
 
     #[test]

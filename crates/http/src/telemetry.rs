@@ -85,6 +85,22 @@ fn describe_all() {
     describe_histogram!("genjobs_http_request_duration_seconds", Unit::Seconds, "Time to answer an HTTP request");
     describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
     describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model and final state");
+    describe_counter!("genjobs_jobs_purged_total", "Final jobs removed past GENJOBS_JOB_RETENTION_DAYS");
+    describe_histogram!(
+        "genjobs_client_webhook_lag_seconds",
+        Unit::Seconds,
+        "Time from a job's final transition to the first attempt to deliver its webhook"
+    );
+    describe_counter!("genjobs_client_webhook_attempts_total", "Attempts to deliver webhooks to clients");
+    describe_counter!(
+        "genjobs_client_webhook_deliveries_total",
+        "Webhook deliveries to clients, by outcome (delivered, retrying, given_up)"
+    );
+    describe_gauge!(
+        "genjobs_client_webhook_oldest_pending_seconds",
+        Unit::Seconds,
+        "Age of the oldest webhook event to a client not yet delivered"
+    );
     describe_gauge!("genjobs_jobs", "Jobs not yet final now, by state, across every replica");
     describe_counter!("genjobs_credits_held_total", "Credits held at acceptance, by model");
     describe_counter!("genjobs_credits_spent_total", "Credits charged for succeeded jobs, by model");

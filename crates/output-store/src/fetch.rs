@@ -14,13 +14,13 @@ use genjobs_domain::ports::{CopyFailure, FetchedFile, OutputSource};
 use reqwest::StatusCode;
 use reqwest::redirect::{Attempt, Policy};
 
-use crate::hosts::{GuardedResolver, OutputHosts};
+use crate::hosts::{OutputHosts, PublicResolver};
 
 /// Redirects followed at most, each to a host on the list.
 const MAX_REDIRECTS: usize = 5;
 
 /// The client that reads outputs from `hosts`: a provider that does not answer within these
-/// timeouts is retried later; names resolve through [`GuardedResolver`]; a redirect off the list
+/// timeouts is retried later; names resolve through a [`PublicResolver`] trusting the providers' hosts; a redirect off the list
 /// is not followed (its 3xx is the answer, and the read fails).
 pub(crate) fn client(hosts: &Arc<OutputHosts>) -> reqwest::Result<reqwest::Client> {
     let allowed = Arc::clone(hosts);
@@ -35,7 +35,10 @@ pub(crate) fn client(hosts: &Arc<OutputHosts>) -> reqwest::Result<reqwest::Clien
         .connect_timeout(Duration::from_secs(10))
         .read_timeout(Duration::from_secs(30))
         .redirect(redirects)
-        .dns_resolver(Arc::new(GuardedResolver(Arc::clone(hosts))))
+        .dns_resolver(Arc::new(PublicResolver::new({
+            let hosts = Arc::clone(hosts);
+            move |name: &str| hosts.is_provider(name)
+        })))
         .build()
 }
 

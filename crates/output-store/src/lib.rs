@@ -18,7 +18,7 @@ mod fetch;
 mod hosts;
 
 pub use fetch::HttpOutputSource;
-pub use hosts::{DEFAULT_OUTPUT_HOSTS, OutputHosts, is_public};
+pub use hosts::{DEFAULT_OUTPUT_HOSTS, OutputHosts, PublicResolver};
 
 use std::sync::Arc;
 

@@ -6,11 +6,13 @@
 //!   adapter feeds it from `LISTEN/NOTIFY` to span replicas).
 //! - [`TokenBucketLimiter`]: a per-user token bucket for the request rate limit.
 //! - [`MeteredUpstream`]: a provider decorator that counts and times every upstream call.
+//! - `retention`: the sweep that removes final jobs past `GENJOBS_JOB_RETENTION_DAYS`.
 
 mod clock;
 mod events;
 mod metered;
 mod rate_limit;
+pub mod retention;
 
 pub use clock::SystemClock;
 pub use events::EventHub;

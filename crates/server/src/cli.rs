@@ -1,15 +1,19 @@
-//! The command line: `genjobs [serve]` serves; `migrate`, `users create`, `users grant` administer
-//! the store at `DATABASE_URL`; `config` prints the effective configuration, secrets masked;
-//! `image`, `video`, `jobs`, `models` and `account` are the API's client (`remote`).
+//! The command line: `genjobs [serve]` serves; `migrate`, `users create`, `users grant`,
+//! `models export` and `models apply` administer the store at `DATABASE_URL`; `models import`
+//! drafts a model document from a provider's schema genjobs holds; `config` prints the effective
+//! configuration, secrets masked; `image`, `video`, `jobs`, `models` and `account` are the API's
+//! client (`remote`).
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand};
+use genjobs_domain::catalog::{CatalogFile, ModelDocument};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::UserId;
-use genjobs_domain::usecases::NewUserRequest;
+use genjobs_domain::usecases::{NewUserRequest, PlannedChange};
 
 use crate::config::ConfigArgs;
 use crate::remote;
@@ -48,14 +52,70 @@ pub enum Command {
     /// List, read, follow or cancel your jobs.
     #[command(subcommand)]
     Jobs(remote::JobsCommand),
-    /// List the models and their form fields.
-    Models(remote::ModelsArgs),
+    /// Your webhook secret, and a job's webhook deliveries.
+    #[command(subcommand)]
+    Webhooks(remote::WebhooksCommand),
+    /// List the models and their form fields; or manage the catalog (export, apply, import).
+    Models(ModelsCommand),
     /// Your credits and limits.
     Account(remote::AccountArgs),
     /// Your credit movements, newest first.
     Ledger(remote::LedgerArgs),
     /// Your jobs and credits spent by day or model.
     Usage(remote::UsageArgs),
+}
+
+/// `genjobs models [export | apply | import]`: without a subcommand, the API's model list.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ModelsCommand {
+    /// Manage the catalog instead of listing it.
+    #[command(subcommand)]
+    pub catalog: Option<CatalogCommand>,
+    /// The list's options.
+    #[command(flatten)]
+    pub list: remote::ModelsArgs,
+}
+
+/// `genjobs models export | apply | import`
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// Print the catalog in DATABASE_URL as a catalog file: `genjobs models export > catalog.json`.
+    Export {
+        /// The service's settings (DATABASE_URL).
+        #[command(flatten)]
+        settings: ConfigArgs,
+    },
+    /// Make the catalog in DATABASE_URL what FILE says (models it lacks are deleted): shows the
+    /// difference, then applies it in one transaction.
+    Apply {
+        /// A catalog file, as `export` writes it.
+        file: PathBuf,
+        /// Show the difference only.
+        #[arg(long)]
+        dry_run: bool,
+        /// The service's settings (DATABASE_URL).
+        #[command(flatten)]
+        settings: ConfigArgs,
+    },
+    /// Print a draft model document for one of a provider's endpoints, from the endpoint schemas
+    /// genjobs holds (no network): edit it, set its price, and add it to your catalog file.
+    Import {
+        /// The provider: `fal`.
+        provider: ImportProvider,
+        /// The provider's endpoint id, e.g. fal-ai/minimax/hailuo-02/standard/text-to-video.
+        endpoint: String,
+        /// The model id; the endpoint id less its owner when absent.
+        #[arg(long)]
+        id: Option<String>,
+    },
+}
+
+/// The providers `models import` drafts from.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ImportProvider {
+    /// fal's queue API.
+    Fal,
 }
 
 /// `genjobs users …`
@@ -96,9 +156,14 @@ impl Command {
             Command::Users(UsersCommand::Create { settings, .. } | UsersCommand::Grant { settings, .. }) => {
                 Some(settings)
             }
+            Command::Models(ModelsCommand {
+                catalog: Some(CatalogCommand::Export { settings } | CatalogCommand::Apply { settings, .. }),
+                ..
+            }) => Some(settings),
             Command::Image(_)
             | Command::Video(_)
             | Command::Jobs(_)
+            | Command::Webhooks(_)
             | Command::Models(_)
             | Command::Account(_)
             | Command::Ledger(_)
@@ -151,6 +216,8 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
         Command::Migrate(_) => "migrate",
         Command::Users(UsersCommand::Create { .. }) => "users create",
         Command::Users(UsersCommand::Grant { .. }) => "users grant",
+        Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Export { .. }), .. }) => "models export",
+        Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Apply { .. }), .. }) => "models apply",
         _ => return Err(CliError::Invalid("not an administration command".into())),
     };
     let Some(pg) = config.postgres_settings() else { return Err(CliError::NoDatabase(name)) };
@@ -177,11 +244,78 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
                 gateway(config).await?.grant(id, *amount).await.map_err(|e| CliError::Failed(e.to_string()))?;
             Ok(format!("user {} now has {} credits available", account.user_id, account.balances.available))
         }
+        Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Export { .. }), .. }) => {
+            let gateway = gateway(config).await?;
+            let models = gateway.catalog().managed().map(genjobs_domain::catalog::Model::document).collect();
+            Ok(CatalogFile { models }.write().trim_end().to_owned())
+        }
+        Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Apply { file, dry_run, .. }), .. }) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| CliError::Invalid(format!("cannot read {}: {e}", file.display())))?;
+            let catalog =
+                CatalogFile::read(&text).map_err(|e| CliError::Invalid(format!("{}: {e}", file.display())))?;
+            let gateway = gateway(config).await?;
+            let plan = gateway.plan_catalog(catalog.models).await.map_err(|e| match e {
+                genjobs_domain::usecases::CatalogAdminError::Invalid(e) => {
+                    CliError::Invalid(format!("{}: {}: {}", file.display(), e.param.unwrap_or_default(), e.message))
+                }
+                other => CliError::Failed(other.to_string()),
+            })?;
+            let mut shown = render_plan(&plan);
+            if plan.is_empty() {
+                shown.push_str("the catalog already matches the file");
+            } else if *dry_run {
+                let _ = write!(shown, "dry run: {} changes not applied", plan.len());
+            } else {
+                gateway.apply_catalog(&plan).await.map_err(|e| CliError::Failed(e.to_string()))?;
+                let _ = write!(shown, "{} changes applied", plan.len());
+            }
+            Ok(shown)
+        }
         _ => {
             let applied = genjobs_store_postgres::run_migrations(&pg).await.map_err(StartError::from)?;
             Ok(format!("{applied} migrations applied"))
         }
     }
+}
+
+/// Each planned change as a unified diff of the documents' JSON.
+fn render_plan(plan: &[PlannedChange]) -> String {
+    let pretty = |document: Option<&ModelDocument>| {
+        document.map(|d| serde_json::to_string_pretty(&d.to_value()).unwrap_or_default() + "\n").unwrap_or_default()
+    };
+    let mut shown = String::new();
+    for change in plan {
+        let what = match (&change.before, &change.after) {
+            (None, _) => "added",
+            (_, None) => "deleted",
+            _ => "changed",
+        };
+        let (before, after) = (pretty(change.before.as_ref()), pretty(change.after.as_ref()));
+        let diff = similar::TextDiff::from_lines(&before, &after);
+        let id = change.id.to_string();
+        let _ = writeln!(shown, "{id}: {what}");
+        let _ = write!(
+            shown,
+            "{}",
+            diff.unified_diff().context_radius(2).header(&format!("stored/{id}"), &format!("file/{id}"))
+        );
+    }
+    shown
+}
+
+/// A draft model document for `endpoint` of `provider`, as `genjobs models import` prints it.
+///
+/// # Errors
+/// [`CliError::Invalid`] when genjobs holds no schema for the endpoint.
+pub fn import(provider: ImportProvider, endpoint: &str, id: Option<&str>) -> Result<String, CliError> {
+    let ImportProvider::Fal = provider;
+    let draft = genjobs_upstream_fal::draft_document(id, endpoint).ok_or_else(|| {
+        CliError::Invalid(format!(
+            "genjobs holds no schema of the fal endpoint {endpoint:?}; add it to fal-endpoints.json"
+        ))
+    })?;
+    Ok(serde_json::to_string_pretty(&draft).unwrap_or_default())
 }
 
 /// The deepest subcommand's matches, where global settings are propagated.

@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use genjobs_client_webhooks::TransportSettings;
 use genjobs_domain::ports::Limits;
-use genjobs_domain::usecases::{DriverSettings, Settings};
+use genjobs_domain::usecases::{DispatchSettings, DriverSettings, Settings};
+use genjobs_domain::webhooks::RetryPolicy;
 use genjobs_http::HttpSettings;
-use genjobs_store_postgres::PgSettings;
+use genjobs_runtime::retention::Retention;
+use genjobs_store_postgres::{PgSettings, Pooler};
 use genjobs_upstream_sim::SimConfig;
 
 /// The service's configuration: the wiring choices of the binary, and each adapter's own
@@ -55,6 +58,16 @@ pub struct Config {
     pub postgres: PgSettings,
     /// The built-in simulator: `GENJOBS_SIM_QUEUE_MS`, `GENJOBS_SIM_RUN_MS`.
     pub simulator: SimConfig,
+    /// How long final jobs are kept (`GENJOBS_JOB_RETENTION_DAYS`); `None` keeps them forever.
+    pub retention: Option<Retention>,
+    /// `GENJOBS_SECRET_KEY`: encrypts users' webhook secrets; `None` derives a key from the
+    /// admin token (with a warning).
+    pub secret_key: Option<String>,
+    /// Client webhook attempts: `GENJOBS_WEBHOOK_ALLOW_PRIVATE`, and the per-attempt timeout
+    /// (10 s; tests shorten it here, it has no variable).
+    pub client_webhooks: TransportSettings,
+    /// The client webhook dispatcher: `GENJOBS_CLIENT_WEBHOOK_BACKOFF_MS` is its first retry delay.
+    pub dispatch: DispatchSettings,
 }
 
 const DEFAULT_BIND: &str = "127.0.0.1:8080";
@@ -78,8 +91,12 @@ impl Default for Config {
             gateway: Settings::default(),
             driver: DriverSettings::default(),
             http: HttpSettings::default(),
+            retention: None,
             postgres: PgSettings::default(),
             simulator: SimConfig::default(),
+            secret_key: None,
+            client_webhooks: TransportSettings::default(),
+            dispatch: DispatchSettings::default(),
         }
     }
 }
@@ -182,7 +199,8 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_LEASE_SECS", default_value_t = DriverSettings::default().lease.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Jobs")]
     pub lease_secs: u64,
-    /// Path to a model catalog file replacing the built-in one.
+    /// Path to a catalog file ({"models": [...]}, as `genjobs models export` writes it) that fills an
+    /// empty catalog store instead of the built-in models.
     #[arg(long, env = "GENJOBS_MODELS", help_heading = "Jobs")]
     pub models: Option<PathBuf>,
     /// Requests per minute per user, all /api/v1 endpoints.
@@ -197,6 +215,11 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_DEMO_CREDITS", default_value_t = DEFAULT_DEMO_CREDITS,
         help_heading = "Users")]
     pub demo_credits: u64,
+    /// Days a final job is kept before it is removed (its ledger and usage stay) [default: kept
+    /// forever].
+    #[arg(long, env = "GENJOBS_JOB_RETENTION_DAYS", value_parser = clap::value_parser!(u64).range(1..=36_500),
+        help_heading = "Jobs")]
+    pub job_retention_days: Option<u64>,
     /// Lifetime of one SSE connection.
     #[arg(long, env = "GENJOBS_STREAM_MAX_SECS", default_value_t = HttpSettings::default().stream_max.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "HTTP")]
@@ -209,6 +232,13 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_HTTP_WORKERS", value_parser = clap::value_parser!(u64).range(1..1024),
         help_heading = "HTTP")]
     pub http_workers: Option<u64>,
+    /// What stands between DATABASE_URL and Postgres: `none`, or `transaction` for a pooler in
+    /// transaction mode (PgBouncer's `pool_mode = transaction`).
+    #[arg(long, env = "GENJOBS_DATABASE_POOLER", default_value = "none", help_heading = "Postgres")]
+    pub database_pooler: Pooler,
+    /// A direct Postgres URL for LISTEN/NOTIFY and migrations [default: DATABASE_URL].
+    #[arg(long, env = "GENJOBS_DATABASE_LISTEN_URL", hide_env_values = true, help_heading = "Postgres")]
+    pub database_listen_url: Option<String>,
     /// Postgres connections per process.
     #[arg(long, env = "GENJOBS_DB_POOL_SIZE", default_value_t = PgSettings::default().pool_size as u64,
         value_parser = clap::value_parser!(u64).range(1..10_000), help_heading = "Postgres")]
@@ -267,6 +297,19 @@ pub struct ConfigArgs {
         default_values_t = genjobs_output_store::DEFAULT_OUTPUT_HOSTS.iter().map(|h| (*h).to_owned()),
         help_heading = "Webhooks and stored outputs")]
     pub output_hosts: Vec<String>,
+    /// First retry delay of a client webhook; the k-th retry waits this × 2^(k−1), ±20 %, at
+    /// most an hour.
+    #[arg(long, env = "GENJOBS_CLIENT_WEBHOOK_BACKOFF_MS",
+        default_value_t = millis(RetryPolicy::default().first_delay),
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
+    pub client_webhook_backoff_ms: u64,
+    /// Let clients' webhook URLs point at loopback, private and link-local addresses.
+    #[arg(long, env = "GENJOBS_WEBHOOK_ALLOW_PRIVATE", help_heading = "Webhooks and stored outputs",
+        value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub webhook_allow_private: bool,
+    /// Key that encrypts users' webhook secrets at rest [default: derived from the admin token].
+    #[arg(long, env = "GENJOBS_SECRET_KEY", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
+    pub secret_key: Option<String>,
     /// Run time of the built-in simulator.
     #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
         help_heading = "Built-in simulator")]
@@ -306,6 +349,8 @@ impl ConfigArgs {
             ..defaults.http
         };
         let postgres = PgSettings {
+            pooler: self.database_pooler,
+            listen_url: self.database_listen_url,
             pool_size: self.db_pool_size as usize,
             pool_timeout: Duration::from_millis(self.db_pool_timeout_ms),
             connect_timeout: Duration::from_millis(self.db_connect_timeout_ms),
@@ -337,6 +382,19 @@ impl ConfigArgs {
             http,
             postgres,
             simulator,
+            retention: self.job_retention_days.map(|days| Retention::keeping(Duration::from_secs(days * 86_400))),
+            secret_key: self.secret_key,
+            client_webhooks: TransportSettings {
+                allow_private: self.webhook_allow_private,
+                ..defaults.client_webhooks
+            },
+            dispatch: DispatchSettings {
+                retry: RetryPolicy {
+                    first_delay: Duration::from_millis(self.client_webhook_backoff_ms),
+                    ..defaults.dispatch.retry
+                },
+                ..defaults.dispatch
+            },
         }
         .with_poll_interval(Duration::from_millis(self.poll_interval_ms));
         match self.public_url {

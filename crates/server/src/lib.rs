@@ -17,15 +17,18 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use actix_web::dev::Server;
-use genjobs_domain::catalog::{Catalog, CatalogError};
+use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
+use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ids::ApiKey;
-use genjobs_domain::ports::{OutputStore, RandomIds, UpstreamProvider};
-use genjobs_domain::usecases::{Gateway, JobDriver, NewUserRequest, Ports};
+use genjobs_domain::ports::{OutputStore, RandomIds, UpstreamProvider, WebhookStore};
+use genjobs_domain::usecases::{ClientWebhookPorts, Gateway, JobDriver, NewUserRequest, Ports, WebhookDispatcher};
+use genjobs_http::dto::webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{EventHub, MeteredUpstream, SystemClock, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
+use genjobs_upstream_fal::routes::FalSchemas;
 use genjobs_upstream_fal::{FAL_JWKS_URL, FalConfig, FalUpstream, WebhookConfig};
 use genjobs_upstream_sim::RunningSim;
 use tokio::task::JoinHandle;
@@ -35,13 +38,13 @@ pub use config::{Config, ConfigArgs, LogFormat};
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The model catalog cannot be read or is inconsistent.
-    #[error("model catalog {path}: {source}")]
+    /// The initial model catalog cannot be read or is inconsistent.
+    #[error("model catalog {path}: {problem}")]
     Catalog {
         /// Where it was read from.
         path: String,
-        /// What is wrong.
-        source: CatalogError,
+        /// What is wrong, and where in the file.
+        problem: String,
     },
     /// The catalog file cannot be read.
     #[error("cannot read the model catalog {path}: {source}")]
@@ -60,6 +63,9 @@ pub enum StartError {
     /// The upstream HTTP client cannot be built.
     #[error(transparent)]
     Upstream(#[from] genjobs_upstream_fal::BuildError),
+    /// The client webhooks' HTTP client cannot be built.
+    #[error("cannot build the client webhooks' HTTP client: {0}")]
+    ClientWebhooks(String),
     /// The output store cannot be opened.
     #[error(transparent)]
     OutputStore(#[from] genjobs_output_store::OpenError),
@@ -81,9 +87,25 @@ pub struct Service {
     server: Server,
     drain: Drain,
     driver: JoinHandle<()>,
+    retention: Option<JoinHandle<()>>,
+    dispatcher: JoinHandle<()>,
     postgres: Option<PgAdapters>,
     simulator: Option<RunningSim>,
+    catalog_follower: AbortOnDrop,
 }
+
+/// A background task that ends with its owner.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How often each process reads the catalog store again, in case it missed an announcement
+/// of a change (Postgres announces each within milliseconds).
+pub const CATALOG_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Service {
     /// Starting this drains the service as SIGTERM does.
@@ -115,6 +137,13 @@ impl Service {
         if let Err(e) = self.driver.await {
             tracing::error!(error = %e, "the job driver ended abnormally");
         }
+        if let Some(retention) = self.retention {
+            retention.abort();
+        }
+        if let Err(e) = self.dispatcher.await {
+            tracing::error!(error = %e, "the webhook dispatcher ended abnormally");
+        }
+        drop(self.catalog_follower);
         drop(self.postgres);
         if let Some(sim) = &self.simulator {
             sim.stop().await;
@@ -142,30 +171,38 @@ async fn termination() {
     }
 }
 
-fn catalog(config: &Config) -> Result<Catalog, StartError> {
+/// The documents an empty catalog store is filled with: the built-in catalog, or the file of
+/// `GENJOBS_MODELS`.
+fn initial_documents(config: &Config) -> Result<Vec<ModelDocument>, StartError> {
     match &config.models_path {
-        None => Catalog::builtin().map_err(|source| StartError::Catalog { path: "built-in".into(), source }),
+        None => Catalog::builtin_documents()
+            .map_err(|e| StartError::Catalog { path: "built-in".into(), problem: e.to_string() }),
         Some(path) => {
             let shown = path.display().to_string();
             let text = std::fs::read_to_string(path)
                 .map_err(|source| StartError::CatalogFile { path: shown.clone(), source })?;
-            Catalog::from_json(&text).map_err(|source| StartError::Catalog { path: shown, source })
+            let file =
+                CatalogFile::read(&text).map_err(|e| StartError::Catalog { path: shown, problem: e.to_string() })?;
+            Ok(file.models)
         }
     }
 }
 
-/// The ports of the configured store, and the tasks that serve them in the background.
+/// The ports of the configured store (with its webhook outbox), and the tasks that serve them in
+/// the background.
 async fn ports(
     config: &Config,
     upstream: Arc<dyn UpstreamProvider>,
     outputs: Option<Arc<dyn OutputStore>>,
-) -> Result<(Ports, Option<PgAdapters>), StartError> {
+) -> Result<(Ports, Arc<dyn WebhookStore>, Option<PgAdapters>), StartError> {
     let Some(pg) = config.postgres_settings() else {
         let store = Arc::new(MemoryStore::new());
         let ports = Ports {
             jobs: store.clone(),
             accounts: store.clone(),
-            usage: store,
+            usage: store.clone(),
+            catalog: store.clone(),
+            route_schemas: route_schemas(),
             upstream,
             outputs,
             events: Arc::new(EventHub::new()),
@@ -173,7 +210,7 @@ async fn ports(
             clock: Arc::new(SystemClock),
             ids: Arc::new(RandomIds),
         };
-        return Ok((ports, None));
+        return Ok((ports, store, None));
     };
     let applied = genjobs_store_postgres::run_migrations(&pg).await?;
     tracing::info!(applied, "database migrations are up to date");
@@ -182,6 +219,8 @@ async fn ports(
         jobs: adapters.store.clone(),
         accounts: adapters.store.clone(),
         usage: adapters.store.clone(),
+        catalog: adapters.store.clone(),
+        route_schemas: route_schemas(),
         upstream,
         outputs,
         events: adapters.events.clone(),
@@ -189,17 +228,51 @@ async fn ports(
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
     };
-    Ok((ports, Some(adapters)))
+    let outbox = adapters.store.clone();
+    Ok((ports, outbox, Some(adapters)))
 }
 
-/// The use cases over the configured store, for the command line's administration.
+/// What each provider knows of its endpoints, to check the routes of the models put.
+fn route_schemas() -> Vec<Arc<dyn genjobs_domain::ports::RouteSchemas>> {
+    vec![Arc::new(FalSchemas)]
+}
+
+/// The use cases over the configured store, for the command line's administration; its catalog
+/// is the store's (filled with the initial catalog if it never held a model, as at start).
 ///
 /// # Errors
 /// See [`StartError`].
 pub async fn gateway(config: &Config) -> Result<Gateway, StartError> {
     let upstream = FalUpstream::new(FalConfig::new(config.upstream_url.clone().unwrap_or_default(), None))?;
-    let (ports, _) = ports(config, Arc::new(upstream), None).await?;
-    Ok(Gateway::new(ports, Arc::new(catalog(config)?), config.gateway.clone()))
+    let (ports, _, _) = ports(config, Arc::new(upstream), None).await?;
+    let gateway = Gateway::new(ports, LiveCatalog::default(), config.gateway.clone());
+    gateway
+        .seed_catalog(initial_documents(config)?)
+        .await
+        .map_err(|e| StartError::Catalog { path: "initial".into(), problem: e.to_string() })?;
+    Ok(gateway)
+}
+
+/// The adapters of client webhooks over the store's `outbox`. Users' secrets are sealed with
+/// `GENJOBS_SECRET_KEY`, or else with a key derived from the admin token.
+fn client_webhooks(
+    config: &Config,
+    outbox: Arc<dyn WebhookStore>,
+    admin_token: &str,
+) -> Result<ClientWebhookPorts, StartError> {
+    let secret_key = config.secret_key.clone().unwrap_or_else(|| {
+        tracing::warn!(
+            "GENJOBS_SECRET_KEY is not set: webhook secrets are encrypted with a key derived from the admin token"
+        );
+        format!("derived from the admin token\n{admin_token}")
+    });
+    let transport = HttpWebhookTransport::new(config.client_webhooks.clone())
+        .map_err(|e| StartError::ClientWebhooks(e.to_string()))?;
+    Ok(ClientWebhookPorts {
+        store: outbox,
+        transport: Arc::new(transport),
+        vault: Arc::new(SealedSecrets::new(&secret_key)),
+    })
 }
 
 /// Builds every adapter, binds, and starts the job driver; the returned [`Service`] serves once
@@ -208,7 +281,7 @@ pub async fn gateway(config: &Config) -> Result<Gateway, StartError> {
 /// # Errors
 /// See [`StartError`].
 pub async fn start(config: Config) -> Result<Service, StartError> {
-    let catalog = Arc::new(catalog(&config)?);
+    let initial_catalog = initial_documents(&config)?;
     let simulator = match &config.upstream_url {
         Some(_) => None,
         None => Some(genjobs_upstream_sim::spawn(config.simulator.clone())?),
@@ -237,12 +310,28 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         }
         None => None,
     };
-    let (ports, postgres) = ports(&config, upstream, outputs).await?;
-    let driver = JobDriver::new(ports.clone(), Arc::clone(&catalog), config.driver.clone());
+    let (ports, outbox, postgres) = ports(&config, upstream, outputs).await?;
+    let catalog = LiveCatalog::default();
+    let driver = JobDriver::new(ports.clone(), catalog.clone(), config.driver.clone());
+    let retention = config.retention.map(|retention| {
+        genjobs_runtime::retention::sweep(Arc::clone(&ports.usage), Arc::clone(&ports.clock), retention)
+    });
     let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
-    let gateway = Gateway::new(ports, catalog, config.gateway.clone())
+    let admin_token =
+        config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
+    let webhooks = client_webhooks(&config, outbox, &admin_token)?;
+    let gateway = Gateway::new(ports.clone(), catalog, config.gateway.clone())
         .with_handoff(driver.handoff())
-        .with_output_source(Arc::new(source));
+        .with_output_source(Arc::new(source))
+        .with_client_webhooks(webhooks.clone());
+    gateway
+        .seed_catalog(initial_catalog)
+        .await
+        .map_err(|e| StartError::Catalog { path: "initial".into(), problem: e.to_string() })?;
+    let catalog_follower = {
+        let gateway = gateway.clone();
+        AbortOnDrop(tokio::spawn(async move { gateway.follow_catalog(CATALOG_RELOAD_INTERVAL).await }))
+    };
     let demo_key = match config.database_url {
         Some(_) => None,
         None => {
@@ -261,8 +350,6 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let stop_driving = drain.started();
     let driver = tokio::spawn(async move { driver.run_until(stop_driving).await });
 
-    let admin_token =
-        config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
     let mut state = AppState::new(gateway, &admin_token, config.http.clone());
@@ -271,6 +358,11 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         let store = Arc::clone(&pg.store);
         state.metrics = state.metrics.with_collector(Arc::new(move || store.record_pool_gauges()));
     }
+    let base = config.public_url.clone().unwrap_or_else(|| format!("http://{address}"));
+    let bodies = Arc::new(WebhookBodies::new(state.links.clone(), base));
+    let dispatcher = WebhookDispatcher::new(ports, webhooks, bodies, config.dispatch.clone());
+    let stop_dispatching = drain.started();
+    let dispatcher = tokio::spawn(async move { dispatcher.run_until(stop_dispatching).await });
     let server = genjobs_http::serve(listener, state)?;
     Ok(Service {
         address,
@@ -280,7 +372,10 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         server,
         drain,
         driver,
+        retention,
+        dispatcher,
         postgres,
         simulator,
+        catalog_follower,
     })
 }

@@ -30,6 +30,22 @@ async fn main() -> ExitCode {
             };
         }
     };
+    if let Some(Command::Models(cli::ModelsCommand {
+        catalog: Some(cli::CatalogCommand::Import { provider, endpoint, id }),
+        ..
+    })) = &cli.command
+    {
+        return match cli::import(*provider, endpoint, id.as_deref()) {
+            Ok(draft) => {
+                println!("{draft}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("genjobs: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let Some(settings) = cli.command.as_ref().map_or(Some(&cli.settings), Command::settings).cloned() else {
         return match cli.command {
             Some(command) => genjobs::remote::run(command).await,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use genjobs_domain::ids::UserId;
 use genjobs_store_postgres::{PgSettings, connect};
 use genjobs_test_postgres::{TestDatabase, eventually};
-use genjobs_tests::{ADMIN_TOKEN, TestApp};
+use genjobs_tests::{ADMIN_TOKEN, TestApp, WebhookReceiver};
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use serde_json::{Value, json};
 
@@ -246,4 +246,37 @@ async fn the_operator_subcommands_work_against_the_database() {
     assert!(run(&["users", "grant", "--id", &user_id, "--amount", "12"]).contains("42 credits available"));
     let usage = Command::new(env!("CARGO_BIN_EXE_genjobs")).arg("frobnicate").output().unwrap();
     assert_eq!(usage.status.code(), Some(2));
+}
+
+/// A client webhook outlives SIGKILL: its event is recorded with the job's end, the process is
+/// killed before it could deliver (its receiver was down), and the next process delivers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_webhook_pending_at_a_sigkill_is_delivered_by_the_next_process() {
+    let (db, sim) = (TestDatabase::new().await, sim());
+    let vars = [("GENJOBS_WEBHOOK_ALLOW_PRIVATE", "true"), ("GENJOBS_CLIENT_WEBHOOK_BACKOFF_MS", "1500")];
+    let mut first = Replica::start_with(&db, &sim, &vars);
+    let (_, key) = create_user(&first, 100).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let receipt = first.app.submit("images", &key, json!({"prompt": "kept", "webhook_url": url})).await;
+    let id = receipt["job_id"].as_str().unwrap().to_owned();
+    let webhooks = format!("/api/v1/jobs/{id}/webhooks");
+    let attempted = eventually(Duration::from_secs(20), async || {
+        let events: Value = first.app.get(&webhooks, &key).await.json().await.unwrap();
+        events["data"][0]["attempts"].as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    assert!(attempted, "the first process never tried the down receiver");
+    first.kill_hard();
+
+    let receiver = WebhookReceiver::start_on(port, vec![]).await;
+    let second = Replica::start_with(&db, &sim, &vars);
+    let posted = receiver.wait_for(1, Duration::from_secs(20)).await.remove(0);
+    assert_eq!(posted.json()["data"]["id"], id.as_str());
+    let recorded = eventually(Duration::from_secs(10), async || {
+        let events: Value = second.app.get(&webhooks, &key).await.json().await.unwrap();
+        !events["data"][0]["delivered_at"].is_null()
+    })
+    .await;
+    assert!(recorded, "the delivery was not recorded");
 }

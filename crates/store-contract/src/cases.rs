@@ -1,18 +1,25 @@
 //! The contract cases. Each takes a fresh, empty store.
 
 mod accounts;
+mod catalog;
 mod leases;
 mod ledger;
+mod outbox;
 mod provider;
+mod retention;
 
 pub use accounts::*;
+pub use catalog::*;
 pub use leases::*;
 pub use ledger::ledgers_match_accounts;
+pub use outbox::*;
 pub use provider::*;
+pub use retention::*;
 
 use std::sync::Arc;
 
 use futures_util::future::join_all;
+use genjobs_domain::catalog::{Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{ApiKey, JobId, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
@@ -20,14 +27,14 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, AccountStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey, UnfinishedJobs,
-    UsageStore,
+    AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey,
+    UnfinishedJobs, UsageStore, WebhookStore,
 };
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
-pub trait Store: JobStore + AccountStore + UsageStore + 'static {}
-impl<T: JobStore + AccountStore + UsageStore + 'static> Store for T {}
+pub trait Store: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static {}
+impl<T: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static> Store for T {}
 
 fn now() -> OffsetDateTime {
     // Whole microseconds, so that stores with microsecond timestamps (Postgres) compare equal.
@@ -64,7 +71,7 @@ pub fn input() -> GenerationInput {
     }
 }
 
-/// A job of `user_id` holding `held`, accepted at `at`.
+/// A job of `user_id` holding `held` (one image at that rate), accepted at `at`.
 pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
     Job::accept(
         JobId::new_at(at),
@@ -72,7 +79,7 @@ pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
         ModelId::new("nano-banana"),
         Modality::Image,
         input(),
-        Credits::new(held),
+        Rate { per: Unit::Image, credits: held },
         at,
     )
     .0

@@ -45,6 +45,17 @@ macro_rules! store_contract_tests {
             concurrent_accepts_and_finishes_keep_every_invariant,
             jobs_are_found_by_their_upstream_key,
             output_copies_are_kept_as_committed,
+            purging_final_jobs_keeps_the_ledger_and_usage,
+            a_final_commit_records_one_webhook_event,
+            webhook_events_are_claimed_once_until_their_lease_ends,
+            webhook_attempts_are_recorded_and_a_delivery_ends_them,
+            a_redelivered_webhook_event_is_due_again,
+            webhook_secrets_are_made_once_and_replaced_on_rotation,
+            models_are_put_and_read_back,
+            every_catalog_change_takes_a_higher_version,
+            a_deleted_model_is_a_tombstone_until_put_again,
+            catalog_changes_apply_together,
+            the_initial_catalog_fills_only_a_store_that_never_held_a_model,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

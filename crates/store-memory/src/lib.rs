@@ -4,11 +4,16 @@
 //! mutex, so that every port operation is atomic by construction. Nothing survives a restart;
 //! deployments that must keep their jobs use the Postgres store.
 //!
+//! A job's final commit records its client webhook event in the same step (`outbox`).
+//! The catalog's documents (`catalog`) sit behind a mutex of their own.
+//!
 //! Due jobs are kept in a time-ordered index, so that the driver's claim costs O(log n) per job
 //! rather than a scan of every job.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+mod catalog;
 
 use async_trait::async_trait;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
@@ -19,12 +24,15 @@ use genjobs_domain::ports::{
     IdempotencyClaim, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
     UsageGrouping, UsageQuery, UsageRow, UsageStore,
 };
-use time::OffsetDateTime;
+use time::{Date, OffsetDateTime};
+
+mod outbox;
 
 /// The in-memory store.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    models: catalog::ModelsLock,
 }
 
 #[derive(Debug, Default)]
@@ -40,6 +48,45 @@ struct State {
     leased: BTreeSet<(OffsetDateTime, JobId)>,
     /// Every credit movement, oldest first; a record's sequence is its position plus one.
     ledger: Vec<(UserId, LedgerRecord)>,
+    /// What the usage report counted of purged jobs, by creation day, user and model.
+    rollup: BTreeMap<(Date, UserId, String), Counts>,
+    /// Client webhook events and users' secrets.
+    outbox: outbox::Outbox,
+}
+
+/// Jobs counted as a usage report counts them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    jobs: u64,
+    succeeded: u64,
+    failed: u64,
+    canceled: u64,
+    credits_spent: u64,
+}
+
+impl Counts {
+    fn of(job: &Job) -> Counts {
+        let is = |state: JobState| u64::from(job.state() == state);
+        Counts {
+            jobs: 1,
+            succeeded: is(JobState::Succeeded),
+            failed: is(JobState::Failed),
+            canceled: is(JobState::Canceled),
+            credits_spent: job.credits_actual().map_or(0, Credits::get),
+        }
+    }
+
+    fn add(&mut self, other: Counts) {
+        self.jobs += other.jobs;
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.canceled += other.canceled;
+        self.credits_spent += other.credits_spent;
+    }
+}
+
+fn utc_day(at: OffsetDateTime) -> Date {
+    at.to_offset(time::UtcOffset::UTC).date()
 }
 
 #[derive(Debug, Clone)]
@@ -295,6 +342,9 @@ impl JobStore for MemoryStore {
             state.leased.remove(&(until, job.id()));
         }
         let lease_until = if job.state().is_final() { None } else { row.lease_until };
+        if job.state().is_final() && !row.job.state().is_final() {
+            state.outbox.record_final(&job, OffsetDateTime::now_utc());
+        }
         // The reference is set once, by the submission: index it then, not on every commit.
         if row.job.upstream().is_none()
             && let Some(key) = job.upstream().and_then(|upstream| upstream.key())
@@ -420,39 +470,63 @@ impl UsageStore for MemoryStore {
 
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
         let state = self.state();
-        let mut groups: std::collections::BTreeMap<(Option<time::Date>, Option<String>, Option<UserId>), UsageRow> =
-            std::collections::BTreeMap::new();
-        let counted = state.jobs.values().map(|row| &row.job).filter(|job| {
-            let day = job.created_at().to_offset(time::UtcOffset::UTC).date();
-            query.user_id.is_none_or(|user| job.user_id() == user) && (query.from..=query.to).contains(&day)
+        let live = state.jobs.values().map(|row| {
+            (utc_day(row.job.created_at()), row.job.user_id(), row.job.model().to_string(), Counts::of(&row.job))
         });
-        for job in counted {
-            let day = job.created_at().to_offset(time::UtcOffset::UTC).date();
+        let purged = state.rollup.iter().map(|((day, user, model), counts)| (*day, *user, model.clone(), *counts));
+        let mut groups: BTreeMap<(Option<Date>, Option<String>, Option<UserId>), Counts> = BTreeMap::new();
+        for (day, user, model, counts) in live.chain(purged) {
+            if query.user_id.is_some_and(|only| only != user) || !(query.from..=query.to).contains(&day) {
+                continue;
+            }
             let key = match query.group_by {
                 UsageGrouping::Day => (Some(day), None, None),
-                UsageGrouping::Model => (None, Some(job.model().to_string()), None),
-                UsageGrouping::User => (None, None, Some(job.user_id())),
+                UsageGrouping::Model => (None, Some(model), None),
+                UsageGrouping::User => (None, None, Some(user)),
+                UsageGrouping::DayAndModel => (Some(day), Some(model), None),
             };
-            let row = groups.entry(key.clone()).or_insert_with(|| UsageRow {
-                day: key.0,
-                model: key.1.clone(),
-                user_id: key.2,
-                jobs: 0,
-                succeeded: 0,
-                failed: 0,
-                canceled: 0,
-                credits_spent: 0,
-            });
-            row.jobs += 1;
-            match job.state() {
-                JobState::Succeeded => row.succeeded += 1,
-                JobState::Failed => row.failed += 1,
-                JobState::Canceled => row.canceled += 1,
-                JobState::Queued | JobState::Running => {}
-            }
-            row.credits_spent += job.credits_actual().map_or(0, Credits::get);
+            groups.entry(key).or_default().add(counts);
         }
-        Ok(groups.into_values().collect())
+        Ok(groups
+            .into_iter()
+            .map(|((day, model, user_id), c)| UsageRow {
+                day,
+                model,
+                user_id,
+                jobs: c.jobs,
+                succeeded: c.succeeded,
+                failed: c.failed,
+                canceled: c.canceled,
+                credits_spent: c.credits_spent,
+            })
+            .collect())
+    }
+
+    async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {
+        let mut state = self.state();
+        let mut expired: Vec<(OffsetDateTime, JobId)> = state
+            .jobs
+            .values()
+            .filter_map(|row| row.job.finished_at().filter(|at| *at < before).map(|at| (at, row.job.id())))
+            .filter(|(_, id)| !state.outbox.is_pending(*id))
+            .collect();
+        expired.sort_unstable();
+        expired.truncate(limit);
+        for (_, id) in &expired {
+            let Some(row) = state.jobs.remove(id) else { continue };
+            let job = row.job;
+            if let Some(ids) = state.jobs_by_user.get_mut(&job.user_id()) {
+                ids.remove(id);
+            }
+            if let Some(key) = job.upstream().and_then(|u| u.key()) {
+                state.jobs_by_upstream_key.remove(key);
+            }
+            state.idempotency.retain(|_, record| record.job_id != *id);
+            state.outbox.forget(*id);
+            let key = (utc_day(job.created_at()), job.user_id(), job.model().to_string());
+            state.rollup.entry(key).or_default().add(Counts::of(&job));
+        }
+        Ok(expired.len())
     }
 }
 

@@ -64,17 +64,20 @@ pub fn connect(settings: &PgSettings) -> Result<PgAdapters, SetupError> {
         hub: Arc::new(EventHub::new()),
         keys: Arc::new(KeyCache::new(settings.key_cache_ttl)),
         jobs: Arc::new(JobCache::new(settings.job_cache_ttl)),
+        catalog: Arc::default(),
     };
-    let listener = listen(settings.url.clone(), listeners.clone());
+    let listener = listen(settings.direct_url().to_owned(), listeners.clone());
     let store = PgStore::new(pool.clone(), Arc::clone(&listeners.keys))
+        .with_pooler(settings.pooler)
         .with_relaxed_writes(relaxed_pool(settings)?)
-        .with_job_cache(listeners.jobs);
+        .with_job_cache(listeners.jobs)
+        .with_catalog_signal(listeners.catalog);
     let store = Arc::new(store);
     Ok(PgAdapters {
         pruner: prune_idempotency(Arc::clone(&store)),
         store,
-        events: Arc::new(PgEvents::new(listeners.hub, pool.clone())),
-        rate_limiter: Arc::new(PgRateLimiter::new(pool)),
+        events: Arc::new(PgEvents::new(listeners.hub, pool.clone()).with_pooler(settings.pooler)),
+        rate_limiter: Arc::new(PgRateLimiter::new(pool).with_pooler(settings.pooler)),
         keys: listeners.keys,
         listener,
     })

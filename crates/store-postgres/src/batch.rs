@@ -13,9 +13,9 @@ use genjobs_domain::ports::StoreError;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::error::{from_diesel, from_pool};
-use crate::pool::Durability;
+use crate::pool::{Durability, Pooler};
 use crate::rows::{JobRow, update_rows};
+use crate::session::Session;
 use crate::store::count_job_commit;
 
 struct Pending {
@@ -36,6 +36,7 @@ impl GroupCommit {
     pub(crate) async fn commit(
         &self,
         pool: &Pool<AsyncPgConnection>,
+        pooler: Pooler,
         durability: Durability,
         row: JobRow,
         expected_version: i64,
@@ -49,7 +50,7 @@ impl GroupCommit {
         if leads {
             let _turn = self.flushing.lock().await;
             let group = std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-            let written = write(pool, &group).await;
+            let written = write(pool, pooler, &group).await;
             if written.is_ok() {
                 count_job_commit(durability);
             }
@@ -62,8 +63,8 @@ impl GroupCommit {
     }
 }
 
-async fn write(pool: &Pool<AsyncPgConnection>, group: &[Pending]) -> Result<HashSet<Uuid>, StoreError> {
+async fn write(pool: &Pool<AsyncPgConnection>, pooler: Pooler, group: &[Pending]) -> Result<HashSet<Uuid>, StoreError> {
     let rows: Vec<(&JobRow, i64)> = group.iter().map(|p| (&p.row, p.expected_version)).collect();
-    let mut conn = pool.get().await.map_err(from_pool)?;
-    Ok(update_rows(&mut conn, &rows).await.map_err(from_diesel)?.into_iter().collect())
+    let written = Session::run(pool, pooler, async |conn| update_rows(conn, &rows).await).await?;
+    Ok(written.into_iter().collect())
 }

@@ -11,9 +11,16 @@ const QUERY_CANCELED: &str = "57014";
 
 /// What Postgres says when it ends a session (an operator's `pg_terminate_backend`, a restart, a
 /// failover, a crash of another backend) or refuses new ones while starting or stopping. Only the
-/// message tells: diesel keeps no SQLSTATE for these (57P01, 57P02, 57P03).
-const SESSION_ENDED: [&str; 4] =
-    ["terminating connection", "the database system is", "server closed the connection", "connection closed"];
+/// message tells: diesel keeps no SQLSTATE for these (57P01, 57P02, 57P03). Through PgBouncer the
+/// same event reads as its own messages for a server connection it lost.
+const SESSION_ENDED: [&str; 6] = [
+    "terminating connection",
+    "the database system is",
+    "server closed the connection",
+    "connection closed",
+    "invalid server parameter",
+    "server conn crashed",
+];
 
 /// Whether the connection a statement ran on is gone: the statement may be run again on another.
 pub(crate) fn is_lost_connection(e: &DieselError) -> bool {

@@ -1,6 +1,7 @@
 //! Job change notifications across replicas: `pg_notify` on publish, and one dedicated connection
 //! per process that `LISTEN`s and wakes the local [`EventHub`]. The same connection hears key
-//! revocations and drops them from the key cache.
+//! revocations and drops them from the key cache, and catalog changes, which wake the
+//! process's catalog followers.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -17,8 +18,9 @@ use genjobs_runtime::EventHub;
 use tokio::task::JoinHandle;
 
 use crate::cache::{JobCache, KeyCache};
-use crate::pool::open_connection;
-use crate::store::KEYS_CHANNEL;
+use crate::pool::{Pooler, open_connection};
+use crate::session::Session;
+use crate::store::{CATALOG_CHANNEL, CatalogSignal, KEYS_CHANNEL};
 
 /// The `NOTIFY` channel of changed jobs; the payload is the job id.
 pub const JOBS_CHANNEL: &str = "genjobs_jobs";
@@ -30,13 +32,21 @@ pub const WATCHES_CHANNEL: &str = "genjobs_watches";
 pub struct PgEvents {
     hub: Arc<EventHub>,
     pool: Pool<AsyncPgConnection>,
+    pooler: Pooler,
 }
 
 impl PgEvents {
     /// Events published through `pool` and delivered to `hub` by [`listen`].
     #[must_use]
     pub fn new(hub: Arc<EventHub>, pool: Pool<AsyncPgConnection>) -> Self {
-        Self { hub, pool }
+        Self { hub, pool, pooler: Pooler::None }
+    }
+
+    /// Publishes through a pooler of kind `pooler` (see [`Pooler`]); `NOTIFY` is sent when its
+    /// transaction commits, as on a direct connection.
+    #[must_use]
+    pub fn with_pooler(self, pooler: Pooler) -> Self {
+        Self { pooler, ..self }
     }
 }
 
@@ -75,11 +85,10 @@ impl JobEvents for PgEvents {
 
 impl PgEvents {
     async fn notify(&self, channel: &str, job_id: JobId) -> Result<(), String> {
-        let mut conn = self.pool.get().await.map_err(|e| e.to_string())?;
-        diesel::sql_query("SELECT pg_notify($1, $2)")
+        let notify = diesel::sql_query("SELECT pg_notify($1, $2)")
             .bind::<diesel::sql_types::Text, _>(channel)
-            .bind::<diesel::sql_types::Text, _>(job_id.to_string())
-            .execute(&mut conn)
+            .bind::<diesel::sql_types::Text, _>(job_id.to_string());
+        Session::run(&self.pool, self.pooler, async |conn| notify.execute(conn).await)
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -95,6 +104,8 @@ pub struct Listeners {
     pub keys: Arc<KeyCache>,
     /// Evicts changed jobs.
     pub jobs: Arc<JobCache>,
+    /// Wakes the catalog followers.
+    pub catalog: Arc<CatalogSignal>,
 }
 
 /// Listens for job changes and key revocations until aborted, reconnecting after a failure.
@@ -115,15 +126,16 @@ pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
 }
 
 async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Result<(), String> {
-    let Listeners { hub, keys, jobs } = listeners;
+    let Listeners { hub, keys, jobs, catalog } = listeners;
     let mut conn = open_connection(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
-    for channel in [JOBS_CHANNEL, WATCHES_CHANNEL, KEYS_CHANNEL] {
+    for channel in [JOBS_CHANNEL, WATCHES_CHANNEL, KEYS_CHANNEL, CATALOG_CHANNEL] {
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
     }
     if reconnecting {
         jobs.clear();
         keys.clear();
         hub.notify_all();
+        catalog.changed();
     }
     tracing::info!("listening for job changes and key revocations");
     let mut notifications = std::pin::pin!(conn.notifications_stream());
@@ -143,6 +155,7 @@ async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Re
                 Err(_) => tracing::warn!(payload = %notification.payload, "malformed watch notification"),
             },
             KEYS_CHANNEL => keys.forget(&KeyPrefix::of(&notification.payload)),
+            CATALOG_CHANNEL => catalog.changed(),
             _ => {}
         }
     }

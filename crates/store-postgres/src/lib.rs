@@ -12,9 +12,12 @@
 //!   conditional update of the account row, the job, a ledger row, the idempotency record); a
 //!   transition is a compare-and-set on the job's version with its ledger movement in the same
 //!   transaction. The ledger's unique indexes allow one hold and one final movement per job.
-//!   Split by concern: `job_store`, `account_store`, `ledger`.
+//!   Split by concern: `job_store`, `account_store`, `ledger`, `catalog` (the model documents).
 //! - `rows`: the rows diesel reads and writes; the `jobs` columns are listed once, and jsonb
 //!   columns have DTOs of their own, so renaming a domain field changes no stored data.
+//! - `session`: one unit of work on a pooled connection; through a transaction pooler
+//!   (`GENJOBS_DATABASE_POOLER=transaction`) it is an explicit transaction, so that PgBouncer
+//!   keeps every prepared statement on the server connection it was prepared on.
 //! - `cache`: [`TtlCache`], behind the key cache, the job read cache and leased rate-limit tokens.
 //! - `batch`: the group commit of transitions that move no credits.
 //! - `events`: [`PgEvents`]: `pg_notify` on publish and a `LISTEN`ing connection per process.
@@ -33,6 +36,7 @@ mod events;
 mod pool;
 mod rate_limit;
 mod rows;
+mod session;
 #[rustfmt::skip]
 mod schema;
 mod store;
@@ -40,6 +44,10 @@ mod store;
 pub use adapters::{PgAdapters, connect};
 pub use cache::{JobCache, KeyCache, TtlCache};
 pub use events::{JOBS_CHANNEL, Listeners, PgEvents, listen};
-pub use pool::{Durability, MIGRATIONS, PgSettings, SetupError, open_connection, pool, relaxed_pool, run_migrations};
+pub use pool::{
+    Durability, MIGRATIONS, PgSettings, Pooler, SetupError, open_connection, pool, relaxed_pool, run_migrations,
+};
 pub use rate_limit::PgRateLimiter;
-pub use store::{IDEMPOTENCY_PRUNE_INTERVAL, KEYS_CHANNEL, LedgerTotals, PgStore};
+pub use store::{
+    CATALOG_CHANNEL, CatalogSignal, IDEMPOTENCY_PRUNE_INTERVAL, KEYS_CHANNEL, LedgerTotals, PgStore, usage_statement,
+};

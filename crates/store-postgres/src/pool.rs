@@ -5,21 +5,52 @@ use std::time::Duration;
 
 use deadpool::Runtime;
 use diesel::ConnectionError;
+use diesel::connection::CacheSize;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt;
 
 /// The migrations of `migrations/` at the top of the repository, built into the binary.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations");
 
+/// What stands between `DATABASE_URL` and Postgres (`GENJOBS_DATABASE_POOLER`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pooler {
+    /// Nothing, or a pooler that gives each client a server session of its own (`none`).
+    #[default]
+    None,
+    /// A pooler in transaction mode, such as PgBouncer's `pool_mode = transaction`
+    /// (`transaction`): a client keeps a server connection only for one transaction. So every
+    /// unit of work is an explicit transaction, no statement stays prepared across them, and no
+    /// setting is made for a session (it would stay on a server connection others then use).
+    Transaction,
+}
+
+impl std::str::FromStr for Pooler {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value {
+            "none" => Ok(Pooler::None),
+            "transaction" => Ok(Pooler::Transaction),
+            other => Err(format!("unknown pooler {other:?}: expected none or transaction")),
+        }
+    }
+}
+
 /// How the pool connects and how long it waits.
 #[derive(Debug, Clone)]
 pub struct PgSettings {
     /// `DATABASE_URL`.
     pub url: String,
+    /// What stands between `url` and Postgres (`GENJOBS_DATABASE_POOLER`).
+    pub pooler: Pooler,
+    /// A direct connection to Postgres, for `LISTEN` and migrations, which need a session of
+    /// their own (`GENJOBS_DATABASE_LISTEN_URL`; `url` when unset).
+    pub listen_url: Option<String>,
     /// Connections kept at most (`GENJOBS_DB_POOL_SIZE`).
     pub pool_size: usize,
     /// How long a request waits for a free connection before answering 503
@@ -45,6 +76,12 @@ impl PgSettings {
     pub fn new(url: impl Into<String>) -> Self {
         Self { url: url.into(), ..Self::default() }
     }
+
+    /// The URL of a session of its own: `listen_url`, else `url`.
+    #[must_use]
+    pub fn direct_url(&self) -> &str {
+        self.listen_url.as_deref().unwrap_or(&self.url)
+    }
 }
 
 impl Default for PgSettings {
@@ -53,6 +90,8 @@ impl Default for PgSettings {
     fn default() -> Self {
         Self {
             url: String::new(),
+            pooler: Pooler::None,
+            listen_url: None,
             pool_size: 16,
             pool_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
@@ -86,7 +125,7 @@ pub async fn open_connection(
     settings_statement_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<AsyncPgConnection, ConnectionError> {
-    connect_with(url, settings_statement_timeout, connect_timeout, Durability::Durable).await
+    connect_with(url, settings_statement_timeout, connect_timeout, Durability::Durable, Pooler::None).await
 }
 
 /// Whether a connection's commits wait for the write-ahead log to reach disk.
@@ -104,11 +143,17 @@ async fn connect_with(
     settings_statement_timeout: Duration,
     connect_timeout: Duration,
     durability: Durability,
+    pooler: Pooler,
 ) -> Result<AsyncPgConnection, ConnectionError> {
+    let timed_out = |_| ConnectionError::BadConnection("timed out connecting to the database".into());
+    if pooler == Pooler::Transaction {
+        // A session setting would outlive this client on the server connection it landed on
+        // (`synchronous_commit = off` under another client's ledger write), so none is made:
+        // the statement timeout is then the role's or the pooler's to set.
+        return tokio::time::timeout(connect_timeout, establish_through_pooler(url)).await.map_err(timed_out)?;
+    }
     let establish = AsyncPgConnection::establish(url);
-    let mut conn = tokio::time::timeout(connect_timeout, establish)
-        .await
-        .map_err(|_| ConnectionError::BadConnection("timed out connecting to the database".into()))??;
+    let mut conn = tokio::time::timeout(connect_timeout, establish).await.map_err(timed_out)??;
     diesel::sql_query(format!("SET statement_timeout = {}", settings_statement_timeout.as_millis()))
         .execute(&mut conn)
         .await
@@ -119,6 +164,27 @@ async fn connect_with(
             .await
             .map_err(ConnectionError::CouldntSetupConfiguration)?;
     }
+    Ok(conn)
+}
+
+/// Connects through a transaction pooler. diesel-async's own set-up prepares two statements and
+/// keeps them cached; outside a transaction the pooler may run them on different server
+/// connections, and leave them behind on one where another client's statement of the same name
+/// then fails. So the set-up runs inside a transaction opened beforehand, and the cache is turned
+/// off before it commits: dropping the cached statements closes them on that same server
+/// connection. From then on no statement outlives the transaction it was prepared in.
+async fn establish_through_pooler(url: &str) -> Result<AsyncPgConnection, ConnectionError> {
+    let refused = |e: tokio_postgres::Error| ConnectionError::BadConnection(e.to_string());
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.map_err(refused)?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "a pooled database connection ended");
+        }
+    });
+    client.batch_execute("BEGIN").await.map_err(refused)?;
+    let mut conn = AsyncPgConnection::try_from(client).await?;
+    conn.set_prepared_statement_cache_size(CacheSize::Disabled);
+    conn.batch_execute("COMMIT").await.map_err(ConnectionError::CouldntSetupConfiguration)?;
     Ok(conn)
 }
 
@@ -140,10 +206,11 @@ pub fn relaxed_pool(settings: &PgSettings) -> Result<Pool<AsyncPgConnection>, Se
 }
 
 fn pool_of(settings: &PgSettings, durability: Durability, size: usize) -> Result<Pool<AsyncPgConnection>, SetupError> {
-    let (statement_timeout, connect_timeout) = (settings.statement_timeout, settings.connect_timeout);
+    let (statement_timeout, connect_timeout, pooler) =
+        (settings.statement_timeout, settings.connect_timeout, settings.pooler);
     let mut config = ManagerConfig::default();
     config.custom_setup =
-        Box::new(move |url| connect_with(url, statement_timeout, connect_timeout, durability).boxed());
+        Box::new(move |url| connect_with(url, statement_timeout, connect_timeout, durability, pooler).boxed());
     // A checked-out connection is not pinged first: a dead one fails its query, is dropped as
     // broken, and the request answers 503; the ping would cost a round trip on every request.
     config.recycling_method = RecyclingMethod::Fast;
@@ -168,12 +235,13 @@ pub fn pending_migrations(applied: &[String]) -> usize {
     })
 }
 
-/// Runs the pending migrations on a connection of its own.
+/// Runs the pending migrations on a connection of its own, on [`PgSettings::direct_url`]: the
+/// advisory lock that keeps two replicas from migrating together belongs to a session.
 ///
 /// # Errors
 /// [`SetupError::Connect`] or [`SetupError::Migrate`].
 pub async fn run_migrations(settings: &PgSettings) -> Result<usize, SetupError> {
-    let conn = open_connection(&settings.url, Duration::from_secs(600), settings.connect_timeout)
+    let conn = open_connection(settings.direct_url(), Duration::from_secs(600), settings.connect_timeout)
         .await
         .map_err(|e| SetupError::Connect(e.to_string()))?;
     let mut wrapper: AsyncConnectionWrapper<AsyncPgConnection> = AsyncConnectionWrapper::from(conn);

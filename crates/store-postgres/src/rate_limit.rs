@@ -14,7 +14,8 @@ use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::{RateDecision, RateLimiter, StoreError};
 
 use crate::cache::TtlCache;
-use crate::error::{from_diesel, from_pool};
+use crate::pool::Pooler;
+use crate::session::Session;
 
 /// How long a replica may spend the tokens of one lease.
 pub const LEASE_LIFETIME: Duration = Duration::from_secs(1);
@@ -28,6 +29,7 @@ fn lease_size(per_minute: u32) -> u32 {
 /// The shared rate limiter.
 pub struct PgRateLimiter {
     pool: Pool<AsyncPgConnection>,
+    pooler: Pooler,
     /// Tokens left of each user's current lease.
     leases: TtlCache<UserId, u32>,
 }
@@ -36,7 +38,13 @@ impl PgRateLimiter {
     /// A limiter over `pool`.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>) -> Self {
-        Self { pool, leases: TtlCache::new(LEASE_LIFETIME) }
+        Self { pool, pooler: Pooler::None, leases: TtlCache::new(LEASE_LIFETIME) }
+    }
+
+    /// Works through a pooler of kind `pooler` (see [`Pooler`]).
+    #[must_use]
+    pub fn with_pooler(self, pooler: Pooler) -> Self {
+        Self { pooler, ..self }
     }
 
     fn spend_leased(&self, user_id: UserId) -> bool {
@@ -90,14 +98,11 @@ impl RateLimiter for PgRateLimiter {
         }
         let capacity = f64::from(per_minute.max(1));
         let lease = i32::try_from(lease_size(per_minute)).unwrap_or(1);
-        let mut conn = self.pool.get().await.map_err(from_pool)?;
-        let bucket: Bucket = diesel::sql_query(take_sql())
+        let take = diesel::sql_query(take_sql())
             .bind::<SqlUuid, _>(user_id.as_uuid())
             .bind::<Double, _>(capacity)
-            .bind::<Integer, _>(lease)
-            .get_result(&mut conn)
-            .await
-            .map_err(from_diesel)?;
+            .bind::<Integer, _>(lease);
+        let bucket: Bucket = Session::run(&self.pool, self.pooler, async |conn| take.get_result(conn).await).await?;
         if bucket.allowed && bucket.taken >= 1 {
             self.leases.put(user_id, u32::try_from(bucket.taken - 1).unwrap_or(0));
             return Ok(RateDecision::Allowed);

@@ -11,6 +11,21 @@ diesel::table! {
 }
 
 diesel::table! {
+    client_webhook_events (job_id) {
+        job_id -> Uuid,
+        user_id -> Uuid,
+        final_state -> Text,
+        url -> Text,
+        occurred_at -> Timestamptz,
+        body -> Nullable<Bytea>,
+        attempts -> Jsonb,
+        delivered_at -> Nullable<Timestamptz>,
+        next_attempt_at -> Nullable<Timestamptz>,
+        lease_until -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
     idempotency_keys (user_id, key) {
         user_id -> Uuid,
         key -> Text,
@@ -44,6 +59,10 @@ diesel::table! {
         version -> Int8,
         lease_until -> Nullable<Timestamptz>,
         upstream_key -> Nullable<Text>,
+        queue_position -> Nullable<Int4>,
+        webhook_url -> Nullable<Text>,
+        rate_per -> Text,
+        rate_credits -> Int8,
     }
 }
 
@@ -60,11 +79,35 @@ diesel::table! {
 }
 
 diesel::table! {
+    models (id) {
+        id -> Text,
+        position -> Int8,
+        document -> Jsonb,
+        version -> Int8,
+        updated_at -> Timestamptz,
+        deleted_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
     rate_limits (user_id) {
         user_id -> Uuid,
         tokens -> Float8,
         refilled_at -> Timestamptz,
         taken -> Int4,
+    }
+}
+
+diesel::table! {
+    usage_rollup (day, user_id, model) {
+        day -> Date,
+        user_id -> Uuid,
+        model -> Text,
+        jobs -> Int8,
+        succeeded -> Int8,
+        failed -> Int8,
+        canceled -> Int8,
+        credits_spent -> Int8,
     }
 }
 
@@ -83,12 +126,34 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_secrets (user_id) {
+        user_id -> Uuid,
+        sealed -> Bytea,
+        updated_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(api_keys -> users (user_id));
+diesel::joinable!(client_webhook_events -> jobs (job_id));
+diesel::joinable!(client_webhook_events -> users (user_id));
 diesel::joinable!(idempotency_keys -> jobs (job_id));
 diesel::joinable!(idempotency_keys -> users (user_id));
 diesel::joinable!(jobs -> users (user_id));
-diesel::joinable!(ledger -> jobs (job_id));
 diesel::joinable!(ledger -> users (user_id));
 diesel::joinable!(rate_limits -> users (user_id));
+diesel::joinable!(usage_rollup -> users (user_id));
+diesel::joinable!(webhook_secrets -> users (user_id));
 
-diesel::allow_tables_to_appear_in_same_query!(api_keys, idempotency_keys, jobs, ledger, rate_limits, users,);
+diesel::allow_tables_to_appear_in_same_query!(
+    api_keys,
+    client_webhook_events,
+    idempotency_keys,
+    jobs,
+    ledger,
+    models,
+    rate_limits,
+    usage_rollup,
+    users,
+    webhook_secrets,
+);

@@ -8,6 +8,13 @@
 //! test database is `CREATE DATABASE … TEMPLATE` of it, a file copy on the server. A change to any
 //! migration gives a new digest, so a stale template is never used. Without a server the tests
 //! panic with what to do; they never skip.
+//!
+//! [`TestDatabase::pooled`] gives a database reached through a PgBouncer in transaction mode
+//! (`pgbouncer`), so that the store's suites run a second time the way operators deploy it.
+
+mod pgbouncer;
+
+pub use pgbouncer::{Pgbouncer, pgbouncer};
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,7 +22,7 @@ use std::time::Duration;
 use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use genjobs_store_postgres::{PgSettings, run_migrations};
+use genjobs_store_postgres::{PgSettings, Pooler, run_migrations};
 use sha2::{Digest, Sha256};
 
 /// The server tests use when `DATABASE_URL` is not set.
@@ -31,6 +38,8 @@ pub struct TestDatabase {
     pub url: String,
     name: String,
     admin_url: String,
+    /// The URL through the test PgBouncer, for a [`TestDatabase::pooled`] one.
+    pooled_url: Option<String>,
 }
 
 /// `url` with its database name replaced by `name`.
@@ -45,6 +54,13 @@ pub fn with_database(url: &str, name: &str) -> String {
         out.push_str(query);
     }
     out
+}
+
+/// The `host:port` of a Postgres URL.
+fn server_of(url: &str) -> String {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = after_scheme.split('/').next().unwrap_or(after_scheme);
+    authority.rsplit_once('@').map_or(authority, |(_, host)| host).to_owned()
 }
 
 /// A digest of every file under `migrations/`, in path order.
@@ -130,13 +146,36 @@ impl TestDatabase {
             assert!(attempts < 50, "cannot create the test database {name} from {template}: {e}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        TestDatabase { url: with_database(&admin_url, &name), name, admin_url }
+        TestDatabase { url: with_database(&admin_url, &name), name, admin_url, pooled_url: None }
     }
 
-    /// Settings for a pool on this database.
+    /// [`TestDatabase::new`], reached through the test process's PgBouncer in transaction mode:
+    /// its [`TestDatabase::settings`] point the pool there, with `LISTEN` and migrations on the
+    /// direct [`TestDatabase::url`].
+    ///
+    /// # Panics
+    /// As [`TestDatabase::new`], and when PgBouncer cannot be started.
+    pub async fn pooled() -> TestDatabase {
+        let mut db = TestDatabase::new().await;
+        let server = server_of(&db.url);
+        let pooler = pgbouncer(&server);
+        db.pooled_url = Some(db.url.replacen(&server, &pooler.addr.to_string(), 1));
+        db
+    }
+
+    /// Settings for a pool on this database: direct, or through PgBouncer for a pooled one.
     #[must_use]
     pub fn settings(&self) -> PgSettings {
-        PgSettings { pool_size: 8, ..PgSettings::new(self.url.clone()) }
+        let direct = PgSettings { pool_size: 8, ..PgSettings::new(self.url.clone()) };
+        match &self.pooled_url {
+            Some(url) => PgSettings {
+                url: url.clone(),
+                pooler: Pooler::Transaction,
+                listen_url: Some(self.url.clone()),
+                ..direct
+            },
+            None => direct,
+        }
     }
 }
 
@@ -180,6 +219,12 @@ mod tests {
         assert_eq!(with_database("postgres://u@h:5432/postgres", "t1"), "postgres://u@h:5432/t1");
         assert_eq!(with_database("postgres://u@h/postgres?sslmode=disable", "t1"), "postgres://u@h/t1?sslmode=disable");
         assert_eq!(with_database("postgres://u@h:5432", "t1"), "postgres://u@h:5432/t1");
+    }
+
+    #[test]
+    fn the_server_is_read_from_the_url() {
+        assert_eq!(server_of("postgres://postgres@127.0.0.1:5432/t1"), "127.0.0.1:5432");
+        assert_eq!(server_of("postgres://u:p@h:6432/t1?sslmode=disable"), "h:6432");
     }
 
     #[test]

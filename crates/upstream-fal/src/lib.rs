@@ -4,10 +4,11 @@
 //! fal returns for status (`?logs=1`), result and cancel. One reqwest client (one connection
 //! pool) serves the whole process, and a semaphore bounds the requests in flight.
 //!
-//! What fal calls a model is this crate's business alone: `fal-models.json` routes each catalog
-//! model to its endpoints (by resolution, with or without images) with fal's parameter names and
-//! value translations ([`routes`]), and `fal-endpoints.json` holds each endpoint's input schema
-//! and output shape as read from fal's published types ([`schema`]), which the simulator enforces.
+//! What fal calls a model is this crate's business alone: a model document's fal route names its
+//! endpoints (by resolution, with or without images) with fal's parameter names and value
+//! translations, which [`routes`] reads generically and checks when a model is put
+//! ([`routes::FalSchemas`]); `fal-endpoints.json` holds each endpoint's input schema and output
+//! shape as read from fal's published types ([`schema`]), which the simulator enforces.
 //! The job's [`UpstreamRef`] is this adapter's own JSON (endpoint, request id, queue URLs).
 //!
 //! Reads of a status or a result are tried again in place while fal answers "later" (`retry`);
@@ -16,6 +17,7 @@
 //! never runs (or is paid for) twice upstream. What reaches a job's error is the provider's `detail` at most, never the key, a URL
 //! or an internal error text.
 
+mod draft;
 mod errors;
 mod outputs;
 mod reference;
@@ -42,6 +44,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+pub use draft::draft_document;
 pub use outputs::parse_outputs;
 pub use reference::FalRef;
 pub use retry::ReadRetry;
@@ -119,6 +122,9 @@ struct SubmitAnswer {
 #[derive(Deserialize)]
 struct StatusAnswer {
     status: String,
+    /// How many requests are ahead, while `IN_QUEUE` (fal's `QueueStatus`).
+    #[serde(default)]
+    queue_position: Option<u32>,
     #[serde(default)]
     logs: Option<Vec<LogLine>>,
     /// Set on a COMPLETED request that failed.
@@ -195,7 +201,7 @@ impl UpstreamProvider for FalUpstream {
     }
 
     fn refused_extra_key(&self, model: &Model, extra: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
-        routes::refused_extra_key(model.id.as_str(), extra).map(str::to_owned)
+        routes::refused_extra_key(model, extra).map(str::to_owned)
     }
 
     async fn submit(
@@ -204,8 +210,7 @@ impl UpstreamProvider for FalUpstream {
         model: &Model,
         input: &GenerationInput,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        let request =
-            routes::fal_request(model.id.as_str(), input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
+        let request = routes::fal_request(model, input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
         let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
         let mut post = self.client.post(&url).json(&request.body);
         if let Some(seconds) = self.config.start_timeout.map(|t| t.as_secs()).filter(|s| *s > 1) {
@@ -284,7 +289,7 @@ impl UpstreamProvider for FalUpstream {
         let answer: StatusAnswer = serde_json::from_slice(&read.body)
             .map_err(|_| PollFailure::Transient("status answer could not be read".into()))?;
         match answer.status.as_str() {
-            "IN_QUEUE" => Ok(UpstreamStatus::Queued),
+            "IN_QUEUE" => Ok(UpstreamStatus::Queued { position: answer.queue_position }),
             "IN_PROGRESS" => {
                 Ok(UpstreamStatus::Running { percent: percent_from_logs(answer.logs.as_deref().unwrap_or_default()) })
             }

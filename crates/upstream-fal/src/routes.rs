@@ -1,14 +1,22 @@
-//! Which fal endpoint serves a request for a catalog model, and the body it takes: parameter
-//! names, value translations (seconds as a string, an aspect ratio as an `image_size` preset) and
-//! how reference images are passed. The data is `fal-models.json`; every endpoint it names is in
-//! `fal-endpoints.json`, with the schema it was checked against.
+//! A model's fal route: which fal endpoint serves a request, and the body it takes (parameter
+//! names, value translations such as seconds as a string or an aspect ratio as an
+//! `image_size` preset, how reference images are passed). The route is data in the model's
+//! document (`{"provider": "fal", "endpoint": …, "variants": […], "params": {…}, …}`); this
+//! module reads it, and checks it against fal's endpoint schemas ([`crate::schema`]) when an
+//! operator puts a model.
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 
+use genjobs_domain::catalog::{DocumentFault, Model, Route, read_at_path};
 use genjobs_domain::input::GenerationInput;
+use genjobs_domain::ports::RouteSchemas;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use crate::schema;
+
+/// The provider name routes give to run on fal.
+pub const PROVIDER: &str = "fal";
 
 /// How a value is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -63,16 +71,22 @@ fn image_size(ratio: &str) -> Option<&'static str> {
     })
 }
 
+/// The body fields a route may map, by their snake_case names.
+const FIELDS: [&str; 7] = ["prompt", "negative_prompt", "aspect_ratio", "resolution", "duration_sec", "n", "seed"];
+
+/// An endpoint that serves some requests of the route instead of its main one.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Route {
-    /// The resolution this route serves; any when absent.
+struct Variant {
+    /// The resolution it serves; any when absent.
     #[serde(default)]
     resolution: Option<String>,
-    /// Whether it serves requests with image inputs.
-    images: bool,
+    /// Whether it serves requests with image inputs (`true`) or without (`false`); both when
+    /// absent.
+    #[serde(default)]
+    images: Option<bool>,
     endpoint: String,
-    /// Our fields this endpoint does not take, although the model's others do.
+    /// Our fields this endpoint does not take, although the route's others do.
     #[serde(default)]
     without: Vec<String>,
 }
@@ -84,25 +98,135 @@ struct ImageInputs {
     list: bool,
 }
 
+/// A fal route as a model's document gives it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ModelRoutes {
-    routes: Vec<Route>,
-    /// Our body field (snake_case) to fal's parameter; fields not listed are not sent.
-    params: BTreeMap<String, Param>,
-    image_inputs: ImageInputs,
+pub struct FalRoute {
+    /// The endpoint of every request no variant serves.
+    endpoint: String,
+    /// Our fields the main endpoint does not take.
+    #[serde(default)]
+    without: Vec<String>,
+    /// Endpoints for some resolutions, or for requests with (or without) images; the first
+    /// that matches serves.
+    #[serde(default)]
+    variants: Vec<Variant>,
+    /// Our body field (snake_case) to fal's parameter; fields not listed are not sent. Left out,
+    /// the main endpoint's schema suggests it (`crate::draft::mapping`), as do `image_inputs` and
+    /// `extra_refused`.
+    #[serde(default)]
+    params: Option<BTreeMap<String, Param>>,
+    /// Where reference images go; none when neither given nor suggested.
+    #[serde(default)]
+    image_inputs: Option<ImageInputs>,
     /// fal parameters `extra` may not set besides the ones `params` and `image_inputs` derive:
     /// those the price depends on (the number of images, the duration, the resolution, a
     /// rendering tier), so that `extra` can never make fal produce more than was held.
-    extra_refused: Vec<String>,
+    #[serde(default)]
+    extra_refused: Option<Vec<String>>,
 }
 
-impl ModelRoutes {
+impl FalRoute {
+    /// Reads a route's fal data.
+    ///
+    /// # Errors
+    /// [`DocumentFault`] at the path, within the route, of what does not fit.
+    pub fn read(route: &Route) -> Result<FalRoute, DocumentFault> {
+        let mut route: FalRoute = read_at_path(Value::Object(route.data.clone()))?;
+        if let Some(endpoint) = schema::endpoint(&route.endpoint)
+            && (route.params.is_none() || route.image_inputs.is_none() || route.extra_refused.is_none())
+        {
+            let suggested = crate::draft::mapping(endpoint);
+            if route.params.is_none() {
+                route.params = Some(read_at_path(Value::Object(suggested.params)).map_err(|f| f.under("params"))?);
+            }
+            if route.image_inputs.is_none() {
+                route.image_inputs =
+                    suggested.image_inputs.map(read_at_path).transpose().map_err(|f| f.under("image_inputs"))?;
+            }
+            if route.extra_refused.is_none() {
+                route.extra_refused = Some(suggested.extra_refused);
+            }
+        }
+        Ok(route)
+    }
+
+    /// The first fal route of `model`.
+    ///
+    /// # Errors
+    /// [`RouteError::UnknownModel`] when it has none, [`RouteError::Malformed`] when it does
+    /// not read.
+    pub fn of(model: &Model) -> Result<FalRoute, RouteError> {
+        let (_, route) =
+            model.routes_of(PROVIDER).next().ok_or_else(|| RouteError::UnknownModel(model.id.to_string()))?;
+        FalRoute::read(route).map_err(|fault| RouteError::Malformed(fault.to_string()))
+    }
+
     /// Whether `extra` may not set the fal parameter `key`.
     fn refuses(&self, key: &str) -> bool {
-        self.params.values().any(|param| param.to() == key)
-            || self.image_inputs.to == key
-            || self.extra_refused.iter().any(|refused| refused == key)
+        self.params.iter().flatten().any(|(_, param)| param.to() == key)
+            || self.image_inputs.as_ref().is_some_and(|images| images.to == key)
+            || self.extra_refused.iter().flatten().any(|refused| refused == key)
+    }
+
+    /// Every endpoint of the route, with the fields it does not take and its path in the route.
+    fn endpoints(&self) -> impl Iterator<Item = (String, &str, &[String])> {
+        std::iter::once(("endpoint".to_owned(), self.endpoint.as_str(), self.without.as_slice())).chain(
+            self.variants
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (format!("variants[{i}].endpoint"), v.endpoint.as_str(), v.without.as_slice())),
+        )
+    }
+
+    /// Checks the route against fal's endpoint schemas: every endpoint known, every mapped
+    /// parameter taken by each endpoint that is sent it, the image parameter taken somewhere.
+    ///
+    /// # Errors
+    /// [`DocumentFault`] at the path, within the route, of the first fault.
+    pub fn check(&self) -> Result<(), DocumentFault> {
+        let mut known = Vec::new();
+        for (path, id, without) in self.endpoints() {
+            let endpoint = schema::endpoint(id).ok_or_else(|| {
+                DocumentFault::at(path, format!("fal has no endpoint {id:?} that this service knows"))
+            })?;
+            known.push((id, endpoint, without));
+        }
+        for (field, param) in self.params.iter().flatten() {
+            let at = format!("params.{field}");
+            if !FIELDS.contains(&field.as_str()) {
+                return Err(DocumentFault::at(at, format!("no body field is named {field:?}")));
+            }
+            let refusing = known
+                .iter()
+                .find(|(_, endpoint, without)| !without.contains(field) && !endpoint.input.contains_key(param.to()));
+            if let Some((id, _, _)) = refusing {
+                return Err(DocumentFault::at(at, format!("fal endpoint {id} takes no parameter {:?}", param.to())));
+            }
+        }
+        if let Some(images) = &self.image_inputs
+            && !known.iter().any(|(_, endpoint, _)| endpoint.input.contains_key(&images.to))
+        {
+            return Err(DocumentFault::at(
+                "image_inputs.to",
+                format!("no endpoint of the route takes a parameter {:?}", images.to),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The fal adapter's knowledge of its endpoints, for checking routes as models are put.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FalSchemas;
+
+impl RouteSchemas for FalSchemas {
+    fn provider(&self) -> &'static str {
+        PROVIDER
+    }
+
+    fn check_route(&self, _model: &Model, route: &Route) -> Result<(), DocumentFault> {
+        FalRoute::read(route)?.check()
     }
 }
 
@@ -110,22 +234,10 @@ impl ModelRoutes {
 /// the adapter derives from a body field, or one the price depends on. `None` when every key
 /// passes, or when the model has no fal route (submitting it fails anyway).
 #[must_use]
-pub fn refused_extra_key<'e>(model: &str, extra: &'e Map<String, Value>) -> Option<&'e str> {
-    let routes = ROUTES.get(model)?;
-    extra.keys().map(String::as_str).find(|key| routes.refuses(key))
+pub fn refused_extra_key<'e>(model: &Model, extra: &'e Map<String, Value>) -> Option<&'e str> {
+    let route = FalRoute::of(model).ok()?;
+    extra.keys().map(String::as_str).find(|key| route.refuses(key))
 }
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RoutesFile {
-    models: BTreeMap<String, ModelRoutes>,
-}
-
-static ROUTES: LazyLock<BTreeMap<String, ModelRoutes>> = LazyLock::new(|| {
-    serde_json::from_str::<RoutesFile>(include_str!("../fal-models.json"))
-        .map(|f| f.models)
-        .unwrap_or_else(|e| panic!("fal-models.json is built in and checked by a unit test: {e}"))
-});
 
 /// A request in fal's terms.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,15 +251,12 @@ pub struct FalRequest {
 /// Why a request cannot be expressed for fal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RouteError {
-    /// The catalog has a model this adapter has no route for.
+    /// The model has no fal route.
     #[error("model {0} has no fal route")]
     UnknownModel(String),
-    /// No route serves this combination (a resolution, with or without images).
-    #[error("model {model} has no fal endpoint for this request")]
-    NoRoute {
-        /// The model.
-        model: String,
-    },
+    /// The model's fal route does not read (a document stored before a rule tightened).
+    #[error("the model's fal route is not valid: {0}")]
+    Malformed(String),
     /// A value has no fal translation.
     #[error("{field} {value:?} cannot be sent to fal")]
     Untranslatable {
@@ -156,24 +265,32 @@ pub enum RouteError {
         /// Its value.
         value: String,
     },
+    /// The route takes no reference images.
+    #[error("model {model} takes no image inputs")]
+    NoImages {
+        /// The model.
+        model: String,
+    },
 }
 
-/// The fal request for `input` to `model`: the route for its resolution and images, our fields
-/// under fal's names and translated, then `extra` merged on top unchanged (the client's explicit
-/// word to the provider wins a clash).
+/// The fal request for `input` to `model`: the endpoint for its resolution and images, our
+/// fields under fal's names and translated, then `extra` merged on top unchanged (the client's
+/// explicit word to the provider wins a clash).
 ///
 /// # Errors
-/// [`RouteError`] when the model or the combination has no route, or a value no translation.
-pub fn fal_request(model: &str, input: &GenerationInput) -> Result<FalRequest, RouteError> {
-    let routes = ROUTES.get(model).ok_or_else(|| RouteError::UnknownModel(model.to_owned()))?;
+/// [`RouteError`] when the model has no fal route, takes no images, or a value has no
+/// translation.
+pub fn fal_request(model: &Model, input: &GenerationInput) -> Result<FalRequest, RouteError> {
+    let route = FalRoute::of(model)?;
     let with_images = !input.image_inputs.is_empty();
-    let route = routes
-        .routes
+    let (endpoint, without) = route
+        .variants
         .iter()
-        .find(|r| {
-            r.images == with_images && r.resolution.as_ref().is_none_or(|res| input.resolution.as_ref() == Some(res))
+        .find(|v| {
+            v.images.is_none_or(|images| images == with_images)
+                && v.resolution.as_ref().is_none_or(|res| input.resolution.as_ref() == Some(res))
         })
-        .ok_or_else(|| RouteError::NoRoute { model: model.to_owned() })?;
+        .map_or((&route.endpoint, &route.without), |v| (&v.endpoint, &v.without));
     let fields = [
         ("prompt", Some(Value::String(input.prompt.clone()))),
         ("negative_prompt", input.negative_prompt.clone().map(Value::String)),
@@ -185,8 +302,8 @@ pub fn fal_request(model: &str, input: &GenerationInput) -> Result<FalRequest, R
     ];
     let mut body = Map::new();
     for (field, value) in fields {
-        let (Some(value), Some(param)) = (value, routes.params.get(field)) else { continue };
-        if route.without.iter().any(|w| w == field) {
+        let (Some(value), Some(param)) = (value, route.params.as_ref().and_then(|p| p.get(field))) else { continue };
+        if without.iter().any(|w| w == field) {
             continue;
         }
         let shown = value.to_string();
@@ -195,29 +312,37 @@ pub fn fal_request(model: &str, input: &GenerationInput) -> Result<FalRequest, R
         body.insert(param.to().to_owned(), converted);
     }
     if let Some(first) = input.image_inputs.first() {
-        let images = &routes.image_inputs;
+        let images = route.image_inputs.as_ref().ok_or_else(|| RouteError::NoImages { model: model.id.to_string() })?;
         let value = if images.list { Value::from(input.image_inputs.clone()) } else { Value::String(first.clone()) };
         body.insert(images.to.clone(), value);
     }
     if let Some(extra) = &input.extra {
         body.extend(extra.clone());
     }
-    Ok(FalRequest { endpoint: route.endpoint.clone(), body: Value::Object(body) })
+    Ok(FalRequest { endpoint: endpoint.clone(), body: Value::Object(body) })
 }
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::*;
-    use crate::schema;
+    use genjobs_domain::catalog::Catalog;
 
-    /// The endpoint ids the routes name, each once.
-    fn endpoint_ids() -> Vec<&'static str> {
-        let mut ids: Vec<&str> = ROUTES.values().flat_map(|m| m.routes.iter().map(|r| r.endpoint.as_str())).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+    use super::*;
+
+    fn model(id: &str) -> Model {
+        Catalog::builtin().unwrap().model(id).unwrap().clone()
+    }
+
+    fn fal_request(id: &str, input: &GenerationInput) -> Result<FalRequest, RouteError> {
+        super::fal_request(&model(id), input)
+    }
+
+    /// A route of `id` with one change, checked.
+    fn check_changed(id: &str, change: impl FnOnce(&mut Map<String, Value>)) -> Result<(), DocumentFault> {
+        let mut route = model(id).routes[0].clone();
+        change(&mut route.data);
+        FalSchemas.check_route(&model(id), &route)
     }
 
     fn input() -> GenerationInput {
@@ -235,10 +360,61 @@ mod tests {
     }
 
     #[test]
-    fn every_routed_endpoint_has_a_known_schema() {
-        for id in endpoint_ids() {
-            assert!(schema::endpoint(id).is_some(), "{id} has no schema in fal-endpoints.json");
+    fn every_builtin_route_passes_its_check() {
+        let catalog = Catalog::builtin().unwrap();
+        for model in catalog.managed() {
+            for (_, route) in model.routes_of(PROVIDER) {
+                assert_eq!(FalSchemas.check_route(model, route), Ok(()), "{}", model.id);
+            }
         }
+    }
+
+    #[test]
+    fn a_route_is_checked_against_the_endpoint_schemas() {
+        let path = |r: Result<(), DocumentFault>| r.unwrap_err().path;
+        let unknown = check_changed("nano-banana", |r| {
+            r.insert("endpoint".into(), json!("fal-ai/no-such-model"));
+        });
+        assert_eq!(path(unknown), "endpoint");
+        let unknown_variant = check_changed("nano-banana", |r| {
+            r["variants"][0]["endpoint"] = json!("fal-ai/nope/edit");
+        });
+        assert_eq!(path(unknown_variant), "variants[0].endpoint");
+        let not_taken = check_changed("nano-banana", |r| {
+            r["params"]["seed"] = json!("random_seed");
+        });
+        assert_eq!(path(not_taken), "params.seed");
+        let unknown_field = check_changed("flux-pro", |r| {
+            r["params"]["style"] = json!("style");
+        });
+        assert_eq!(path(unknown_field), "params.style");
+        let images = check_changed("flux-pro", |r| {
+            r["image_inputs"]["to"] = json!("reference_images");
+        });
+        assert_eq!(path(images), "image_inputs.to");
+        let bad_params = check_changed("flux-pro", |r| {
+            r["params"] = json!(["prompt"]);
+        });
+        assert_eq!(path(bad_params), "params");
+        let kling_without = check_changed("kling-2.1-master", |r| {
+            r["variants"][0]["without"] = json!([]);
+        });
+        assert_eq!(path(kling_without), "params.aspect_ratio", "image-to-video takes no aspect ratio");
+    }
+
+    #[test]
+    fn a_route_that_leaves_its_mapping_out_takes_the_one_its_endpoint_suggests() {
+        let mut document = model("nano-banana").document();
+        document.routes[0].data = json!({"endpoint": "fal-ai/nano-banana/edit"}).as_object().cloned().unwrap();
+        let nano = Model::from_document("nano-banana", document).unwrap();
+        assert_eq!(FalSchemas.check_route(&nano, &nano.routes[0]), Ok(()));
+        let input = GenerationInput { n: Some(2), image_inputs: vec!["https://a/1.png".into()], ..input() };
+        let request = super::fal_request(&nano, &input).unwrap();
+        assert_eq!(
+            (request.body["num_images"].as_u64(), request.body["image_urls"][0].as_str()),
+            (Some(2), Some("https://a/1.png"))
+        );
+        assert_eq!(refused_extra_key(&nano, json!({"num_images": 4}).as_object().unwrap()), Some("num_images"));
     }
 
     #[test]
@@ -299,7 +475,7 @@ mod tests {
     #[test]
     fn extra_may_not_set_what_is_derived_or_priced() {
         let refused =
-            |model: &str, extra: Value| refused_extra_key(model, extra.as_object().unwrap()).map(str::to_owned);
+            |id: &str, extra: Value| refused_extra_key(&model(id), extra.as_object().unwrap()).map(str::to_owned);
         assert_eq!(refused("nano-banana", json!({"num_images": 4})).as_deref(), Some("num_images"));
         assert_eq!(refused("nano-banana", json!({"safety_tolerance": "2", "seed": 1})).as_deref(), Some("seed"));
         assert_eq!(refused("nano-banana", json!({"image_urls": ["https://a/b.png"]})).as_deref(), Some("image_urls"));

@@ -4,12 +4,15 @@
 //! itself (how many images, how many seconds at which resolution), so that a key `extra` slips
 //! past the mapping shows up as a higher cost.
 //!
+//! A second property holds the shipped documents to their price rules: each covers every field
+//! that changes the cost.
+//!
 //! 1,024 cases a run; failures are not persisted (`failure_persistence: None`), and proptest's
 //! own random seed varies from run to run, so that every CI run explores new requests.
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
-use genjobs_domain::catalog::{Catalog, Model, Price};
+use genjobs_domain::catalog::{Catalog, Model, Unit};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
 use genjobs_upstream_fal::routes::{fal_request, refused_extra_key};
@@ -77,12 +80,13 @@ fn request(catalog: &Catalog) -> impl Strategy<Value = GenerationRequest> {
 /// What fal would bill for `body` by the model's price rule.
 fn cost(model: &Model, body: &Value, route_resolution: Option<&str>) -> u64 {
     let number = |v: &Value| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
-    match &model.price {
-        Price::PerImage(each) => body.get("num_images").and_then(number).unwrap_or(1) * each,
-        Price::PerSecond(rates) => {
+    let price = &model.price;
+    match price.per {
+        Unit::Image => body.get("num_images").and_then(number).unwrap_or(1) * price.credits,
+        Unit::Second => {
             let seconds = body.get("duration").and_then(number).unwrap_or(u64::MAX / 1_000_000);
-            let resolution = body.get("resolution").and_then(Value::as_str).or(route_resolution).unwrap_or("default");
-            let rate = rates.get(resolution).or_else(|| rates.get("default")).copied().unwrap_or(u64::MAX / 1_000_000);
+            let resolution = body.get("resolution").and_then(Value::as_str).or(route_resolution);
+            let rate = resolution.and_then(|r| price.by_resolution.get(r)).copied().unwrap_or(price.credits);
             seconds * rate
         }
     }
@@ -95,12 +99,33 @@ proptest! {
     fn what_is_sent_never_costs_more_than_what_is_held(request in request(&Catalog::builtin().unwrap())) {
         let catalog = Catalog::builtin().unwrap();
         let model = catalog.model(request.model.as_str()).unwrap();
-        let refused = request.input.extra.as_ref().and_then(|extra| refused_extra_key(model.id.as_str(), extra));
+        let refused = request.input.extra.as_ref().and_then(|extra| refused_extra_key(model, extra));
         prop_assume!(refused.is_none(), "the service refuses it before holding anything");
-        let sent = fal_request(model.id.as_str(), &request.input).unwrap();
+        let sent = fal_request(model, &request.input).unwrap();
         let held = model.price_to_hold(&request.input).get();
         let cost = cost(model, &sent.body, request.input.resolution.as_deref());
         prop_assert!(cost <= held, "{} costs {cost} > {held} held: {}", model.id, sent.body);
+    }
+
+    /// Every shipped model's price covers every field that changes what fal charges: the hold
+    /// grows with the images or the seconds asked for, is never zero, and a model offering
+    /// several resolutions prices each one by name.
+    #[test]
+    fn every_shipped_price_covers_what_changes_cost(request in request(&Catalog::builtin().unwrap())) {
+        let catalog = Catalog::builtin().unwrap();
+        let model = catalog.model(request.model.as_str()).unwrap();
+        let units = match model.price.per {
+            Unit::Image => u64::from(request.input.n.unwrap_or(1)),
+            Unit::Second => u64::from(request.input.duration_sec.unwrap_or(0)),
+        };
+        let held = model.price_to_hold(&request.input).get();
+        prop_assert!(held > 0, "{} holds nothing", model.id);
+        prop_assert_eq!(held, model.rate(&request.input).credits * units);
+        if model.resolutions.len() > 1 {
+            for resolution in &model.resolutions {
+                prop_assert!(model.price.by_resolution.contains_key(resolution), "{} {resolution}", model.id);
+            }
+        }
     }
 }
 

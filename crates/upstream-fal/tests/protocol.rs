@@ -236,7 +236,7 @@ async fn status_failures_are_transient_or_gone() {
     stub.on("GET /owner/app/requests/req-9/status", 200, json!({"status": "COMPLETED"}));
     assert_eq!(stub.adapter().status(job(), &upstream).await, Ok(UpstreamStatus::Completed));
     stub.on("GET /owner/app/requests/req-9/status", 202, json!({"status": "IN_QUEUE", "queue_position": 2}));
-    assert_eq!(stub.adapter().status(job(), &upstream).await, Ok(UpstreamStatus::Queued));
+    assert_eq!(stub.adapter().status(job(), &upstream).await, Ok(UpstreamStatus::Queued { position: Some(2) }));
 }
 
 #[tokio::test]
@@ -290,7 +290,7 @@ async fn requests_in_flight_are_bounded() {
         })
         .collect();
     for call in calls {
-        assert_eq!(call.await.unwrap(), Ok(UpstreamStatus::Queued));
+        assert_eq!(call.await.unwrap(), Ok(UpstreamStatus::Queued { position: None }));
     }
     assert_eq!(stub.stub.max_in_flight.load(Ordering::SeqCst), 2);
 }
@@ -313,7 +313,7 @@ async fn a_whole_run_against_the_simulator() {
         match adapter.status(job(), &upstream).await.unwrap() {
             UpstreamStatus::Running { percent } => seen_running |= percent.is_some(),
             UpstreamStatus::Completed => break,
-            UpstreamStatus::Queued => {}
+            UpstreamStatus::Queued { .. } => {}
             UpstreamStatus::Failed(failure) => panic!("{failure}"),
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -378,7 +378,7 @@ async fn every_model_of_the_catalog_routes_to_an_endpoint_the_simulator_accepts(
     let adapter = FalUpstream::new(FalConfig::new(sim.base_url.clone(), None)).unwrap();
     let catalog = Catalog::builtin().unwrap();
     let mut runs = 0;
-    for model in &catalog.models {
+    for model in catalog.managed() {
         for draft in catalog_walk::drafts(model) {
             let request = GenerationRequest::validate(model.modality, draft.clone(), &catalog)
                 .unwrap_or_else(|e| panic!("{} refuses its own form: {draft:?}: {e}", model.id));

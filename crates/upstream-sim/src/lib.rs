@@ -15,7 +15,8 @@
 //! - `[sim:reject]`: the result is a 422 refusal; `[sim:reject-submit]`: the submission is.
 //! - `[sim:fail]`: the result is a 500 with a `detail`.
 //! - `[sim:hang]`: the request never completes.
-//! - `[sim:run=MS]`: it runs for MS milliseconds.
+//! - `[sim:run=MS]`: it runs for MS milliseconds; `[sim:queue=MS]`: it waits MS milliseconds in
+//!   the queue first (its `queue_position` counts the queued requests accepted before it).
 //! - `[sim:flaky=N]`: its first N status calls answer 503.
 //! - `[sim:malformed]`: the result is not of the output shape.
 //! - `[sim:expired]`: the result is gone (404) when fetched, as fal's is 6 minutes after completion.
@@ -300,11 +301,12 @@ fn submit_answer(
     let request_id = uuid::Uuid::new_v4().to_string();
     let urls = format!("{base}/{}/requests/{request_id}", app_prefix(&endpoint));
     let run = directives.run_ms.map_or(sim.config.run, Duration::from_millis);
+    let queue = directives.queue_ms.map_or(sim.config.queue, Duration::from_millis);
     if let Some(url) = webhook
         && !directives.hang
     {
         let files = format!("{base}/_sim/files/{request_id}");
-        tokio::spawn(webhooks::notify_at_end(sim.clone(), url, request_id.clone(), files, sim.config.queue + run));
+        tokio::spawn(webhooks::notify_at_end(sim.clone(), url, request_id.clone(), files, queue + run));
     }
     sim.state.requests().insert(
         request_id.clone(),
@@ -312,7 +314,7 @@ fn submit_answer(
             shape: schema.output,
             input,
             accepted: Instant::now(),
-            queue: sim.config.queue,
+            queue,
             run,
             directives,
             status_calls: 0,

@@ -19,6 +19,7 @@ pub(crate) struct Directives {
     pub(crate) error_status: bool,
     pub(crate) flaky: u32,
     pub(crate) run_ms: Option<u64>,
+    pub(crate) queue_ms: Option<u64>,
     pub(crate) webhook: DeliveryFaults,
     pub(crate) file_missing: bool,
     /// How the first `result_faults` result calls fail before the result is given.
@@ -52,6 +53,7 @@ impl Directives {
                 "error-status" => d.error_status = true,
                 "flaky" => d.flaky = value.parse().unwrap_or(3),
                 "run" => d.run_ms = value.parse().ok(),
+                "queue" => d.queue_ms = value.parse().ok(),
                 "file-missing" => d.file_missing = true,
                 "result-429" | "result-502" | "result-503" | "result-504" => {
                     d.result_fault = name[7..].parse().ok().map(ResultFault::Status);
@@ -90,6 +92,18 @@ pub(crate) struct SimRequest {
     /// fal's validation errors of the input (`detail` items): fal queues any JSON and fails the
     /// request with them when it runs.
     pub(crate) invalid: Option<Value>,
+}
+
+/// Where `id` waits in the queue: how many requests still queued were accepted before it, as
+/// fal's `queue_position` counts those ahead.
+pub(crate) fn queue_position(requests: &std::collections::HashMap<String, SimRequest>, id: &str) -> usize {
+    let Some(request) = requests.get(id) else { return 0 };
+    requests
+        .iter()
+        .filter(|(other, r)| {
+            *other != id && matches!(r.phase(), Phase::Queued) && (r.accepted, other.as_str()) < (request.accepted, id)
+        })
+        .count()
 }
 
 pub(crate) enum Phase {

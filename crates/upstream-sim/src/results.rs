@@ -5,7 +5,7 @@ use serde_json::json;
 
 use actix_web::http::StatusCode;
 
-use crate::requests::{Phase, ResultFault, output};
+use crate::requests::{Phase, ResultFault, output, queue_position};
 use crate::{Sim, admit, chaos, not_found, refusal};
 
 pub(crate) async fn status(
@@ -23,6 +23,9 @@ pub(crate) async fn status(
 
 fn status_answer(sim: &Sim, id: &str) -> HttpResponse {
     let mut requests = sim.state.requests();
+    // Counting those ahead walks every request, so only for one that waits.
+    let position =
+        requests.get(id).filter(|r| matches!(r.phase(), Phase::Queued)).map(|_| queue_position(&requests, id));
     let Some(request) = requests.get_mut(id) else {
         return not_found();
     };
@@ -32,7 +35,7 @@ fn status_answer(sim: &Sim, id: &str) -> HttpResponse {
     }
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     match request.phase() {
-        Phase::Queued => HttpResponse::Accepted().json(json!({"status": "IN_QUEUE", "queue_position": 0, "logs": []})),
+        Phase::Queued => HttpResponse::Accepted().json(json!({"status": "IN_QUEUE", "queue_position": position.unwrap_or_default(), "logs": []})),
         Phase::Running(percent) => HttpResponse::Accepted().json(json!({
             "status": "IN_PROGRESS",
             "logs": [{"message": format!("progress: {percent}%"), "level": "INFO", "source": "user", "timestamp": now.to_string()}],

@@ -37,6 +37,8 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
         jobs,
         accounts,
         usage: Arc::new(MemoryStore::new()),
+        catalog: Arc::new(MemoryStore::new()),
+        route_schemas: vec![],
         upstream: Arc::new(MockUpstreamProvider::new()),
         outputs: None,
         events: Arc::new(EventHub::new()),

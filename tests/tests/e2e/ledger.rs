@@ -1,10 +1,14 @@
 //! The ledger and usage reports from outside: every credit movement readable, its sums equal to
 //! the account, usage by day and model, and the operators' report in JSON and CSV.
 
-use genjobs_tests::{ADMIN_TOKEN, TestApp, assert_error};
+use std::time::Duration;
+
+use genjobs::Config;
+use genjobs_runtime::retention::Retention;
+use genjobs_tests::{ADMIN_TOKEN, TestApp, assert_error, fast_config};
 use serde_json::{Value, json};
 
-use crate::spawn_app;
+use crate::{spawn_app, spawn_app_with};
 
 async fn ledger(app: &TestApp, key: &str, query: &str) -> Value {
     let response = app.get(&format!("/api/v1/account/ledger{query}"), key).await;
@@ -128,6 +132,25 @@ async fn usage_counts_jobs_by_day_and_model_with_what_they_cost() {
             {"model": "seedance-2.0-fast", "jobs": 1, "succeeded": 0, "failed": 0, "canceled": 1, "credits_spent": 0},
         ])
     );
+    let by_day_and_model: Value = app
+        .get(&format!("/api/v1/account/usage?from={day}&to={day}&group_by=day,model"), &user.key)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let pairs: Vec<(&str, &str, u64)> = by_day_and_model["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (row["day"].as_str().unwrap(), row["model"].as_str().unwrap(), row["credits_spent"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [(day.as_str(), "flux-pro", 6), (day.as_str(), "nano-banana", 8), (day.as_str(), "seedance-2.0-fast", 0)],
+        "a row per day and model"
+    );
     let yesterday = (time::OffsetDateTime::now_utc().date() - time::Duration::days(1)).to_string();
     let before: Value = app
         .get(&format!("/api/v1/account/usage?from={yesterday}&to={yesterday}"), &user.key)
@@ -198,4 +221,32 @@ async fn operators_read_usage_across_users_as_json_and_csv() {
 
     let user_key = app.get("/api/admin/usage", &alice.key).await;
     assert_error(user_key, 401, "unauthorized", "INVALID_API_KEY").await;
+}
+
+#[tokio::test]
+async fn a_job_past_the_retention_is_gone_while_its_ledger_and_usage_stay() {
+    let retention = Retention { every: Duration::from_millis(50), ..Retention::keeping(Duration::ZERO) };
+    let app = spawn_app_with(Config { retention: Some(retention), ..fast_config() }).await;
+    let user = app.create_user(100, json!({})).await;
+    let receipt = app.submit("images", &user.key, json!({"prompt": "kept a while", "n": 2})).await;
+    let id = receipt["job_id"].as_str().unwrap();
+    let today = time::OffsetDateTime::now_utc().date();
+    let usage_query = format!("/api/v1/account/usage?from={today}&to={today}&group_by=model");
+    // The job may already be gone when first read: usage and ledger were the same before.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while app.get(&format!("/api/v1/jobs/{id}"), &user.key).await.status() != 404 {
+        assert!(tokio::time::Instant::now() < deadline, "the job was not removed within 10 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let usage: Value = app.get(&usage_query, &user.key).await.json().await.unwrap();
+    assert_eq!(
+        usage["data"],
+        json!([{"model": "nano-banana", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 8}]),
+        "usage still counts the removed job"
+    );
+    let entries = whole_ledger(&app, &user.key).await;
+    let kinds: Vec<_> = entries.iter().filter(|e| e["job_id"] == id).map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["charge", "hold"], "the removed job's ledger entries stay: {entries:?}");
+    let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
+    assert_eq!((account["credits_available"].as_u64(), account["credits_spent"].as_u64()), (Some(92), Some(8)));
 }

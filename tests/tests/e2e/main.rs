@@ -5,7 +5,9 @@
 
 mod admin;
 mod auth;
+mod catalog;
 mod client;
+mod client_webhooks;
 mod concurrency;
 mod embedded;
 mod errors;

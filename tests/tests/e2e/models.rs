@@ -44,7 +44,7 @@ async fn the_models_list_filters_by_modality() {
             .iter()
             .map(|m| m["id"].as_str().unwrap().to_owned())
             .collect();
-    assert_eq!(image_ids, ["nano-banana", "flux-pro", "ideogram-v3"]);
+    assert_eq!(image_ids, ["nano-banana", "flux-pro", "ideogram-v3", "recraft-v3"]);
     let error = assert_error(
         app.get("/api/v1/models?modality=smell", &app.demo_key).await,
         400,
@@ -57,16 +57,16 @@ async fn the_models_list_filters_by_modality() {
 
 #[tokio::test]
 async fn a_replacement_catalog_file_is_served() {
-    let mut catalog: Value = serde_json::from_str(include_str!("../../../crates/domain/models.json")).unwrap();
-    catalog["models"].as_array_mut().unwrap().retain(|m| m["modality"] == "image");
-    catalog["models"][0]["display_name"] = "Renamed".into();
+    let mut models = genjobs_domain::catalog::Catalog::builtin_documents().unwrap();
+    models.retain(|m| m.modality == genjobs_domain::modality::Modality::Image);
+    models[0].display_name = "Renamed".into();
     let path = std::env::temp_dir().join(format!("genjobs-models-{}.json", std::process::id()));
-    std::fs::write(&path, catalog.to_string()).unwrap();
+    std::fs::write(&path, genjobs_domain::catalog::CatalogFile { models }.write()).unwrap();
     let app =
         crate::spawn_app_with(genjobs::Config { models_path: Some(path.clone()), ..genjobs_tests::fast_config() })
             .await;
     let models: Value = app.get("/api/v1/models", &app.demo_key).await.json().await.unwrap();
     std::fs::remove_file(path).ok();
-    assert_eq!(models["data"].as_array().unwrap().len(), 3);
+    assert_eq!(models["data"].as_array().unwrap().len(), 4);
     assert_eq!(models["data"][0]["display_name"], "Renamed");
 }

@@ -158,3 +158,21 @@ async fn video_models_map_to_video_outputs() {
     assert_eq!(job["outputs"][0]["meta"]["content_type"], "video/mp4");
     assert_eq!(job["credits_actual"], 140, "the provider did not report a shorter duration");
 }
+
+#[tokio::test]
+async fn a_job_waiting_in_the_providers_queue_shows_its_position_until_it_runs() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(100, json!({})).await;
+    let first = app.submit("images", &user.key, json!({"prompt": "[sim:queue=1500] first"})).await;
+    let second = app.submit("images", &user.key, json!({"prompt": "[sim:queue=1500] second"})).await;
+    let limit = Duration::from_secs(5);
+    let waiting = app
+        .job_until(&user.key, second["job_id"].as_str().unwrap(), limit, |job| !job["meta"]["queue_position"].is_null())
+        .await;
+    assert_eq!((waiting["state"].as_str(), waiting["meta"]["queue_position"].as_u64()), (Some("queued"), Some(1)));
+    let ahead = app.job(&user.key, first["job_id"].as_str().unwrap(), 0).await;
+    assert_eq!(ahead["meta"]["queue_position"], 0, "nothing is ahead of the first: {ahead}");
+    let done = app.wait_final(&user.key, second["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "succeeded");
+    assert!(done.get("meta").is_none(), "no position once it left the queue: {done}");
+}

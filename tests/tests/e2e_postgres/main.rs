@@ -3,38 +3,9 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
-#[path = "../e2e/admin.rs"]
-mod admin;
-#[path = "../e2e/auth.rs"]
-mod auth;
-#[path = "../e2e/concurrency.rs"]
-mod concurrency;
-#[path = "../e2e/errors.rs"]
-mod errors;
-#[path = "../e2e/fal_failures.rs"]
-mod fal_failures;
-#[path = "../e2e/jobs.rs"]
-mod jobs;
-#[path = "../e2e/ledger.rs"]
-mod ledger;
-#[path = "../e2e/models.rs"]
-mod models;
-#[path = "../e2e/money.rs"]
-mod money;
-#[path = "../e2e/openai.rs"]
-mod openai;
-#[path = "../e2e/operations.rs"]
-mod operations;
-#[path = "../e2e/outputs.rs"]
-mod outputs;
-#[path = "../e2e/streams.rs"]
-mod streams;
-#[path = "../e2e/submit.rs"]
-mod submit;
-#[path = "../e2e/upstream.rs"]
-mod upstream;
-#[path = "../e2e/webhooks.rs"]
-mod webhooks;
+mod catalog_replicas;
+#[path = "shared.rs"]
+mod shared;
 
 use genjobs::Config;
 use genjobs_store_postgres::PgSettings;

@@ -24,6 +24,7 @@ pub use record::{CorruptJob, JobRecord};
 pub use state::{JobState, Trigger, TriggerKind, next_state};
 pub use transition::{Transition, TransitionError};
 
+use crate::catalog::Rate;
 use crate::credits::{CreditMovement, Credits};
 use crate::ids::{JobId, ModelId, UserId};
 use crate::input::GenerationInput;
@@ -40,7 +41,7 @@ pub struct Job {
 pub const MAX_RUNNING_PROGRESS: u8 = 99;
 
 impl Job {
-    /// A newly accepted job and the hold it implies.
+    /// A newly accepted job, paying `rate` for what it delivers, and the hold it implies.
     #[must_use]
     pub fn accept(
         id: JobId,
@@ -48,9 +49,10 @@ impl Job {
         model: ModelId,
         modality: Modality,
         input: GenerationInput,
-        credits_held: Credits,
+        rate: Rate,
         now: OffsetDateTime,
     ) -> (Job, CreditMovement) {
+        let credits_held = rate.to_hold(&input);
         let record = JobRecord {
             id,
             user_id,
@@ -66,8 +68,11 @@ impl Job {
             canceled_at: None,
             credits_held,
             credits_actual: None,
+            rate,
             input,
             upstream: None,
+            queue_position: None,
+            webhook_url: None,
             submit_attempted: false,
             next_poll_at: Some(now),
             poll_failures: 0,
@@ -94,11 +99,25 @@ impl Job {
             (record.finished_at.is_some() != state.is_final(), "finished_at is set exactly when final"),
             (record.credits_actual.is_some_and(|a| a > record.credits_held), "credits_actual exceeds credits_held"),
             (record.progress > 100 || (record.progress == 100) != (state == JobState::Succeeded), "progress"),
+            (record.queue_position.is_some() && state != JobState::Queued, "a queue position only while queued"),
         ];
         match broken.into_iter().find(|(is_broken, _)| *is_broken) {
             Some((_, problem)) => Err(CorruptJob { id: record.id, problem }),
             None => Ok(Job { record }),
         }
+    }
+
+    /// The same newly accepted job, its end to be posted to `url`.
+    #[must_use]
+    pub fn with_webhook_url(mut self, url: Option<String>) -> Self {
+        self.record.webhook_url = url;
+        self
+    }
+
+    /// Where its end is posted, when the client asked.
+    #[must_use]
+    pub fn webhook_url(&self) -> Option<&str> {
+        self.record.webhook_url.as_deref()
     }
 
     /// Every field, for an adapter to write.
@@ -191,6 +210,12 @@ impl Job {
         self.record.credits_actual
     }
 
+    /// What a unit of its output costs, as fixed at acceptance.
+    #[must_use]
+    pub fn rate(&self) -> Rate {
+        self.record.rate
+    }
+
     /// The validated request.
     #[must_use]
     pub fn input(&self) -> &GenerationInput {
@@ -201,6 +226,13 @@ impl Job {
     #[must_use]
     pub fn upstream(&self) -> Option<&UpstreamRef> {
         self.record.upstream.as_ref()
+    }
+
+    /// How many requests are ahead of it in the provider's queue, while it waits there and the
+    /// provider says.
+    #[must_use]
+    pub fn queue_position(&self) -> Option<u32> {
+        self.record.queue_position
     }
 
     /// Whether a submission was started: with no [`Job::upstream`], the job may exist at the
@@ -231,6 +263,7 @@ impl Job {
     /// The transition `trigger` causes at `now`.
     ///
     /// ```
+    /// use genjobs_domain::catalog::{Rate, Unit};
     /// use genjobs_domain::credits::{CreditMovement, Credits};
     /// use genjobs_domain::ids::{JobId, ModelId, UserId};
     /// use genjobs_domain::input::GenerationInput;
@@ -255,7 +288,7 @@ impl Job {
     ///     ModelId::new("nano-banana"),
     ///     Modality::Image,
     ///     input,
-    ///     Credits::new(4),
+    ///     Rate { per: Unit::Image, credits: 4 },
     ///     now,
     /// );
     /// assert_eq!(hold, CreditMovement::Hold(Credits::new(4)));
@@ -296,6 +329,8 @@ impl Job {
         }
         let mut next = current.clone();
         next.state = state;
+        // Only the provider's queue report keeps a position; any other news means it moved on.
+        next.queue_position = None;
         next.version = current.version + 1;
         let mut movement = None;
         match trigger {
@@ -313,7 +348,8 @@ impl Job {
                 next.next_poll_at = Some(next_poll_at);
                 next.poll_failures = current.poll_failures.saturating_add(1);
             }
-            Trigger::UpstreamQueued { next_poll_at } => {
+            Trigger::UpstreamQueued { position, next_poll_at } => {
+                next.queue_position = position;
                 next.next_poll_at = Some(next_poll_at);
                 next.poll_failures = 0;
             }
@@ -377,6 +413,7 @@ impl Job {
             && a.error == b.error
             && a.credits_actual == b.credits_actual
             && a.upstream == b.upstream
+            && a.queue_position == b.queue_position
             && a.submit_attempted == b.submit_attempted
     }
 }

@@ -4,6 +4,7 @@
 use time::OffsetDateTime;
 
 use super::{JobError, JobState, UpstreamRef};
+use crate::catalog::Rate;
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId, UserId};
 use crate::input::GenerationInput;
@@ -42,10 +43,18 @@ pub struct JobRecord {
     pub credits_held: Credits,
     /// Credits charged, once final.
     pub credits_actual: Option<Credits>,
+    /// What a unit of its output costs, fixed at acceptance: a later price change moves
+    /// neither its hold nor its charge.
+    pub rate: Rate,
     /// The validated request.
     pub input: GenerationInput,
     /// Where it lives at the provider, once submitted.
     pub upstream: Option<UpstreamRef>,
+    /// How many requests are ahead of it in the provider's queue, while it waits there and the
+    /// provider says.
+    pub queue_position: Option<u32>,
+    /// Where its end is posted ([`crate::webhooks`]), when the client asked.
+    pub webhook_url: Option<String>,
     /// Set before a submission is sent: a job found with this set and no `upstream` may already
     /// exist at the provider, so it is never submitted again.
     pub submit_attempted: bool,

@@ -75,6 +75,8 @@ pub enum Trigger {
     },
     /// The provider reports the job waiting in its queue.
     UpstreamQueued {
+        /// How many requests are ahead of it at the provider, when the provider says.
+        position: Option<u32>,
         /// When to poll next.
         next_poll_at: OffsetDateTime,
     },

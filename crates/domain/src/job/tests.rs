@@ -1,4 +1,5 @@
 use super::*;
+use crate::catalog::Unit;
 use crate::output::{OutputKind, OutputMeta};
 
 fn now() -> OffsetDateTime {
@@ -30,7 +31,7 @@ fn accepted() -> (Job, CreditMovement) {
         ModelId::new("nano-banana"),
         Modality::Image,
         input(),
-        Credits::new(8),
+        Rate { per: Unit::Image, credits: 4 },
         now(),
     )
 }
@@ -81,7 +82,7 @@ fn trigger_of(kind: TriggerKind) -> Trigger {
         TriggerKind::SubmitStarted => Trigger::SubmitStarted { next_poll_at: now() },
         TriggerKind::Submitted => Trigger::Submitted { upstream: upstream(), next_poll_at: now() },
         TriggerKind::SubmitNotReached => Trigger::SubmitNotReached { next_poll_at: now() },
-        TriggerKind::UpstreamQueued => Trigger::UpstreamQueued { next_poll_at: now() },
+        TriggerKind::UpstreamQueued => Trigger::UpstreamQueued { position: Some(2), next_poll_at: now() },
         TriggerKind::UpstreamRunning => Trigger::UpstreamRunning { progress: 50, next_poll_at: now() },
         TriggerKind::UpstreamUnreachable => Trigger::UpstreamUnreachable { next_poll_at: now() },
         TriggerKind::Succeeded => success(4),

@@ -4,21 +4,29 @@
 //!
 //! Every store adapter must pass the contract suite of `genjobs-store-contract`.
 //!
+//! - `catalog`: [`CatalogStore`], where model documents are kept, and [`RouteSchemas`], what a
+//!   provider checks a route against.
 //! - `stores`: [`JobStore`] and [`AccountStore`], what a database adapter implements.
 //! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
 //! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
 //!   [`OutputSource`], which reads an output from the provider's link.
 //! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
 //! - `runtime`: [`JobEvents`], [`RateLimiter`], [`Clock`], [`IdSource`]: in-process services.
+//! - `webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
+//!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
 
+mod catalog;
 mod outputs;
 mod runtime;
 mod stores;
 mod upstream;
 mod usage;
+mod webhooks;
 
+pub use catalog::*;
 pub use outputs::*;
 pub use runtime::*;
 pub use stores::*;
 pub use upstream::*;
 pub use usage::*;
+pub use webhooks::*;

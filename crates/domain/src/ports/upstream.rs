@@ -15,7 +15,10 @@ use crate::output::OutputItem;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamStatus {
     /// Waiting in the provider's queue.
-    Queued,
+    Queued {
+        /// How many requests are ahead of it, when the provider says.
+        position: Option<u32>,
+    },
     /// Running; with the percentage the provider reported, if any.
     Running {
         /// Percent done according to the provider's logs.

@@ -52,6 +52,8 @@ pub enum UsageGrouping {
     Model,
     /// By user.
     User,
+    /// By day, then by model within each day (a chart of each model's spending per day).
+    DayAndModel,
 }
 
 /// Which jobs a usage report counts.
@@ -88,7 +90,7 @@ pub struct UsageRow {
     pub credits_spent: u64,
 }
 
-/// Reads of the ledger and of usage.
+/// Reads of the ledger and of usage, and the retention that keeps usage exact.
 ///
 /// # Errors
 /// Every method returns [`StoreError::Unavailable`] when the store cannot be reached, and
@@ -104,4 +106,13 @@ pub trait UsageStore: Send + Sync {
     /// The jobs created on the days of `query`, counted per group, groups in ascending order
     /// (days, model ids, user ids); a group with no job is absent.
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError>;
+
+    /// Removes up to `limit` final jobs that finished before `before`, oldest first; returns how
+    /// many. What [`UsageStore::usage`] counted of them moves into a daily rollup in the same
+    /// step, so that every report reads the same before and after; their ledger records stay,
+    /// with the job's id. A removed job is no longer found ([`JobStore::job`] answers `None`).
+    /// Each call is short and skips jobs being changed, so that it never holds up submissions.
+    ///
+    /// [`JobStore::job`]: crate::ports::JobStore::job
+    async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError>;
 }

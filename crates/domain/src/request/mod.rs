@@ -91,6 +91,8 @@ pub struct GenerationDraft {
     pub image_inputs: Option<Vec<String>>,
     /// Provider-specific parameters, passed through unchanged.
     pub extra: Option<Map<String, Value>>,
+    /// Where to post the job's end ([`crate::webhooks`]).
+    pub webhook_url: Option<String>,
 }
 
 /// A generation request, validated against the catalog.
@@ -102,6 +104,8 @@ pub struct GenerationRequest {
     pub modality: Modality,
     /// The validated inputs.
     pub input: GenerationInput,
+    /// Where to post the job's end; checked for its form only, its host at submission.
+    pub webhook_url: Option<String>,
 }
 
 fn integer(name: &str, value: Option<WholeNumber>, min: u64, max: u64) -> Result<Option<u64>, InvalidRequest> {
@@ -192,8 +196,11 @@ impl GenerationRequest {
             Some(p) if !p.trim().is_empty() => Some(p),
             _ => None,
         };
-        let aspect_ratio = choice("aspect_ratio", draft.aspect_ratio, &model.aspect_ratios)?
-            .unwrap_or_else(|| model.default_aspect_ratio.clone());
+        let aspect_ratio = match (model.aspect_ratios.is_empty(), draft.aspect_ratio) {
+            (true, Some(_)) => return Err(not_taken("aspect_ratio", model)),
+            (_, given) => choice("aspect_ratio", given, &model.aspect_ratios)?
+                .unwrap_or_else(|| model.default_aspect_ratio.clone()),
+        };
 
         let resolution = match (model.resolutions.is_empty(), draft.resolution) {
             (true, Some(_)) => return Err(not_taken("resolution", model)),
@@ -219,6 +226,9 @@ impl GenerationRequest {
             }
             extra => extra,
         };
+        if let Some(url) = &draft.webhook_url {
+            crate::webhooks::check_webhook_url(url)?;
+        }
 
         Ok(GenerationRequest {
             model: model.id.clone(),
@@ -234,6 +244,7 @@ impl GenerationRequest {
                 image_inputs,
                 extra,
             },
+            webhook_url: draft.webhook_url,
         })
     }
 }

@@ -88,7 +88,7 @@ pub struct JobListing {
 const CANCEL_ATTEMPTS: usize = 16;
 
 impl Gateway {
-    async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
+    pub(super) async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
         match self.ports.jobs.job(id).await? {
             None => Err(JobQueryError::NotFound),
             Some(job) if job.user_id() != caller.user_id => Err(JobQueryError::Forbidden),

@@ -2,6 +2,8 @@
 //! each with its own error enum that the HTTP edge maps to a status and code.
 
 mod accounts;
+mod catalog;
+mod dispatch;
 mod driver;
 mod handoff;
 mod jobs;
@@ -11,11 +13,14 @@ mod quote;
 mod submit;
 mod telemetry;
 mod usage;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use accounts::{AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
+pub use catalog::{CatalogAdminError, PlannedChange};
+pub use dispatch::{DispatchSettings, WebhookDispatcher};
 pub use driver::{DriverSettings, JobDriver};
 pub use handoff::Handoff;
 pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
@@ -24,10 +29,12 @@ pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError
 pub use quote::Quote;
 pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
+pub use webhooks::{ClientWebhookPorts, WebhookQueryError};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, LiveCatalog};
 use crate::ports::{
-    AccountStore, Clock, IdSource, JobEvents, JobStore, Limits, OutputStore, RateLimiter, UpstreamProvider,
+    AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobStore, Limits, OutputStore, RateLimiter, RouteSchemas,
+    UpstreamProvider,
 };
 
 /// Every port a [`Gateway`] or [`JobDriver`] uses.
@@ -41,6 +48,10 @@ pub struct Ports {
     pub usage: Arc<dyn crate::ports::UsageStore>,
     /// The provider that runs the jobs.
     pub upstream: Arc<dyn UpstreamProvider>,
+    /// The model documents.
+    pub catalog: Arc<dyn CatalogStore>,
+    /// What each provider knows of its endpoints, to check routes against.
+    pub route_schemas: Vec<Arc<dyn RouteSchemas>>,
     /// Where succeeded jobs' outputs are copied to; `None` keeps only the provider's URLs.
     pub outputs: Option<Arc<dyn OutputStore>>,
     /// Change notifications.
@@ -83,17 +94,18 @@ impl Default for Settings {
 #[derive(Clone)]
 pub struct Gateway {
     ports: Ports,
-    catalog: Arc<Catalog>,
+    catalog: LiveCatalog,
     settings: Settings,
     handoff: Option<Handoff>,
     sources: Option<Arc<dyn crate::ports::OutputSource>>,
+    webhooks: Option<ClientWebhookPorts>,
 }
 
 impl Gateway {
     /// A gateway over `ports`, serving the models of `catalog`.
     #[must_use]
-    pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: Settings) -> Self {
-        Self { ports, catalog, settings, handoff: None, sources: None }
+    pub fn new(ports: Ports, catalog: impl Into<LiveCatalog>, settings: Settings) -> Self {
+        Self { ports, catalog: catalog.into(), settings, handoff: None, sources: None, webhooks: None }
     }
 
     /// The same gateway, passing the jobs it accepts to the driver of its own process
@@ -110,10 +122,10 @@ impl Gateway {
         Self { sources: Some(source), ..self }
     }
 
-    /// The catalog in use.
+    /// The catalog in effect now: one snapshot, for one request to read throughout.
     #[must_use]
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.current()
     }
 
     /// The name of the provider that runs the jobs, as the models list shows it.

@@ -55,7 +55,7 @@ impl Gateway {
             other => other,
         };
         for _ in 0..APPLY_ATTEMPTS {
-            let Some(trigger) = ending_trigger(&self.catalog, &job, outcome.clone()) else {
+            let Some(trigger) = ending_trigger(&job, outcome.clone()) else {
                 return Ok(NotificationOutcome::Ignored);
             };
             let name = trigger.name();

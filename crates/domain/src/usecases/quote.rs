@@ -3,7 +3,7 @@
 //! and a hold can never disagree.
 
 use super::{Gateway, SubmitError};
-use crate::catalog::Model;
+use crate::catalog::{Catalog, Model};
 use crate::credits::Credits;
 use crate::ids::ModelId;
 use crate::ports::StoreError;
@@ -19,15 +19,18 @@ pub struct Quote {
 }
 
 impl Gateway {
-    /// The price of `request`: the catalog model and what a submission would hold, once the
-    /// provider has checked that `extra` sets nothing it may not.
+    /// The model `request` is priced by, once the provider has checked that `extra` sets
+    /// nothing it may not.
     ///
     /// # Errors
     /// [`SubmitError::Invalid`] naming `extra.<key>` for a key `extra` may not set;
     /// [`SubmitError::Store`] when the model left the catalog since the request was validated.
-    pub(super) fn price(&self, request: &GenerationRequest) -> Result<(&Model, Credits), SubmitError> {
-        let model = self
-            .catalog
+    pub(super) fn price<'c>(
+        &self,
+        catalog: &'c Catalog,
+        request: &GenerationRequest,
+    ) -> Result<&'c Model, SubmitError> {
+        let model = catalog
             .model(request.model.as_str())
             .ok_or_else(|| StoreError::Internal(format!("model {} left the catalog", request.model)))?;
         if let Some(extra) = &request.input.extra
@@ -41,7 +44,7 @@ impl Gateway {
             )
             .into());
         }
-        Ok((model, model.price_to_hold(&request.input)))
+        Ok(model)
     }
 
     /// What submitting `request` now would hold. No job is made and nothing is held; a quote
@@ -51,7 +54,8 @@ impl Gateway {
     /// [`SubmitError::Invalid`] naming `extra.<key>` for a key `extra` may not set;
     /// [`SubmitError::Store`] when the model left the catalog.
     pub fn quote(&self, request: &GenerationRequest) -> Result<Quote, SubmitError> {
-        let (model, credits) = self.price(request)?;
-        Ok(Quote { model: model.id.clone(), credits })
+        let catalog = self.catalog.current();
+        let model = self.price(&catalog, request)?;
+        Ok(Quote { model: model.id.clone(), credits: model.price_to_hold(&request.input) })
     }
 }

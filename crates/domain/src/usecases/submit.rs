@@ -107,7 +107,11 @@ impl Gateway {
     /// See [`SubmitError`].
     pub async fn submit(&self, caller: &Caller, submission: Submission) -> Result<Receipt, SubmitError> {
         let Submission { request, idempotency } = submission;
-        let (_, price) = self.price(&request)?;
+        let catalog = self.catalog.current();
+        let rate = self.price(&catalog, &request)?.rate(&request.input);
+        if let Some(url) = &request.webhook_url {
+            self.check_webhook_destination(url).await?;
+        }
         let now = self.ports.clock.now();
         let (job, _hold) = Job::accept(
             self.ports.ids.job_id(now),
@@ -115,9 +119,10 @@ impl Gateway {
             request.model.clone(),
             request.modality,
             request.input.clone(),
-            price,
+            rate,
             now,
         );
+        let job = job.with_webhook_url(request.webhook_url.clone());
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         let handoff = self.handoff.as_ref().filter(|handoff| handoff.is_open());
         let (job, lease_until) = match handoff {

@@ -43,3 +43,25 @@ pub(crate) fn unfinished(jobs: UnfinishedJobs) {
 pub(crate) fn timeout_cancel(outcome: &'static str) {
     counter!("genjobs_upstream_timeout_cancels_total", "outcome" => outcome).increment(1);
 }
+
+/// How late a client webhook's attempt started after its due time.
+pub(crate) fn webhook_lag(lag: Duration) {
+    histogram!("genjobs_client_webhook_lag_seconds").record(lag.as_secs_f64());
+}
+
+/// One client webhook attempt and what came of its event: delivered, retrying, or given up.
+pub(crate) fn webhook_attempt(delivered: bool, retrying: bool) {
+    counter!("genjobs_client_webhook_attempts_total").increment(1);
+    let outcome = match (delivered, retrying) {
+        (true, _) => "delivered",
+        (false, true) => "retrying",
+        (false, false) => "given_up",
+    };
+    counter!("genjobs_client_webhook_deliveries_total", "outcome" => outcome).increment(1);
+}
+
+/// The age of the oldest client webhook event still to be tried (0 when there is none).
+pub(crate) fn webhook_outbox(oldest_pending: Option<time::Duration>) {
+    let age = oldest_pending.map_or(0.0, |age| age.as_seconds_f64().max(0.0));
+    gauge!("genjobs_client_webhook_oldest_pending_seconds").set(age);
+}

@@ -99,6 +99,12 @@ pub struct VideoGenerationBody {
     /// Model-specific parameters, as the model's form fields name them (at most 64 KiB).
     #[schema(value_type = Option<Object>)]
     pub extra: Option<Map<String, Value>>,
+    /// Where to POST the job's end (`job.succeeded`, `job.failed` or `job.canceled`), signed
+    /// with the account's webhook secret: an absolute `http` or `https` URL of at most 2,048
+    /// characters whose host is not, and does not resolve to, a loopback, private, link-local,
+    /// unspecified or multicast address.
+    #[schema(max_length = 2048)]
+    pub webhook_url: Option<String>,
 }
 
 /// Body of `POST /api/v1/images/generations`.
@@ -127,6 +133,12 @@ pub struct ImageGenerationBody {
     /// Model-specific parameters, as the model's form fields name them (at most 64 KiB).
     #[schema(value_type = Option<Object>)]
     pub extra: Option<Map<String, Value>>,
+    /// Where to POST the job's end (`job.succeeded`, `job.failed` or `job.canceled`), signed
+    /// with the account's webhook secret: an absolute `http` or `https` URL of at most 2,048
+    /// characters whose host is not, and does not resolve to, a loopback, private, link-local,
+    /// unspecified or multicast address.
+    #[schema(max_length = 2048)]
+    pub webhook_url: Option<String>,
 }
 
 /// The field names of each body, which are also its schema's properties (a test holds them
@@ -141,9 +153,10 @@ const VIDEO_FIELDS: &[&str] = &[
     "seed",
     "negative_prompt",
     "extra",
+    "webhook_url",
 ];
 const IMAGE_FIELDS: &[&str] =
-    &["prompt", "model", "aspect_ratio", "n", "seed", "image_inputs", "negative_prompt", "extra"];
+    &["prompt", "model", "aspect_ratio", "n", "seed", "image_inputs", "negative_prompt", "extra", "webhook_url"];
 
 impl VideoGenerationBody {
     /// Reads the body.
@@ -163,6 +176,7 @@ impl VideoGenerationBody {
             seed: fields.number("seed")?,
             negative_prompt: fields.string("negative_prompt")?,
             extra: fields.typed("extra", "a JSON object")?,
+            webhook_url: fields.string("webhook_url")?,
         })
     }
 
@@ -182,6 +196,7 @@ impl VideoGenerationBody {
             seed: self.seed,
             image_inputs: self.image_inputs,
             extra: self.extra,
+            webhook_url: self.webhook_url,
         };
         GenerationRequest::validate(Modality::Video, draft, catalog)
     }
@@ -203,6 +218,7 @@ impl ImageGenerationBody {
             image_inputs: fields.typed("image_inputs", "an array of URLs")?,
             negative_prompt: fields.string("negative_prompt")?,
             extra: fields.typed("extra", "a JSON object")?,
+            webhook_url: fields.string("webhook_url")?,
         })
     }
 
@@ -222,6 +238,7 @@ impl ImageGenerationBody {
             seed: self.seed,
             image_inputs: self.image_inputs,
             extra: self.extra,
+            webhook_url: self.webhook_url,
         };
         GenerationRequest::validate(Modality::Image, draft, catalog)
     }

@@ -146,6 +146,17 @@ pub struct JobView<'a> {
     finished_at: Option<String>,
     credits_held: u64,
     credits_actual: Option<u64>,
+    /// What the provider says of the job while it runs there; absent when it says nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    meta: Option<JobMetaView>,
+}
+
+/// What the provider says of a job while it runs there: `{queue_position}` while it waits in the
+/// provider's queue (how many requests are ahead of it).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = JobMeta)]
+pub struct JobMetaView {
+    queue_position: u32,
 }
 
 impl<'a> JobView<'a> {
@@ -165,6 +176,7 @@ impl<'a> JobView<'a> {
             finished_at: job.finished_at().map(iso),
             credits_held: job.credits_held().get(),
             credits_actual: job.credits_actual().map(|c| c.get()),
+            meta: job.queue_position().map(|queue_position| JobMetaView { queue_position }),
         }
     }
 }

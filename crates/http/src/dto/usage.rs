@@ -96,13 +96,15 @@ pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRowView]) -> String {
         UsageGrouping::Day => "day",
         UsageGrouping::Model => "model",
         UsageGrouping::User => "user_id",
+        UsageGrouping::DayAndModel => "day,model",
     };
     let mut csv = format!("{group},jobs,succeeded,failed,canceled,credits_spent\n");
     for row in rows {
-        let key = row.day.as_deref().or(row.model.as_deref()).or(row.user_id.as_deref()).unwrap_or_default();
+        let key: Vec<String> =
+            [&row.day, &row.model, &row.user_id].into_iter().flatten().map(|value| csv_field(value)).collect();
         csv.push_str(&format!(
             "{},{},{},{},{},{}\n",
-            csv_field(key),
+            key.join(","),
             row.jobs,
             row.succeeded,
             row.failed,

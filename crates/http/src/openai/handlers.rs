@@ -138,7 +138,7 @@ pub async fn create_image(
     let body = read_json(&req, payload).await?;
     let asked = ImagesRequest::from_json(&body)?;
     let format = asked.response_format;
-    let id = submit(&state, &caller, asked.try_into_domain(state.gateway.catalog())?, &req).await?;
+    let id = submit(&state, &caller, asked.try_into_domain(&state.gateway.catalog())?, &req).await?;
     let job = final_job(&state, &caller, id).await?;
     let Some(outputs) = job.outputs().filter(|_| job.state() == JobState::Succeeded) else {
         return Err(unsuccessful(&job).into());
@@ -219,7 +219,7 @@ pub async fn create_video(
     } else {
         VideoRequest::from_json(&read_json(&req, payload).await?)?
     };
-    let id = submit(&state, &caller, asked.try_into_domain(state.gateway.catalog())?, &req).await?;
+    let id = submit(&state, &caller, asked.try_into_domain(&state.gateway.catalog())?, &req).await?;
     let job = state.gateway.job(&caller, id).await.map_err(ApiError::from)?;
     Ok(HttpResponse::Ok().json(VideoObject::new(&job)))
 }

@@ -2,12 +2,15 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use genjobs_domain::ids::UserId;
+use genjobs_domain::ports::PutOutcome;
 
 use super::Handled;
 use crate::AppState;
 use crate::auth::Operator;
 use crate::body::read_json;
+use crate::dto::catalog::{AdminModelView, model_document};
 use crate::dto::requests::{GrantBody, NewUserBody};
+use crate::dto::responses::DataView;
 use crate::dto::responses::{CreatedUserView, IssuedKeyView, UserView};
 use crate::error::ApiError;
 
@@ -104,4 +107,68 @@ pub async fn admin_grant(
 pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
     let account = state.gateway.user(user_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(UserView::from(&account)))
+}
+
+/// List the catalog's models
+///
+/// Every model, disabled ones included, with its price and routes.
+#[utoipa::path(get, path = "/api/admin/models", tag = "admin",
+    security(("admin_token" = [])),
+    responses((status = 200, description = "The models", body = DataView<AdminModelView>)))]
+pub async fn admin_models(state: web::Data<AppState>, _: Operator) -> Handled {
+    let catalog = state.gateway.catalog();
+    let upstream = state.gateway.upstream_name();
+    let data = catalog.managed().map(|m| AdminModelView::new(m, upstream)).collect();
+    Ok(HttpResponse::Ok().json(DataView { data }))
+}
+
+/// Put a model
+///
+/// Creates the model or replaces it; the change reaches every replica within 2 s. The body is
+/// checked first: `param` names the JSON path of a fault (`price.credits`, `routes[0].endpoint`),
+/// and each route is checked against the schemas of its provider's endpoints that the service
+/// holds, with no call to the provider.
+#[utoipa::path(put, path = "/api/admin/models/{id}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The model id")),
+    request_body(content = AdminModelView, content_type = "application/json",
+        description = "An AdminModel; `id` and `upstream` are ignored"),
+    responses(
+        (status = 200, description = "Replaced", body = AdminModelView),
+        (status = 201, description = "Created", body = AdminModelView),
+        (status = 400, description = "Invalid document; `param` is the JSON path of the fault", body = crate::error::Envelope),
+        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
+        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
+    ))]
+pub async fn admin_put_model(
+    state: web::Data<AppState>,
+    _: Operator,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    let document = model_document(read_json(&req, payload).await?)?;
+    let model = state.gateway.check_model(&path, document.clone())?;
+    let outcome = state.gateway.put_model(&path, document).await?;
+    let view = AdminModelView::new(&model, state.gateway.upstream_name());
+    Ok(match outcome {
+        PutOutcome::Created => HttpResponse::Created().json(view),
+        PutOutcome::Replaced => HttpResponse::Ok().json(view),
+    })
+}
+
+/// Delete a model
+///
+/// It leaves `/api/v1/models` and new submissions to it are refused; its jobs stay readable and
+/// those running finish.
+#[utoipa::path(delete, path = "/api/admin/models/{id}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The model id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such model", body = crate::error::Envelope),
+    ))]
+pub async fn admin_delete_model(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
+    state.gateway.delete_model(&path).await?;
+    Ok(HttpResponse::NoContent().finish())
 }

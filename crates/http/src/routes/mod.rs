@@ -5,11 +5,13 @@ mod admin;
 mod files;
 mod quotes;
 mod usage;
+mod webhooks;
 
 pub use admin::*;
 pub use files::*;
 pub use quotes::*;
 pub use usage::*;
+pub use webhooks::*;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -79,7 +81,7 @@ async fn generate(
     payload: web::Payload,
 ) -> Handled {
     let body = read_json(&req, payload).await?;
-    let request = generation_request(modality, &body, state.gateway.catalog())?;
+    let request = generation_request(modality, &body, &state.gateway.catalog())?;
     let idempotency = idempotency_key(&req)?.map(|key| (key, request_fingerprint(modality, &body)));
     let receipt = state
         .gateway
@@ -310,7 +312,8 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
         })
         .transpose()?;
     let upstream = state.gateway.upstream_name();
-    let data = state.gateway.catalog().models_of(modality).map(|m| ModelView::new(m, upstream)).collect();
+    let catalog = state.gateway.catalog();
+    let data = catalog.models_of(modality).map(|m| ModelView::new(m, upstream)).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 

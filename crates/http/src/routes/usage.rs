@@ -91,7 +91,7 @@ pub async fn account_ledger(state: web::Data<AppState>, caller: Authenticated, q
     params(
         ("from" = Option<String>, Query, description = "First day, YYYY-MM-DD (default: 29 days before `to`)"),
         ("to" = Option<String>, Query, description = "Last day, included, YYYY-MM-DD (default: today, UTC)"),
-        ("group_by" = Option<String>, Query, description = "`day` (default) or `model`"),
+        ("group_by" = Option<String>, Query, description = "`day` (default), `model`, or `day,model` (a row per model and day)"),
     ),
     responses(
         (status = 200, description = "The usage, one row a group", body = DataView<UsageRowView>),
@@ -99,7 +99,10 @@ pub async fn account_ledger(state: web::Data<AppState>, caller: Authenticated, q
     ))]
 pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, query: Query) -> Handled {
     let (from, to) = days(&query)?;
-    let group_by = grouping(&query, &[("day", UsageGrouping::Day), ("model", UsageGrouping::Model)])?;
+    let group_by = grouping(
+        &query,
+        &[("day", UsageGrouping::Day), ("model", UsageGrouping::Model), ("day,model", UsageGrouping::DayAndModel)],
+    )?;
     let rows = state.gateway.usage(&caller.0, from, to, group_by).await?;
     Ok(HttpResponse::Ok().json(DataView { data: rows.into_iter().map(UsageRowView::from).collect() }))
 }
@@ -113,7 +116,7 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
     params(
         ("from" = Option<String>, Query, description = "First day, YYYY-MM-DD (default: 29 days before `to`)"),
         ("to" = Option<String>, Query, description = "Last day, included, YYYY-MM-DD (default: today, UTC)"),
-        ("group_by" = Option<String>, Query, description = "`user` (default), `model` or `day`"),
+        ("group_by" = Option<String>, Query, description = "`user` (default), `model`, `day`, or `day,model`"),
         ("user_id" = Option<String>, Query, description = "Only this user's jobs"),
     ),
     responses(
@@ -127,7 +130,12 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
     let (from, to) = days(&query)?;
     let group_by = grouping(
         &query,
-        &[("user", UsageGrouping::User), ("model", UsageGrouping::Model), ("day", UsageGrouping::Day)],
+        &[
+            ("user", UsageGrouping::User),
+            ("model", UsageGrouping::Model),
+            ("day", UsageGrouping::Day),
+            ("day,model", UsageGrouping::DayAndModel),
+        ],
     )?;
     let user_id = query
         .get("user_id")

@@ -10,9 +10,10 @@ pub struct Connection {
     /// The service's base URL.
     #[arg(long, env = "GENJOBS_API_URL", default_value = "http://127.0.0.1:8080")]
     pub api_url: String,
-    /// Your API key.
-    #[arg(long, env = "GENJOBS_API_KEY", hide_env_values = true)]
-    pub api_key: String,
+    /// Your API key. Required; optional in the type only so that `genjobs models` can take
+    /// the catalog subcommands, which need none (clap still requires it everywhere else).
+    #[arg(long, env = "GENJOBS_API_KEY", hide_env_values = true, required = true)]
+    pub api_key: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -42,6 +43,9 @@ pub struct Generation {
     /// Only print what the request would hold now; submit nothing.
     #[arg(long)]
     pub quote: bool,
+    /// Where to POST the job's end, signed with your webhook secret (`genjobs webhooks secret`).
+    #[arg(long, value_name = "URL")]
+    pub webhook_url: Option<String>,
     #[command(flatten)]
     #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
     pub connection: Connection,
@@ -171,4 +175,36 @@ pub struct AccountArgs {
     #[command(flatten)]
     #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
     pub connection: Connection,
+}
+
+/// `genjobs webhooks …`
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCommand {
+    /// Your webhook signing secret (`whsec_…`), made on first use.
+    Secret {
+        /// Make a new one; the old one signs nothing from now on.
+        #[arg(long)]
+        rotate: bool,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// A job's webhook deliveries, every attempt shown.
+    List {
+        /// The job id.
+        id: String,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// Deliver a job's webhook event once more, with the same id and body.
+    Redeliver {
+        /// The job id.
+        id: String,
+        /// The event id (`genjobs webhooks list`).
+        event_id: String,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
 }

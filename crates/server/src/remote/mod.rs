@@ -90,6 +90,7 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
                 seed: g.seed,
                 negative_prompt: g.negative_prompt,
                 image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
+                webhook_url: g.webhook_url,
                 ..ImageRequest::new(prompt)
             };
             let outcome = if g.quote {
@@ -108,6 +109,7 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
                 seed: g.seed,
                 negative_prompt: g.negative_prompt,
                 image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
+                webhook_url: g.webhook_url,
                 ..VideoRequest::new(prompt)
             };
             let outcome = if g.quote {
@@ -151,7 +153,44 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
             .await;
             (connection, outcome)
         }
-        Command::Models(args) => {
+        Command::Webhooks(WebhooksCommand::Secret { rotate, connection }) => {
+            let outcome = query(&connection, async |client: Client| {
+                let secret =
+                    if rotate { client.rotate_webhook_secret().await? } else { client.webhook_secret().await? };
+                Ok((json!(secret), secret.secret.clone()))
+            })
+            .await;
+            (connection, outcome)
+        }
+        Command::Webhooks(WebhooksCommand::List { id, connection }) => {
+            let outcome = query(&connection, async |client: Client| {
+                let events = client.job_webhooks(&id).await?;
+                let mut lines = Vec::new();
+                for event in &events {
+                    let state = event.delivered_at.as_ref().map_or_else(
+                        || event.next_attempt_at.as_ref().map_or("given up".to_owned(), |at| format!("next {at}")),
+                        |at| format!("delivered {at}"),
+                    );
+                    lines.push(format!("{} {} {} ({state})", event.id, event.event_type, event.url));
+                    lines.extend(event.attempts.iter().map(|a| {
+                        let status = a.status.map_or("no answer".to_owned(), |s| s.to_string());
+                        format!("  {} {status} {}", a.at, a.error.as_deref().unwrap_or(""))
+                    }));
+                }
+                Ok((json!({ "data": events }), lines.join("\n")))
+            })
+            .await;
+            (connection, outcome)
+        }
+        Command::Webhooks(WebhooksCommand::Redeliver { id, event_id, connection }) => {
+            let outcome = query(&connection, async |client: Client| {
+                client.redeliver_webhook(&id, &event_id).await?;
+                Ok((json!({ "redelivering": event_id }), format!("{event_id} will be delivered again")))
+            })
+            .await;
+            (connection, outcome)
+        }
+        Command::Models(crate::cli::ModelsCommand { list: args, .. }) => {
             let outcome = query(&args.connection, async |client: Client| {
                 let models = client.models(args.modality.as_deref()).await?;
                 let lines = models.iter().map(|m| {
@@ -239,7 +278,7 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
 }
 
 fn client(connection: &Connection) -> Result<Client, Error> {
-    Client::new(&connection.api_url, &connection.api_key)
+    Client::new(&connection.api_url, connection.api_key.as_deref().unwrap_or_default())
 }
 
 /// One call, printed as JSON or as text.

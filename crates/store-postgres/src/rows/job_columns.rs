@@ -102,6 +102,9 @@ job_columns! {
         created_at: OffsetDateTime => Timestamptz as "timestamptz",
         credits_held: i64 => BigInt as "int8",
         input: Value => Jsonb as "jsonb",
+        webhook_url: Option<String> => Nullable<Text> as "text",
+        rate_per: String => Text as "text",
+        rate_credits: i64 => BigInt as "int8",
     }
     changing {
         state: String => Text as "text",
@@ -114,6 +117,7 @@ job_columns! {
         credits_actual: Option<i64> => Nullable<BigInt> as "int8",
         upstream: Option<Value> => Nullable<Jsonb> as "jsonb",
         upstream_key: Option<String> => Nullable<Text> as "text",
+        queue_position: Option<i32> => Nullable<Integer> as "int4",
         submit_attempted: bool => Bool as "bool",
         next_poll_at: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
         poll_failures: i32 => Integer as "int4",
@@ -224,10 +228,10 @@ mod tests {
 
     #[test]
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
-        assert_eq!(INSERTED.len(), 22, "jobs has 22 columns, and an accept writes them all");
+        assert_eq!(INSERTED.len(), 26, "jobs has 26 columns, and an accept writes them all");
         let row = row();
         let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
-        assert!(accept.contains("$22::timestamptz AS lease_until") && !accept.contains("$23"), "{accept}");
+        assert!(accept.contains("$26::timestamptz AS lease_until") && !accept.contains("$27"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

@@ -2,6 +2,7 @@
 //! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
+use genjobs_domain::catalog::{Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{JobId, KeyHash, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
@@ -65,8 +66,17 @@ impl JobRow {
             credits_held: amount(r.credits_held)?,
             credits_actual: r.credits_actual.map(amount).transpose()?,
             input: to_jsonb(&InputJson::from(&r.input))?,
+            rate_per: match r.rate.per {
+                Unit::Image => "image",
+                Unit::Second => "second",
+            }
+            .to_owned(),
+            rate_credits: i64::try_from(r.rate.credits)
+                .map_err(|e| StoreError::Internal(format!("rate out of range: {e}")))?,
             upstream: r.upstream.as_ref().map(upstream_to_jsonb),
             upstream_key: r.upstream.as_ref().and_then(|u| u.key()).map(str::to_owned),
+            queue_position: r.queue_position.map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
+            webhook_url: r.webhook_url.clone(),
             submit_attempted: r.submit_attempted,
             next_poll_at: r.next_poll_at,
             poll_failures: i32::try_from(r.poll_failures).unwrap_or(i32::MAX),
@@ -97,7 +107,20 @@ impl JobRow {
             credits_held: credits(self.credits_held)?,
             credits_actual: self.credits_actual.map(credits).transpose()?,
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
+            rate: Rate {
+                per: match self.rate_per.as_str() {
+                    "image" => Unit::Image,
+                    "second" => Unit::Second,
+                    other => return Err(corrupt("rate", other)),
+                },
+                credits: u64::try_from(self.rate_credits).map_err(|e| corrupt("rate", e))?,
+            },
             upstream: self.upstream.map(|value| upstream_from_jsonb(value, self.upstream_key)),
+            queue_position: self
+                .queue_position
+                .map(|p| u32::try_from(p).map_err(|e| corrupt("queue_position", e)))
+                .transpose()?,
+            webhook_url: self.webhook_url,
             submit_attempted: self.submit_attempted,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),

@@ -142,18 +142,19 @@ impl PgStore {
     /// row are written only if the hold matched. A refusal is named from the account as that
     /// statement saw it; when that snapshot would have passed both checks, another transaction
     /// changed the account between the snapshot and the hold, and the statement runs again on a
-    /// fresh snapshot.
+    /// fresh snapshot. Should every attempt race so, the account is locked and checked instead
+    /// (the path with an idempotency key), so that the refusal is still named by its true check.
     async fn accept_in_one_statement(
         &self,
         job: Job,
         lease_until: Option<OffsetDateTime>,
+        now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         let row = JobRow { lease_until, ..JobRow::from_job(&job)? };
-        let mut conn = self.conn().await?;
         let mut attempt = 1;
         loop {
             let seen: Option<(i64, i32, i32, i64)> =
-                Accept(&row).get_result(&mut conn).await.optional().map_err(from_diesel)?;
+                self.in_session(async |conn| Accept(&row).get_result(conn).await.optional()).await?;
             let Some((available, active, limit, inserted)) = seen else { return Err(AcceptError::UnknownUser) };
             if inserted == 1 {
                 count_job_commit(Durability::Durable);
@@ -161,8 +162,17 @@ impl PgStore {
                 return Ok(Accepted::Created(job));
             }
             let passed = available >= amount(job.credits_held())? && active < limit;
-            if !passed || attempt == ACCEPT_ATTEMPTS {
+            if !passed {
                 return Err(refusal(available, limit, job.credits_held()));
+            }
+            if attempt == ACCEPT_ATTEMPTS {
+                return match self.try_accept(&job, None, lease_until, now).await? {
+                    Ok(accepted) => Ok(accepted),
+                    Err(Refusal::Accept(refusal)) => Err(refusal),
+                    Err(Refusal::RetryIdempotency) => {
+                        Err(StoreError::Internal("no idempotency key to race".into()).into())
+                    }
+                };
             }
             attempt += 1;
         }
@@ -177,10 +187,8 @@ impl PgStore {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn prune_idempotency(&self, before: OffsetDateTime) -> Result<usize, StoreError> {
-        diesel::delete(idempotency_keys::table.filter(idempotency_keys::created_at.lt(before)))
-            .execute(&mut *self.conn().await?)
-            .await
-            .map_err(from_diesel)
+        let prune = diesel::delete(idempotency_keys::table.filter(idempotency_keys::created_at.lt(before)));
+        self.in_session(async |conn| prune.execute(conn).await).await
     }
 }
 
@@ -197,7 +205,7 @@ impl PgStore {
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         if idempotency.is_none() {
-            return self.accept_in_one_statement(job, lease_until).await;
+            return self.accept_in_one_statement(job, lease_until, now).await;
         }
         for _ in 0..ACCEPT_ATTEMPTS {
             match self.try_accept(&job, idempotency.as_ref(), lease_until, now).await? {

@@ -80,40 +80,43 @@ impl AccountStore for PgStore {
             Err(diesel::result::Error::RollbackTransaction) => return Err(AccountError::KeyPrefixTaken),
             Err(e) => return Err(from_diesel(e).into()),
         }
+        drop(conn);
         self.keys.forget(&key.prefix);
-        Self::load_account(&mut conn, user_id).await?.ok_or(AccountError::UnknownUser)
+        self.account(user_id).await?.ok_or(AccountError::UnknownUser)
     }
 
     async fn add_key(&self, key: StoredKey) -> Result<(), AccountError> {
         let owner = key.user_id.as_uuid();
-        let mut conn = self.conn().await?;
-        let exists: i64 = users::table.find(owner).count().get_result(&mut conn).await.map_err(from_diesel)?;
+        let mut session = self.session().await?;
+        let exists: i64 = users::table.find(owner).count().get_result(&mut *session).await.map_err(from_diesel)?;
         if exists == 0 {
             return Err(AccountError::UnknownUser);
         }
-        if insert_key(&mut conn, &key).await.map_err(from_diesel)? == 0 {
+        if insert_key(&mut session, &key).await.map_err(from_diesel)? == 0 {
             return Err(AccountError::KeyPrefixTaken);
         }
+        session.finish().await?;
         self.keys.forget(&key.prefix);
         Ok(())
     }
 
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError> {
-        let mut conn = self.conn().await?;
+        let mut session = self.session().await?;
         let revoked = diesel::update(api_keys::table.find(prefix.as_str()).filter(api_keys::revoked_at.is_null()))
             .set(api_keys::revoked_at.eq(Some(OffsetDateTime::now_utc())))
-            .execute(&mut conn)
+            .execute(&mut *session)
             .await
             .map_err(from_diesel)?;
-        self.keys.forget(prefix);
         if revoked > 0 {
             diesel::sql_query("SELECT pg_notify($1, $2)")
                 .bind::<diesel::sql_types::Text, _>(KEYS_CHANNEL)
                 .bind::<diesel::sql_types::Text, _>(prefix.as_str())
-                .execute(&mut conn)
+                .execute(&mut *session)
                 .await
                 .map_err(from_diesel)?;
         }
+        session.finish().await?;
+        self.keys.forget(prefix);
         Ok(revoked > 0)
     }
 
@@ -180,7 +183,8 @@ impl AccountStore for PgStore {
             })
             .await
             .map_err(from_diesel)?;
-        let account = Self::load_account(&mut conn, user_id).await?.ok_or(AccountError::UnknownUser)?;
+        drop(conn);
+        let account = self.account(user_id).await?.ok_or(AccountError::UnknownUser)?;
         match (applied, grant >= 0) {
             (true, _) => Ok(account),
             (false, true) => Err(AccountError::GrantTooLarge { amount: grant }),

@@ -12,7 +12,7 @@ use genjobs_domain::ports::{AcceptError, Accepted, Commit, IdempotencyClaim, Job
 use time::OffsetDateTime;
 
 use super::{PgStore, count_job_commit};
-use crate::error::{from_diesel, from_pool};
+use crate::error::from_diesel;
 use crate::pool::Durability;
 use crate::rows::{JobRow, Settle, UpdateMany};
 use crate::schema::jobs;
@@ -97,9 +97,9 @@ impl JobStore for PgStore {
         // wait for the disk. One that moves credits is a statement of its own.
         let applied = match movement {
             None if transition.is_recomputable() => {
-                self.relaxed_group.commit(&self.relaxed, self.relaxed_durability, row, expected).await?
+                self.relaxed_group.commit(&self.relaxed, self.pooler, self.relaxed_durability, row, expected).await?
             }
-            None => self.durable_group.commit(&self.pool, Durability::Durable, row, expected).await?,
+            None => self.durable_group.commit(&self.pool, self.pooler, Durability::Durable, row, expected).await?,
             Some((kind, amount, released, held, spent)) => {
                 let settle = Settle {
                     update: UpdateMany::of(&[(&row, expected)]),
@@ -111,7 +111,7 @@ impl JobStore for PgStore {
                     spent,
                     finished: i32::from(frees_slot),
                 };
-                let applied: Vec<uuid::Uuid> = settle.load(&mut *self.conn().await?).await.map_err(from_diesel)?;
+                let applied: Vec<uuid::Uuid> = self.in_session(async |conn| settle.load(conn).await).await?;
                 count_job_commit(Durability::Durable);
                 !applied.is_empty()
             }
@@ -121,7 +121,10 @@ impl JobStore for PgStore {
             self.jobs_cache.keep(&job);
             return Ok(Commit::Applied(job));
         }
-        Ok(match Self::load_job(&mut *self.conn().await?, job.id()).await? {
+        let mut session = self.session().await?;
+        let current = Self::load_job(&mut session, job.id()).await?;
+        session.finish().await?;
+        Ok(match current {
             Some(current) => {
                 self.jobs_cache.keep(&current);
                 Commit::Stale(current)
@@ -152,13 +155,11 @@ impl JobStore for PgStore {
         lease_until: OffsetDateTime,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
-        let rows: Vec<JobRow> = diesel::sql_query(CLAIM_DUE)
+        let claim = diesel::sql_query(CLAIM_DUE)
             .bind::<Timestamptz, _>(lease_until)
             .bind::<Timestamptz, _>(now)
-            .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
-            .load(&mut *self.conn().await?)
-            .await
-            .map_err(from_diesel)?;
+            .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX));
+        let rows: Vec<JobRow> = self.in_session(async |conn| claim.load(conn).await).await?;
         if !rows.is_empty() {
             count_job_commit(Durability::Durable);
         }
@@ -177,15 +178,16 @@ impl JobStore for PgStore {
         let ids: Vec<uuid::Uuid> = jobs.iter().map(JobId::as_uuid).collect();
         // A lost renewal only lets another driver take a job over early, so it need not wait
         // for the disk.
-        let mut conn = self.relaxed.get().await.map_err(from_pool)?;
+        let mut session = self.relaxed_session().await?;
         let renewed: Vec<Renewed> = diesel::sql_query(RENEW_LEASES)
             .bind::<Timestamptz, _>(lease_until)
             .bind::<Array<diesel::sql_types::Uuid>, _>(ids)
             .bind::<Timestamptz, _>(now)
             .bind::<Array<diesel::sql_types::Text>, _>(OPEN_STATES.to_vec())
-            .load(&mut conn)
+            .load(&mut *session)
             .await
             .map_err(from_diesel)?;
+        session.finish().await?;
         count_job_commit(self.relaxed_durability);
         Ok(renewed.into_iter().map(|r| JobId::from_uuid(r.id)).collect())
     }
@@ -211,18 +213,16 @@ impl JobStore for PgStore {
 
     async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError> {
         let ids: Vec<uuid::Uuid> = jobs.iter().map(JobId::as_uuid).collect();
-        let mut conn = self.pool.get().await.map_err(from_pool)?;
-        diesel::update(
+        let release = diesel::update(
             jobs::table
                 .filter(jobs::id.eq_any(ids))
                 .filter(jobs::lease_until.gt(now))
                 .filter(jobs::state.eq_any(OPEN_STATES)),
         )
-        .set(jobs::lease_until.eq(None::<OffsetDateTime>))
-        .execute(&mut conn)
-        .await
-        .inspect(|_| count_job_commit(Durability::Durable))
-        .map_err(from_diesel)
+        .set(jobs::lease_until.eq(None::<OffsetDateTime>));
+        let released = self.in_session(async |conn| release.execute(conn).await).await?;
+        count_job_commit(Durability::Durable);
+        Ok(released)
     }
 }
 

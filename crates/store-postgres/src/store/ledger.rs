@@ -7,7 +7,6 @@ use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::StoreError;
 
 use super::PgStore;
-use crate::error::from_diesel;
 use crate::rows::amount;
 use crate::schema::ledger;
 
@@ -46,12 +45,12 @@ impl PgStore {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn ledger_totals(&self, user_id: UserId) -> Result<LedgerTotals, StoreError> {
-        let rows: Vec<(String, i64, i64)> = ledger::table
-            .filter(ledger::user_id.eq(user_id.as_uuid()))
-            .select((ledger::kind, ledger::amount, ledger::released))
-            .load(&mut *self.conn().await?)
-            .await
-            .map_err(from_diesel)?;
+        let entries = ledger::table.filter(ledger::user_id.eq(user_id.as_uuid())).select((
+            ledger::kind,
+            ledger::amount,
+            ledger::released,
+        ));
+        let rows: Vec<(String, i64, i64)> = self.in_session(async |conn| entries.load(conn).await).await?;
         let mut totals = LedgerTotals { granted: 0, held: 0, spent: 0, released: 0 };
         for (kind, amount, released) in rows {
             match kind.as_str() {

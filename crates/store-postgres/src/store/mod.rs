@@ -6,12 +6,17 @@
 //! - `account_store`: the account port: users, keys, grants.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
 //! - `usage`: the usage port: ledger pages and usage reports.
+//! - `webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
+//!   and the users' sealed secrets.
+//! - `catalog`: the catalog port: model documents, their versions and change announcements.
 
 mod accept;
 mod account_store;
+mod catalog;
 mod job_store;
 mod ledger;
 mod usage;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,18 +28,21 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::Job;
-use genjobs_domain::ports::{Account, StoreError};
+use genjobs_domain::ports::StoreError;
 
 pub use accept::IDEMPOTENCY_PRUNE_INTERVAL;
 pub use account_store::KEYS_CHANNEL;
+pub use catalog::{CATALOG_CHANNEL, CatalogSignal};
 pub use ledger::LedgerTotals;
+pub use usage::usage_statement;
 
 use crate::batch::GroupCommit;
 use crate::cache::{JobCache, KeyCache};
 use crate::error::{from_diesel, from_pool, is_lost_connection};
-use crate::pool::Durability;
+use crate::pool::{Durability, Pooler};
 use crate::rows::{JobRow, UserRow};
 use crate::schema::{jobs, users};
+use crate::session::Session;
 
 /// The Postgres store.
 #[derive(Clone)]
@@ -46,6 +54,8 @@ pub struct PgStore {
     durable_group: Arc<GroupCommit>,
     relaxed_group: Arc<GroupCommit>,
     relaxed_durability: Durability,
+    pooler: Pooler,
+    catalog_signal: Arc<CatalogSignal>,
 }
 
 /// Counts a commit that wrote jobs (accepts, transitions, leases) as
@@ -70,7 +80,15 @@ impl PgStore {
             durable_group: Arc::default(),
             relaxed_group: Arc::default(),
             relaxed_durability: Durability::Durable,
+            pooler: Pooler::None,
+            catalog_signal: Arc::default(),
         }
+    }
+
+    /// Works through a pooler of kind `pooler` (see [`Pooler`]).
+    #[must_use]
+    pub fn with_pooler(self, pooler: Pooler) -> Self {
+        Self { pooler, ..self }
     }
 
     /// Commits recomputable transitions through `relaxed` (connections with
@@ -106,8 +124,27 @@ impl PgStore {
         }
     }
 
+    /// A bare connection, for work that is one explicit transaction from start to end.
     pub(super) async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
         self.pool.get().await.map_err(from_pool)
+    }
+
+    /// A session on the durable pool: see [`Session`].
+    pub(super) async fn session(&self) -> Result<Session, StoreError> {
+        Session::start(&self.pool, self.pooler).await
+    }
+
+    /// A session on the relaxed pool.
+    pub(super) async fn relaxed_session(&self) -> Result<Session, StoreError> {
+        Session::start(&self.relaxed, self.pooler).await
+    }
+
+    /// Runs `work` in a session of the durable pool and finishes it.
+    pub(super) async fn in_session<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, diesel::result::Error>,
+    ) -> Result<T, StoreError> {
+        Session::run(&self.pool, self.pooler, work).await
     }
 
     /// Runs a statement that is safe to repeat (a read, or a write of a fixed value), once more
@@ -118,18 +155,22 @@ impl PgStore {
         mut statement: impl for<'c> FnMut(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, diesel::result::Error>>
         + Send,
     ) -> Result<T, StoreError> {
-        let mut conn = self.conn().await?;
-        match statement(&mut conn).await {
+        let mut session = self.session().await?;
+        let done = match statement(&mut session).await {
             Err(e) if is_lost_connection(&e) => {
                 // What ends one session (a restart, a failover) ends the idle ones too: drop them
                 // all, so that the retry gets a new connection rather than another dead one.
-                drop(Object::take(conn));
+                session.discard();
                 self.pool.retain(|_, _| false);
                 tracing::warn!(error = %e, "a database session was ended; running the statement again on a new one");
-                statement(&mut *self.conn().await?).await.map_err(from_diesel)
+                session = self.session().await?;
+                statement(&mut session).await
             }
-            done => done.map_err(from_diesel),
+            done => done,
         }
+        .map_err(from_diesel)?;
+        session.finish().await?;
+        Ok(done)
     }
 
     /// The row of job `id`, as a statement [`PgStore::repeatable`] can run again.
@@ -155,12 +196,5 @@ impl PgStore {
 
     pub(super) async fn load_job(conn: &mut AsyncPgConnection, id: JobId) -> Result<Option<Job>, StoreError> {
         Self::job_row(conn, id).await.map_err(from_diesel)?.map(JobRow::into_job).transpose()
-    }
-
-    pub(super) async fn load_account(
-        conn: &mut AsyncPgConnection,
-        user_id: UserId,
-    ) -> Result<Option<Account>, StoreError> {
-        Self::user_row(conn, user_id).await.map_err(from_diesel)?.map(UserRow::into_account).transpose()
     }
 }

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::pin::pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -32,7 +31,7 @@ pub use settings::DriverSettings;
 
 use super::Ports;
 use super::handoff::{self, Handoff, Inbox};
-use crate::catalog::Catalog;
+use crate::catalog::LiveCatalog;
 use crate::ids::JobId;
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
 use crate::ports::{PollFailure, StoreError, SubmitFailure, UpstreamStatus, WATCH_TTL};
@@ -55,7 +54,7 @@ struct Cadence {
 #[derive(Clone)]
 pub struct JobDriver {
     ports: Ports,
-    catalog: Arc<Catalog>,
+    catalog: LiveCatalog,
     settings: DriverSettings,
     handoff: Handoff,
     inbox: Inbox,
@@ -86,7 +85,8 @@ enum Signal {
 impl JobDriver {
     /// A driver over `ports`.
     #[must_use]
-    pub fn new(ports: Ports, catalog: Arc<Catalog>, settings: DriverSettings) -> Self {
+    pub fn new(ports: Ports, catalog: impl Into<LiveCatalog>, settings: DriverSettings) -> Self {
+        let catalog = catalog.into();
         let (handoff, inbox) = handoff::channel(settings.lease);
         Self { ports, catalog, settings, handoff, inbox }
     }
@@ -319,7 +319,9 @@ impl JobDriver {
             None => self.submit(job, cadence, handed).await,
             Some(upstream) => {
                 let trigger = match self.ports.upstream.status(job.id(), upstream).await {
-                    Ok(UpstreamStatus::Queued) => Trigger::UpstreamQueued { next_poll_at: self.next_poll(cadence, 0) },
+                    Ok(UpstreamStatus::Queued { position }) => {
+                        Trigger::UpstreamQueued { position, next_poll_at: self.next_poll(cadence, 0) }
+                    }
                     Ok(UpstreamStatus::Running { percent }) => Trigger::UpstreamRunning {
                         progress: self.progress(&job, percent),
                         next_poll_at: self.next_poll(cadence, 0),
@@ -353,8 +355,11 @@ impl JobDriver {
     /// Sends a job to the provider. The start is recorded first, durably, unless the accept
     /// recorded it (`started`): from then on the job may exist at the provider.
     async fn submit(&self, job: Job, cadence: Cadence, started: bool) -> Option<Job> {
-        let Some(model) = self.catalog.model(job.model().as_str()) else {
-            let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is no longer offered");
+        // A job runs on the model it was accepted for even if the operator disabled or deleted
+        // it since: the catalog keeps deleted models' documents for that.
+        let catalog = self.catalog.current();
+        let Some(model) = catalog.any_model(job.model().as_str()) else {
+            let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
             return self.commit(&job, Trigger::Failed { error }).await;
         };
         let job = if started {

@@ -2,27 +2,20 @@
 //! when to poll next, the progress to show, and committing the change.
 
 use super::{Cadence, FALLBACK_RUN_SECS, JobDriver, MAX_BACKOFF_EXPONENT};
-use crate::catalog::Catalog;
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
 use crate::output::OutputItem;
 use crate::ports::{Commit, ResultFailure, StoreError};
 
 /// What a job's result (or a failure reported in its place) does to it, whether a poll fetched
 /// it or the provider pushed it; `None` for a transient failure, which ends nothing.
-pub(crate) fn ending_trigger(
-    catalog: &Catalog,
-    job: &Job,
-    fetched: Result<Vec<OutputItem>, ResultFailure>,
-) -> Option<Trigger> {
+pub(crate) fn ending_trigger(job: &Job, fetched: Result<Vec<OutputItem>, ResultFailure>) -> Option<Trigger> {
     let failed = |code, message: String| Some(Trigger::Failed { error: JobError::new(code, message) });
     match fetched {
         Ok(outputs) if outputs.is_empty() => {
             failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
         }
         Ok(outputs) => {
-            let credits_actual = catalog
-                .model(job.model().as_str())
-                .map_or(job.credits_held(), |m| m.price_delivered(job.input(), &outputs));
+            let credits_actual = job.rate().delivered(job.input(), &outputs, job.credits_held());
             Some(Trigger::Succeeded { outputs, credits_actual })
         }
         Err(ResultFailure::Rejected(reason)) => {
@@ -50,7 +43,7 @@ impl JobDriver {
         if let Err(ResultFailure::Transient(reason)) = &fetched {
             tracing::warn!(job_id = %job.id(), %reason, "result fetch failed; backing off");
         }
-        ending_trigger(&self.catalog, job, fetched).unwrap_or_else(|| Trigger::UpstreamUnreachable {
+        ending_trigger(job, fetched).unwrap_or_else(|| Trigger::UpstreamUnreachable {
             next_poll_at: self.next_poll(cadence, job.poll_failures() + 1),
         })
     }
@@ -73,7 +66,8 @@ impl JobDriver {
         if let Some(percent) = percent {
             return percent.min(MAX_RUNNING_PROGRESS);
         }
-        let typical = self.catalog.model(job.model().as_str()).map_or(FALLBACK_RUN_SECS, |m| m.typical_run_secs);
+        let typical =
+            self.catalog.current().any_model(job.model().as_str()).map_or(FALLBACK_RUN_SECS, |m| m.typical_run_secs);
         let started = job.started_at().unwrap_or_else(|| self.ports.clock.now());
         let elapsed = (self.ports.clock.now() - started).as_seconds_f64().max(0.0);
         let estimate = (elapsed / f64::from(typical.max(1)) * 100.0).floor();

@@ -34,7 +34,7 @@ impl JobDriver {
                     }
                     other => other,
                 };
-                if let Some(ending) = super::ending_trigger(&self.catalog, job, fetched) {
+                if let Some(ending) = super::ending_trigger(job, fetched) {
                     return self.commit(job, ending).await;
                 }
             }

@@ -1,0 +1,211 @@
+//! `genjobs-bench usage`: usage reports over 10 million jobs. The jobs and their ledger rows are
+//! generated in SQL with `generate_series` (not through the API) over 60 days and 1,000 users;
+//! then one user's usage over 30 days and the operators' usage by user over one day are read
+//! through the API, and submissions are measured on the full database against the same closed
+//! loop on the empty one, in the same run. Writes `docs/benchmarks-usage.md`, with the plans
+//! Postgres chose (`EXPLAIN (ANALYZE, BUFFERS)`).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use genjobs_bench::load::{LoadResult, closed_loop};
+use genjobs_domain::ports::UsageGrouping;
+use genjobs_store_postgres::usage_statement;
+
+use super::report::verdict;
+use super::{ADMIN, Failure, create_users, env_number, fresh_database, progress, psql, spawn_genjobs, submissions};
+
+const GENERATED_USERS: u64 = 999;
+
+/// What the run measured.
+struct UsageAtScale {
+    jobs: u64,
+    ledger_rows: u64,
+    generate: Duration,
+    database_size: String,
+    empty_submissions: LoadResult,
+    full_submissions: LoadResult,
+    user_usage: LoadResult,
+    admin_usage: LoadResult,
+    user_plan: String,
+    admin_plan: String,
+}
+
+/// Generates `jobs` final jobs (90 % succeeded at 4 credits, 5 % failed, 5 % canceled) over the
+/// last 60 days for the generated users and `owner` (every 1,000th job is the owner's), each
+/// with its hold and its settle or release in the ledger, and the accounts to match.
+fn generate(url: &str, jobs: u64, owner: &str) -> Result<(), Failure> {
+    let sql = format!(
+        "SET synchronous_commit = off;
+        INSERT INTO users (id, name, credits_available, credits_held, credits_spent, credits_granted,
+                           rate_limit_per_minute, max_concurrent_jobs, active_jobs)
+        SELECT gen_random_uuid(), 'generated' || n, 1000000000000, 0, 0, 1000000000000, 1000000, 1000000, 0
+        FROM generate_series(1, {GENERATED_USERS}) AS n;
+        INSERT INTO ledger (user_id, kind, amount) SELECT id, 'grant', credits_granted FROM users WHERE name LIKE 'generated%';
+        CREATE TEMP TABLE owners AS
+            SELECT row_number() OVER (ORDER BY name) - 1 AS slot, id FROM users WHERE name LIKE 'generated%'
+            UNION ALL SELECT {GENERATED_USERS}, '{owner}'::uuid;
+        CREATE TEMP TABLE generated AS
+            SELECT gen_random_uuid() AS id, o.id AS user_id,
+                (ARRAY['nano-banana', 'flux-pro', 'seedance-2.0-fast', 'kling-2.1-master', 'veo-3-fast'])[1 + n % 5] AS model,
+                CASE WHEN n % 20 = 0 THEN 'failed' WHEN n % 20 = 1 THEN 'canceled' ELSE 'succeeded' END AS state,
+                now() - interval '60 days' * (n::float8 / {jobs}) AS created_at
+            FROM generate_series(0, {jobs} - 1) AS n JOIN owners o ON o.slot = n % 1000;
+        INSERT INTO jobs (id, user_id, model, modality, state, progress, outputs, error, created_at, started_at,
+                          finished_at, canceled_at, credits_held, credits_actual, input, upstream, submit_attempted,
+                          next_poll_at, poll_failures, version, rate_per, rate_credits)
+        SELECT id, user_id, model, 'image', state, CASE WHEN state = 'succeeded' THEN 100 ELSE 0 END,
+            NULL, NULL, created_at, created_at + interval '2 s', created_at + interval '10 s',
+            CASE WHEN state = 'canceled' THEN created_at + interval '10 s' END,
+            4, CASE WHEN state = 'succeeded' THEN 4 ELSE 0 END, '{{\"generated\": true}}', NULL, true, NULL, 0, 3,
+            'image', 4
+        FROM generated;
+        INSERT INTO ledger (user_id, job_id, kind, amount, created_at)
+        SELECT user_id, id, 'hold', 4, created_at FROM generated;
+        INSERT INTO ledger (user_id, job_id, kind, amount, released, created_at)
+        SELECT user_id, id, CASE WHEN state = 'succeeded' THEN 'settle' ELSE 'release' END,
+            4, 0, created_at + interval '10 s' FROM generated;
+        UPDATE users u SET credits_spent = u.credits_spent + s.spent, credits_available = u.credits_available - s.spent
+        FROM (SELECT user_id, sum(CASE WHEN state = 'succeeded' THEN 4 ELSE 0 END) AS spent FROM generated GROUP BY user_id) s
+        WHERE u.id = s.user_id;"
+    );
+    psql(url, &sql)?;
+    // Outside the statement above: VACUUM runs in no transaction block.
+    psql(url, "VACUUM ANALYZE")
+}
+
+fn count(url: &str, sql: &str) -> Result<String, Failure> {
+    let out = Command::new("psql").args([url, "-qtAc", sql]).stderr(Stdio::inherit()).output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The plan of a usage report's statement over `[from, to)`, for `user` when given.
+fn plan(url: &str, group_by: UsageGrouping, from: &str, to: &str, user: Option<&str>) -> Result<String, Failure> {
+    let statement = usage_statement(group_by, user.is_some())
+        .replace("$1", &format!("'{from}'::timestamptz"))
+        .replace("$2", &format!("'{to}'::timestamptz"))
+        .replace("$3", &user.map(|u| format!("'{u}'::uuid")).unwrap_or_default());
+    count(url, &format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {statement}"))
+}
+
+async fn reads(url: String, token: String, clients: usize, seconds: u64) -> LoadResult {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap_or_default();
+    closed_loop(clients, Duration::from_secs(seconds), move |_, _| {
+        let request = client.get(&url).bearer_auth(&token);
+        async move { request.send().await.is_ok_and(|r| r.status() == 200) }
+    })
+    .await
+}
+
+/// Runs the scenario and writes `docs/benchmarks-usage.md`.
+pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failure> {
+    let jobs = env_number("BENCH_USAGE_JOBS", 10_000_000);
+    let (seconds, clients) = (env_number("BENCH_SECONDS", 10), env_number("BENCH_CLIENTS", 32) as usize);
+    let url = fresh_database(server, "genjobs_bench_usage")?;
+    let envs = [
+        ("DATABASE_URL", url.clone()),
+        ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
+        ("GENJOBS_DB_POOL_SIZE", clients.to_string()),
+    ];
+
+    progress("usage 1/3 submissions on the empty database");
+    let app = spawn_genjobs(bin, &envs)?;
+    let users = create_users(&app.base, 65).await?;
+    let (owner, owner_key) = users[64].clone();
+    let keys = Arc::new(users[..64].iter().map(|(_, k)| k.clone()).collect::<Vec<_>>());
+    let empty_submissions = submissions(&app.base, Arc::clone(&keys), clients, seconds).await;
+    drop(app);
+
+    progress(&format!("usage 2/3 generating {jobs} jobs and their ledger in SQL"));
+    let started = Instant::now();
+    generate(&url, jobs, &owner)?;
+    let generate_time = started.elapsed();
+    let app = spawn_genjobs(bin, &envs)?;
+    let full_submissions = submissions(&app.base, keys, clients, seconds).await;
+
+    progress("usage 3/3 usage reports over the full database");
+    let today = time::OffsetDateTime::now_utc().date();
+    let (from, to) = (today - time::Duration::days(29), today);
+    let yesterday = today - time::Duration::days(1);
+    let user_url = format!("{}/api/v1/account/usage?from={from}&to={to}&group_by=day", app.base);
+    let admin_url = format!("{}/api/admin/usage?from={yesterday}&to={yesterday}&group_by=user", app.base);
+    let user_usage = reads(user_url, owner_key, 8, seconds).await;
+    let admin_usage = reads(admin_url, ADMIN.to_owned(), 8, seconds).await;
+    drop(app);
+    let measured = UsageAtScale {
+        jobs: count(&url, "SELECT count(*) FROM jobs")?.parse().unwrap_or(0),
+        ledger_rows: count(&url, "SELECT count(*) FROM ledger")?.parse().unwrap_or(0),
+        generate: generate_time,
+        database_size: count(&url, "SELECT pg_size_pretty(pg_database_size(current_database()))")?,
+        empty_submissions,
+        full_submissions,
+        user_usage,
+        admin_usage,
+        user_plan: plan(
+            &url,
+            UsageGrouping::Day,
+            &from.to_string(),
+            &(to + time::Duration::days(1)).to_string(),
+            Some(&owner),
+        )?,
+        admin_plan: plan(&url, UsageGrouping::User, &yesterday.to_string(), &today.to_string(), None)?,
+    };
+    psql(server, "DROP DATABASE IF EXISTS genjobs_bench_usage WITH (FORCE)")?;
+    write(Path::new("docs/benchmarks-usage.md"), &measured)?;
+    progress("wrote docs/benchmarks-usage.md");
+    Ok(())
+}
+
+fn write(path: &Path, m: &UsageAtScale) -> std::io::Result<()> {
+    let ratio = m.full_submissions.per_sec / m.empty_submissions.per_sec.max(f64::EPSILON);
+    let mut doc = String::from(
+        "# Usage reports at 10 million jobs\n\nWritten by `genjobs-bench usage` (`just bench` runs it after the main \
+         benchmarks). The jobs and their ledger rows are generated in SQL with `generate_series`, not through the \
+         API; the reports and submissions go through the API of a release build on this machine, all figures from \
+         one run.\n\n",
+    );
+    let _ = writeln!(
+        doc,
+        "Data: {} jobs over 60 days and 1,000 users, {} ledger rows, {} on disk; generated in {:.0} s.\n",
+        m.jobs,
+        m.ledger_rows,
+        m.database_size,
+        m.generate.as_secs_f64()
+    );
+    doc.push_str("| what | p50 | p99 | per second | target | |\n|---|---|---|---|---|---|\n");
+    for (what, load) in [
+        ("one user's usage over 30 days, by day (8 clients)", &m.user_usage),
+        ("admin usage by user over one day (8 clients)", &m.admin_usage),
+    ] {
+        let _ = writeln!(
+            doc,
+            "| {what} | {:.1} ms | {:.1} ms | {:.0} ({} errors) | p99 ≤ 50 ms | {} |",
+            load.p50_ms,
+            load.p99_ms,
+            load.per_sec,
+            load.errors,
+            verdict(load.p99_ms <= 50.0 && load.errors == 0)
+        );
+    }
+    let _ = writeln!(
+        doc,
+        "| submissions on the full database, against the empty one (same closed loop) | {:.1} / {:.1} ms | {:.1} / {:.1} ms | {:.0} / {:.0}: ratio {ratio:.2} | within 10 % (≥ 0.90) | {} |",
+        m.full_submissions.p50_ms,
+        m.empty_submissions.p50_ms,
+        m.full_submissions.p99_ms,
+        m.empty_submissions.p99_ms,
+        m.full_submissions.per_sec,
+        m.empty_submissions.per_sec,
+        verdict(ratio >= 0.9)
+    );
+    let _ = write!(
+        doc,
+        "\n## Plans\n\nOne user's usage over 30 days (index `jobs_user_id_created_at`, plus the retention rollup):\n\n```\n{}\n```\n\n\
+         Admin usage by user over one day (index `jobs_created_at`):\n\n```\n{}\n```\n",
+        m.user_plan, m.admin_plan
+    );
+    std::fs::write(path, doc)
+}

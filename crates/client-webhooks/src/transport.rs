@@ -1,0 +1,191 @@
+//! Posting webhooks: where they may go, how each attempt is signed and sent.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use genjobs_domain::address::is_public;
+use genjobs_domain::ports::{AttemptOutcome, OutgoingWebhook, WebhookTransport};
+use genjobs_output_store::PublicResolver;
+use standardwebhooks::Webhook;
+
+/// How attempts are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportSettings {
+    /// How long an attempt waits for the receiver's answer, connection included.
+    pub timeout: Duration,
+    /// Whether destinations on private, loopback and link-local addresses are allowed
+    /// (`GENJOBS_WEBHOOK_ALLOW_PRIVATE`): for deployments whose clients live on the same network.
+    pub allow_private: bool,
+}
+
+impl Default for TransportSettings {
+    fn default() -> Self {
+        Self { timeout: Duration::from_secs(10), allow_private: false }
+    }
+}
+
+/// Sends client webhooks over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpWebhookTransport {
+    client: reqwest::Client,
+    settings: TransportSettings,
+}
+
+impl HttpWebhookTransport {
+    /// A transport with `settings`.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built (no TLS roots).
+    pub fn new(settings: TransportSettings) -> reqwest::Result<Self> {
+        let allow_private = settings.allow_private;
+        let client = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(PublicResolver::new(move |_| allow_private)))
+            .user_agent(concat!("genjobs-webhooks/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self { client, settings })
+    }
+
+    fn allows(&self, ip: IpAddr) -> bool {
+        self.settings.allow_private || is_public(ip)
+    }
+
+    /// The URL's host when it may be called as written: `Err` for a literal address that is
+    /// not allowed.
+    fn parse(&self, url: &str) -> Result<url::Url, String> {
+        let parsed = url::Url::parse(url).map_err(|_| "`webhook_url` is not a valid URL".to_owned())?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err("`webhook_url` must be an http or https URL".into());
+        }
+        match parsed.host() {
+            None => Err("`webhook_url` must name a host".into()),
+            Some(url::Host::Ipv4(ip)) if !self.allows(IpAddr::V4(ip)) => Err(refused(IpAddr::V4(ip))),
+            Some(url::Host::Ipv6(ip)) if !self.allows(IpAddr::V6(ip)) => Err(refused(IpAddr::V6(ip))),
+            Some(_) => Ok(parsed),
+        }
+    }
+}
+
+fn refused(ip: IpAddr) -> String {
+    format!("`webhook_url` may not point at the private or reserved address {ip}")
+}
+
+#[async_trait]
+impl WebhookTransport for HttpWebhookTransport {
+    async fn check_destination(&self, url: &str) -> Result<(), String> {
+        let parsed = self.parse(url)?;
+        let Some(url::Host::Domain(name)) = parsed.host() else { return Ok(()) };
+        if self.settings.allow_private {
+            return Ok(());
+        }
+        let port = parsed.port_or_known_default().unwrap_or(443);
+        let found: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
+            .await
+            .map_err(|_| format!("the host of `webhook_url`, {name}, cannot be resolved"))?
+            .collect();
+        match found.iter().find(|a| !is_public(a.ip())) {
+            Some(private) => Err(format!("the host of `webhook_url`, {name}, resolves to {}", refused(private.ip()))),
+            None if found.is_empty() => Err(format!("the host of `webhook_url`, {name}, has no address")),
+            None => Ok(()),
+        }
+    }
+
+    async fn send(&self, webhook: OutgoingWebhook) -> AttemptOutcome {
+        let no_answer = |error: String| AttemptOutcome { status: None, error: Some(error) };
+        let url = match self.parse(&webhook.url) {
+            Ok(url) => url,
+            Err(why) => return no_answer(why),
+        };
+        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
+        let signature = match Webhook::new(&webhook.secret).and_then(|w| w.sign(&webhook.id, timestamp, &webhook.body))
+        {
+            Ok(signature) => signature,
+            Err(e) => return no_answer(format!("cannot sign: {e}")),
+        };
+        let sent = self
+            .client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(standardwebhooks::HEADER_WEBHOOK_ID, &webhook.id)
+            .header(standardwebhooks::HEADER_WEBHOOK_TIMESTAMP, timestamp.to_string())
+            .header(standardwebhooks::HEADER_WEBHOOK_SIGNATURE, signature)
+            .body(webhook.body)
+            .send()
+            .await;
+        match sent {
+            Ok(answer) => {
+                let status = answer.status();
+                let error = match status.as_u16() {
+                    200..=299 => None,
+                    300..=399 => Some(format!("answered {status}: redirects are not followed")),
+                    _ => Some(format!("answered {status}")),
+                };
+                AttemptOutcome { status: Some(status.as_u16()), error }
+            }
+            Err(e) if e.is_timeout() => {
+                no_answer(format!("no answer within {} s", self.settings.timeout.as_secs_f64()))
+            }
+            Err(e) => no_answer(describe(&e)),
+        }
+    }
+}
+
+/// An error with its causes, which carry what happened (refused, reset, a private address).
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transport(allow_private: bool) -> HttpWebhookTransport {
+        HttpWebhookTransport::new(TransportSettings { allow_private, ..TransportSettings::default() }).unwrap()
+    }
+
+    #[tokio::test]
+    async fn private_destinations_are_refused_unless_allowed() {
+        let strict = transport(false);
+        for url in [
+            "http://127.0.0.1:9/x",
+            "http://10.1.2.3/x",
+            "http://[::1]/x",
+            "http://[::ffff:192.168.0.1]/x",
+            "http://169.254.169.254/latest",
+            "http://0.0.0.0/",
+            "http://localhost:8080/hook",
+            "ftp://example.com/x",
+            "not a url",
+        ] {
+            assert!(strict.check_destination(url).await.is_err(), "{url}");
+        }
+        assert!(strict.check_destination("https://93.184.216.34/hook").await.is_ok());
+        let lenient = transport(true);
+        assert!(lenient.check_destination("http://127.0.0.1:9/x").await.is_ok());
+        assert!(lenient.check_destination("http://localhost:8080/hook").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_attempt_at_a_private_address_is_not_sent() {
+        let outcome = transport(false)
+            .send(OutgoingWebhook {
+                url: "http://127.0.0.1:9/x".into(),
+                id: "msg_1".into(),
+                body: b"{}".to_vec(),
+                secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            })
+            .await;
+        assert_eq!(outcome.status, None);
+        assert!(outcome.error.is_some_and(|e| e.contains("127.0.0.1")));
+    }
+}

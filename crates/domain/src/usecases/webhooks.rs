@@ -1,0 +1,119 @@
+//! Client webhooks as the API shows them: each user's signing secret (made on first use, rotated
+//! on request), a job's events with their attempts, and a redelivery. Delivering is the
+//! [`super::WebhookDispatcher`]'s.
+
+use std::sync::Arc;
+
+use super::{Caller, Gateway, JobQueryError};
+use crate::ids::{JobId, UserId};
+use crate::ports::{SecretVault, StoreError, WebhookStore, WebhookTransport};
+use crate::request::InvalidRequest;
+use crate::webhooks::{EventId, WebhookEvent};
+
+/// The ports client webhooks need, given to a [`Gateway`] ([`Gateway::with_client_webhooks`])
+/// and to the [`super::WebhookDispatcher`].
+#[derive(Clone)]
+pub struct ClientWebhookPorts {
+    /// The outbox and the secrets.
+    pub store: Arc<dyn WebhookStore>,
+    /// Destination checks and delivery.
+    pub transport: Arc<dyn WebhookTransport>,
+    /// Encryption of the secrets.
+    pub vault: Arc<dyn SecretVault>,
+}
+
+impl ClientWebhookPorts {
+    /// The user's secret, made and kept now when the user has none yet.
+    pub(crate) async fn secret_of(&self, user_id: UserId) -> Result<String, StoreError> {
+        let sealed = match self.store.webhook_secret(user_id).await? {
+            Some(sealed) => sealed,
+            None => self.store.keep_webhook_secret(user_id, self.vault.seal(&self.vault.generate()), false).await?,
+        };
+        self.vault.open(&sealed)
+    }
+}
+
+/// Why a job's webhooks cannot be read or redelivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookQueryError {
+    /// The job cannot be read by the caller.
+    #[error(transparent)]
+    Job(#[from] JobQueryError),
+    /// 404: the job has no such event.
+    #[error("this job has no webhook event with this id")]
+    UnknownEvent,
+}
+
+impl From<StoreError> for WebhookQueryError {
+    fn from(e: StoreError) -> Self {
+        Self::Job(JobQueryError::Store(e))
+    }
+}
+
+impl Gateway {
+    /// The same gateway, taking `webhook_url` on submissions and serving webhook secrets and
+    /// deliveries through `ports`.
+    #[must_use]
+    pub fn with_client_webhooks(self, ports: ClientWebhookPorts) -> Self {
+        Self { webhooks: Some(ports), ..self }
+    }
+
+    fn client_webhooks(&self) -> Result<&ClientWebhookPorts, StoreError> {
+        self.webhooks.as_ref().ok_or_else(|| StoreError::Internal("client webhooks are not configured".into()))
+    }
+
+    /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).
+    pub(crate) async fn check_webhook_destination(&self, url: &str) -> Result<(), InvalidRequest> {
+        let Some(webhooks) = &self.webhooks else {
+            return Err(InvalidRequest::param("webhook_url", "this service sends no webhooks"));
+        };
+        webhooks.transport.check_destination(url).await.map_err(|why| InvalidRequest::param("webhook_url", why))
+    }
+
+    /// The caller's signing secret, made now if the caller has none yet.
+    ///
+    /// # Errors
+    /// When the store fails or the secret cannot be opened.
+    pub async fn webhook_secret(&self, caller: &Caller) -> Result<String, StoreError> {
+        self.client_webhooks()?.secret_of(caller.user_id).await
+    }
+
+    /// A new signing secret for the caller; the old one signs nothing from now on, on every
+    /// replica, since each attempt reads the secret from the store.
+    ///
+    /// # Errors
+    /// When the store fails.
+    pub async fn rotate_webhook_secret(&self, caller: &Caller) -> Result<String, StoreError> {
+        let webhooks = self.client_webhooks()?;
+        let secret = webhooks.vault.generate();
+        webhooks.store.keep_webhook_secret(caller.user_id, webhooks.vault.seal(&secret), true).await?;
+        tracing::info!(user_id = %caller.user_id, "webhook secret rotated");
+        Ok(secret)
+    }
+
+    /// The webhook events of one of the caller's jobs.
+    ///
+    /// # Errors
+    /// See [`WebhookQueryError`].
+    pub async fn job_webhooks(&self, caller: &Caller, id: JobId) -> Result<Vec<WebhookEvent>, WebhookQueryError> {
+        self.owned_job(caller, id).await?;
+        Ok(self.client_webhooks()?.store.webhook_events(id).await?)
+    }
+
+    /// One more delivery of an event of one of the caller's jobs, with the same id and body.
+    ///
+    /// # Errors
+    /// See [`WebhookQueryError`].
+    pub async fn redeliver_webhook(&self, caller: &Caller, id: JobId, event: &str) -> Result<(), WebhookQueryError> {
+        self.owned_job(caller, id).await?;
+        let event = EventId::parse(event).filter(|e| e.job_id() == id).ok_or(WebhookQueryError::UnknownEvent)?;
+        let now = self.ports.clock.now();
+        if !self.client_webhooks()?.store.redeliver(event.job_id(), now).await? {
+            return Err(WebhookQueryError::UnknownEvent);
+        }
+        tracing::info!(job_id = %id, event_id = %event, "webhook redelivery requested");
+        // Wakes the dispatchers, which listen to job changes.
+        self.ports.events.publish(id).await;
+        Ok(())
+    }
+}

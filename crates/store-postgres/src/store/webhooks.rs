@@ -1,0 +1,245 @@
+//! The outbox of client webhooks and the users' sealed secrets. Events are inserted by the
+//! `jobs_client_webhook_event` trigger inside the statement that makes a job final (see the
+//! migration), so this module only claims, reads and updates them. Claims take due events with
+//! `FOR UPDATE SKIP LOCKED` under a lease, so each attempt is made by one replica.
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Bytea, Jsonb, Nullable, Timestamptz, Uuid as SqlUuid};
+use diesel_async::RunQueryDsl;
+use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::job::JobState;
+use genjobs_domain::ports::{OutboxState, StoreError, WebhookStore};
+use genjobs_domain::webhooks::{Attempt, EventType, WebhookEvent};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::error::from_diesel;
+use crate::schema::client_webhook_events;
+
+/// A row of `client_webhook_events`, all but its lease.
+#[derive(QueryableByName)]
+#[diesel(table_name = client_webhook_events, check_for_backend(diesel::pg::Pg))]
+struct EventRow {
+    job_id: Uuid,
+    user_id: Uuid,
+    final_state: String,
+    url: String,
+    occurred_at: OffsetDateTime,
+    body: Option<Vec<u8>>,
+    attempts: serde_json::Value,
+    delivered_at: Option<OffsetDateTime>,
+    next_attempt_at: Option<OffsetDateTime>,
+}
+
+/// An attempt as the `attempts` column keeps it.
+#[derive(Serialize, Deserialize)]
+struct AttemptJson {
+    #[serde(with = "time::serde::rfc3339")]
+    at: OffsetDateTime,
+    status: Option<u16>,
+    error: Option<String>,
+}
+
+impl EventRow {
+    fn into_event(self) -> Result<WebhookEvent, StoreError> {
+        let corrupt = |what: &str| StoreError::Internal(format!("webhook event {}: bad {what}", self.job_id));
+        let event_type =
+            JobState::parse(&self.final_state).and_then(EventType::of).ok_or_else(|| corrupt("final_state"))?;
+        let attempts: Vec<AttemptJson> =
+            serde_json::from_value(self.attempts.clone()).map_err(|_| corrupt("attempts"))?;
+        Ok(WebhookEvent {
+            job_id: JobId::from_uuid(self.job_id),
+            user_id: UserId::from_uuid(self.user_id),
+            event_type,
+            url: self.url,
+            occurred_at: self.occurred_at,
+            body: self.body,
+            attempts: attempts.into_iter().map(|a| Attempt { at: a.at, status: a.status, error: a.error }).collect(),
+            delivered_at: self.delivered_at,
+            next_attempt_at: self.next_attempt_at,
+        })
+    }
+}
+
+const EVENT_COLUMNS: &str =
+    "e.job_id, e.user_id, e.final_state, e.url, e.occurred_at, e.body, e.attempts, e.delivered_at, e.next_attempt_at";
+
+const CLAIM_DUE: &str = "\
+UPDATE client_webhook_events e SET lease_until = $1
+FROM (SELECT job_id FROM client_webhook_events
+      WHERE next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2)
+      ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) due
+WHERE e.job_id = due.job_id
+RETURNING ";
+
+/// An event is claimable at its next attempt, or at its lease's end when that is later: the
+/// first of the unleased (by the due index) and of the leased (by the lease index).
+const OUTBOX_STATE: &str = "\
+SELECT LEAST(
+         (SELECT min(next_attempt_at) FROM client_webhook_events
+          WHERE next_attempt_at IS NOT NULL AND (lease_until IS NULL OR lease_until <= next_attempt_at)),
+         (SELECT min(lease_until) FROM client_webhook_events
+          WHERE next_attempt_at IS NOT NULL AND lease_until IS NOT NULL AND lease_until > next_attempt_at)
+       ) AS next_claimable_at,
+       (SELECT min(occurred_at) FROM client_webhook_events WHERE next_attempt_at IS NOT NULL) AS oldest_pending_since";
+
+#[derive(QueryableByName)]
+struct OutboxRow {
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    next_claimable_at: Option<OffsetDateTime>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    oldest_pending_since: Option<OffsetDateTime>,
+}
+
+#[derive(QueryableByName)]
+struct Sealed {
+    #[diesel(sql_type = Nullable<Bytea>)]
+    sealed: Option<Vec<u8>>,
+}
+
+fn events(rows: Vec<EventRow>) -> Result<Vec<WebhookEvent>, StoreError> {
+    rows.into_iter().map(EventRow::into_event).collect()
+}
+
+#[async_trait]
+impl WebhookStore for PgStore {
+    async fn claim_due_events(
+        &self,
+        now: OffsetDateTime,
+        lease_until: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<WebhookEvent>, StoreError> {
+        let mut session = self.session().await?;
+        let rows: Vec<EventRow> = diesel::sql_query(format!("{CLAIM_DUE}{EVENT_COLUMNS}"))
+            .bind::<Timestamptz, _>(lease_until)
+            .bind::<Timestamptz, _>(now)
+            .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+            .load(&mut *session)
+            .await
+            .map_err(from_diesel)?;
+        session.finish().await?;
+        events(rows)
+    }
+
+    async fn defer_events(&self, events: Vec<JobId>, until: OffsetDateTime) -> Result<(), StoreError> {
+        let mut session = self.session().await?;
+        let ids: Vec<Uuid> = events.iter().map(JobId::as_uuid).collect();
+        diesel::sql_query("UPDATE client_webhook_events SET lease_until = $1 WHERE job_id = ANY($2)")
+            .bind::<Timestamptz, _>(until)
+            .bind::<Array<SqlUuid>, _>(ids)
+            .execute(&mut *session)
+            .await
+            .map_err(from_diesel)?;
+        session.finish().await?;
+        Ok(())
+    }
+
+    async fn fix_event_body(&self, job_id: JobId, body: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        let mut session = self.session().await?;
+        let kept: Vec<Sealed> = diesel::sql_query(
+            "UPDATE client_webhook_events SET body = COALESCE(body, $1) WHERE job_id = $2 RETURNING body AS sealed",
+        )
+        .bind::<Bytea, _>(body)
+        .bind::<SqlUuid, _>(job_id.as_uuid())
+        .load(&mut *session)
+        .await
+        .map_err(from_diesel)?;
+        session.finish().await?;
+        kept.into_iter().next().and_then(|row| row.sealed).ok_or_else(|| StoreError::Internal("no such event".into()))
+    }
+
+    async fn record_attempt(
+        &self,
+        job_id: JobId,
+        attempt: Attempt,
+        next_attempt_at: Option<OffsetDateTime>,
+    ) -> Result<(), StoreError> {
+        let mut session = self.session().await?;
+        let delivered = attempt.delivered();
+        let at = attempt.at;
+        let json = serde_json::json!([AttemptJson { at, status: attempt.status, error: attempt.error }]);
+        diesel::sql_query(
+            "UPDATE client_webhook_events SET attempts = attempts || $1, \
+             delivered_at = CASE WHEN $2 THEN $3 ELSE delivered_at END, next_attempt_at = $4, lease_until = NULL \
+             WHERE job_id = $5",
+        )
+        .bind::<Jsonb, _>(json)
+        .bind::<Bool, _>(delivered)
+        .bind::<Timestamptz, _>(at)
+        .bind::<Nullable<Timestamptz>, _>(next_attempt_at)
+        .bind::<SqlUuid, _>(job_id.as_uuid())
+        .execute(&mut *session)
+        .await
+        .map_err(from_diesel)?;
+        session.finish().await?;
+        Ok(())
+    }
+
+    async fn webhook_events(&self, job_id: JobId) -> Result<Vec<WebhookEvent>, StoreError> {
+        let mut session = self.session().await?;
+        let rows: Vec<EventRow> =
+            diesel::sql_query(format!("SELECT {EVENT_COLUMNS} FROM client_webhook_events e WHERE e.job_id = $1"))
+                .bind::<SqlUuid, _>(job_id.as_uuid())
+                .load(&mut *session)
+                .await
+                .map_err(from_diesel)?;
+        session.finish().await?;
+        events(rows)
+    }
+
+    async fn redeliver(&self, job_id: JobId, now: OffsetDateTime) -> Result<bool, StoreError> {
+        let mut session = self.session().await?;
+        let updated = diesel::sql_query("UPDATE client_webhook_events SET next_attempt_at = $1 WHERE job_id = $2")
+            .bind::<Timestamptz, _>(now)
+            .bind::<SqlUuid, _>(job_id.as_uuid())
+            .execute(&mut *session)
+            .await
+            .map_err(from_diesel)?;
+        session.finish().await?;
+        Ok(updated > 0)
+    }
+
+    async fn outbox_state(&self) -> Result<OutboxState, StoreError> {
+        let mut session = self.session().await?;
+        let row: OutboxRow = diesel::sql_query(OUTBOX_STATE).get_result(&mut *session).await.map_err(from_diesel)?;
+        session.finish().await?;
+        Ok(OutboxState { next_claimable_at: row.next_claimable_at, oldest_pending_since: row.oldest_pending_since })
+    }
+
+    async fn webhook_secret(&self, user_id: UserId) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut session = self.session().await?;
+        let rows: Vec<Sealed> = diesel::sql_query("SELECT sealed FROM webhook_secrets WHERE user_id = $1")
+            .bind::<SqlUuid, _>(user_id.as_uuid())
+            .load(&mut *session)
+            .await
+            .map_err(from_diesel)?;
+        session.finish().await?;
+        Ok(rows.into_iter().next().and_then(|row| row.sealed))
+    }
+
+    async fn keep_webhook_secret(
+        &self,
+        user_id: UserId,
+        sealed: Vec<u8>,
+        replace: bool,
+    ) -> Result<Vec<u8>, StoreError> {
+        let mut session = self.session().await?;
+        // Without `replace`, the conflict's no-op update returns the secret already there.
+        let kept: Vec<Sealed> = diesel::sql_query(
+            "INSERT INTO webhook_secrets (user_id, sealed) VALUES ($1, $2) ON CONFLICT (user_id) DO UPDATE \
+             SET sealed = CASE WHEN $3 THEN EXCLUDED.sealed ELSE webhook_secrets.sealed END, updated_at = now() \
+             RETURNING sealed",
+        )
+        .bind::<SqlUuid, _>(user_id.as_uuid())
+        .bind::<Bytea, _>(sealed)
+        .bind::<Bool, _>(replace)
+        .load(&mut *session)
+        .await
+        .map_err(from_diesel)?;
+        session.finish().await?;
+        kept.into_iter().next().and_then(|row| row.sealed).ok_or_else(|| StoreError::Internal("secret not kept".into()))
+    }
+}
