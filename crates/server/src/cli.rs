@@ -5,7 +5,7 @@
 //! client (`remote`).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
@@ -108,6 +108,17 @@ pub enum CatalogCommand {
         /// The model id; the endpoint id less its owner when absent.
         #[arg(long)]
         id: Option<String>,
+        /// Read the endpoint's schema from the provider's published document first (opt-in
+        /// network); when that cannot be read, draft from the schemas held, with a warning.
+        #[arg(long)]
+        online: bool,
+        /// The operator's schema file (`GENJOBS_FAL_SCHEMAS`): read with the shipped schemas, and
+        /// given `--online`, the schema read is added to it.
+        #[arg(long, env = "GENJOBS_FAL_SCHEMAS")]
+        schemas: Option<PathBuf>,
+        /// Where fal serves each endpoint's OpenAPI document (`?endpoint_id=` is added).
+        #[arg(long, env = "GENJOBS_FAL_SCHEMA_URL", default_value = genjobs_upstream_fal::schema::FAL_SCHEMA_URL)]
+        schema_url: String,
     },
 }
 
@@ -304,18 +315,68 @@ fn render_plan(plan: &[PlannedChange]) -> String {
     shown
 }
 
-/// A draft model document for `endpoint` of `provider`, as `genjobs models import` prints it.
+/// What `genjobs models import` asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportRequest<'a> {
+    /// The provider.
+    pub provider: ImportProvider,
+    /// Its endpoint id.
+    pub endpoint: &'a str,
+    /// The model id, if given.
+    pub id: Option<&'a str>,
+    /// Whether to read the schema online first.
+    pub online: bool,
+    /// The operator's schema file.
+    pub schemas: Option<&'a Path>,
+    /// Where the provider serves its schemas.
+    pub schema_url: &'a str,
+}
+
+/// A draft model document for an endpoint, as `genjobs models import` prints it, and a warning
+/// when an online read failed and the draft comes from the schemas held.
 ///
 /// # Errors
-/// [`CliError::Invalid`] when genjobs holds no schema for the endpoint.
-pub fn import(provider: ImportProvider, endpoint: &str, id: Option<&str>) -> Result<String, CliError> {
-    let ImportProvider::Fal = provider;
-    let draft = genjobs_upstream_fal::draft_document(id, endpoint).ok_or_else(|| {
+/// [`CliError::Invalid`] when no schema of the endpoint is held or read, or the operator's
+/// schema file cannot be read or written.
+pub async fn import(request: ImportRequest<'_>) -> Result<(String, Option<String>), CliError> {
+    use genjobs_upstream_fal::schema::{self, EndpointsFile};
+    let ImportProvider::Fal = request.provider;
+    let endpoint_id = request.endpoint;
+    let mut held = match request.schemas {
+        Some(path) if path.exists() => std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| schema::read_endpoints_file(&text))
+            .map_err(|e| CliError::Invalid(format!("{}: {e}", path.display())))?,
+        _ => EndpointsFile::default(),
+    };
+    let mut endpoint = held.endpoints.get(endpoint_id).or_else(|| schema::endpoint(endpoint_id)).cloned();
+    let mut warning = None;
+    if request.online {
+        match schema::fetch_online(request.schema_url, endpoint_id).await {
+            Ok(read) => {
+                if let Some(path) = request.schemas {
+                    held.endpoints.insert(endpoint_id.to_owned(), read.clone());
+                    let text = serde_json::to_string_pretty(&held).unwrap_or_default();
+                    std::fs::write(path, text + "\n")
+                        .map_err(|e| CliError::Invalid(format!("cannot write {}: {e}", path.display())))?;
+                }
+                endpoint = Some(read);
+            }
+            Err(e) => {
+                warning = Some(format!(
+                    "fal's schema of {endpoint_id} could not be read online ({e}); drafting from the schemas held"
+                ));
+            }
+        }
+    }
+    let endpoint = endpoint.ok_or_else(|| {
+        let online = warning.as_deref().map_or_else(String::new, |w| format!(" ({w})"));
         CliError::Invalid(format!(
-            "genjobs holds no schema of the fal endpoint {endpoint:?}; add it to fal-endpoints.json"
+            "genjobs holds no schema of the fal endpoint {endpoint_id:?}; read it with --online, or add it to the file of GENJOBS_FAL_SCHEMAS{online}"
         ))
     })?;
-    Ok(serde_json::to_string_pretty(&draft).unwrap_or_default())
+    let draft = genjobs_upstream_fal::draft_from_schema(request.id, endpoint_id, &endpoint);
+    Ok((serde_json::to_string_pretty(&draft).unwrap_or_default(), warning))
 }
 
 /// The deepest subcommand's matches, where global settings are propagated.

@@ -33,6 +33,8 @@ pub struct Config {
     pub upstream_key: Option<String>,
     /// `GENJOBS_MODELS`.
     pub models_path: Option<PathBuf>,
+    /// `GENJOBS_FAL_SCHEMAS`.
+    pub fal_schemas_path: Option<PathBuf>,
     /// `GENJOBS_DEMO_CREDITS`.
     pub demo_credits: u64,
     /// `GENJOBS_PUBLIC_URL`: where the provider (and clients) reach the service; set, it turns
@@ -82,6 +84,7 @@ impl Default for Config {
             upstream_url: None,
             upstream_key: None,
             models_path: None,
+            fal_schemas_path: None,
             demo_credits: DEFAULT_DEMO_CREDITS,
             public_url: None,
             fal_jwks_url: None,
@@ -203,6 +206,11 @@ pub struct ConfigArgs {
     /// empty catalog store instead of the built-in models.
     #[arg(long, env = "GENJOBS_MODELS", help_heading = "Jobs")]
     pub models: Option<PathBuf>,
+    /// Path to a file of fal endpoint schemas ({"endpoints": {...}}, as `genjobs models import fal
+    /// --online --schemas FILE` writes it) added to those shipped, so that models may route to
+    /// those endpoints.
+    #[arg(long, env = "GENJOBS_FAL_SCHEMAS", help_heading = "Jobs")]
+    pub fal_schemas: Option<PathBuf>,
     /// Requests per minute per user, all /api/v1 endpoints.
     #[arg(long, env = "GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", default_value_t = default_limits().rate_limit_per_minute,
         value_parser = clap::value_parser!(u32).range(1..), help_heading = "Users")]
@@ -371,6 +379,7 @@ impl ConfigArgs {
             upstream_url: self.upstream_url,
             upstream_key: self.upstream_key,
             models_path: self.models,
+            fal_schemas_path: self.fal_schemas,
             demo_credits: self.demo_credits,
             public_url: None,
             fal_jwks_url: self.fal_jwks_url,

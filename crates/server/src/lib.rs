@@ -54,6 +54,14 @@ pub enum StartError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The operator's fal endpoint schemas cannot be read.
+    #[error("fal endpoint schemas {path}: {problem}")]
+    FalSchemas {
+        /// Where they were read from.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// The database cannot be set up.
     #[error(transparent)]
     Database(#[from] SetupError),
@@ -188,6 +196,16 @@ fn initial_documents(config: &Config) -> Result<Vec<ModelDocument>, StartError> 
     }
 }
 
+/// Adds the operator's fal endpoint schemas of `GENJOBS_FAL_SCHEMAS` to those shipped.
+fn add_fal_schemas(config: &Config) -> Result<(), StartError> {
+    let Some(path) = &config.fal_schemas_path else { return Ok(()) };
+    let shown = path.display().to_string();
+    let failed = |problem: String| StartError::FalSchemas { path: shown.clone(), problem };
+    let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
+    let file = genjobs_upstream_fal::schema::read_endpoints_file(&text).map_err(failed)?;
+    genjobs_upstream_fal::schema::add_operator_endpoints(file).map_err(failed)
+}
+
 /// The ports of the configured store (with its webhook outbox), and the tasks that serve them in
 /// the background.
 async fn ports(
@@ -243,6 +261,7 @@ fn route_schemas() -> Vec<Arc<dyn genjobs_domain::ports::RouteSchemas>> {
 /// # Errors
 /// See [`StartError`].
 pub async fn gateway(config: &Config) -> Result<Gateway, StartError> {
+    add_fal_schemas(config)?;
     let upstream = FalUpstream::new(FalConfig::new(config.upstream_url.clone().unwrap_or_default(), None))?;
     let (ports, _, _) = ports(config, Arc::new(upstream), None).await?;
     let gateway = Gateway::new(ports, LiveCatalog::default(), config.gateway.clone());
@@ -281,6 +300,7 @@ fn client_webhooks(
 /// # Errors
 /// See [`StartError`].
 pub async fn start(config: Config) -> Result<Service, StartError> {
+    add_fal_schemas(&config)?;
     let initial_catalog = initial_documents(&config)?;
     let simulator = match &config.upstream_url {
         Some(_) => None,

@@ -31,12 +31,23 @@ async fn main() -> ExitCode {
         }
     };
     if let Some(Command::Models(cli::ModelsCommand {
-        catalog: Some(cli::CatalogCommand::Import { provider, endpoint, id }),
+        catalog: Some(cli::CatalogCommand::Import { provider, endpoint, id, online, schemas, schema_url }),
         ..
     })) = &cli.command
     {
-        return match cli::import(*provider, endpoint, id.as_deref()) {
-            Ok(draft) => {
+        let request = cli::ImportRequest {
+            provider: *provider,
+            endpoint,
+            id: id.as_deref(),
+            online: *online,
+            schemas: schemas.as_deref(),
+            schema_url,
+        };
+        return match cli::import(request).await {
+            Ok((draft, warning)) => {
+                if let Some(warning) = warning {
+                    eprintln!("genjobs: {warning}");
+                }
                 println!("{draft}");
                 ExitCode::SUCCESS
             }

@@ -109,7 +109,13 @@ pub(crate) fn mapping(endpoint: &Endpoint) -> Mapping {
 /// model (`recraft-v3-text-to-image`).
 #[must_use]
 pub fn draft_document(id: Option<&str>, endpoint_id: &str) -> Option<Value> {
-    let endpoint = schema::endpoint(endpoint_id)?;
+    schema::endpoint(endpoint_id).map(|endpoint| draft_from_schema(id, endpoint_id, endpoint))
+}
+
+/// A draft document (JSON, with its `id`) for the fal endpoint `endpoint_id` whose schema is
+/// `endpoint`, however it was obtained (held, or read from fal online).
+#[must_use]
+pub fn draft_from_schema(id: Option<&str>, endpoint_id: &str, endpoint: &Endpoint) -> Value {
     let named = endpoint_id.split_once('/').map_or(endpoint_id, |(_, rest)| rest).replace('/', "-");
     let id = id.unwrap_or(&named);
     let video = matches!(endpoint.output, OutputShape::Video { .. });
@@ -119,7 +125,7 @@ pub fn draft_document(id: Option<&str>, endpoint_id: &str) -> Option<Value> {
     if let Some(images) = image_inputs {
         route["image_inputs"] = images;
     }
-    Some(json!({
+    json!({
         "id": id,
         "modality": if video { "video" } else { "image" },
         "display_name": id,
@@ -128,7 +134,7 @@ pub fn draft_document(id: Option<&str>, endpoint_id: &str) -> Option<Value> {
         "price": {"per": if video { "second" } else { "image" }, "credits": 0},
         "enabled": false,
         "routes": [route],
-    }))
+    })
 }
 
 #[cfg(test)]

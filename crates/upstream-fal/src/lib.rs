@@ -44,7 +44,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-pub use draft::draft_document;
+pub use draft::{draft_document, draft_from_schema};
 pub use outputs::parse_outputs;
 pub use reference::FalRef;
 pub use retry::ReadRetry;
