@@ -48,6 +48,7 @@ macro_rules! store_contract_tests {
             purging_final_jobs_keeps_the_ledger_and_usage,
             a_final_commit_records_one_webhook_event,
             webhook_events_are_claimed_once_until_their_lease_ends,
+            a_claim_leaves_hosts_at_their_limit_alone,
             webhook_attempts_are_recorded_and_a_delivery_ends_them,
             a_redelivered_webhook_event_is_due_again,
             webhook_secrets_are_made_once_and_replaced_on_rotation,

@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use async_trait::async_trait;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::Job;
-use genjobs_domain::ports::{OutboxState, StoreError, WebhookStore};
-use genjobs_domain::webhooks::{Attempt, WebhookEvent};
+use genjobs_domain::ports::{ClaimLimits, OutboxState, StoreError, WebhookStore};
+use genjobs_domain::webhooks::{Attempt, WebhookEvent, destination_host};
 use time::OffsetDateTime;
 
 use super::MemoryStore;
@@ -81,17 +81,27 @@ impl WebhookStore for MemoryStore {
         &self,
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
-        limit: usize,
+        limits: ClaimLimits,
     ) -> Result<Vec<WebhookEvent>, StoreError> {
         let mut state = self.state();
         let outbox = &mut state.outbox;
+        let mut taken: HashMap<String, usize> = HashMap::new();
         let claimable: Vec<JobId> = outbox
             .due
             .iter()
             .take_while(|(next, _)| *next <= now)
-            .filter(|(_, id)| outbox.events.get(id).is_some_and(|row| row.lease_until.is_none_or(|l| l <= now)))
-            .map(|(_, id)| *id)
-            .take(limit)
+            .filter_map(|(_, id)| outbox.events.get(id))
+            .filter(|row| row.lease_until.is_none_or(|l| l <= now))
+            .filter(|row| {
+                let host = destination_host(&row.event.url);
+                let free = limits.free_for(&host);
+                let count = taken.entry(host).or_default();
+                let fits = *count < free;
+                *count += usize::from(fits);
+                fits
+            })
+            .map(|row| row.event.job_id)
+            .take(limits.total)
             .collect();
         Ok(claimable
             .into_iter()

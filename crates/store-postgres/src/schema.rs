@@ -22,6 +22,7 @@ diesel::table! {
         delivered_at -> Nullable<Timestamptz>,
         next_attempt_at -> Nullable<Timestamptz>,
         lease_until -> Nullable<Timestamptz>,
+        host -> Text,
     }
 }
 

@@ -2,6 +2,8 @@
 //! network ([`WebhookTransport`]), the secrets' encryption ([`SecretVault`]) and the body
 //! ([`WebhookRenderer`], since the job resource is the edge's wire format).
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -9,6 +11,34 @@ use super::StoreError;
 use crate::ids::{JobId, UserId};
 use crate::job::Job;
 use crate::webhooks::{Attempt, EventType, WebhookEvent};
+
+/// How many events one claim may take: in all, and for each destination host (the host and
+/// port of its URL, as [`crate::webhooks::destination_host`] names it) no more than the slots
+/// its deliveries in flight leave free. A host at its limit is skipped, not waited on, so a slow
+/// receiver holds only its own slots and the events of other hosts are claimed past it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimLimits {
+    /// Events in all.
+    pub total: usize,
+    /// Deliveries at once to one host.
+    pub per_host: usize,
+    /// Deliveries in flight now, by host.
+    pub in_flight: HashMap<String, usize>,
+}
+
+impl ClaimLimits {
+    /// Up to `total` events, whatever their hosts.
+    #[must_use]
+    pub fn up_to(total: usize) -> Self {
+        Self { total, per_host: usize::MAX, in_flight: HashMap::new() }
+    }
+
+    /// How many more events of `host` may be claimed.
+    #[must_use]
+    pub fn free_for(&self, host: &str) -> usize {
+        self.per_host.saturating_sub(self.in_flight.get(host).copied().unwrap_or(0))
+    }
+}
 
 /// The outbox as a whole, for the dispatcher's sleep and the operators' gauge.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,14 +59,14 @@ pub struct OutboxState {
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    /// Claims up to `limit` events whose next attempt is due by `now` and whose lease (if any)
-    /// has run out, earliest first, leasing them until `lease_until` so that no other dispatcher
-    /// takes them.
+    /// Claims events whose next attempt is due by `now` and whose lease (if any) has run out,
+    /// earliest first within `limits` (in all, and per destination host), leasing them until
+    /// `lease_until` so that no other dispatcher takes them.
     async fn claim_due_events(
         &self,
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
-        limit: usize,
+        limits: ClaimLimits,
     ) -> Result<Vec<WebhookEvent>, StoreError>;
 
     /// Hands claimed events back without trying them: none may be claimed again before `until`.

@@ -4,12 +4,13 @@
 //! once its lease runs out.
 //!
 //! It sleeps until the earliest event can be claimed, not on a coarse tick, and wakes at once
-//! when a job changes (a final commit records an event; a redelivery publishes the job too), so
-//! that an attempt starts close to its due time. Deliveries run concurrently, at most
-//! [`DispatchSettings::max_in_flight`] at once and [`DispatchSettings::per_host`] per
-//! destination host: a slow or dead receiver holds only its own host's slots, and the events of
-//! a host whose slots are full are handed back for a moment rather than held, so they never wait
-//! on a lease.
+//! when a job changes (a final commit records an event; a redelivery publishes the job too) or
+//! a delivery ends, so that an attempt starts close to its due time. Deliveries run
+//! concurrently, at most [`DispatchSettings::max_in_flight`] at once and
+//! [`DispatchSettings::per_host`] per destination host. The claim itself skips the hosts whose
+//! slots are full ([`ClaimLimits`]): a slow or dead receiver holds only its own host's slots,
+//! its waiting events stay in the outbox untouched, and other hosts' events are claimed past
+//! them.
 
 use std::collections::HashMap;
 use std::pin::pin;
@@ -23,7 +24,7 @@ use time::OffsetDateTime;
 
 use super::Ports;
 use super::webhooks::ClientWebhookPorts;
-use crate::ports::{OutgoingWebhook, StoreError, WebhookRenderer};
+use crate::ports::{ClaimLimits, OutgoingWebhook, StoreError, WebhookRenderer};
 use crate::webhooks::{Attempt, RetryPolicy, WebhookEvent, destination_host};
 
 /// How the dispatcher works.
@@ -38,8 +39,9 @@ pub struct DispatchSettings {
     pub max_in_flight: usize,
     /// Deliveries at once to one destination host.
     pub per_host: usize,
-    /// How long an event of a host whose slots are full is handed back for.
-    pub busy_host_deferral: Duration,
+    /// How soon an event that could not be prepared (its job or its secret unreadable for a
+    /// moment) is tried again.
+    pub prepare_retry: Duration,
     /// The longest sleep: how soon an event recorded by a replica that could not wake this one
     /// is seen.
     pub idle_check: Duration,
@@ -52,7 +54,7 @@ impl Default for DispatchSettings {
             lease: Duration::from_secs(20),
             max_in_flight: 256,
             per_host: 8,
-            busy_host_deferral: Duration::from_millis(250),
+            prepare_retry: Duration::from_millis(250),
             idle_check: Duration::from_secs(1),
         }
     }
@@ -116,8 +118,10 @@ impl WebhookDispatcher {
                 match self.webhooks.store.outbox_state().await {
                     Ok(state) => {
                         super::telemetry::webhook_outbox(state.oldest_pending_since.map(|since| now - since));
+                        // An event due by now that was not claimed waits on a host at its
+                        // limit: a delivery's end, not the clock, frees it.
                         let free = in_flight.len() < self.settings.max_in_flight;
-                        if let Some(at) = state.next_claimable_at.filter(|_| free) {
+                        if let Some(at) = state.next_claimable_at.filter(|at| free && *at > now) {
                             let until = Duration::try_from(at - self.ports.clock.now()).unwrap_or_default();
                             nap = nap.min(until);
                         }
@@ -139,10 +143,15 @@ impl WebhookDispatcher {
             };
             match woke {
                 Woke::Delivered(host) => {
-                    if let Some(count) = per_host.get_mut(&host) {
-                        *count -= 1;
-                        if *count == 0 {
-                            per_host.remove(&host);
+                    // Deliveries end in bursts under load: one look serves all that have ended.
+                    let ended =
+                        std::iter::once(host).chain(std::iter::from_fn(|| in_flight.next().now_or_never().flatten()));
+                    for host in ended {
+                        if let Some(count) = per_host.get_mut(&host) {
+                            *count -= 1;
+                            if *count == 0 {
+                                per_host.remove(&host);
+                            }
                         }
                     }
                 }
@@ -155,35 +164,16 @@ impl WebhookDispatcher {
         }
     }
 
-    /// Claims due events for the free slots, handing back at once those of hosts whose slots
-    /// are full.
+    /// Claims due events for the free slots, within each host's free slots.
     async fn claim(&self, now: OffsetDateTime, free: usize, per_host: &HashMap<String, usize>) -> Vec<WebhookEvent> {
-        let claimed = match self.webhooks.store.claim_due_events(now, now + self.settings.lease, free).await {
+        let limits = ClaimLimits { total: free, per_host: self.settings.per_host, in_flight: per_host.clone() };
+        match self.webhooks.store.claim_due_events(now, now + self.settings.lease, limits).await {
             Ok(claimed) => claimed,
             Err(e) => {
                 tracing::warn!(error = %e, "could not claim due webhook events");
-                return Vec::new();
-            }
-        };
-        let mut taken: HashMap<String, usize> = HashMap::new();
-        let (mut ready, mut busy) = (Vec::new(), Vec::new());
-        for event in claimed {
-            let host = destination_host(&event.url);
-            let count = taken.entry(host.clone()).or_insert_with(|| per_host.get(&host).copied().unwrap_or(0));
-            if *count < self.settings.per_host {
-                *count += 1;
-                ready.push(event);
-            } else {
-                busy.push(event.job_id);
+                Vec::new()
             }
         }
-        if !busy.is_empty() {
-            let until = now + self.settings.busy_host_deferral;
-            if let Err(e) = self.webhooks.store.defer_events(busy, until).await {
-                tracing::warn!(error = %e, "could not hand back webhook events of busy hosts");
-            }
-        }
-        ready
     }
 
     /// One attempt at delivering `event`, recorded with when to try next.
@@ -202,7 +192,7 @@ impl WebhookDispatcher {
             Ok(prepared) => prepared,
             Err(e) => {
                 tracing::warn!(%job_id, %event_id, error = %e, "could not prepare a webhook; trying again shortly");
-                let again = self.ports.clock.now() + self.settings.busy_host_deferral;
+                let again = self.ports.clock.now() + self.settings.prepare_retry;
                 if let Err(e) = self.webhooks.store.defer_events(vec![job_id], again).await {
                     tracing::warn!(%job_id, %event_id, error = %e, "could not hand a webhook back; retried after its lease");
                 }

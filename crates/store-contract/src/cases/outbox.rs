@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use genjobs_domain::ids::UserId;
 use genjobs_domain::job::{Job, Trigger};
-use genjobs_domain::ports::{Accepted, Commit};
-use genjobs_domain::webhooks::{Attempt, EventType};
+use genjobs_domain::ports::{Accepted, ClaimLimits, Commit};
+use genjobs_domain::webhooks::{Attempt, EventType, destination_host};
 use time::Duration;
 
 use super::{Store, new_job, now, step, submitted, success, user};
@@ -59,17 +59,55 @@ pub async fn webhook_events_are_claimed_once_until_their_lease_ends<S: Store>(st
     let job = succeeded_with_hook(&*store).await;
     let t0 = now() + Duration::seconds(1);
     let lease = t0 + Duration::seconds(30);
-    let claimed = store.claim_due_events(t0, lease, 10).await.unwrap();
+    let claimed = store.claim_due_events(t0, lease, ClaimLimits::up_to(10)).await.unwrap();
     assert_eq!(claimed.iter().map(|e| e.job_id).collect::<Vec<_>>(), vec![job.id()]);
-    assert!(store.claim_due_events(t0, lease, 10).await.unwrap().is_empty(), "leased");
+    assert!(store.claim_due_events(t0, lease, ClaimLimits::up_to(10)).await.unwrap().is_empty(), "leased");
     assert_eq!(store.outbox_state().await.unwrap().next_claimable_at, Some(lease));
     let after = lease + Duration::seconds(1);
-    assert_eq!(store.claim_due_events(after, after + Duration::seconds(30), 10).await.unwrap().len(), 1);
+    assert_eq!(
+        store.claim_due_events(after, after + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap().len(),
+        1
+    );
 
     let back = after + Duration::seconds(40);
     store.defer_events(vec![job.id()], back).await.unwrap();
-    assert!(store.claim_due_events(back - Duration::seconds(1), back, 10).await.unwrap().is_empty());
-    assert_eq!(store.claim_due_events(back, back + Duration::seconds(30), 10).await.unwrap().len(), 1);
+    assert!(
+        store.claim_due_events(back - Duration::seconds(1), back, ClaimLimits::up_to(10)).await.unwrap().is_empty()
+    );
+    assert_eq!(
+        store.claim_due_events(back, back + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap().len(),
+        1
+    );
+}
+
+/// A claim takes no more events of a host than its free slots, and takes other hosts' events
+/// past those of a host at its limit; hosts are named as `destination_host` names them.
+pub async fn a_claim_leaves_hosts_at_their_limit_alone<S: Store>(store: Arc<S>) {
+    let id = user(&*store, 100).await;
+    let busy_url = "https://User:pw@Busy.Example.com:8443/hook?n=1";
+    let busy = destination_host(busy_url);
+    let mut busy_jobs = Vec::new();
+    for _ in 0..3 {
+        let job = submitted(&*store, &accepted_with_hook(&*store, id, Some(busy_url)).await).await;
+        busy_jobs.push(step(&*store, &job, success(1)).await.id());
+    }
+    let other = submitted(&*store, &accepted_with_hook(&*store, id, Some(HOOK)).await).await;
+    let other = step(&*store, &other, success(1)).await.id();
+    let t0 = now() + Duration::seconds(1);
+    let lease = t0 + Duration::seconds(30);
+
+    let at_limit = ClaimLimits { total: 10, per_host: 2, in_flight: [(busy.clone(), 2)].into() };
+    let claimed: Vec<_> = store.claim_due_events(t0, lease, at_limit).await.unwrap().iter().map(|e| e.job_id).collect();
+    assert_eq!(claimed, vec![other], "the busy host's events wait, the other host's is taken past them");
+
+    let one_free = ClaimLimits { total: 10, per_host: 2, in_flight: [(busy.clone(), 1)].into() };
+    let claimed = store.claim_due_events(t0, lease, one_free).await.unwrap();
+    assert_eq!(claimed.iter().map(|e| e.job_id).collect::<Vec<_>>(), vec![busy_jobs[0]], "one free slot, the earliest");
+
+    let idle = ClaimLimits { total: 1, per_host: 2, in_flight: Default::default() };
+    assert_eq!(store.claim_due_events(t0, lease, idle.clone()).await.unwrap().len(), 1, "the total caps the claim");
+    assert_eq!(store.claim_due_events(t0, lease, idle).await.unwrap().len(), 1);
+    assert!(store.claim_due_events(t0, lease, ClaimLimits::up_to(10)).await.unwrap().is_empty(), "all leased");
 }
 
 /// Attempts are appended; a failed one schedules the next, a delivered one ends the schedule; the
@@ -77,7 +115,7 @@ pub async fn webhook_events_are_claimed_once_until_their_lease_ends<S: Store>(st
 pub async fn webhook_attempts_are_recorded_and_a_delivery_ends_them<S: Store>(store: Arc<S>) {
     let job = succeeded_with_hook(&*store).await;
     let t0 = now() + Duration::seconds(1);
-    store.claim_due_events(t0, t0 + Duration::seconds(30), 10).await.unwrap();
+    store.claim_due_events(t0, t0 + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap();
     assert_eq!(store.fix_event_body(job.id(), b"first".to_vec()).await.unwrap(), b"first");
     assert_eq!(store.fix_event_body(job.id(), b"second".to_vec()).await.unwrap(), b"first");
     let retry_at = t0 + Duration::seconds(5);
@@ -85,8 +123,15 @@ pub async fn webhook_attempts_are_recorded_and_a_delivery_ends_them<S: Store>(st
     let state = store.outbox_state().await.unwrap();
     assert_eq!(state.next_claimable_at, Some(retry_at), "the lease ended with the attempt");
     assert!(state.oldest_pending_since.is_some());
-    assert!(store.claim_due_events(retry_at - Duration::seconds(1), retry_at, 10).await.unwrap().is_empty());
-    let again = store.claim_due_events(retry_at, retry_at + Duration::seconds(30), 10).await.unwrap();
+    assert!(
+        store
+            .claim_due_events(retry_at - Duration::seconds(1), retry_at, ClaimLimits::up_to(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let again =
+        store.claim_due_events(retry_at, retry_at + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap();
     assert_eq!(again[0].body.as_deref(), Some(&b"first"[..]));
     assert_eq!(again[0].attempts, vec![failed(t0)]);
 
@@ -98,7 +143,7 @@ pub async fn webhook_attempts_are_recorded_and_a_delivery_ends_them<S: Store>(st
     assert_eq!(store.outbox_state().await.unwrap().next_claimable_at, None);
     assert!(
         store
-            .claim_due_events(retry_at + Duration::days(2), retry_at + Duration::days(3), 10)
+            .claim_due_events(retry_at + Duration::days(2), retry_at + Duration::days(3), ClaimLimits::up_to(10))
             .await
             .unwrap()
             .is_empty()
@@ -109,15 +154,21 @@ pub async fn webhook_attempts_are_recorded_and_a_delivery_ends_them<S: Store>(st
 pub async fn a_redelivered_webhook_event_is_due_again<S: Store>(store: Arc<S>) {
     let job = succeeded_with_hook(&*store).await;
     let t0 = now() + Duration::seconds(1);
-    store.claim_due_events(t0, t0 + Duration::seconds(30), 10).await.unwrap();
+    store.claim_due_events(t0, t0 + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap();
     store.fix_event_body(job.id(), b"body".to_vec()).await.unwrap();
     store.record_attempt(job.id(), failed(t0), None).await.unwrap();
-    assert!(store.claim_due_events(t0 + Duration::days(9), t0 + Duration::days(10), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_due_events(t0 + Duration::days(9), t0 + Duration::days(10), ClaimLimits::up_to(10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let t1 = t0 + Duration::seconds(2);
     assert!(store.redeliver(job.id(), t1).await.unwrap());
     let other = new_job(job.user_id(), 1, now());
     assert!(!store.redeliver(other.id(), t1).await.unwrap(), "no such event");
-    let claimed = store.claim_due_events(t1, t1 + Duration::seconds(30), 10).await.unwrap();
+    let claimed = store.claim_due_events(t1, t1 + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!((claimed[0].attempts.len(), claimed[0].body.as_deref()), (1, Some(&b"body"[..])));
 }

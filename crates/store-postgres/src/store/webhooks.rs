@@ -5,11 +5,11 @@
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Bytea, Jsonb, Nullable, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Array, BigInt, Bool, Bytea, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::RunQueryDsl;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::JobState;
-use genjobs_domain::ports::{OutboxState, StoreError, WebhookStore};
+use genjobs_domain::ports::{ClaimLimits, OutboxState, StoreError, WebhookStore};
 use genjobs_domain::webhooks::{Attempt, EventType, WebhookEvent};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -67,11 +67,20 @@ impl EventRow {
 const EVENT_COLUMNS: &str =
     "e.job_id, e.user_id, e.final_state, e.url, e.occurred_at, e.body, e.attempts, e.delivered_at, e.next_attempt_at";
 
+/// The earliest due, unleased events of hosts not at their limit (`$4`), locked as a window of
+/// `$5`; of those, at most each host's free slots (`$6`, less `$7`/`$8` in flight) and `$3` in
+/// all, leased until `$1`.
 const CLAIM_DUE: &str = "\
 UPDATE client_webhook_events e SET lease_until = $1
-FROM (SELECT job_id FROM client_webhook_events
-      WHERE next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2)
-      ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) due
+FROM (SELECT job_id FROM (
+          SELECT d.job_id, d.next_attempt_at,
+                 row_number() OVER (PARTITION BY d.host ORDER BY d.next_attempt_at) + coalesce(busy.in_flight, 0) AS slot
+          FROM (SELECT job_id, next_attempt_at, host FROM client_webhook_events
+                WHERE next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2) AND host <> ALL($4)
+                ORDER BY next_attempt_at LIMIT $5 FOR UPDATE SKIP LOCKED) d
+          LEFT JOIN unnest($7::text[], $8::bigint[]) AS busy(host, in_flight) ON busy.host = d.host) ranked
+      WHERE slot <= $6
+      ORDER BY next_attempt_at LIMIT $3) due
 WHERE e.job_id = due.job_id
 RETURNING ";
 
@@ -110,13 +119,25 @@ impl WebhookStore for PgStore {
         &self,
         now: OffsetDateTime,
         lease_until: OffsetDateTime,
-        limit: usize,
+        limits: ClaimLimits,
     ) -> Result<Vec<WebhookEvent>, StoreError> {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let full: Vec<&str> =
+            limits.in_flight.keys().filter(|host| limits.free_for(host) == 0).map(String::as_str).collect();
+        let (hosts, in_flight): (Vec<&str>, Vec<i64>) =
+            limits.in_flight.iter().map(|(host, n)| (host.as_str(), count(*n))).unzip();
+        // Enough rows to find each free host's share without locking the whole backlog.
+        let window = limits.total.saturating_mul(4).max(64);
         let mut session = self.session().await?;
         let rows: Vec<EventRow> = diesel::sql_query(format!("{CLAIM_DUE}{EVENT_COLUMNS}"))
             .bind::<Timestamptz, _>(lease_until)
             .bind::<Timestamptz, _>(now)
-            .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind::<BigInt, _>(count(limits.total))
+            .bind::<Array<Text>, _>(full)
+            .bind::<BigInt, _>(count(window))
+            .bind::<BigInt, _>(count(limits.per_host))
+            .bind::<Array<Text>, _>(hosts)
+            .bind::<Array<BigInt>, _>(in_flight)
             .load(&mut *session)
             .await
             .map_err(from_diesel)?;

@@ -1,0 +1,1 @@
+ALTER TABLE client_webhook_events DROP COLUMN host;
