@@ -30,3 +30,5 @@ timeout 900 target/release/genjobs-bench
 timeout 2400 target/release/genjobs-bench usage
 # 1, 2 and 4 replicas, directly and through PgBouncer: docs/benchmarks-replicas.md.
 timeout 900 target/release/genjobs-bench replicas
+# Webhooks to clients: latency to a receiver, and memory over 100,000 undelivered events.
+timeout 600 target/release/genjobs-bench client-webhooks

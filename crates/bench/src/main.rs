@@ -3,8 +3,9 @@
 //! `docs/benchmarks-history.jsonl`. `scripts/bench.sh` (`just bench`) builds and calls it.
 //! `genjobs-bench usage` runs only the usage reports over 10 million jobs (`usage_scale`), which
 //! writes `docs/benchmarks-usage.md`; `genjobs-bench replicas` only 1, 2 and 4 replicas, directly
-//! and through PgBouncer (`replicas`), which writes `docs/benchmarks-replicas.md`; `just bench`
-//! runs both after the rest.
+//! and through PgBouncer (`replicas`), which writes `docs/benchmarks-replicas.md`;
+//! `genjobs-bench client-webhooks` only the webhooks to clients (`client_webhooks`), which writes
+//! `docs/benchmarks-client-webhooks.md`; `just bench` runs all three after the rest.
 //!
 //! Environment: `DATABASE_URL` (server to create the bench databases on; the local one by
 //! default), `BENCH_SECONDS` (length of each load run, 10), `BENCH_CLIENTS` (32),
@@ -207,6 +208,13 @@ async fn run_replicas() -> Result<(), Failure> {
     replicas::run(&bin, &server, &sim.base).await
 }
 
+/// `genjobs-bench client-webhooks`: only the webhooks to clients.
+async fn run_client_webhooks() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    client_webhooks::run(&bin, &server).await
+}
+
 async fn run() -> Result<(), Failure> {
     let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
     let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
@@ -404,6 +412,7 @@ async fn run() -> Result<(), Failure> {
     Ok(())
 }
 
+mod client_webhooks;
 mod lifecycle;
 mod pgbench;
 mod replicas;
@@ -415,6 +424,7 @@ async fn main() -> std::process::ExitCode {
     let outcome = match std::env::args().nth(1).as_deref() {
         Some("usage") => run_usage().await,
         Some("replicas") => run_replicas().await,
+        Some("client-webhooks") => run_client_webhooks().await,
         _ => run().await,
     };
     match outcome {
