@@ -103,7 +103,7 @@ pub enum CatalogCommand {
     Import {
         /// The provider: `fal`.
         provider: ImportProvider,
-        /// The provider's endpoint id, e.g. fal-ai/minimax/hailuo-02/standard/text-to-video.
+        /// The provider's endpoint id, as the provider names it (for fal: owner/model/variant).
         endpoint: String,
         /// The model id; the endpoint id less its owner when absent.
         #[arg(long)]
