@@ -62,6 +62,9 @@ pub struct HttpSettings {
     pub public_url: Option<String>,
     /// How long a minted output link stays valid.
     pub output_url_ttl: Duration,
+    /// `GENJOBS_LINK_SECRET`: what output links are signed with; `None` derives a secret from
+    /// the admin token, so that replicas sharing their configuration still agree.
+    pub link_secret: Option<String>,
 }
 
 impl Default for HttpSettings {
@@ -74,6 +77,7 @@ impl Default for HttpSettings {
             workers: None,
             public_url: None,
             output_url_ttl: Duration::from_secs(3600),
+            link_secret: None,
         }
     }
 }
@@ -99,10 +103,15 @@ pub struct AppState {
 
 impl AppState {
     /// The state of an edge over `gateway` whose operators use `admin_token`, not draining, with
-    /// the process's metrics. Output links are signed under a key derived from the token.
+    /// the process's metrics. Output links are signed with the settings' link secret, or else
+    /// under a key derived from the token.
     #[must_use]
     pub fn new(gateway: Gateway, admin_token: &str, settings: HttpSettings) -> Self {
-        let links = LinkSigner::new(admin_token, settings.output_url_ttl, settings.public_url.clone());
+        let secret = settings
+            .link_secret
+            .clone()
+            .unwrap_or_else(|| format!("output links, derived from the admin token\n{admin_token}"));
+        let links = LinkSigner::new(&secret, settings.output_url_ttl, settings.public_url.clone());
         Self {
             gateway,
             admin_token: AdminToken::new(admin_token),

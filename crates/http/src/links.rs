@@ -1,9 +1,9 @@
 //! Signed links to stored outputs: `/api/v1/files/{job_id}/{index}?expires=<unix s>&sig=<hex>`,
 //! answered without an API key so that an `<img>` or `<video>` tag can use them. The signature is
-//! an HMAC-SHA256 of `{job_id}/{index}/{expires}` under a key derived from the admin token, so
-//! that every replica configured alike verifies every other's links; changing the token voids
-//! the links minted before (they live an hour by default anyway). Every read of a job mints
-//! fresh links.
+//! an HMAC-SHA256 of `{job_id}/{index}/{expires}` under a key derived from `GENJOBS_LINK_SECRET`
+//! (or, unset, from the admin token), so that every replica configured alike verifies every
+//! other's links; changing the secret voids the links minted before (they live an hour by
+//! default anyway). Every read of a job mints fresh links.
 
 use std::time::Duration;
 

@@ -318,6 +318,10 @@ pub struct ConfigArgs {
     /// Key that encrypts users' webhook secrets at rest [default: derived from the admin token].
     #[arg(long, env = "GENJOBS_SECRET_KEY", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
     pub secret_key: Option<String>,
+    /// Signs the links to stored outputs; set it in production, the same on every replica
+    /// [default: derived from the admin token, with a warning].
+    #[arg(long, env = "GENJOBS_LINK_SECRET", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
+    pub link_secret: Option<String>,
     /// Run time of the built-in simulator.
     #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
         help_heading = "Built-in simulator")]
@@ -354,6 +358,7 @@ impl ConfigArgs {
             keep_alive: Duration::from_secs(self.sse_keepalive_secs),
             workers: self.http_workers.map(|n| n as usize),
             output_url_ttl: Duration::from_secs(self.output_url_ttl_secs),
+            link_secret: self.link_secret,
             ..defaults.http
         };
         let postgres = PgSettings {

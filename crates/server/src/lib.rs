@@ -372,6 +372,11 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
 
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
+    if config.http.link_secret.is_none() {
+        tracing::warn!(
+            "GENJOBS_LINK_SECRET is not set: output links are signed with a secret derived from the admin token"
+        );
+    }
     let mut state = AppState::new(gateway, &admin_token, config.http.clone());
     state.drain = drain.clone();
     if let Some(pg) = &postgres {
