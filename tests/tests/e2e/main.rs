@@ -14,6 +14,7 @@ mod errors;
 mod fal_failures;
 mod jobs;
 mod ledger;
+mod link_secret;
 mod models;
 mod money;
 mod openai;

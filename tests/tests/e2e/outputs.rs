@@ -126,25 +126,3 @@ async fn without_an_output_store_the_providers_url_is_given_as_it_is() {
     assert!(output["url"].as_str().unwrap().starts_with(&app.sim_url), "{output}");
     assert!(output["meta"].get("stored").is_none() && output["meta"].get("upstream_url").is_none());
 }
-
-/// `GENJOBS_LINK_SECRET`, not the admin token, signs output links: a service with the same link
-/// secret and another admin token takes a link's signature (and answers that it holds no such
-/// file, each service's store being its own); one with another link secret refuses it.
-#[tokio::test]
-async fn output_links_are_signed_with_the_link_secret_not_the_admin_token() {
-    let configured = |link_secret: &str, admin_token: &str| {
-        let mut config = fast_config();
-        config.http.link_secret = Some(link_secret.to_owned());
-        config.admin_token = Some(admin_token.to_owned());
-        config
-    };
-    let minting = spawn_app_with(configured("shared link secret", "admin token a")).await;
-    let job = succeeded(&minting, "images", json!({"prompt": "a kite"})).await;
-    let url = job["outputs"][0]["url"].as_str().unwrap();
-    let path = url.strip_prefix(&minting.url("")).unwrap();
-
-    let same_secret = spawn_app_with(configured("shared link secret", "admin token b")).await;
-    assert_error(fetch(&same_secret, &same_secret.url(path), &[]).await, 404, "not_found", "FILE_NOT_FOUND").await;
-    let other_secret = spawn_app_with(configured("another link secret", "admin token a")).await;
-    assert_error(fetch(&other_secret, &other_secret.url(path), &[]).await, 403, "forbidden", "INVALID_SIGNATURE").await;
-}
