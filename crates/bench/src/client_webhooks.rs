@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use genjobs_bench::host::rss_kib;
-use genjobs_bench::load::open_loop;
+use genjobs_bench::load::{open_loop, percentile_ms};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -106,14 +106,6 @@ async fn silent_receiver() -> std::io::Result<u16> {
     Ok(port)
 }
 
-fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 /// Part 1: `jobs` jobs submitted at an even rate over `spread`, each posted to the receiver.
 async fn deliveries(bin: &Path, server: &str, jobs: usize, spread: Duration) -> Result<Deliveries, Failure> {
     let sim = spawn_simulator(bin, "3000").await?;
@@ -157,8 +149,13 @@ async fn deliveries(bin: &Path, server: &str, jobs: usize, spread: Duration) -> 
     stop_receiving.stop(false).await;
     let seen: Vec<(OffsetDateTime, OffsetDateTime)> =
         arrivals.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().copied().collect();
-    let mut lags: Vec<f64> = seen.iter().map(|(at, finished)| (*at - *finished).as_seconds_f64() * 1000.0).collect();
-    lags.sort_by(f64::total_cmp);
+    // In microseconds, as the load generator's percentiles take them; an arrival in the same
+    // millisecond as the end it carries counts as no lag.
+    let mut lags: Vec<u32> = seen
+        .iter()
+        .map(|(at, finished)| u32::try_from((*at - *finished).whole_microseconds().max(0)).unwrap_or(u32::MAX))
+        .collect();
+    lags.sort_unstable();
     let window = |times: Vec<OffsetDateTime>| {
         let (first, last) = (times.iter().min().copied(), times.iter().max().copied());
         first.zip(last).map_or(Duration::ZERO, |(a, b)| Duration::try_from(b - a).unwrap_or_default())
@@ -168,9 +165,9 @@ async fn deliveries(bin: &Path, server: &str, jobs: usize, spread: Duration) -> 
         delivered: seen.len(),
         finish_window: window(seen.iter().map(|(_, finished)| *finished).collect()),
         delivery_window: window(seen.iter().flat_map(|(at, finished)| [*at, *finished]).collect()),
-        lag_p50_ms: nearest_rank(&lags, 0.5),
-        lag_p99_ms: nearest_rank(&lags, 0.99),
-        lag_max_ms: lags.last().copied().unwrap_or_default(),
+        lag_p50_ms: percentile_ms(&lags, 0.5),
+        lag_p99_ms: percentile_ms(&lags, 0.99),
+        lag_max_ms: percentile_ms(&lags, 1.0),
     };
     psql(server, "DROP DATABASE IF EXISTS genjobs_bench_client_webhooks WITH (FORCE)")?;
     Ok(measured)

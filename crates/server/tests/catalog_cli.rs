@@ -9,13 +9,9 @@ use std::process::{Command, Output};
 use genjobs_test_postgres::TestDatabase;
 use serde_json::{Value, json};
 
+/// The binary run with `args` on `database` alone, which must succeed.
 fn genjobs(args: &[&str], database: &TestDatabase) -> Output {
-    let output = Command::new(env!("CARGO_BIN_EXE_genjobs"))
-        .args(args)
-        .env_clear()
-        .env("DATABASE_URL", &database.url)
-        .output()
-        .unwrap();
+    let output = genjobs_with(args, database, &[]);
     assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     output
 }
@@ -96,6 +92,7 @@ fn schema_server() -> String {
     url
 }
 
+/// The binary run with `args` on `database` and only the settings `envs`, whatever its exit.
 fn genjobs_with(args: &[&str], database: &TestDatabase, envs: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .args(args)
