@@ -156,7 +156,7 @@ impl<S: JobStore + AccountStore> Subject<S> {
                 };
                 let steps = [
                     Trigger::SubmitStarted { next_poll_at: now },
-                    Trigger::Submitted { upstream: UpstreamRef::new("r"), next_poll_at: now },
+                    Trigger::Submitted { upstream: UpstreamRef::new("test", "r"), next_poll_at: now },
                     Trigger::Succeeded { outputs: vec![output], credits_actual: Credits::new(actual) },
                 ];
                 self.finish(job, steps.to_vec()).await

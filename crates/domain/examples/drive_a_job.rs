@@ -36,10 +36,10 @@ impl UpstreamProvider for InstantProvider {
         None
     }
 
-    /// The reference is this provider's own text: here, the job and how many images it wants.
+    /// The reference is this provider's id of the job, with how many images it wants as a detail.
     async fn submit(&self, job_id: JobId, _: &Model, input: &GenerationInput) -> Result<UpstreamRef, SubmitFailure> {
         let images = input.n.unwrap_or(1);
-        Ok(UpstreamRef::new(format!("{job_id}:{images}")))
+        Ok(UpstreamRef::new("example", job_id.to_string()).with_detail("images", images.to_string()))
     }
 
     async fn status(&self, _: JobId, _: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
@@ -47,7 +47,7 @@ impl UpstreamProvider for InstantProvider {
     }
 
     async fn result(&self, _: JobId, at: &UpstreamRef, _: Modality) -> Result<Vec<OutputItem>, ResultFailure> {
-        let images = at.as_str().rsplit(':').next().and_then(|n| n.parse().ok()).unwrap_or(1);
+        let images = at.detail("images").and_then(|n| n.parse().ok()).unwrap_or(1);
         let image = |i| OutputItem {
             url: format!("https://example.invalid/{i}.png"),
             kind: OutputKind::Image,

@@ -37,7 +37,7 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
     let events = Arc::new(EventHub::new());
     let status_calls = Arc::new(AtomicU64::new(0));
     let mut upstream = MockUpstreamProvider::new();
-    upstream.expect_submit().returning(|id, _, _| Ok(UpstreamRef::new(id.to_string())));
+    upstream.expect_submit().returning(|id, _, _| Ok(UpstreamRef::new("test", id.to_string())));
     let calls = Arc::clone(&status_calls);
     upstream.expect_status().returning(move |_, _| {
         calls.fetch_add(1, Ordering::SeqCst);

@@ -111,7 +111,7 @@ async fn world() -> World {
     let sent = Arc::clone(&submits);
     upstream.expect_submit().returning(move |id, _, _| {
         sent.fetch_add(1, Ordering::SeqCst);
-        Ok(UpstreamRef::new(id.to_string()))
+        Ok(UpstreamRef::new("test", id.to_string()))
     });
     upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
     upstream.expect_result().returning(|_, _, _| Ok(one_image()));

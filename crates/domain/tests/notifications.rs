@@ -62,7 +62,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     let mut job = job;
     for trigger in [
         Trigger::SubmitStarted { next_poll_at: now() },
-        Trigger::Submitted { upstream: UpstreamRef::keyed("{}", "req-1"), next_poll_at: now() },
+        Trigger::Submitted { upstream: UpstreamRef::new("test", "req-1"), next_poll_at: now() },
     ] {
         job = match store.commit(job.apply(trigger, now()).unwrap()).await.unwrap() {
             Commit::Applied(job) => job,

@@ -28,7 +28,7 @@ fn trigger() -> impl Strategy<Value = Trigger> {
     };
     prop_oneof![
         Just(Trigger::SubmitStarted { next_poll_at: at }),
-        Just(Trigger::Submitted { upstream: UpstreamRef::new("r"), next_poll_at: at }),
+        Just(Trigger::Submitted { upstream: UpstreamRef::new("test", "r"), next_poll_at: at }),
         Just(Trigger::SubmitNotReached { next_poll_at: at }),
         Just(Trigger::UpstreamQueued { position: Some(3), next_poll_at: at }),
         (0u8..=120).prop_map(move |progress| Trigger::UpstreamRunning { progress, next_poll_at: at }),

@@ -12,7 +12,7 @@ use futures_util::stream;
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::{CreditMovement, Credits};
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
-use genjobs_domain::job::{Job, JobErrorCode, JobRecord, JobState, Trigger, UpstreamRef};
+use genjobs_domain::job::{Job, JobErrorCode, JobState, StoredJob, Trigger, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
@@ -110,7 +110,7 @@ fn job() -> Job {
 }
 
 fn upstream_ref() -> UpstreamRef {
-    UpstreamRef::new("r")
+    UpstreamRef::new("test", "r")
 }
 
 fn submitted_job() -> Job {
@@ -235,7 +235,7 @@ async fn a_rate_limited_caller_is_told_when_to_retry() {
 #[tokio::test]
 async fn another_users_job_is_forbidden_and_a_missing_one_not_found() {
     let mut mocks = Mocks::new();
-    let theirs = Job::restore(JobRecord { user_id: UserId::from_uuid(uuid_of(2)), ..job().record().clone() }).unwrap();
+    let theirs = Job::restore(StoredJob { user_id: UserId::from_uuid(uuid_of(2)), ..job().to_stored() }).unwrap();
     let (theirs_id, missing) = (theirs.id(), JobId::from_uuid(uuid_of(3)));
     mocks.jobs.expect_job().with(eq(theirs_id)).returning(move |_| Ok(Some(theirs.clone())));
     mocks.jobs.expect_job().with(eq(missing)).returning(|_| Ok(None));
@@ -289,7 +289,7 @@ async fn cancel_asks_the_provider_to_stop_only_when_configured() {
     mocks.jobs.expect_job().returning(move |_| Ok(Some(running.clone())));
     mocks.jobs.expect_commit().returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.upstream.expect_cancel().withf(|_, u| u.as_str() == "r").times(1).returning(|_, _| Ok(()));
+    mocks.upstream.expect_cancel().withf(|_, u| u.key() == "r").times(1).returning(|_, _| Ok(()));
     let settings = Settings { upstream_cancel: true, ..Settings::default() };
     assert!(mocks.gateway(settings).cancel(&caller(), id).await.is_ok());
 }

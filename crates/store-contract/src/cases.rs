@@ -102,7 +102,7 @@ fn b(available: u64, held: u64, spent: u64) -> Balances {
 }
 
 fn upstream() -> UpstreamRef {
-    UpstreamRef::new("req-1")
+    UpstreamRef::new("test", "req-1")
 }
 
 async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {

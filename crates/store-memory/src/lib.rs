@@ -18,7 +18,7 @@ mod catalog;
 use async_trait::async_trait;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
-use genjobs_domain::job::{Job, JobState, Transition};
+use genjobs_domain::job::{Job, JobState, Transition, UpstreamRef};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
     IdempotencyClaim, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
@@ -347,7 +347,7 @@ impl JobStore for MemoryStore {
         }
         // The reference is set once, by the submission: index it then, not on every commit.
         if row.job.upstream().is_none()
-            && let Some(key) = job.upstream().and_then(|upstream| upstream.key())
+            && let Some(key) = job.upstream().map(UpstreamRef::key)
         {
             state.jobs_by_upstream_key.insert(key.to_owned(), job.id());
         }
@@ -518,7 +518,7 @@ impl UsageStore for MemoryStore {
             if let Some(ids) = state.jobs_by_user.get_mut(&job.user_id()) {
                 ids.remove(id);
             }
-            if let Some(key) = job.upstream().and_then(|u| u.key()) {
+            if let Some(key) = job.upstream().map(UpstreamRef::key) {
                 state.jobs_by_upstream_key.remove(key);
             }
             state.idempotency.retain(|_, record| record.job_id != *id);

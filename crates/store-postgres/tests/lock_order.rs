@@ -45,7 +45,7 @@ async fn renewals_and_group_commits_of_the_same_jobs_never_deadlock() {
     let mut submitted = Vec::new();
     for job in jobs {
         let started = step(job, Trigger::SubmitStarted { next_poll_at: now() }).await;
-        let upstream = UpstreamRef::new(started.id().to_string());
+        let upstream = UpstreamRef::new("test", started.id().to_string());
         submitted.push(step(started, Trigger::Submitted { upstream, next_poll_at: now() }).await);
     }
     let ids: Vec<_> = submitted.iter().map(Job::id).collect();

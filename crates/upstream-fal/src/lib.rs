@@ -9,7 +9,8 @@
 //! translations, which [`routes`] reads generically and checks when a model is put
 //! ([`routes::FalSchemas`]); `fal-endpoints.json` holds each endpoint's input schema and output
 //! shape as read from fal's published types ([`schema`]), which the simulator enforces.
-//! The job's [`UpstreamRef`] is this adapter's own JSON (endpoint, request id, queue URLs).
+//! The job's [`UpstreamRef`] is keyed by fal's request id and keeps the endpoint and the queue
+//! URLs as its details ([`FalRef`]), so that a poll reads them without parsing.
 //!
 //! Reads of a status or a result are tried again in place while fal answers "later" (`retry`);
 //! past that, failures are classified, and the job driver backs off and reads again until the

@@ -77,7 +77,7 @@ async fn a_submission_names_the_webhook_under_the_public_url() {
     let model = catalog.model(request.model.as_str()).unwrap();
     let upstream = adapter(&base, "http://127.0.0.1:9/jwks".into(), Duration::ZERO);
     let reference = upstream.submit(JobId::new_at(now()), model, &request.input).await.unwrap();
-    assert_eq!(reference.key(), Some("r1"), "the job is found by fal's request id");
+    assert_eq!(reference.key(), "r1", "the job is found by fal's request id");
     let expected = format!("fal_webhook={}", "https%3A%2F%2Fgen.example/api/upstream/fal/webhook".replace('/', "%2F"));
     assert_eq!(queries.lock().unwrap().as_slice(), [expected]);
     assert_eq!(WEBHOOK_PATH, "/api/upstream/fal/webhook");

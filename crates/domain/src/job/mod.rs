@@ -2,27 +2,34 @@
 //! code, and committed by a store with compare-and-set on [`Job::version`] together with the credit
 //! movement it implies, so that a final state is reached exactly once and credits move exactly once.
 //!
-//! A job's fields are private: only [`Job::accept`] creates one, only [`Job::apply`] changes one,
-//! and adapters that keep jobs bring them back with [`Job::restore`], which refuses a record that
-//! breaks the job's invariants. So no caller can fabricate a settlement.
+//! A job's state is a [`JobPhase`] that carries the data of that state and no other (outputs
+//! only once succeeded, an error only once failed or canceled, the provider's reference only once
+//! sent), so a job whose state and data disagree cannot be written down. A job's fields are
+//! private: only [`Job::accept`] creates one, only [`Job::apply`] changes one, and adapters that
+//! keep jobs bring them back with [`Job::restore`] from a [`StoredJob`], which refuses a charge
+//! above the hold or a progress out of range. So no caller can fabricate a settlement.
 //!
 //! The states a trigger leads to are one table, [`next_state`]; [`Job::apply`] adds the guards
 //! about submission (a job is submitted once, and only a submitted job takes the provider's
-//! answers) and computes everything else that changes.
+//! answers) and computes the next phase.
 
 mod error;
-mod record;
+mod phase;
 mod state;
+mod stored;
 #[cfg(test)]
 mod tests;
 mod transition;
+mod upstream;
 
 use time::OffsetDateTime;
 
-pub use error::{JobError, JobErrorCode, UpstreamRef};
-pub use record::{CorruptJob, JobRecord};
+pub use error::{JobError, JobErrorCode};
+pub use phase::{JobPhase, Reached, Submission};
 pub use state::{JobState, Trigger, TriggerKind, next_state};
+pub use stored::{CorruptJob, StoredJob};
 pub use transition::{Transition, TransitionError};
+pub use upstream::UpstreamRef;
 
 use crate::catalog::Rate;
 use crate::credits::{CreditMovement, Credits};
@@ -34,7 +41,19 @@ use crate::output::OutputItem;
 /// A generation job. Read it through its accessors; change it only through [`Job::apply`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
-    record: JobRecord,
+    id: JobId,
+    user_id: UserId,
+    model: ModelId,
+    modality: Modality,
+    created_at: OffsetDateTime,
+    credits_held: Credits,
+    rate: Rate,
+    input: GenerationInput,
+    webhook_url: Option<String>,
+    phase: JobPhase,
+    next_poll_at: Option<OffsetDateTime>,
+    poll_failures: u32,
+    version: u64,
 }
 
 /// Highest progress before success.
@@ -53,211 +72,262 @@ impl Job {
         now: OffsetDateTime,
     ) -> (Job, CreditMovement) {
         let credits_held = rate.to_hold(&input);
-        let record = JobRecord {
+        let job = Job {
             id,
             user_id,
             model,
             modality,
-            state: JobState::Queued,
-            progress: 0,
-            outputs: None,
-            error: None,
             created_at: now,
-            started_at: None,
-            finished_at: None,
-            canceled_at: None,
             credits_held,
-            credits_actual: None,
             rate,
             input,
-            upstream: None,
-            queue_position: None,
             webhook_url: None,
-            submit_attempted: false,
+            phase: JobPhase::Accepted,
             next_poll_at: Some(now),
             poll_failures: 0,
             version: 0,
         };
-        (Job { record }, CreditMovement::Hold(credits_held))
+        (job, CreditMovement::Hold(credits_held))
     }
 
-    /// Brings back a job an adapter kept, checking what must hold of every job: outputs only
-    /// on success, an error only on failure or cancel, a charge and an end time exactly when
-    /// final, a charge no more than the hold, progress 100 only on success.
+    /// Brings back a job an adapter kept, checking what its phase cannot say by itself: a
+    /// charge no more than the hold, progress below 100 until success, no next poll once final.
     ///
     /// # Errors
     /// [`CorruptJob`] naming the first broken invariant.
-    pub fn restore(record: JobRecord) -> Result<Job, CorruptJob> {
-        let state = record.state;
+    pub fn restore(stored: StoredJob) -> Result<Job, CorruptJob> {
+        let StoredJob {
+            id,
+            user_id,
+            model,
+            modality,
+            created_at,
+            credits_held,
+            rate,
+            input,
+            webhook_url,
+            phase,
+            next_poll_at,
+            poll_failures,
+            version,
+        } = stored;
+        let final_ = phase.state().is_final();
         let broken = [
-            (record.outputs.is_some() != (state == JobState::Succeeded), "outputs exist exactly when succeeded"),
-            (
-                record.error.is_some() != matches!(state, JobState::Failed | JobState::Canceled),
-                "an error exists exactly when failed or canceled",
-            ),
-            (record.credits_actual.is_some() != state.is_final(), "credits_actual is set exactly when final"),
-            (record.finished_at.is_some() != state.is_final(), "finished_at is set exactly when final"),
-            (record.credits_actual.is_some_and(|a| a > record.credits_held), "credits_actual exceeds credits_held"),
-            (record.progress > 100 || (record.progress == 100) != (state == JobState::Succeeded), "progress"),
-            (record.queue_position.is_some() && state != JobState::Queued, "a queue position only while queued"),
+            (phase.credits_actual().is_some_and(|actual| actual > credits_held), "credits_actual exceeds credits_held"),
+            (!matches!(phase, JobPhase::Succeeded { .. }) && phase.progress() > MAX_RUNNING_PROGRESS, "progress"),
+            (final_ && next_poll_at.is_some(), "a final job has no next poll"),
         ];
-        match broken.into_iter().find(|(is_broken, _)| *is_broken) {
-            Some((_, problem)) => Err(CorruptJob { id: record.id, problem }),
-            None => Ok(Job { record }),
+        if let Some((_, problem)) = broken.into_iter().find(|(is_broken, _)| *is_broken) {
+            return Err(CorruptJob { id, problem });
+        }
+        Ok(Job {
+            id,
+            user_id,
+            model,
+            modality,
+            created_at,
+            credits_held,
+            rate,
+            input,
+            webhook_url,
+            phase,
+            next_poll_at,
+            poll_failures,
+            version,
+        })
+    }
+
+    /// Everything an adapter keeps, for writing; [`Job::restore`] brings it back.
+    #[must_use]
+    pub fn to_stored(&self) -> StoredJob {
+        StoredJob {
+            id: self.id,
+            user_id: self.user_id,
+            model: self.model.clone(),
+            modality: self.modality,
+            created_at: self.created_at,
+            credits_held: self.credits_held,
+            rate: self.rate,
+            input: self.input.clone(),
+            webhook_url: self.webhook_url.clone(),
+            phase: self.phase.clone(),
+            next_poll_at: self.next_poll_at,
+            poll_failures: self.poll_failures,
+            version: self.version,
         }
     }
 
     /// The same newly accepted job, its end to be posted to `url`.
     #[must_use]
     pub fn with_webhook_url(mut self, url: Option<String>) -> Self {
-        self.record.webhook_url = url;
+        self.webhook_url = url;
         self
     }
 
     /// Where its end is posted, when the client asked.
     #[must_use]
     pub fn webhook_url(&self) -> Option<&str> {
-        self.record.webhook_url.as_deref()
-    }
-
-    /// Every field, for an adapter to write.
-    #[must_use]
-    pub fn record(&self) -> &JobRecord {
-        &self.record
+        self.webhook_url.as_deref()
     }
 
     /// Its id.
     #[must_use]
     pub fn id(&self) -> JobId {
-        self.record.id
+        self.id
     }
 
     /// Its owner.
     #[must_use]
     pub fn user_id(&self) -> UserId {
-        self.record.user_id
+        self.user_id
     }
 
     /// The model in effect.
     #[must_use]
     pub fn model(&self) -> &ModelId {
-        &self.record.model
+        &self.model
     }
 
     /// `video` or `image`.
     #[must_use]
     pub fn modality(&self) -> Modality {
-        self.record.modality
+        self.modality
     }
 
-    /// Where it is in its life.
+    /// Its state and that state's data.
+    #[must_use]
+    pub fn phase(&self) -> &JobPhase {
+        &self.phase
+    }
+
+    /// Where it is in its life, as the API names it.
     #[must_use]
     pub fn state(&self) -> JobState {
-        self.record.state
+        self.phase.state()
     }
 
     /// 0 to 100, never decreasing; 100 only on success.
     #[must_use]
     pub fn progress(&self) -> u8 {
-        self.record.progress
+        self.phase.progress()
     }
 
     /// Outputs, once succeeded.
     #[must_use]
     pub fn outputs(&self) -> Option<&[OutputItem]> {
-        self.record.outputs.as_deref()
+        match &self.phase {
+            JobPhase::Succeeded { outputs, .. } => Some(outputs),
+            _ => None,
+        }
     }
 
     /// Why it failed or was canceled.
     #[must_use]
     pub fn error(&self) -> Option<&JobError> {
-        self.record.error.as_ref()
+        match &self.phase {
+            JobPhase::Failed { error, .. } | JobPhase::Canceled { error, .. } => Some(error),
+            _ => None,
+        }
     }
 
     /// Acceptance time.
     #[must_use]
     pub fn created_at(&self) -> OffsetDateTime {
-        self.record.created_at
+        self.created_at
     }
 
     /// When the provider started running it.
     #[must_use]
     pub fn started_at(&self) -> Option<OffsetDateTime> {
-        self.record.started_at
+        match &self.phase {
+            JobPhase::Running { started_at, .. } | JobPhase::Succeeded { started_at, .. } => Some(*started_at),
+            JobPhase::Failed { reached, .. } | JobPhase::Canceled { reached, .. } => reached.started_at,
+            JobPhase::Accepted | JobPhase::Sending | JobPhase::Queued { .. } => None,
+        }
     }
 
     /// When it became final.
     #[must_use]
     pub fn finished_at(&self) -> Option<OffsetDateTime> {
-        self.record.finished_at
+        self.phase.finished_at()
     }
 
     /// When it was canceled.
     #[must_use]
     pub fn canceled_at(&self) -> Option<OffsetDateTime> {
-        self.record.canceled_at
+        match &self.phase {
+            JobPhase::Canceled { canceled_at, .. } => Some(*canceled_at),
+            _ => None,
+        }
     }
 
     /// Credits held at acceptance: the most it can cost.
     #[must_use]
     pub fn credits_held(&self) -> Credits {
-        self.record.credits_held
+        self.credits_held
     }
 
     /// Credits charged, once final.
     #[must_use]
     pub fn credits_actual(&self) -> Option<Credits> {
-        self.record.credits_actual
+        self.phase.credits_actual()
     }
 
     /// What a unit of its output costs, as fixed at acceptance.
     #[must_use]
     pub fn rate(&self) -> Rate {
-        self.record.rate
+        self.rate
     }
 
     /// The validated request.
     #[must_use]
     pub fn input(&self) -> &GenerationInput {
-        &self.record.input
+        &self.input
     }
 
     /// Where it lives at the provider, once submitted.
     #[must_use]
     pub fn upstream(&self) -> Option<&UpstreamRef> {
-        self.record.upstream.as_ref()
+        self.phase.upstream()
     }
 
     /// How many requests are ahead of it in the provider's queue, while it waits there and the
     /// provider says.
     #[must_use]
     pub fn queue_position(&self) -> Option<u32> {
-        self.record.queue_position
+        match &self.phase {
+            JobPhase::Queued { position, .. } => *position,
+            _ => None,
+        }
     }
 
     /// Whether a submission was started: with no [`Job::upstream`], the job may exist at the
     /// provider, so it is never submitted again.
     #[must_use]
     pub fn submit_attempted(&self) -> bool {
-        self.record.submit_attempted
+        match &self.phase {
+            JobPhase::Accepted => false,
+            JobPhase::Failed { reached, .. } | JobPhase::Canceled { reached, .. } => reached.submission.was_attempted(),
+            JobPhase::Sending | JobPhase::Queued { .. } | JobPhase::Running { .. } | JobPhase::Succeeded { .. } => true,
+        }
     }
 
     /// When the driver next looks at it; `None` once final.
     #[must_use]
     pub fn next_poll_at(&self) -> Option<OffsetDateTime> {
-        self.record.next_poll_at
+        self.next_poll_at
     }
 
     /// Consecutive transient failures talking to the provider.
     #[must_use]
     pub fn poll_failures(&self) -> u32 {
-        self.record.poll_failures
+        self.poll_failures
     }
 
     /// Incremented by every committed transition; the compare-and-set token.
     #[must_use]
     pub fn version(&self) -> u64 {
-        self.record.version
+        self.version
     }
 
     /// The transition `trigger` causes at `now`.
@@ -310,115 +380,103 @@ impl Job {
     /// event that does not fit: a submission of a job already submitted, or a poll result of a
     /// job not submitted.
     pub fn apply(&self, trigger: Trigger, now: OffsetDateTime) -> Result<Transition, TransitionError> {
-        let current = &self.record;
-        if current.state.is_final() {
-            return Err(TransitionError::AlreadyFinal(current.state));
+        let from = self.state();
+        if from.is_final() {
+            return Err(TransitionError::AlreadyFinal(from));
         }
         let kind = trigger.kind();
-        let not_applicable = TransitionError::NotApplicable { state: current.state, trigger: kind.name() };
-        let state = next_state(current.state, kind).ok_or_else(|| not_applicable.clone())?;
-        let (submitted, attempted) = (current.upstream.is_some(), current.submit_attempted);
-        let guard_holds = match kind {
-            TriggerKind::SubmitStarted => !submitted && !attempted,
-            TriggerKind::Submitted | TriggerKind::SubmitNotReached => !submitted && attempted,
-            TriggerKind::UpstreamQueued | TriggerKind::UpstreamRunning | TriggerKind::Succeeded => submitted,
-            TriggerKind::UpstreamUnreachable | TriggerKind::Failed | TriggerKind::Cancel => true,
-        };
-        if !guard_holds {
-            return Err(not_applicable);
-        }
-        let mut next = current.clone();
-        next.state = state;
-        // Only the provider's queue report keeps a position; any other news means it moved on.
-        next.queue_position = None;
-        next.version = current.version + 1;
+        let not_applicable = TransitionError::NotApplicable { state: from, trigger: kind.name() };
+        next_state(from, kind).ok_or_else(|| not_applicable.clone())?;
+        let mut next = self.clone();
+        next.version = self.version + 1;
         let mut movement = None;
-        match trigger {
-            Trigger::SubmitStarted { next_poll_at } => {
-                next.submit_attempted = true;
+        match (trigger, &self.phase) {
+            (Trigger::SubmitStarted { next_poll_at }, JobPhase::Accepted) => {
+                next.phase = JobPhase::Sending;
                 next.next_poll_at = Some(next_poll_at);
             }
-            Trigger::Submitted { upstream, next_poll_at } => {
-                next.upstream = Some(upstream);
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = 0;
-            }
-            Trigger::SubmitNotReached { next_poll_at } => {
-                next.submit_attempted = false;
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = current.poll_failures.saturating_add(1);
-            }
-            Trigger::UpstreamQueued { position, next_poll_at } => {
-                next.queue_position = position;
+            (Trigger::Submitted { upstream, next_poll_at }, JobPhase::Sending) => {
+                next.phase = JobPhase::Queued { upstream, position: None };
                 next.next_poll_at = Some(next_poll_at);
                 next.poll_failures = 0;
             }
-            Trigger::UpstreamRunning { progress, next_poll_at } => {
-                next.started_at = current.started_at.or(Some(now));
-                next.progress = current.progress.max(progress.min(MAX_RUNNING_PROGRESS));
+            (Trigger::SubmitNotReached { next_poll_at }, JobPhase::Sending) => {
+                next.phase = JobPhase::Accepted;
+                next.next_poll_at = Some(next_poll_at);
+                next.poll_failures = self.poll_failures.saturating_add(1);
+            }
+            (Trigger::UpstreamQueued { position, next_poll_at }, JobPhase::Queued { upstream, .. }) => {
+                next.phase = JobPhase::Queued { upstream: upstream.clone(), position };
                 next.next_poll_at = Some(next_poll_at);
                 next.poll_failures = 0;
             }
-            Trigger::UpstreamUnreachable { next_poll_at } => {
+            (Trigger::UpstreamQueued { next_poll_at, .. }, JobPhase::Running { .. }) => {
                 next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = current.poll_failures.saturating_add(1);
+                next.poll_failures = 0;
             }
-            Trigger::Succeeded { outputs, credits_actual } => {
-                let actual = credits_actual.min(current.credits_held);
-                next.progress = 100;
-                next.outputs = Some(outputs);
-                next.started_at = current.started_at.or(Some(now));
-                next.credits_actual = Some(actual);
-                movement = Some(CreditMovement::Settle { held: current.credits_held, actual });
-                finish(&mut next, now);
+            (
+                Trigger::UpstreamRunning { progress, next_poll_at },
+                phase @ (JobPhase::Queued { upstream, .. } | JobPhase::Running { upstream, .. }),
+            ) => {
+                let reached = phase.reached();
+                let upstream = upstream.clone();
+                next.phase = JobPhase::Running {
+                    upstream,
+                    started_at: reached.started_at.unwrap_or(now),
+                    progress: reached.progress.max(progress.min(MAX_RUNNING_PROGRESS)),
+                };
+                next.next_poll_at = Some(next_poll_at);
+                next.poll_failures = 0;
             }
-            Trigger::Failed { error } => {
-                next.error = Some(error);
-                next.credits_actual = Some(Credits::ZERO);
-                movement = Some(CreditMovement::Release(current.credits_held));
-                finish(&mut next, now);
+            (Trigger::UpstreamUnreachable { next_poll_at }, phase) => {
+                // Only the provider's queue report keeps a position; any other news means it moved on.
+                if let JobPhase::Queued { upstream, .. } = phase {
+                    next.phase = JobPhase::Queued { upstream: upstream.clone(), position: None };
+                }
+                next.next_poll_at = Some(next_poll_at);
+                next.poll_failures = self.poll_failures.saturating_add(1);
             }
-            Trigger::Cancel => {
-                next.error = Some(JobError::new(JobErrorCode::JobCanceled, "the job was canceled by its owner"));
-                next.credits_actual = Some(Credits::ZERO);
-                next.canceled_at = Some(now);
-                movement = Some(CreditMovement::Release(current.credits_held));
-                finish(&mut next, now);
+            (
+                Trigger::Succeeded { outputs, credits_actual },
+                phase @ (JobPhase::Queued { upstream, .. } | JobPhase::Running { upstream, .. }),
+            ) => {
+                let reached = phase.reached();
+                let upstream = upstream.clone();
+                let actual = credits_actual.min(self.credits_held);
+                next.phase = JobPhase::Succeeded {
+                    upstream,
+                    started_at: reached.started_at.unwrap_or(now),
+                    finished_at: now,
+                    outputs,
+                    credits_actual: actual,
+                };
+                movement = Some(CreditMovement::Settle { held: self.credits_held, actual });
+                next.next_poll_at = None;
             }
+            (Trigger::Failed { error }, phase) => {
+                next.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
+                movement = Some(CreditMovement::Release(self.credits_held));
+                next.next_poll_at = None;
+            }
+            (Trigger::Cancel, phase) => {
+                let error = JobError::new(JobErrorCode::JobCanceled, "the job was canceled by its owner");
+                next.phase = JobPhase::Canceled { reached: phase.reached(), canceled_at: now, error };
+                movement = Some(CreditMovement::Release(self.credits_held));
+                next.next_poll_at = None;
+            }
+            _ => return Err(not_applicable),
         }
         let recomputable = matches!(
             kind,
             TriggerKind::UpstreamQueued | TriggerKind::UpstreamRunning | TriggerKind::UpstreamUnreachable
         );
-        Ok(Transition {
-            job: Job { record: next },
-            expected_version: current.version,
-            movement,
-            from: current.state,
-            recomputable,
-        })
+        Ok(Transition { job: next, expected_version: self.version, movement, from, recomputable })
     }
 
     /// Whether `other` shows a client the same job: everything but the schedule (next poll,
     /// failure count) and the version. A poll that changes nothing else need not be written.
     #[must_use]
     pub fn same_observable_state(&self, other: &Job) -> bool {
-        let (a, b) = (&self.record, &other.record);
-        a.state == b.state
-            && a.progress == b.progress
-            && a.started_at == b.started_at
-            && a.finished_at == b.finished_at
-            && a.canceled_at == b.canceled_at
-            && a.outputs == b.outputs
-            && a.error == b.error
-            && a.credits_actual == b.credits_actual
-            && a.upstream == b.upstream
-            && a.queue_position == b.queue_position
-            && a.submit_attempted == b.submit_attempted
+        self.phase == other.phase
     }
-}
-
-fn finish(record: &mut JobRecord, now: OffsetDateTime) {
-    record.finished_at = Some(now);
-    record.next_poll_at = None;
 }

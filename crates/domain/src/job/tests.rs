@@ -21,7 +21,7 @@ fn input() -> GenerationInput {
 }
 
 fn upstream() -> UpstreamRef {
-    UpstreamRef::new("r1")
+    UpstreamRef::new("test", "r1")
 }
 
 fn accepted() -> (Job, CreditMovement) {
@@ -164,20 +164,44 @@ fn accepting_holds_the_price() {
 }
 
 #[test]
-fn restore_refuses_records_that_break_invariants() {
+fn restore_brings_back_every_state_and_refuses_what_a_phase_cannot_say() {
     for state in JobState::ALL {
         let job = in_state(state);
-        assert_eq!(Job::restore(job.record().clone()).as_ref(), Ok(&job), "{state:?} round trip");
+        assert_eq!(Job::restore(job.to_stored()).as_ref(), Ok(&job), "{state:?} round trip");
     }
-    let fabricated = JobRecord { credits_actual: Some(Credits::new(1)), ..queued().record().clone() };
-    assert!(Job::restore(fabricated).is_err(), "a charge on a queued job");
-    let settled = in_state(JobState::Succeeded).record().clone();
-    assert!(Job::restore(JobRecord { credits_actual: Some(Credits::new(9)), ..settled.clone() }).is_err());
-    assert!(Job::restore(JobRecord { outputs: None, ..settled.clone() }).is_err());
-    assert!(Job::restore(JobRecord { progress: 99, ..settled }).is_err());
-    let failed = in_state(JobState::Failed).record().clone();
-    assert!(Job::restore(JobRecord { error: None, ..failed.clone() }).is_err());
-    assert!(Job::restore(JobRecord { finished_at: None, ..failed }).is_err());
+    let settled = in_state(JobState::Succeeded).to_stored();
+    let JobPhase::Succeeded { upstream, started_at, finished_at, outputs, .. } = settled.phase.clone() else {
+        panic!("a succeeded job's phase is Succeeded");
+    };
+    let overcharged =
+        JobPhase::Succeeded { upstream, started_at, finished_at, outputs, credits_actual: Credits::new(9) };
+    assert!(Job::restore(StoredJob { phase: overcharged, ..settled.clone() }).is_err(), "a charge above the hold");
+    let running = in_state(JobState::Running).to_stored();
+    let JobPhase::Running { upstream, started_at, .. } = running.phase.clone() else {
+        panic!("a running job's phase is Running");
+    };
+    let complete = JobPhase::Running { upstream, started_at, progress: 100 };
+    assert!(Job::restore(StoredJob { phase: complete, ..running }).is_err(), "100 before success");
+    let polled = StoredJob { next_poll_at: Some(now()), ..in_state(JobState::Failed).to_stored() };
+    assert!(Job::restore(polled).is_err(), "a final job is never polled");
+}
+
+#[test]
+fn a_job_in_each_phase_shows_only_the_data_of_its_state() {
+    let accepted = queued();
+    assert_eq!(accepted.phase(), &JobPhase::Accepted);
+    assert!(!accepted.submit_attempted() && accepted.upstream().is_none());
+    let sending = step(&accepted, Trigger::SubmitStarted { next_poll_at: now() });
+    assert_eq!(sending.phase(), &JobPhase::Sending);
+    assert!(sending.submit_attempted() && sending.upstream().is_none());
+    let failed = step(&sending, failure());
+    let JobPhase::Failed { reached, .. } = failed.phase() else { panic!("failed: {:?}", failed.phase()) };
+    assert_eq!(reached.submission, Submission::Attempted, "a failed job remembers it may exist at the provider");
+    assert!(failed.submit_attempted() && failed.upstream().is_none() && failed.outputs().is_none());
+    let canceled = step(&in_state(JobState::Running), Trigger::Cancel);
+    assert_eq!(canceled.upstream(), Some(&upstream()), "a canceled job keeps where it lived at the provider");
+    assert_eq!(canceled.progress(), 10, "and its last progress");
+    assert_eq!(canceled.finished_at(), canceled.canceled_at());
 }
 
 #[test]

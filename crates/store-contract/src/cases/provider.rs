@@ -9,22 +9,25 @@ use genjobs_domain::output::{OutputCopy, OutputItem, OutputKind, OutputMeta, Sto
 
 use super::{Store, accepted, now, step, user};
 
-/// A job is found by its upstream reference's key, the key survives the round trip, and a job
-/// whose reference has no key is found by nothing.
+/// A job is found by the provider's id of it, and its reference (provider, id and details)
+/// reads back as it was written.
 pub async fn jobs_are_found_by_their_upstream_key<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
-    let keyed = accepted(&*store, id, 10).await;
-    let unkeyed = accepted(&*store, id, 10).await;
-    for (job, upstream) in [(&keyed, UpstreamRef::keyed("{\"ref\":1}", "req-k")), (&unkeyed, UpstreamRef::new("req-u"))]
-    {
+    let first = accepted(&*store, id, 10).await;
+    let second = accepted(&*store, id, 10).await;
+    let detailed = UpstreamRef::new("fal", "req-k")
+        .with_detail("endpoint", "fal-ai/flux-pro")
+        .with_detail("status_url", "https://queue.example/requests/req-k/status");
+    for (job, upstream) in [(&first, detailed.clone()), (&second, UpstreamRef::new("replicate", "req-u"))] {
         let started = step(&*store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
         step(&*store, &started, Trigger::Submitted { upstream, next_poll_at: now() }).await;
     }
     let found = store.job_by_upstream_key("req-k").await.unwrap().expect("found by its key");
-    assert_eq!(found.id(), keyed.id());
-    assert_eq!(found.upstream().and_then(UpstreamRef::key), Some("req-k"));
-    assert_eq!(found.upstream().map(UpstreamRef::as_str), Some("{\"ref\":1}"));
-    assert_eq!(store.job_by_upstream_key("req-u").await.unwrap(), None, "a reference without a key");
+    assert_eq!(found.id(), first.id());
+    assert_eq!(found.upstream(), Some(&detailed), "provider, id and details survive the round trip");
+    assert_eq!(found.upstream().and_then(|u| u.detail("endpoint")), Some("fal-ai/flux-pro"));
+    let other = store.job_by_upstream_key("req-u").await.unwrap().expect("found by its key");
+    assert_eq!((other.id(), other.upstream().map(UpstreamRef::provider)), (second.id(), Some("replicate")));
     assert_eq!(store.job_by_upstream_key("nope").await.unwrap(), None);
 }
 
@@ -34,7 +37,7 @@ pub async fn output_copies_are_kept_as_committed<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let job = accepted(&*store, id, 30).await;
     let started = step(&*store, &job, Trigger::SubmitStarted { next_poll_at: now() }).await;
-    let upstream = UpstreamRef::keyed("r", "r");
+    let upstream = UpstreamRef::new("test", "r");
     let submitted = step(&*store, &started, Trigger::Submitted { upstream, next_poll_at: now() }).await;
     let item = |i: usize, copy| OutputItem {
         url: format!("https://cdn/{i}.png"),

@@ -6,7 +6,9 @@ use genjobs_domain::catalog::{Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{JobId, KeyHash, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
-use genjobs_domain::job::{Job, JobError, JobErrorCode, JobRecord, JobState, UpstreamRef};
+use genjobs_domain::job::{
+    Job, JobError, JobErrorCode, JobPhase, JobState, Reached, StoredJob, Submission, UpstreamRef,
+};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputCopy, OutputItem, OutputKind, OutputMeta, StoredFile};
 use genjobs_domain::ports::{Account, Limits, StoreError};
@@ -45,68 +47,56 @@ pub(crate) fn amount(credits: Credits) -> Result<i64, StoreError> {
 
 impl JobRow {
     pub(crate) fn from_job(job: &Job) -> Result<Self, StoreError> {
-        let r = job.record();
+        let upstream = job.upstream();
         Ok(Self {
-            id: r.id.as_uuid(),
-            user_id: r.user_id.as_uuid(),
-            model: r.model.to_string(),
-            modality: r.modality.as_str().to_owned(),
-            state: r.state.as_str().to_owned(),
-            progress: i16::from(r.progress),
-            outputs: r
-                .outputs
-                .as_ref()
+            id: job.id().as_uuid(),
+            user_id: job.user_id().as_uuid(),
+            model: job.model().to_string(),
+            modality: job.modality().as_str().to_owned(),
+            state: job.state().as_str().to_owned(),
+            progress: i16::from(job.progress()),
+            outputs: job
+                .outputs()
                 .map(|items| to_jsonb(&items.iter().map(OutputJson::from).collect::<Vec<_>>()))
                 .transpose()?,
-            error: r.error.as_ref().map(|e| to_jsonb(&ErrorJson::from(e))).transpose()?,
-            created_at: r.created_at,
-            started_at: r.started_at,
-            finished_at: r.finished_at,
-            canceled_at: r.canceled_at,
-            credits_held: amount(r.credits_held)?,
-            credits_actual: r.credits_actual.map(amount).transpose()?,
-            input: to_jsonb(&InputJson::from(&r.input))?,
-            rate_per: match r.rate.per {
+            error: job.error().map(|e| to_jsonb(&ErrorJson::from(e))).transpose()?,
+            created_at: job.created_at(),
+            started_at: job.started_at(),
+            finished_at: job.finished_at(),
+            canceled_at: job.canceled_at(),
+            credits_held: amount(job.credits_held())?,
+            credits_actual: job.credits_actual().map(amount).transpose()?,
+            input: to_jsonb(&InputJson::from(job.input()))?,
+            rate_per: match job.rate().per {
                 Unit::Image => "image",
                 Unit::Second => "second",
             }
             .to_owned(),
-            rate_credits: i64::try_from(r.rate.credits)
+            rate_credits: i64::try_from(job.rate().credits)
                 .map_err(|e| StoreError::Internal(format!("rate out of range: {e}")))?,
-            upstream: r.upstream.as_ref().map(upstream_to_jsonb),
-            upstream_key: r.upstream.as_ref().and_then(|u| u.key()).map(str::to_owned),
-            queue_position: r.queue_position.map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
-            webhook_url: r.webhook_url.clone(),
-            submit_attempted: r.submit_attempted,
-            next_poll_at: r.next_poll_at,
-            poll_failures: i32::try_from(r.poll_failures).unwrap_or(i32::MAX),
-            version: i64::try_from(r.version)
+            upstream: upstream.map(|u| to_jsonb(&UpstreamJson::from(u))).transpose()?,
+            upstream_key: upstream.map(|u| u.key().to_owned()),
+            queue_position: job.queue_position().map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
+            webhook_url: job.webhook_url().map(str::to_owned),
+            submit_attempted: job.submit_attempted(),
+            next_poll_at: job.next_poll_at(),
+            poll_failures: i32::try_from(job.poll_failures()).unwrap_or(i32::MAX),
+            version: i64::try_from(job.version())
                 .map_err(|e| StoreError::Internal(format!("version out of range: {e}")))?,
             lease_until: None,
         })
     }
 
     pub(crate) fn into_job(self) -> Result<Job, StoreError> {
-        let outputs = self
-            .outputs
-            .map(|v| from_jsonb::<Vec<OutputJson>>("outputs", v)?.into_iter().map(OutputJson::into_domain).collect())
-            .transpose()?;
-        let record = JobRecord {
-            id: JobId::from_uuid(self.id),
+        let id = JobId::from_uuid(self.id);
+        let phase = self.phase()?;
+        let stored = StoredJob {
+            id,
             user_id: UserId::from_uuid(self.user_id),
             model: ModelId::new(self.model),
             modality: Modality::parse(&self.modality).ok_or_else(|| corrupt("modality", &self.modality))?,
-            state: JobState::parse(&self.state).ok_or_else(|| corrupt("state", &self.state))?,
-            progress: u8::try_from(self.progress).map_err(|e| corrupt("progress", e))?,
-            outputs,
-            error: self.error.map(|v| from_jsonb::<ErrorJson>("error", v)?.into_domain()).transpose()?,
             created_at: self.created_at,
-            started_at: self.started_at,
-            finished_at: self.finished_at,
-            canceled_at: self.canceled_at,
             credits_held: credits(self.credits_held)?,
-            credits_actual: self.credits_actual.map(credits).transpose()?,
-            input: from_jsonb::<InputJson>("input", self.input)?.into(),
             rate: Rate {
                 per: match self.rate_per.as_str() {
                     "image" => Unit::Image,
@@ -115,18 +105,109 @@ impl JobRow {
                 },
                 credits: u64::try_from(self.rate_credits).map_err(|e| corrupt("rate", e))?,
             },
-            upstream: self.upstream.map(|value| upstream_from_jsonb(value, self.upstream_key)),
-            queue_position: self
-                .queue_position
-                .map(|p| u32::try_from(p).map_err(|e| corrupt("queue_position", e)))
-                .transpose()?,
+            input: from_jsonb::<InputJson>("input", self.input)?.into(),
             webhook_url: self.webhook_url,
-            submit_attempted: self.submit_attempted,
+            phase,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),
             version: u64::try_from(self.version).map_err(|e| corrupt("version", e))?,
         };
-        Job::restore(record).map_err(|e| corrupt("job", e))
+        Job::restore(stored).map_err(|e| corrupt("job", e))
+    }
+
+    /// The job's phase from the columns of its state: each state requires its own columns, so a
+    /// row whose state and data disagree is refused here rather than read into a job.
+    fn phase(&self) -> Result<JobPhase, StoreError> {
+        let state = JobState::parse(&self.state).ok_or_else(|| corrupt("state", &self.state))?;
+        let missing = |column: &str| corrupt("job", format!("a {} job without {column}", state.as_str()));
+        let upstream = self
+            .upstream
+            .clone()
+            .map(|value| from_jsonb::<UpstreamJson>("upstream", value).map(UpstreamJson::into_domain))
+            .transpose()?;
+        let progress = u8::try_from(self.progress).map_err(|e| corrupt("progress", e))?;
+        let reached = || Reached {
+            submission: match (&upstream, self.submit_attempted) {
+                (Some(upstream), _) => Submission::Sent(upstream.clone()),
+                (None, true) => Submission::Attempted,
+                (None, false) => Submission::NotSent,
+            },
+            started_at: self.started_at,
+            progress,
+        };
+        let error = || -> Result<JobError, StoreError> {
+            let value = self.error.clone().ok_or_else(|| missing("an error"))?;
+            from_jsonb::<ErrorJson>("error", value)?.into_domain()
+        };
+        Ok(match state {
+            JobState::Queued => match upstream {
+                Some(upstream) => JobPhase::Queued {
+                    upstream,
+                    position: self
+                        .queue_position
+                        .map(|p| u32::try_from(p).map_err(|e| corrupt("queue_position", e)))
+                        .transpose()?,
+                },
+                None if self.submit_attempted => JobPhase::Sending,
+                None => JobPhase::Accepted,
+            },
+            JobState::Running => JobPhase::Running {
+                upstream: upstream.ok_or_else(|| missing("upstream"))?,
+                started_at: self.started_at.ok_or_else(|| missing("started_at"))?,
+                progress,
+            },
+            JobState::Succeeded => JobPhase::Succeeded {
+                upstream: upstream.ok_or_else(|| missing("upstream"))?,
+                started_at: self.started_at.ok_or_else(|| missing("started_at"))?,
+                finished_at: self.finished_at.ok_or_else(|| missing("finished_at"))?,
+                outputs: from_jsonb::<Vec<OutputJson>>(
+                    "outputs",
+                    self.outputs.clone().ok_or_else(|| missing("outputs"))?,
+                )?
+                .into_iter()
+                .map(OutputJson::into_domain)
+                .collect::<Result<_, _>>()?,
+                credits_actual: credits(self.credits_actual.ok_or_else(|| missing("credits_actual"))?)?,
+            },
+            JobState::Failed => JobPhase::Failed {
+                reached: reached(),
+                finished_at: self.finished_at.ok_or_else(|| missing("finished_at"))?,
+                error: error()?,
+            },
+            JobState::Canceled => JobPhase::Canceled {
+                reached: reached(),
+                canceled_at: self.canceled_at.ok_or_else(|| missing("canceled_at"))?,
+                error: error()?,
+            },
+        })
+    }
+}
+
+/// The provider's reference as the `upstream` column keeps it: a jsonb object read into a typed
+/// value once per row, so that polling never parses text.
+#[derive(Debug, Serialize, Deserialize)]
+struct UpstreamJson {
+    provider: String,
+    id: String,
+    #[serde(default)]
+    details: std::collections::BTreeMap<String, String>,
+}
+
+impl From<&UpstreamRef> for UpstreamJson {
+    fn from(upstream: &UpstreamRef) -> Self {
+        Self {
+            provider: upstream.provider().to_owned(),
+            id: upstream.key().to_owned(),
+            details: upstream.details().clone(),
+        }
+    }
+}
+
+impl UpstreamJson {
+    fn into_domain(self) -> UpstreamRef {
+        self.details
+            .into_iter()
+            .fold(UpstreamRef::new(self.provider, self.id), |upstream, (name, value)| upstream.with_detail(name, value))
     }
 }
 
@@ -300,24 +381,6 @@ impl From<InputJson> for GenerationInput {
             image_inputs: i.image_inputs,
             extra: i.extra,
         }
-    }
-}
-
-/// The provider's opaque reference as the `upstream` column keeps it: a jsonb string. References
-/// written before the port became provider-neutral are objects; they read back as their JSON
-/// text, which is what the provider adapter wrote.
-fn upstream_to_jsonb(upstream: &UpstreamRef) -> Value {
-    Value::String(upstream.as_str().to_owned())
-}
-
-fn upstream_from_jsonb(value: Value, key: Option<String>) -> UpstreamRef {
-    let text = match value {
-        Value::String(text) => text,
-        other => other.to_string(),
-    };
-    match key {
-        Some(key) => UpstreamRef::keyed(text, key),
-        None => UpstreamRef::new(text),
     }
 }
 

@@ -42,7 +42,7 @@ fn new_job(user_id: UserId, held: u64) -> Job {
 
 fn submission() -> (Trigger, Trigger) {
     let now = OffsetDateTime::now_utc();
-    let upstream = UpstreamRef::new("r");
+    let upstream = UpstreamRef::new("test", "r");
     (Trigger::SubmitStarted { next_poll_at: now }, Trigger::Submitted { upstream, next_poll_at: now })
 }
 

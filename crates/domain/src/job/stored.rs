@@ -1,0 +1,56 @@
+//! What an adapter keeps of a job, to bring it back with [`Job::restore`](super::Job::restore),
+//! and the error of a kept job that breaks a job's invariants.
+
+use time::OffsetDateTime;
+
+use super::JobPhase;
+use crate::catalog::Rate;
+use crate::credits::Credits;
+use crate::ids::{JobId, ModelId, UserId};
+use crate::input::GenerationInput;
+use crate::modality::Modality;
+
+/// A job as an adapter kept it: the facts fixed at acceptance, its [`JobPhase`] (which an
+/// adapter maps to and from its own storage), and the driver's schedule.
+/// [`Job::restore`](super::Job::restore) checks it; [`Job::to_stored`](super::Job::to_stored)
+/// gives it back for writing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredJob {
+    /// Its id.
+    pub id: JobId,
+    /// Its owner.
+    pub user_id: UserId,
+    /// The model in effect.
+    pub model: ModelId,
+    /// `video` or `image`.
+    pub modality: Modality,
+    /// Acceptance time.
+    pub created_at: OffsetDateTime,
+    /// Credits held at acceptance: the most it can cost.
+    pub credits_held: Credits,
+    /// What a unit of its output costs, fixed at acceptance: a later price change moves
+    /// neither its hold nor its charge.
+    pub rate: Rate,
+    /// The validated request.
+    pub input: GenerationInput,
+    /// Where its end is posted ([`crate::webhooks`]), when the client asked.
+    pub webhook_url: Option<String>,
+    /// Its state and that state's data.
+    pub phase: JobPhase,
+    /// When the driver next looks at it; `None` once final.
+    pub next_poll_at: Option<OffsetDateTime>,
+    /// Consecutive transient failures talking to the provider, for back-off.
+    pub poll_failures: u32,
+    /// Incremented by every committed transition; the compare-and-set token.
+    pub version: u64,
+}
+
+/// A kept job that breaks a job's invariants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job {id} cannot be restored: {problem}")]
+pub struct CorruptJob {
+    /// The job.
+    pub id: JobId,
+    /// The broken invariant.
+    pub problem: &'static str,
+}

@@ -1,0 +1,93 @@
+//! Migrations that rewrite stored data, run over rows in the shape the migration before them
+//! left: what a deployed database holds when it upgrades.
+
+#![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use genjobs_domain::credits::Credits;
+use genjobs_domain::ids::{ApiKey, UserId};
+use genjobs_domain::job::{Job, Trigger, UpstreamRef};
+use genjobs_domain::ports::*;
+use genjobs_store_contract::cases::new_job;
+use genjobs_store_postgres::connect;
+use genjobs_test_postgres::TestDatabase;
+use genjobs_upstream_fal::FalRef;
+use time::OffsetDateTime;
+
+const TYPED_UPSTREAM: &str = include_str!("../../../migrations/2026-11-25-400000_typed_upstream/up.sql");
+
+/// fal's references, kept before as a jsonb string of the adapter's JSON (or, earlier, as that
+/// object), read back after the migration as typed references that the fal adapter reads.
+#[tokio::test]
+async fn fal_references_kept_as_json_text_become_typed_references() {
+    let db = TestDatabase::new().await;
+    let adapters = connect(&db.settings()).unwrap();
+    let store = adapters.store.clone();
+    let now = OffsetDateTime::now_utc;
+    let user = UserId::new_at(now());
+    let limits = Limits { rate_limit_per_minute: 1000, max_concurrent_jobs: 1000 };
+    let key = ApiKey::generate();
+    store.create_user(user, "u".into(), Credits::new(100), limits, StoredKey::of(&key, user, now())).await.unwrap();
+    let fal = |id: &str| FalRef {
+        endpoint: "fal-ai/flux-pro".into(),
+        request_id: id.into(),
+        status_url: format!("https://queue.fal.run/fal-ai/flux-pro/requests/{id}/status"),
+        response_url: format!("https://queue.fal.run/fal-ai/flux-pro/requests/{id}"),
+        cancel_url: format!("https://queue.fal.run/fal-ai/flux-pro/requests/{id}/cancel"),
+    };
+    let mut jobs = Vec::new();
+    for id in ["as-text", "as-object"] {
+        let Accepted::Created(job) = store.accept(new_job(user, 1, now()), None, None, now()).await.unwrap() else {
+            panic!("accepted")
+        };
+        let started = commit(&*store, &job, Trigger::SubmitStarted { next_poll_at: now() }).await;
+        let submitted =
+            commit(&*store, &started, Trigger::Submitted { upstream: fal(id).to_upstream(), next_poll_at: now() })
+                .await;
+        jobs.push(submitted);
+    }
+    let mut conn = AsyncPgConnection::establish(&db.url).await.unwrap();
+    let old_text = serde_json::json!({
+        "endpoint": "fal-ai/flux-pro",
+        "request_id": "as-text",
+        "status_url": "https://queue.fal.run/fal-ai/flux-pro/requests/as-text/status",
+        "response_url": "https://queue.fal.run/fal-ai/flux-pro/requests/as-text",
+        "cancel_url": "https://queue.fal.run/fal-ai/flux-pro/requests/as-text/cancel",
+    });
+    let old_object = serde_json::json!({
+        "endpoint": "fal-ai/flux-pro",
+        "request_id": "as-object",
+        "status_url": "https://queue.fal.run/fal-ai/flux-pro/requests/as-object/status",
+        "response_url": "https://queue.fal.run/fal-ai/flux-pro/requests/as-object",
+        "cancel_url": "https://queue.fal.run/fal-ai/flux-pro/requests/as-object/cancel",
+    });
+    for (job, old) in jobs.iter().zip([serde_json::Value::String(old_text.to_string()), old_object]) {
+        diesel::sql_query("UPDATE jobs SET upstream = $1, upstream_key = NULL WHERE id = $2")
+            .bind::<diesel::sql_types::Jsonb, _>(old)
+            .bind::<diesel::sql_types::Uuid, _>(job.id().as_uuid())
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    diesel::sql_query(TYPED_UPSTREAM).execute(&mut conn).await.unwrap();
+
+    for (job, id) in jobs.iter().zip(["as-text", "as-object"]) {
+        let read = store.job(job.id()).await.unwrap().expect("the job is still there");
+        let upstream: &UpstreamRef = read.upstream().expect("its reference survives");
+        assert_eq!((upstream.provider(), upstream.key()), ("fal", id));
+        assert_eq!(FalRef::from_upstream(upstream), Ok(fal(id)), "the fal adapter reads it as it wrote it");
+        let found = store.job_by_upstream_key(id).await.unwrap().map(|found| found.id());
+        assert_eq!(found, Some(job.id()), "fal's webhooks find it by the request id");
+    }
+    diesel::sql_query(TYPED_UPSTREAM).execute(&mut conn).await.unwrap();
+    let again = store.job(jobs[0].id()).await.unwrap().unwrap();
+    assert_eq!(again.upstream(), Some(&fal("as-text").to_upstream()), "running it twice changes nothing");
+}
+
+async fn commit(store: &dyn JobStore, job: &Job, trigger: Trigger) -> Job {
+    match store.commit(job.apply(trigger, OffsetDateTime::now_utc()).unwrap()).await {
+        Ok(Commit::Applied(job)) => job,
+        other => panic!("commit: {other:?}"),
+    }
+}
