@@ -36,7 +36,8 @@ use time::{Duration, OffsetDateTime};
 pub trait Store: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static {}
 impl<T: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static> Store for T {}
 
-fn now() -> OffsetDateTime {
+/// Now, in whole microseconds.
+pub fn now() -> OffsetDateTime {
     // Whole microseconds, so that stores with microsecond timestamps (Postgres) compare equal.
     let t = OffsetDateTime::now_utc();
     t.replace_nanosecond(t.nanosecond() / 1000 * 1000).unwrap_or(t)
@@ -44,7 +45,8 @@ fn now() -> OffsetDateTime {
 
 const LIMITS: Limits = Limits { rate_limit_per_minute: 120, max_concurrent_jobs: 3 };
 
-async fn user<S: Store>(store: &S, credits: u64) -> UserId {
+/// A new user of `store` with `credits` and the suite's limits.
+pub async fn user<S: Store>(store: &S, credits: u64) -> UserId {
     user_with(store, credits, LIMITS).await
 }
 
@@ -85,7 +87,8 @@ pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
     .0
 }
 
-async fn accepted<S: Store>(store: &S, user_id: UserId, held: u64) -> Job {
+/// A job of `user_id` holding `held`, accepted by `store` now.
+pub async fn accepted<S: Store>(store: &S, user_id: UserId, held: u64) -> Job {
     match store.accept(new_job(user_id, held, now()), None, None, now()).await {
         Ok(Accepted::Created(job)) => job,
         other => panic!("expected a created job, got {other:?}"),
@@ -105,7 +108,8 @@ fn upstream() -> UpstreamRef {
     UpstreamRef::new("test", "req-1")
 }
 
-async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {
+/// `job` after `trigger`, committed to `store`.
+pub async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {
     match store.commit(job.apply(trigger, now()).expect("transition")).await.expect("commit") {
         Commit::Applied(job) => job,
         other => panic!("expected the commit to apply, got {other:?}"),

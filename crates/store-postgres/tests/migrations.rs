@@ -4,15 +4,12 @@
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::{ApiKey, UserId};
-use genjobs_domain::job::{Job, Trigger, UpstreamRef};
-use genjobs_domain::ports::*;
-use genjobs_store_contract::cases::new_job;
+use genjobs_domain::job::{Trigger, UpstreamRef};
+use genjobs_domain::ports::JobStore;
+use genjobs_store_contract::cases::{accepted, now, step, user};
 use genjobs_store_postgres::connect;
 use genjobs_test_postgres::TestDatabase;
 use genjobs_upstream_fal::FalRef;
-use time::OffsetDateTime;
 
 const TYPED_UPSTREAM: &str = include_str!("../../../migrations/2026-11-25-400000_typed_upstream/up.sql");
 
@@ -23,11 +20,7 @@ async fn fal_references_kept_as_json_text_become_typed_references() {
     let db = TestDatabase::new().await;
     let adapters = connect(&db.settings()).unwrap();
     let store = adapters.store.clone();
-    let now = OffsetDateTime::now_utc;
-    let user = UserId::new_at(now());
-    let limits = Limits { rate_limit_per_minute: 1000, max_concurrent_jobs: 1000 };
-    let key = ApiKey::generate();
-    store.create_user(user, "u".into(), Credits::new(100), limits, StoredKey::of(&key, user, now())).await.unwrap();
+    let user = user(&*store, 100).await;
     let fal = |id: &str| FalRef {
         endpoint: "fal-ai/flux-pro".into(),
         request_id: id.into(),
@@ -37,14 +30,11 @@ async fn fal_references_kept_as_json_text_become_typed_references() {
     };
     let mut jobs = Vec::new();
     for id in ["as-text", "as-object"] {
-        let Accepted::Created(job) = store.accept(new_job(user, 1, now()), None, None, now()).await.unwrap() else {
-            panic!("accepted")
-        };
-        let started = commit(&*store, &job, Trigger::SubmitStarted { next_poll_at: now() }).await;
-        let submitted =
-            commit(&*store, &started, Trigger::Submitted { upstream: fal(id).to_upstream(), next_poll_at: now() })
-                .await;
-        jobs.push(submitted);
+        let job = accepted(&*store, user, 1).await;
+        let started = step(&*store, &job, Trigger::SubmitStarted { next_poll_at: now() }).await;
+        jobs.push(
+            step(&*store, &started, Trigger::Submitted { upstream: fal(id).to_upstream(), next_poll_at: now() }).await,
+        );
     }
     let mut conn = AsyncPgConnection::establish(&db.url).await.unwrap();
     let old_text = serde_json::json!({
@@ -83,11 +73,4 @@ async fn fal_references_kept_as_json_text_become_typed_references() {
     diesel::sql_query(TYPED_UPSTREAM).execute(&mut conn).await.unwrap();
     let again = store.job(jobs[0].id()).await.unwrap().unwrap();
     assert_eq!(again.upstream(), Some(&fal("as-text").to_upstream()), "running it twice changes nothing");
-}
-
-async fn commit(store: &dyn JobStore, job: &Job, trigger: Trigger) -> Job {
-    match store.commit(job.apply(trigger, OffsetDateTime::now_utc()).unwrap()).await {
-        Ok(Commit::Applied(job)) => job,
-        other => panic!("commit: {other:?}"),
-    }
 }
