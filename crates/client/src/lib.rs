@@ -27,8 +27,9 @@
 //! # }
 //! ```
 //!
-//! Layout: [`types`] holds the JSON shapes, `error` the [`Error`] enum, `sse` the event-stream
-//! parser. `examples/generate.rs` submits, follows the stream and downloads the outputs.
+//! Layout: [`types`] re-exports the JSON shapes, which are the `genjobs-api` crate's (the same
+//! types the service reads and writes, so that client and service cannot disagree), and adds the
+//! stream's events; `error` holds the [`Error`] enum, `sse` the event-stream parser. `examples/generate.rs` submits, follows the stream and downloads the outputs.
 
 mod error;
 mod sse;
@@ -46,12 +47,13 @@ use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::io::AsyncWriteExt;
+use types::{DataView, ErrorEnvelope};
 
 pub use error::{ApiError, Error};
 pub use types::{
-    Account, CancelReceipt, EventData, EventKind, Field, FieldOption, ImageRequest, Job, JobError, JobEvent, JobPage,
-    JobState, LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, UsageRow, VideoRequest,
-    WebhookAttempt, WebhookDelivery, WebhookSecret,
+    Account, CancelReceipt, EventKind, Field, FieldOption, ImageRequest, Job, JobError, JobEvent, JobPage, JobState,
+    LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, StreamEvent, UsageRow, VideoRequest,
+    WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret,
 };
 
 /// How long an ordinary call may take.
@@ -240,12 +242,9 @@ impl Client {
     /// # Errors
     /// As [`Client::job`].
     pub async fn job_webhooks(&self, job_id: &str) -> Result<Vec<WebhookDelivery>, Error> {
-        #[derive(serde::Deserialize)]
-        struct Listing {
-            data: Vec<WebhookDelivery>,
-        }
         let path = format!("/api/v1/jobs/{job_id}/webhooks");
-        let listing: Listing = self.send(self.request(Method::GET, &path).timeout(CALL_TIMEOUT)).await?;
+        let listing: DataView<WebhookDelivery> =
+            self.send(self.request(Method::GET, &path).timeout(CALL_TIMEOUT)).await?;
         Ok(listing.data)
     }
 
@@ -264,12 +263,8 @@ impl Client {
     /// # Errors
     /// As every call.
     pub async fn models(&self, modality: Option<&str>) -> Result<Vec<Model>, Error> {
-        #[derive(serde::Deserialize)]
-        struct Listing {
-            data: Vec<Model>,
-        }
         let path = modality.map_or_else(|| "/api/v1/models".to_owned(), |m| format!("/api/v1/models?modality={m}"));
-        let listing: Listing = self.send(self.request(Method::GET, &path).timeout(CALL_TIMEOUT)).await?;
+        let listing: DataView<Model> = self.send(self.request(Method::GET, &path).timeout(CALL_TIMEOUT)).await?;
         Ok(listing.data)
     }
 
@@ -298,14 +293,10 @@ impl Client {
     /// # Errors
     /// [`Error::Api`] 400 naming a bad date, range or grouping; or as every call.
     pub async fn usage(&self, from: Option<&str>, to: Option<&str>, group_by: &str) -> Result<Vec<UsageRow>, Error> {
-        #[derive(serde::Deserialize)]
-        struct Rows {
-            data: Vec<UsageRow>,
-        }
         let mut query = vec![("group_by", group_by.to_owned())];
         query.extend(from.map(|f| ("from", f.to_owned())));
         query.extend(to.map(|t| ("to", t.to_owned())));
-        let rows: Rows =
+        let rows: DataView<UsageRow> =
             self.send(self.request(Method::GET, "/api/v1/account/usage").timeout(CALL_TIMEOUT).query(&query)).await?;
         Ok(rows.data)
     }
@@ -439,14 +430,23 @@ async fn checked(response: Response) -> Result<Response, Error> {
     }
     let status = response.status().as_u16();
     let retry_after = retry_after(response.headers());
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
-    let field = |name: &str| body["error"][name].as_str().map(str::to_owned);
+    // A proxy in front of the service may answer without the envelope.
+    let Ok(ErrorEnvelope { error }) = response.json::<ErrorEnvelope>().await else {
+        return Err(Error::Api(ApiError {
+            status,
+            kind: "unknown".into(),
+            code: format!("HTTP_{status}"),
+            message: format!("the service answered {status}"),
+            param: None,
+            retry_after,
+        }));
+    };
     Err(Error::Api(ApiError {
         status,
-        kind: field("type").unwrap_or_else(|| "unknown".into()),
-        code: field("code").unwrap_or_else(|| format!("HTTP_{status}")),
-        message: field("message").unwrap_or_else(|| format!("the service answered {status}")),
-        param: field("param"),
+        kind: error.kind,
+        code: error.code,
+        message: error.message,
+        param: error.param,
         retry_after,
     }))
 }

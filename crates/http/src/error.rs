@@ -6,13 +6,13 @@ use std::time::Duration;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
+use genjobs_api::ErrorObject;
 use genjobs_domain::ports::NotificationRejected;
 use genjobs_domain::ports::StoreError;
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::{
     AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, SubmitError,
 };
-use serde::Serialize;
 
 /// An error response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,29 +25,8 @@ pub struct ApiError {
     retry_after: Option<Duration>,
 }
 
-/// The error envelope of every error response.
-#[derive(Serialize, utoipa::ToSchema)]
-#[schema(as = Error)]
-pub(crate) struct Envelope<'a> {
-    /// What went wrong.
-    error: Body<'a>,
-}
-
-/// `{type, code, message, param?}`.
-#[derive(Serialize, utoipa::ToSchema)]
-#[schema(as = ErrorObject)]
-pub(crate) struct Body<'a> {
-    /// The class of error, e.g. `invalid_request`, `unauthorized`, `rate_limited`.
-    #[serde(rename = "type")]
-    kind: &'a str,
-    /// The precise error, e.g. `INVALID_REQUEST`, `NOT_ENOUGH_CREDITS`, `JOB_NOT_FOUND`.
-    code: &'a str,
-    /// A sentence for people.
-    message: &'a str,
-    /// The body field or parameter at fault, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    param: Option<&'a str>,
-}
+/// The error envelope of every error response, under the name the handlers' documentation uses.
+pub(crate) use genjobs_api::ErrorEnvelope as Envelope;
 
 impl ApiError {
     /// An error of `status`, `type` and `code`.
@@ -162,7 +141,12 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let envelope = Envelope {
-            error: Body { kind: self.kind, code: self.code, message: &self.message, param: self.param.as_deref() },
+            error: ErrorObject {
+                kind: self.kind.to_owned(),
+                code: self.code.to_owned(),
+                message: self.message.clone(),
+                param: self.param.clone(),
+            },
         };
         let mut response = HttpResponse::build(self.status);
         response.insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));

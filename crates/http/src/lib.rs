@@ -8,13 +8,15 @@
 //! - `body`: JSON bodies, with 415 / 413 / 400 in that order.
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
 //! - `routes`: one handler per endpoint; [`ROUTES`] lists them all.
-//! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and DTOs, and `/docs`.
+//! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
+//!   schemas, and `/docs`.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
 //! - [`links`]: the signed links to stored outputs, minted at every read of a job.
 //! - [`openai`]: the OpenAI-compatible edge at `/openai/v1`, over the same use cases.
-//! - [`dto`]: the wire formats: request bodies read into domain types once (`try_into_domain`),
-//!   and the JSON shapes of responses, exactly as the spec writes them.
+//! - [`dto`]: the edge's side of the wire formats, whose types are `genjobs-api`'s (shared with
+//!   `genjobs-client`): request bodies read with serde and turned into domain types once, and the
+//!   views of domain values as the API's answers.
 //!
 //! No compression middleware is installed: it would buffer server-sent events.
 

@@ -1,6 +1,6 @@
 //! The OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` annotations and the
-//! DTOs' `ToSchema` derives, and the interactive documentation at `/docs`, whose Swagger UI files
-//! are built into the binary (`assets/swagger-ui`, vendored from npm's `swagger-ui-dist` by
+//! `ToSchema` derives of `genjobs-api`'s wire types, and the interactive documentation at `/docs`,
+//! whose Swagger UI files are built into the binary (`assets/swagger-ui`, vendored from npm's `swagger-ui-dist` by
 //! `scripts/vendor-swagger-ui.sh`) so that it works offline.
 //!
 //! What every operation shares is added once, by a `Modify` of the document, rather than repeated on each
@@ -18,8 +18,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use crate::dto::responses::{EventView, StatusView};
-use crate::dto::webhooks::WebhookPayloadView;
+use genjobs_api::{Status, StreamEvent, WebhookPayload};
+
 use crate::error::Envelope;
 use crate::openai::OpenAiEnvelope;
 use crate::openai::handlers as openai;
@@ -75,7 +75,7 @@ use crate::routes;
         openai::video_content,
         openai::list_models,
     ),
-    components(schemas(EventView, Envelope, StatusView, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayloadView)),
+    components(schemas(StreamEvent, Envelope, Status, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload)),
     modifiers(&Conventions),
     tags(
         (name = "generations", description = "Submit image and video jobs"),

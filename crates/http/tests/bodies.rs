@@ -3,9 +3,10 @@
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
+use genjobs_api::{Grant, NewUser};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::modality::Modality;
-use genjobs_http::dto::requests::{GrantBody, NewUserBody, generation_request};
+use genjobs_http::dto::requests::{generation_request, grant_amount, new_user_request, read};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 
@@ -71,10 +72,10 @@ proptest! {
 
     #[test]
     fn admin_bodies_never_panic_and_refusals_name_a_param(body in body()) {
-        if let Err(refusal) = NewUserBody::from_json(&body).and_then(NewUserBody::try_into_domain) {
+        if let Err(refusal) = read::<NewUser>(&body).and_then(new_user_request) {
             prop_assert!(refusal.param.is_some(), "{} refused without a param", body);
         }
-        if let Err(refusal) = GrantBody::from_json(&body).and_then(GrantBody::try_into_domain) {
+        if let Err(refusal) = read::<Grant>(&body).and_then(grant_amount) {
             prop_assert!(refusal.param.is_some(), "{} refused without a param", body);
         }
     }

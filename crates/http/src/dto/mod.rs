@@ -1,13 +1,15 @@
-//! The wire formats of the API, apart from the domain's types: request bodies read from JSON and
-//! turned into domain values once ([`requests`]), and the JSON shapes of responses built from
-//! domain values ([`responses`]; the models listing's views are in `models`, the admin API's
-//! model documents in [`catalog`], the schemas the derives cannot infer in `schemas`; client
-//! webhooks' bodies and deliveries in [`webhooks`]). Renaming a domain field changes neither.
+//! The edge's side of the wire formats, whose types are `genjobs-api`'s: request bodies read from
+//! JSON with serde and turned into domain values once ([`requests`]), and the views of domain
+//! values as the API's answers ([`responses`]; the models listing's in `models`, the admin API's
+//! model documents in [`catalog`], the ledger and usage in [`usage`], client webhooks' bodies and
+//! deliveries in [`webhooks`]). Renaming a domain field changes neither; the API crate does not
+//! know the domain, so these conversions live here.
 
 pub mod catalog;
 mod models;
 pub mod requests;
 pub mod responses;
-mod schemas;
 pub mod usage;
 pub mod webhooks;
+
+pub use models::model_view;

@@ -1,97 +1,43 @@
 //! The ledger and usage reports on the wire: the ledger page, usage rows in JSON, and the same
 //! rows as CSV with a header row naming the JSON fields.
 
-use genjobs_domain::ports::{UsageGrouping, UsageRow};
-use genjobs_domain::usecases::{LedgerEntry, LedgerPage};
-use serde::Serialize;
-use utoipa::ToSchema;
+use genjobs_api::{LedgerEntry, LedgerPage, UsageRow};
+use genjobs_domain::ports::{self, UsageGrouping};
+use genjobs_domain::usecases;
 
 use super::responses::iso;
-use super::schemas::timestamp_schema;
 
-/// One credit movement.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = LedgerEntry)]
-pub struct LedgerEntryView {
-    /// The entry's id, increasing with time.
-    id: String,
-    /// When it was recorded.
-    #[schema(schema_with = timestamp_schema)]
-    created_at: String,
-    /// `grant`, `hold`, `release` or `charge`.
-    kind: &'static str,
-    /// The job it belongs to; null for grants.
-    job_id: Option<String>,
-    /// Credits moved; negative only for a negative grant.
-    credits: i64,
-}
-
-/// A page of the caller's ledger, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = LedgerPage)]
-pub struct LedgerPageView {
-    /// The entries.
-    data: Vec<LedgerEntryView>,
-    /// The `before` of the next page, or null.
-    next: Option<String>,
-}
-
-impl From<LedgerPage> for LedgerPageView {
-    fn from(page: LedgerPage) -> Self {
-        let entry = |e: LedgerEntry| LedgerEntryView {
-            id: e.id.to_string(),
-            created_at: iso(e.at),
-            kind: e.kind.as_str(),
-            job_id: e.job_id.map(|id| id.to_string()),
-            credits: e.credits,
-        };
-        Self { data: page.entries.into_iter().map(entry).collect(), next: page.next.map(|id| id.to_string()) }
-    }
+/// A page of the caller's ledger.
+#[must_use]
+pub fn ledger_page_view(page: usecases::LedgerPage) -> LedgerPage {
+    let entry = |e: usecases::LedgerEntry| LedgerEntry {
+        id: e.id.to_string(),
+        created_at: iso(e.at),
+        kind: e.kind.as_str().to_owned(),
+        job_id: e.job_id.map(|id| id.to_string()),
+        credits: e.credits,
+    };
+    LedgerPage { data: page.entries.into_iter().map(entry).collect(), next: page.next.map(|id| id.to_string()) }
 }
 
 /// One group of a usage report.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = UsageRow)]
-pub struct UsageRowView {
-    /// The UTC day (`YYYY-MM-DD`), when grouped by day.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    day: Option<String>,
-    /// The model, when grouped by model.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    model: Option<String>,
-    /// The user, when grouped by user (operators' report).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user_id: Option<String>,
-    /// Jobs created in the group.
-    jobs: u64,
-    /// Of which succeeded.
-    succeeded: u64,
-    /// Of which failed.
-    failed: u64,
-    /// Of which were canceled.
-    canceled: u64,
-    /// Credits charged for them.
-    credits_spent: u64,
-}
-
-impl From<UsageRow> for UsageRowView {
-    fn from(row: UsageRow) -> Self {
-        Self {
-            day: row.day.map(|day| day.to_string()),
-            model: row.model,
-            user_id: row.user_id.map(|id| id.to_string()),
-            jobs: row.jobs,
-            succeeded: row.succeeded,
-            failed: row.failed,
-            canceled: row.canceled,
-            credits_spent: row.credits_spent,
-        }
+#[must_use]
+pub fn usage_row_view(row: ports::UsageRow) -> UsageRow {
+    UsageRow {
+        day: row.day.map(|day| day.to_string()),
+        model: row.model,
+        user_id: row.user_id.map(|id| id.to_string()),
+        jobs: row.jobs,
+        succeeded: row.succeeded,
+        failed: row.failed,
+        canceled: row.canceled,
+        credits_spent: row.credits_spent,
     }
 }
 
 /// The rows as CSV: a header naming the JSON fields (the group's column first), one line a row.
 #[must_use]
-pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRowView]) -> String {
+pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRow]) -> String {
     let group = match group_by {
         UsageGrouping::Day => "day",
         UsageGrouping::Model => "model",
@@ -126,7 +72,7 @@ mod tests {
 
     #[test]
     fn csv_names_the_json_fields_and_quotes_what_needs_it() {
-        let row = UsageRowView {
+        let row = UsageRow {
             day: None,
             model: Some("a,b".into()),
             user_id: None,

@@ -5,7 +5,7 @@
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
-use serde::Serialize;
+use genjobs_api::openai::ErrorObject;
 
 use crate::error::{ApiError, retry_after_secs};
 
@@ -19,29 +19,8 @@ impl<E: Into<ApiError>> From<E> for OpenAiError {
     }
 }
 
-/// An error of the OpenAI-compatible edge.
-#[derive(Serialize, utoipa::ToSchema)]
-#[schema(as = OpenAiError)]
-pub(crate) struct Envelope<'a> {
-    /// What went wrong.
-    error: Body<'a>,
-}
-
-/// `{message, type, param, code}`, every key present.
-#[derive(Serialize, utoipa::ToSchema)]
-#[schema(as = OpenAiErrorObject)]
-pub(crate) struct Body<'a> {
-    /// A sentence for people.
-    message: &'a str,
-    /// OpenAI's class of error, e.g. `invalid_request_error`, `insufficient_quota`.
-    #[serde(rename = "type")]
-    kind: &'a str,
-    /// The parameter at fault, or null.
-    #[schema(required = true)]
-    param: Option<&'a str>,
-    /// The native error code in lower case, e.g. `not_enough_credits`.
-    code: String,
-}
+/// OpenAI's error envelope, under the name the handlers' documentation uses.
+pub(crate) use genjobs_api::openai::ErrorEnvelope as Envelope;
 
 /// OpenAI's error `type` for a native one, as OpenAI's API names its classes.
 fn openai_type(native: &str, status: StatusCode) -> &'static str {
@@ -73,10 +52,10 @@ impl ResponseError for OpenAiError {
         let native = &self.0;
         let status = native.status_code();
         let envelope = Envelope {
-            error: Body {
-                message: native.message(),
-                kind: openai_type(native.kind(), status),
-                param: native.param(),
+            error: ErrorObject {
+                message: native.message().to_owned(),
+                kind: openai_type(native.kind(), status).to_owned(),
+                param: native.param().map(str::to_owned),
                 code: native.code().to_ascii_lowercase(),
             },
         };

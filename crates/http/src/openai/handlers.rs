@@ -11,6 +11,9 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use base64::Engine;
 use futures_util::future::{Either, select};
 use futures_util::{StreamExt, TryStreamExt, stream};
+use genjobs_api::openai::{
+    ImageData, ImagesRequest, ImagesResponse, ModelList, ModelObject, ResponseFormat, VideoObject, VideoRequest,
+};
 use genjobs_domain::ids::JobId;
 use genjobs_domain::job::{Job, JobErrorCode, JobState};
 use genjobs_domain::modality::Modality;
@@ -19,12 +22,11 @@ use genjobs_domain::usecases::{Caller, MAX_WAIT_SECS, OutputContentError, Submis
 use serde_json::{Map, Value};
 
 use super::error::OpenAiError;
-use super::wire::{
-    ImageData, ImagesRequest, ImagesResponse, ModelList, ModelObject, ResponseFormat, VideoObject, VideoRequest,
-};
+use super::wire::{images_into_domain, read_video_request, video_into_domain, video_object};
 use crate::AppState;
 use crate::auth::Authenticated;
 use crate::body::{read_bytes, read_json};
+use crate::dto::requests::read;
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
 
@@ -136,9 +138,9 @@ pub async fn create_image(
 ) -> Handled {
     let caller = caller?.0;
     let body = read_json(&req, payload).await?;
-    let asked = ImagesRequest::from_json(&body)?;
-    let format = asked.response_format;
-    let id = submit(&state, &caller, asked.try_into_domain(&state.gateway.catalog())?, &req).await?;
+    let asked: ImagesRequest = read(&body)?;
+    let format = asked.response_format.unwrap_or_default();
+    let id = submit(&state, &caller, images_into_domain(asked, &state.gateway.catalog())?, &req).await?;
     let job = final_job(&state, &caller, id).await?;
     let Some(outputs) = job.outputs().filter(|_| job.state() == JobState::Succeeded) else {
         return Err(unsuccessful(&job).into());
@@ -215,13 +217,16 @@ pub async fn create_video(
 ) -> Handled {
     let caller = caller?.0;
     let asked = if is_form(&req) {
-        VideoRequest::from_fields(&form_fields(&req, payload).await?)?
+        read_video_request(form_fields(&req, payload).await?)?
     } else {
-        VideoRequest::from_json(&read_json(&req, payload).await?)?
+        match read_json(&req, payload).await? {
+            Value::Object(fields) => read_video_request(fields)?,
+            _ => return Err(InvalidRequest::body("the body must be a JSON object").into()),
+        }
     };
-    let id = submit(&state, &caller, asked.try_into_domain(&state.gateway.catalog())?, &req).await?;
+    let id = submit(&state, &caller, video_into_domain(asked, &state.gateway.catalog())?, &req).await?;
     let job = state.gateway.job(&caller, id).await.map_err(ApiError::from)?;
-    Ok(HttpResponse::Ok().json(VideoObject::new(&job)))
+    Ok(HttpResponse::Ok().json(video_object(&job)))
 }
 
 async fn video_job(state: &AppState, caller: &Caller, path: &str, req: &HttpRequest) -> Result<Job, ApiError> {
@@ -259,7 +264,7 @@ pub async fn get_video(
         let poll_ms = state.gateway.settings().poll_interval.as_millis().max(1);
         response.insert_header(("openai-poll-after-ms", poll_ms.to_string()));
     }
-    Ok(response.json(VideoObject::new(&job)))
+    Ok(response.json(video_object(&job)))
 }
 
 /// Download a video's content (OpenAI's `videos.download_content`)
@@ -310,9 +315,14 @@ pub async fn list_models(state: web::Data<AppState>, caller: Caught) -> Handled 
         .gateway
         .catalog()
         .models_of(None)
-        .map(|model| ModelObject { id: model.id.to_string(), object: "model", created: 0, owned_by: owned_by.clone() })
+        .map(|model| ModelObject {
+            id: model.id.to_string(),
+            object: "model".to_owned(),
+            created: 0,
+            owned_by: owned_by.clone(),
+        })
         .collect();
-    Ok(HttpResponse::Ok().json(ModelList { object: "list", data }))
+    Ok(HttpResponse::Ok().json(ModelList { object: "list".to_owned(), data }))
 }
 
 /// 405 in OpenAI's shape.

@@ -6,8 +6,9 @@
 //! not a second implementation: OpenAI's requests are read into the native request bodies and
 //! validated by the domain exactly as native ones are.
 //!
-//! - `wire`: OpenAI's request and response shapes (openai 3.57.0, OpenAI's published API
-//!   document), and their mapping onto the native bodies.
+//! - `wire`: OpenAI's requests onto the native ones, and jobs as OpenAI's `Video` object; the
+//!   wire types themselves (openai 3.57.0, OpenAI's published API document) are
+//!   `genjobs_api::openai`'s.
 //! - `sizes`: `size` (`WxH`) onto a model's aspect ratios and resolutions.
 //! - `error`: native errors in OpenAI's envelope, at the native statuses.
 //! - `handlers`: one per endpoint.

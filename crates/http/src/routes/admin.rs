@@ -1,6 +1,7 @@
 //! The admin API's handlers (`/api/admin`), behind the operators' token.
 
 use actix_web::{HttpRequest, HttpResponse, web};
+use genjobs_api::{AdminModel, CreatedUser, DataView, Grant, IssuedKey, NewUser, User};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::PutOutcome;
 
@@ -8,10 +9,9 @@ use super::Handled;
 use crate::AppState;
 use crate::auth::Operator;
 use crate::body::read_json;
-use crate::dto::catalog::{AdminModelView, model_document};
-use crate::dto::requests::{GrantBody, NewUserBody};
-use crate::dto::responses::DataView;
-use crate::dto::responses::{CreatedUserView, IssuedKeyView, UserView};
+use crate::dto::catalog::{admin_model_view, model_document};
+use crate::dto::requests::{grant_amount, new_user_request, read};
+use crate::dto::responses::{created_user_view, user_view};
 use crate::error::ApiError;
 
 fn user_id(path: &str) -> Result<UserId, ApiError> {
@@ -23,9 +23,9 @@ fn user_id(path: &str) -> Result<UserId, ApiError> {
 /// Answers with the user's first API key, shown only here.
 #[utoipa::path(post, path = "/api/admin/users", tag = "admin",
     security(("admin_token" = [])),
-    request_body(content = NewUserBody, content_type = "application/json"),
+    request_body(content = NewUser, content_type = "application/json"),
     responses(
-        (status = 201, description = "Created", body = CreatedUserView),
+        (status = 201, description = "Created", body = CreatedUser),
         (status = 400, description = "Invalid body or field", body = crate::error::Envelope),
         (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
         (status = 415, description = "Body not application/json", body = crate::error::Envelope),
@@ -36,9 +36,9 @@ pub async fn admin_create_user(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Handled {
-    let request = NewUserBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
+    let request = new_user_request(read(&read_json(&req, payload).await?)?)?;
     let (account, key) = state.gateway.create_user(request).await?;
-    Ok(HttpResponse::Created().json(CreatedUserView::new(&account, key.expose())))
+    Ok(HttpResponse::Created().json(created_user_view(&account, key.expose())))
 }
 
 /// Issue another key to a user
@@ -46,12 +46,12 @@ pub async fn admin_create_user(
     security(("admin_token" = [])),
     params(("id" = String, Path, description = "The user id")),
     responses(
-        (status = 201, description = "The new key, shown only here", body = IssuedKeyView),
+        (status = 201, description = "The new key, shown only here", body = IssuedKey),
         (status = 404, description = "No such user", body = crate::error::Envelope),
     ))]
 pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
     let key = state.gateway.issue_key(user_id(&path)?).await?;
-    Ok(HttpResponse::Created().json(IssuedKeyView { api_key: key.expose() }))
+    Ok(HttpResponse::Created().json(IssuedKey { api_key: key.expose().to_owned() }))
 }
 
 /// Revoke a key
@@ -75,9 +75,9 @@ pub async fn admin_revoke_key(state: web::Data<AppState>, _: Operator, path: web
 #[utoipa::path(post, path = "/api/admin/users/{id}/credits", tag = "admin",
     security(("admin_token" = [])),
     params(("id" = String, Path, description = "The user id")),
-    request_body(content = GrantBody, content_type = "application/json"),
+    request_body(content = Grant, content_type = "application/json"),
     responses(
-        (status = 200, description = "The account after the grant", body = UserView),
+        (status = 200, description = "The account after the grant", body = User),
         (status = 400, description = "Invalid amount, or more than the user has available", body = crate::error::Envelope),
         (status = 404, description = "No such user", body = crate::error::Envelope),
         (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
@@ -91,9 +91,9 @@ pub async fn admin_grant(
     payload: web::Payload,
 ) -> Handled {
     let user_id = user_id(&path)?;
-    let amount = GrantBody::from_json(&read_json(&req, payload).await?)?.try_into_domain()?;
+    let amount = grant_amount(read(&read_json(&req, payload).await?)?)?;
     let account = state.gateway.grant(user_id, amount).await?;
-    Ok(HttpResponse::Ok().json(UserView::from(&account)))
+    Ok(HttpResponse::Ok().json(user_view(&account)))
 }
 
 /// A user's account
@@ -101,12 +101,12 @@ pub async fn admin_grant(
     security(("admin_token" = [])),
     params(("id" = String, Path, description = "The user id")),
     responses(
-        (status = 200, description = "The account", body = UserView),
+        (status = 200, description = "The account", body = User),
         (status = 404, description = "No such user", body = crate::error::Envelope),
     ))]
 pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
     let account = state.gateway.user(user_id(&path)?).await?;
-    Ok(HttpResponse::Ok().json(UserView::from(&account)))
+    Ok(HttpResponse::Ok().json(user_view(&account)))
 }
 
 /// List the catalog's models
@@ -114,11 +114,11 @@ pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path
 /// Every model, disabled ones included, with its price and routes.
 #[utoipa::path(get, path = "/api/admin/models", tag = "admin",
     security(("admin_token" = [])),
-    responses((status = 200, description = "The models", body = DataView<AdminModelView>)))]
+    responses((status = 200, description = "The models", body = DataView<AdminModel>)))]
 pub async fn admin_models(state: web::Data<AppState>, _: Operator) -> Handled {
     let catalog = state.gateway.catalog();
     let upstream = state.gateway.upstream_name();
-    let data = catalog.managed().map(|m| AdminModelView::new(m, upstream)).collect();
+    let data = catalog.managed().map(|m| admin_model_view(m, upstream)).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 
@@ -131,11 +131,11 @@ pub async fn admin_models(state: web::Data<AppState>, _: Operator) -> Handled {
 #[utoipa::path(put, path = "/api/admin/models/{id}", tag = "admin",
     security(("admin_token" = [])),
     params(("id" = String, Path, description = "The model id")),
-    request_body(content = AdminModelView, content_type = "application/json",
+    request_body(content = AdminModel, content_type = "application/json",
         description = "An AdminModel; `id` and `upstream` are ignored"),
     responses(
-        (status = 200, description = "Replaced", body = AdminModelView),
-        (status = 201, description = "Created", body = AdminModelView),
+        (status = 200, description = "Replaced", body = AdminModel),
+        (status = 201, description = "Created", body = AdminModel),
         (status = 400, description = "Invalid document; `param` is the JSON path of the fault", body = crate::error::Envelope),
         (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
         (status = 415, description = "Body not application/json", body = crate::error::Envelope),
@@ -150,7 +150,7 @@ pub async fn admin_put_model(
     let document = model_document(read_json(&req, payload).await?)?;
     let model = state.gateway.check_model(&path, document.clone())?;
     let outcome = state.gateway.put_model(&path, document).await?;
-    let view = AdminModelView::new(&model, state.gateway.upstream_name());
+    let view = admin_model_view(&model, state.gateway.upstream_name());
     Ok(match outcome {
         PutOutcome::Created => HttpResponse::Created().json(view),
         PutOutcome::Replaced => HttpResponse::Ok().json(view),

@@ -6,10 +6,10 @@ use actix_web::http::header::{
     ACCEPT_RANGES, CACHE_CONTROL, CONTENT_RANGE, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH, RANGE,
 };
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use genjobs_api::UpstreamWebhookReceipt;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::ports::Delivery;
 use genjobs_domain::usecases::{NotificationOutcome, OutputReadError, RangeRequest};
-use serde::Serialize;
 
 use super::{Handled, Query, now};
 use crate::AppState;
@@ -114,16 +114,6 @@ fn parse_range(header: &str) -> Option<RangeRequest> {
     }
 }
 
-/// What a delivery did.
-#[derive(Serialize, utoipa::ToSchema)]
-#[schema(as = WebhookReceipt)]
-pub struct WebhookReceipt {
-    /// `applied`: the job ended with it; `already_final`: the job had ended (nothing changed);
-    /// `ignored`: it reports nothing final.
-    #[schema(value_type = String)]
-    outcome: &'static str,
-}
-
 /// A webhook delivery from the provider
 ///
 /// fal POSTs here (`GENJOBS_PUBLIC_URL` + `/api/upstream/fal/webhook`) when a request ends. The
@@ -134,7 +124,7 @@ pub struct WebhookReceipt {
     params(("provider" = String, Path, description = "The provider: `fal`")),
     request_body(content = serde_json::Value, description = "fal's webhook body, as signed", content_type = "application/json"),
     responses(
-        (status = 200, description = "Received", body = WebhookReceipt),
+        (status = 200, description = "Received", body = UpstreamWebhookReceipt),
         (status = 400, description = "Well signed, but not a webhook body", body = crate::error::Envelope),
         (status = 401, description = "Unsigned, wrongly signed, or stale (over 300 s)", body = crate::error::Envelope),
         (status = 404, description = "No job for this request, or webhooks are off", body = crate::error::Envelope),
@@ -162,7 +152,7 @@ pub async fn upstream_webhook(
         NotificationOutcome::AlreadyFinal(_) => "already_final",
         NotificationOutcome::Ignored => "ignored",
     };
-    Ok(HttpResponse::Ok().json(WebhookReceipt { outcome }))
+    Ok(HttpResponse::Ok().json(UpstreamWebhookReceipt { outcome: outcome.to_owned() }))
 }
 
 #[cfg(test)]

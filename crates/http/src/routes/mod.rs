@@ -23,6 +23,9 @@ use std::pin::pin;
 
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
+use genjobs_api::{
+    Account, CancelReceipt, DataView, EventStreamItem, ImageRequest, Job, JobPage, Model, Receipt, Status, VideoRequest,
+};
 use genjobs_domain::ids::JobId;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::request::InvalidRequest;
@@ -31,11 +34,9 @@ use genjobs_domain::usecases::{IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT
 use crate::AppState;
 use crate::auth::{Authenticated, Operator};
 use crate::body::read_json;
-use crate::dto::requests::{ImageGenerationBody, VideoGenerationBody, generation_request, request_fingerprint};
-use crate::dto::responses::{
-    AccountView, CancelView, DataView, EventStreamItem, EventView, JobPageView, JobView, ModelView, ReceiptView,
-    StatusView,
-};
+use crate::dto::model_view;
+use crate::dto::requests::{generation_request, request_fingerprint};
+use crate::dto::responses::{account_view, cancel_view, event_view, job_page_view, job_view, receipt_view};
 use crate::error::ApiError;
 use crate::links::OutputLinks;
 use crate::telemetry::{Held, OpenConnection};
@@ -89,7 +90,7 @@ async fn generate(
         .await
         .map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
     req.extensions_mut().insert(receipt.job_id);
-    Ok(HttpResponse::Accepted().json(ReceiptView::from(receipt)))
+    Ok(HttpResponse::Accepted().json(receipt_view(receipt)))
 }
 
 /// Submit a video generation
@@ -100,9 +101,9 @@ async fn generate(
 #[utoipa::path(post, path = "/api/v1/video/generations", tag = "generations",
     security(("api_key" = [])),
     params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry with the same key and body answers with the original receipt and holds nothing more")),
-    request_body(content = VideoGenerationBody, content_type = "application/json"),
+    request_body(content = VideoRequest, content_type = "application/json"),
     responses(
-        (status = 202, description = "Accepted: the job is queued and its credits held", body = ReceiptView),
+        (status = 202, description = "Accepted: the job is queued and its credits held", body = Receipt),
         (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
         (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
         (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
@@ -124,9 +125,9 @@ pub async fn create_video(
 #[utoipa::path(post, path = "/api/v1/images/generations", tag = "generations",
     security(("api_key" = [])),
     params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry with the same key and body answers with the original receipt and holds nothing more")),
-    request_body(content = ImageGenerationBody, content_type = "application/json"),
+    request_body(content = ImageRequest, content_type = "application/json"),
     responses(
-        (status = 202, description = "Accepted: the job is queued and its credits held", body = ReceiptView),
+        (status = 202, description = "Accepted: the job is queued and its credits held", body = Receipt),
         (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
         (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
         (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
@@ -152,7 +153,7 @@ pub async fn create_image(
         ("wait" = Option<u64>, Query, minimum = 0, maximum = 60, description = "Seconds to wait for the job to become final"),
     ),
     responses(
-        (status = 200, description = "The job", body = JobView),
+        (status = 200, description = "The job", body = Job),
         (status = 400, description = "`wait` is not an integer from 0 to 60", body = crate::error::Envelope),
         (status = 403, description = "The job is another user's", body = crate::error::Envelope),
         (status = 404, description = "No such job", body = crate::error::Envelope),
@@ -177,7 +178,7 @@ pub async fn get_job(
             Either::Right(((), _)) => state.gateway.wait_for_job(&caller.0, id, Duration::ZERO).await?,
         }
     };
-    Ok(HttpResponse::Ok().json(JobView::new(&job, &state.links.for_request(&req, now()))))
+    Ok(HttpResponse::Ok().json(job_view(&job, &state.links.for_request(&req, now()))))
 }
 
 /// List the caller's jobs
@@ -190,7 +191,7 @@ pub async fn get_job(
         ("before" = Option<String>, Query, description = "A job id: list only older jobs"),
     ),
     responses(
-        (status = 200, description = "A page of jobs", body = JobPageView),
+        (status = 200, description = "A page of jobs", body = JobPage),
         (status = 400, description = "`limit` or `before` is not valid", body = crate::error::Envelope),
     ))]
 pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query: Query, req: HttpRequest) -> Handled {
@@ -200,7 +201,7 @@ pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query:
         .map(|b| JobId::parse(b).map_err(|_| InvalidRequest::param("before", "`before` must be a job id")))
         .transpose()?;
     let page = state.gateway.list_jobs(&caller.0, before, limit as usize).await?;
-    Ok(HttpResponse::Ok().json(JobPageView::new(&page, &state.links.for_request(&req, now()))))
+    Ok(HttpResponse::Ok().json(job_page_view(&page, &state.links.for_request(&req, now()))))
 }
 
 fn now() -> time::OffsetDateTime {
@@ -214,7 +215,7 @@ fn sse_event(event: &JobEvent, links: &OutputLinks<'_>) -> Result<sse::Event, se
         JobEvent::Error(_) => "error",
     };
     let id = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).to_string();
-    let data = serde_json::to_string(&EventView::new(event.job(), links))?;
+    let data = serde_json::to_string(&event_view(event.job(), links))?;
     Ok(sse::Data::new(data).event(name).id(id).into())
 }
 
@@ -283,13 +284,13 @@ pub async fn stream_job(
     security(("api_key" = [])),
     params(("id" = String, Path, description = "The job id")),
     responses(
-        (status = 200, description = "The job's state after the cancel", body = CancelView),
+        (status = 200, description = "The job's state after the cancel", body = CancelReceipt),
         (status = 403, description = "The job is another user's", body = crate::error::Envelope),
         (status = 404, description = "No such job", body = crate::error::Envelope),
     ))]
 pub async fn cancel_job(state: web::Data<AppState>, caller: Authenticated, path: web::Path<String>) -> Handled {
     let receipt = state.gateway.cancel(&caller.0, job_id(&path)?).await?;
-    Ok(HttpResponse::Ok().json(CancelView::from(receipt)))
+    Ok(HttpResponse::Ok().json(cancel_view(receipt)))
 }
 
 /// List the models
@@ -299,7 +300,7 @@ pub async fn cancel_job(state: web::Data<AppState>, caller: Authenticated, path:
     security(("api_key" = [])),
     params(("modality" = Option<String>, Query, description = "Only models of this modality: video, image, audio, music, speech or 3d")),
     responses(
-        (status = 200, description = "The models", body = DataView<ModelView>),
+        (status = 200, description = "The models", body = DataView<Model>),
         (status = 400, description = "`modality` is not one of the modalities", body = crate::error::Envelope),
     ))]
 pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, query: Query) -> Handled {
@@ -313,7 +314,7 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
         .transpose()?;
     let upstream = state.gateway.upstream_name();
     let catalog = state.gateway.catalog();
-    let data = catalog.models_of(modality).map(|m| ModelView::new(m, upstream)).collect();
+    let data = catalog.models_of(modality).map(|m| model_view(m, upstream)).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 
@@ -321,9 +322,9 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
 ///
 /// `{"status":"ok"}` while the process serves. No key, no rate limit.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "The process serves", body = StatusView)))]
+    responses((status = 200, description = "The process serves", body = Status)))]
 pub async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(StatusView { status: "ok" })
+    HttpResponse::Ok().json(Status { status: "ok".to_owned() })
 }
 
 /// Readiness
@@ -331,13 +332,13 @@ pub async fn healthz() -> HttpResponse {
 /// `{"status":"ready"}` when the store answers and its migrations are current; 503 otherwise,
 /// and while the process drains. No key, no rate limit.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "Ready to serve", body = StatusView)))]
+    responses((status = 200, description = "Ready to serve", body = Status)))]
 pub async fn readyz(state: web::Data<AppState>) -> Handled {
     if state.drain.is_draining() {
         return Err(genjobs_domain::ports::StoreError::Unavailable("the process is draining".into()).into());
     }
     state.gateway.readiness().await?;
-    Ok(HttpResponse::Ok().json(StatusView { status: "ready" }))
+    Ok(HttpResponse::Ok().json(Status { status: "ready".to_owned() }))
 }
 
 /// Metrics
@@ -358,8 +359,8 @@ pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
 /// Credits available, held and spent, and the caller's limits.
 #[utoipa::path(get, path = "/api/v1/account", tag = "account",
     security(("api_key" = [])),
-    responses((status = 200, description = "The account", body = AccountView)))]
+    responses((status = 200, description = "The account", body = Account)))]
 pub async fn account(state: web::Data<AppState>, caller: Authenticated) -> Handled {
     let account = state.gateway.account(&caller.0).await?;
-    Ok(HttpResponse::Ok().json(AccountView::from(&account)))
+    Ok(HttpResponse::Ok().json(account_view(&account)))
 }

@@ -2,14 +2,15 @@
 //! validation, and nothing made or held.
 
 use actix_web::{HttpRequest, HttpResponse, web};
+use genjobs_api::{ImageRequest, Quote, VideoRequest};
 use genjobs_domain::modality::Modality;
 
 use super::Handled;
 use crate::AppState;
 use crate::auth::Authenticated;
 use crate::body::read_json;
-use crate::dto::requests::{ImageGenerationBody, VideoGenerationBody, generation_request};
-use crate::dto::responses::QuoteView;
+use crate::dto::requests::generation_request;
+use crate::dto::responses::quote_view;
 use crate::error::ApiError;
 
 async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: web::Payload) -> Handled {
@@ -17,7 +18,7 @@ async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: 
     let request = generation_request(modality, &body, &state.gateway.catalog())?;
     let quote =
         state.gateway.quote(&request).map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
-    Ok(HttpResponse::Ok().json(QuoteView::from(quote)))
+    Ok(HttpResponse::Ok().json(quote_view(quote)))
 }
 
 /// Price a video generation
@@ -27,9 +28,9 @@ async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: 
 /// the rate limit.
 #[utoipa::path(post, path = "/api/v1/video/generations/quote", tag = "generations",
     security(("api_key" = [])),
-    request_body(content = VideoGenerationBody, content_type = "application/json"),
+    request_body(content = VideoRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The price", body = QuoteView),
+        (status = 200, description = "The price", body = Quote),
         (status = 400, description = "Invalid body or field (`param` names it), as for a submission", body = crate::error::Envelope),
         (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
         (status = 415, description = "Body not application/json", body = crate::error::Envelope),
@@ -48,9 +49,9 @@ pub async fn quote_video(
 /// As the video quote, for the body of `POST /api/v1/images/generations`.
 #[utoipa::path(post, path = "/api/v1/images/generations/quote", tag = "generations",
     security(("api_key" = [])),
-    request_body(content = ImageGenerationBody, content_type = "application/json"),
+    request_body(content = ImageRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The price", body = QuoteView),
+        (status = 200, description = "The price", body = Quote),
         (status = 400, description = "Invalid body or field (`param` names it), as for a submission", body = crate::error::Envelope),
         (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
         (status = 415, description = "Body not application/json", body = crate::error::Envelope),

@@ -3,6 +3,7 @@
 
 use actix_web::http::header::{ACCEPT, CONTENT_TYPE};
 use actix_web::{HttpRequest, HttpResponse, web};
+use genjobs_api::{DataView, LedgerPage, UsageRow};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::{UsageGrouping, UsageQuery};
 use genjobs_domain::request::InvalidRequest;
@@ -12,8 +13,7 @@ use time::{Date, Duration, OffsetDateTime};
 use super::{Handled, Query, integer_param};
 use crate::AppState;
 use crate::auth::{Authenticated, Operator};
-use crate::dto::responses::DataView;
-use crate::dto::usage::{LedgerPageView, UsageRowView, usage_csv};
+use crate::dto::usage::{ledger_page_view, usage_csv, usage_row_view};
 use crate::error::ApiError;
 
 impl From<UsageError> for ApiError {
@@ -64,7 +64,7 @@ fn grouping(query: &Query, allowed: &[(&str, UsageGrouping)]) -> Result<UsageGro
         ("before" = Option<String>, Query, description = "The `next` of the previous page"),
     ),
     responses(
-        (status = 200, description = "A page of the ledger", body = LedgerPageView),
+        (status = 200, description = "A page of the ledger", body = LedgerPage),
         (status = 400, description = "`limit` or `before` is not valid", body = crate::error::Envelope),
     ))]
 pub async fn account_ledger(state: web::Data<AppState>, caller: Authenticated, query: Query) -> Handled {
@@ -79,7 +79,7 @@ pub async fn account_ledger(state: web::Data<AppState>, caller: Authenticated, q
         })
         .transpose()?;
     let page = state.gateway.ledger(&caller.0, before, limit as usize).await?;
-    Ok(HttpResponse::Ok().json(LedgerPageView::from(page)))
+    Ok(HttpResponse::Ok().json(ledger_page_view(page)))
 }
 
 /// The caller's usage
@@ -94,7 +94,7 @@ pub async fn account_ledger(state: web::Data<AppState>, caller: Authenticated, q
         ("group_by" = Option<String>, Query, description = "`day` (default), `model`, or `day,model` (a row per model and day)"),
     ),
     responses(
-        (status = 200, description = "The usage, one row a group", body = DataView<UsageRowView>),
+        (status = 200, description = "The usage, one row a group", body = DataView<UsageRow>),
         (status = 400, description = "A bad date, a backwards or over-long range, or a bad `group_by`", body = crate::error::Envelope),
     ))]
 pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, query: Query) -> Handled {
@@ -104,7 +104,7 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
         &[("day", UsageGrouping::Day), ("model", UsageGrouping::Model), ("day,model", UsageGrouping::DayAndModel)],
     )?;
     let rows = state.gateway.usage(&caller.0, from, to, group_by).await?;
-    Ok(HttpResponse::Ok().json(DataView { data: rows.into_iter().map(UsageRowView::from).collect() }))
+    Ok(HttpResponse::Ok().json(DataView { data: rows.into_iter().map(usage_row_view).collect() }))
 }
 
 /// Usage across users
@@ -121,7 +121,7 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
     ),
     responses(
         (status = 200, description = "The usage, one row a group", content(
-            (DataView<UsageRowView> = "application/json"),
+            (DataView<UsageRow> = "application/json"),
             (String = "text/csv"),
         )),
         (status = 400, description = "A bad date, range, `group_by` or `user_id`", body = crate::error::Envelope),
@@ -141,12 +141,12 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
         .get("user_id")
         .map(|id| UserId::parse(id).map_err(|_| InvalidRequest::param("user_id", "`user_id` must be a user id")))
         .transpose()?;
-    let rows: Vec<UsageRowView> = state
+    let rows: Vec<UsageRow> = state
         .gateway
         .usage_report(UsageQuery { user_id, from, to, group_by })
         .await?
         .into_iter()
-        .map(UsageRowView::from)
+        .map(usage_row_view)
         .collect();
     let wants_csv = req
         .headers()

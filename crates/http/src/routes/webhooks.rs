@@ -1,13 +1,13 @@
 //! Client webhooks: the account's signing secret, a job's deliveries, and a redelivery.
 
 use actix_web::{HttpResponse, web};
+use genjobs_api::{DataView, WebhookDelivery, WebhookSecret};
 use genjobs_domain::usecases::WebhookQueryError;
 
 use super::{Handled, job_id};
 use crate::AppState;
 use crate::auth::Authenticated;
-use crate::dto::responses::DataView;
-use crate::dto::webhooks::{WebhookEventView, WebhookSecretView};
+use crate::dto::webhooks::delivery_view;
 use crate::error::ApiError;
 
 /// The webhook signing secret
@@ -17,10 +17,10 @@ use crate::error::ApiError;
 /// part of the secret). Made on first use; the same until rotated.
 #[utoipa::path(get, path = "/api/v1/account/webhook-secret", tag = "webhooks",
     security(("api_key" = [])),
-    responses((status = 200, description = "The secret", body = WebhookSecretView)))]
+    responses((status = 200, description = "The secret", body = WebhookSecret)))]
 pub async fn webhook_secret(state: web::Data<AppState>, caller: Authenticated) -> Handled {
     let secret = state.gateway.webhook_secret(&caller.0).await?;
-    Ok(HttpResponse::Ok().json(WebhookSecretView { secret }))
+    Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
 }
 
 /// Rotate the webhook signing secret
@@ -28,10 +28,10 @@ pub async fn webhook_secret(state: web::Data<AppState>, caller: Authenticated) -
 /// A new secret; the old one signs nothing from now on, on every replica.
 #[utoipa::path(post, path = "/api/v1/account/webhook-secret/rotate", tag = "webhooks",
     security(("api_key" = [])),
-    responses((status = 200, description = "The new secret", body = WebhookSecretView)))]
+    responses((status = 200, description = "The new secret", body = WebhookSecret)))]
 pub async fn rotate_webhook_secret(state: web::Data<AppState>, caller: Authenticated) -> Handled {
     let secret = state.gateway.rotate_webhook_secret(&caller.0).await?;
-    Ok(HttpResponse::Ok().json(WebhookSecretView { secret }))
+    Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
 }
 
 impl From<WebhookQueryError> for ApiError {
@@ -56,13 +56,13 @@ impl From<WebhookQueryError> for ApiError {
     security(("api_key" = [])),
     params(("id" = String, Path, description = "The job id")),
     responses(
-        (status = 200, description = "The job's events", body = inline(DataView<WebhookEventView>)),
+        (status = 200, description = "The job's events", body = inline(DataView<WebhookDelivery>)),
         (status = 403, description = "The job is another user's", body = crate::error::Envelope),
         (status = 404, description = "No such job", body = crate::error::Envelope),
     ))]
 pub async fn job_webhooks(state: web::Data<AppState>, caller: Authenticated, path: web::Path<String>) -> Handled {
     let events = state.gateway.job_webhooks(&caller.0, job_id(&path)?).await?;
-    Ok(HttpResponse::Ok().json(DataView { data: events.iter().map(WebhookEventView::from).collect() }))
+    Ok(HttpResponse::Ok().json(DataView { data: events.iter().map(delivery_view).collect() }))
 }
 
 /// Redeliver a webhook

@@ -1,5 +1,5 @@
 //! Schemas the derives cannot infer: enumerations of strings and timestamps, for the fields that
-//! the views keep as `&'static str` or as formatted text, and the items of an event stream.
+//! the types keep as text, and the items of an event stream.
 
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
@@ -25,6 +25,10 @@ pub(crate) fn field_kind_schema() -> Object {
     one_of(&["text", "textarea", "number", "select", "image-url"], "How a client draws the field.")
 }
 
+pub(crate) fn event_type_schema() -> Object {
+    one_of(&["job.succeeded", "job.failed", "job.canceled"], "What ended the job.")
+}
+
 pub(crate) fn timestamp_schema() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::String)
@@ -42,8 +46,8 @@ pub(crate) fn nullable_timestamp_schema() -> Object {
 }
 
 /// One event of a job's stream as the client parses it: `event:`, `id:`, `retry:` and a `data:`
-/// line whose JSON is a [`super::responses::EventView`] (`StreamEvent`). Described with JSON Schema's
-/// `contentMediaType` and `contentSchema`, so that a validator can check the JSON inside `data`.
+/// line whose JSON is a [`crate::StreamEvent`]. Described with JSON Schema's `contentMediaType`
+/// and `contentSchema`, so that a validator can check the JSON inside `data`.
 pub struct EventStreamItem;
 
 impl utoipa::PartialSchema for EventStreamItem {

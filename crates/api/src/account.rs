@@ -1,0 +1,149 @@
+//! The caller's account, ledger and usage; and the operators' users, keys and grants.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::schemas::timestamp_schema;
+
+/// The caller's account (`GET /api/v1/account`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Account {
+    /// The caller.
+    pub user_id: String,
+    /// Free to spend.
+    pub credits_available: u64,
+    /// Held for jobs not yet final.
+    pub credits_held: u64,
+    /// Spent on succeeded jobs.
+    pub credits_spent: u64,
+    /// Requests per minute.
+    pub rate_limit_per_minute: u32,
+    /// Jobs not yet final at once.
+    pub max_concurrent_jobs: u32,
+    /// Jobs not yet final now.
+    pub active_jobs: u32,
+}
+
+/// A user as operators see it (`GET /api/admin/users/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct User {
+    /// The user.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Free to spend.
+    pub credits_available: u64,
+    /// Held for jobs not yet final.
+    pub credits_held: u64,
+    /// Spent on succeeded jobs.
+    pub credits_spent: u64,
+    /// Requests per minute.
+    pub rate_limit_per_minute: u32,
+    /// Jobs not yet final at once.
+    pub max_concurrent_jobs: u32,
+    /// Jobs not yet final now.
+    pub active_jobs: u32,
+}
+
+/// The body of `POST /api/admin/users`. `name` and `credits` are required: the edge refuses a
+/// body without them, naming the field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewUser {
+    /// Display name.
+    #[schema(required = true, value_type = String, min_length = 1, max_length = 200)]
+    pub name: Option<String>,
+    /// Opening grant.
+    #[schema(required = true, value_type = u64)]
+    pub credits: Option<u64>,
+    /// Request rate limit; the service's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub rate_limit_per_minute: Option<u64>,
+    /// Concurrent-job limit; the service's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub max_concurrent_jobs: Option<u64>,
+}
+
+/// A user just created, with its key shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CreatedUser {
+    /// The user.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// The user's first API key.
+    pub api_key: String,
+    /// The opening grant.
+    pub credits_available: u64,
+    /// Requests per minute.
+    pub rate_limit_per_minute: u32,
+    /// Jobs not yet final at once.
+    pub max_concurrent_jobs: u32,
+}
+
+/// The body of `POST /api/admin/users/{id}/credits`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// Credits to add; negative to take away. Required, and not zero.
+    #[schema(required = true, value_type = i64)]
+    pub amount: Option<i64>,
+}
+
+/// A key just issued, shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IssuedKey {
+    /// The API key.
+    pub api_key: String,
+}
+
+/// One credit movement of the caller's ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LedgerEntry {
+    /// The entry's id, increasing with time.
+    pub id: String,
+    /// When it was recorded.
+    #[schema(schema_with = timestamp_schema)]
+    pub created_at: String,
+    /// `grant`, `hold`, `release` or `charge`.
+    pub kind: String,
+    /// The job it belongs to; null for grants.
+    pub job_id: Option<String>,
+    /// Credits moved; negative only for a negative grant.
+    pub credits: i64,
+}
+
+/// A page of the caller's ledger, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LedgerPage {
+    /// The entries.
+    pub data: Vec<LedgerEntry>,
+    /// The `before` of the next page, or null.
+    pub next: Option<String>,
+}
+
+/// One group of a usage report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UsageRow {
+    /// The UTC day (`YYYY-MM-DD`), when grouped by day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day: Option<String>,
+    /// The model, when grouped by model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The user, when grouped by user (operators' report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// Jobs created in the group.
+    pub jobs: u64,
+    /// Of which succeeded.
+    pub succeeded: u64,
+    /// Of which failed.
+    pub failed: u64,
+    /// Of which were canceled.
+    pub canceled: u64,
+    /// Credits charged for them.
+    pub credits_spent: u64,
+}

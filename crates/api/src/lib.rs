@@ -1,0 +1,65 @@
+//! # genjobs-api
+//!
+//! The wire types of the genjobs API: every request and response body of the public API
+//! (`/api/v1`), the operators' API (`/api/admin`), the client webhooks and the OpenAI-compatible
+//! edge (`/openai/v1`), each with its serde derives and its OpenAPI schema (utoipa).
+//!
+//! The service's edge (`genjobs-http`) reads requests into these types and writes its answers
+//! from them; the Rust client (`genjobs-client`) writes requests and reads answers with the very
+//! same types, so that the two cannot drift apart, and the OpenAPI document describes them.
+//! The crate knows nothing of the domain: turning a request into the domain's values, and the
+//! domain's values into a view, is the edge's work. It depends on serde and utoipa only, so that
+//! a client does not pull the service in.
+//!
+//! Requests refuse what the contract refuses: a field the endpoint does not have is an error
+//! (`deny_unknown_fields`), and so is a value of the wrong JSON type; the edge names the field at
+//! fault from the serde path. Answers are read leniently: a client ignores fields it does not
+//! know, so that a newer service does not break an older client.
+//!
+//! ## Layout
+//! - [`requests`]: the generation bodies (images, video), the same for quotes.
+//! - [`jobs`]: a job and what it carries (outputs, error, provider's meta), its stream events,
+//!   the receipts of submissions and cancels, quotes, pages of jobs.
+//! - [`models`]: the models listing and each model's form fields; the operators' view of a model.
+//! - [`account`]: the caller's account, ledger and usage; the operators' users, keys and grants.
+//! - [`webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
+//! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness.
+//! - [`openai`]: OpenAI's image, video and model shapes, as the OpenAI-compatible edge speaks them.
+//! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
+
+pub mod account;
+pub mod errors;
+pub mod jobs;
+pub mod models;
+mod numbers;
+pub mod openai;
+pub mod requests;
+mod schemas;
+pub mod webhooks;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+pub use account::{Account, CreatedUser, Grant, IssuedKey, LedgerEntry, LedgerPage, NewUser, UsageRow, User};
+pub use errors::{ErrorEnvelope, ErrorObject};
+pub use jobs::{
+    CancelReceipt, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt, StreamEvent,
+};
+pub use models::{AdminModel, Field, FieldOption, Model, Price};
+pub use requests::{ImageRequest, VideoRequest};
+pub use schemas::EventStreamItem;
+pub use webhooks::{UpstreamWebhookReceipt, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
+
+/// `{data: [...]}`: a listing of models, usage rows or webhook deliveries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DataView<T> {
+    /// The items.
+    pub data: Vec<T>,
+}
+
+/// `{status}` of `/healthz` and `/readyz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Status {
+    /// `ok` (alive) or `ready`.
+    pub status: String,
+}
