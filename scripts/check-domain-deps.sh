@@ -30,3 +30,13 @@ if [ -n "$provider" ]; then
   exit 1
 fi
 echo "genjobs-domain: provider-neutral (no provider name, endpoint id or parameter name)"
+
+# The domain holds rules, not scheduling: its concurrency is never spelled as nested futures
+# (the loops that race timers, signals and work live in crates/driver, on tokio).
+either=$(grep -rnw 'Either' crates/domain || true)
+if [ -n "$either" ]; then
+  echo "crates/domain races futures with Either; such loops belong in crates/driver:" >&2
+  printf '%s\n' "$either" >&2
+  exit 1
+fi
+echo "genjobs-domain: no Either"

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use genjobs::{Config, start};
 use genjobs_domain::catalog::Catalog;
-use genjobs_domain::usecases::{DriverSettings, Gateway, Ports, Settings};
+use genjobs_domain::usecases::{Gateway, Ports, Settings};
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_store_postgres::PgSettings;
 use genjobs_test_postgres::TestDatabase;
@@ -116,10 +116,13 @@ pub fn client_webhook_config(timeout: Duration) -> Config {
     let defaults = fast_config();
     Config {
         client_webhooks: genjobs_client_webhooks::TransportSettings { timeout, allow_private: true },
-        dispatch: genjobs_domain::usecases::DispatchSettings {
-            retry: genjobs_domain::webhooks::RetryPolicy {
-                first_delay: Duration::from_millis(50),
-                ..defaults.dispatch.retry
+        dispatch: genjobs_driver::DispatchSettings {
+            deliveries: genjobs_domain::usecases::DeliverySettings {
+                retry: genjobs_domain::webhooks::RetryPolicy {
+                    first_delay: Duration::from_millis(50),
+                    ..defaults.dispatch.deliveries.retry
+                },
+                ..defaults.dispatch.deliveries
             },
             ..defaults.dispatch
         },
@@ -170,7 +173,7 @@ async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
             listen_url: route.listen_url,
             ..config.postgres
         },
-        driver: DriverSettings { lease: Duration::from_secs(2), ..config.driver },
+        driver: config.driver.with_lease(Duration::from_secs(2)),
         // The same outputs as the in-memory runs, so that the shared tests see the same answers.
         output_store: config.output_store.or_else(|| Some("memory://".into())),
         ..config

@@ -6,8 +6,8 @@
 //! other tools can reuse it and why its tests run without a network.
 //!
 //! A tool that reuses the domain supplies one adapter per port (see the crate README and
-//! `examples/drive_a_job.rs`, which drives a job through the in-memory store and a hand-written
-//! provider).
+//! `examples/drive_a_job.rs`, which drives a job with a store, a provider and a clock written in
+//! the example itself).
 //!
 //! ## Layout
 //! - [`modality`], [`input`], [`output`]: leaf types the others share (what a model produces,
@@ -26,8 +26,10 @@
 //! - [`ports`]: the traits adapters implement, each documenting the errors it must return.
 //!   With the `mocks` feature, mockall mocks of each (`MockJobStore`, …).
 //! - [`usecases`]: [`usecases::Gateway`] (submit, read, wait, stream, cancel, list, account,
-//!   admin) and [`usecases::JobDriver`] (moves jobs forward from the provider's answers), and
-//!   [`usecases::WebhookDispatcher`] (delivers the outbox of client webhooks).
+//!   admin), [`usecases::JobSteps`] (one step of one job from the provider's answer) and
+//!   [`usecases::WebhookDeliveries`] (one attempt at one client webhook). Which step runs when
+//!   is a driver's business: the domain has no loop, no timer and no runtime (the workspace's
+//!   driver is `genjobs-driver`).
 //! - [`webhooks`]: client webhooks: the event a job's end records, its id, the retry schedule.
 //! - [`address`]: which addresses the service may call out to (outputs, client webhooks).
 //!

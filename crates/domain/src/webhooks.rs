@@ -1,6 +1,6 @@
 //! Webhooks to clients: a job submitted with a `webhook_url` has one event recorded in the
 //! outbox by the same store commit that makes it final ([`crate::ports::JobStore::commit`]); the
-//! [`crate::usecases::WebhookDispatcher`] delivers it, retrying on the [`RetryPolicy`]. This module
+//! [`crate::usecases::WebhookDeliveries`] use case delivers it, retrying on the [`RetryPolicy`]. This module
 //! holds the rules: the event's id and type, what an attempt records, the retry schedule, and
 //! what a `webhook_url` must look like before any name is resolved.
 

@@ -71,9 +71,13 @@ impl Mocks {
         Gateway::new(self.ports(), Arc::new(Catalog::builtin().unwrap()), settings)
     }
 
-    fn driver(self) -> JobDriver {
-        let settings = DriverSettings::new(Duration::from_secs(2), Duration::from_secs(1800));
-        JobDriver::new(self.ports(), Arc::new(Catalog::builtin().unwrap()), settings)
+    fn steps(self) -> JobSteps {
+        let settings = StepSettings {
+            poll_interval: Duration::from_secs(2),
+            job_timeout: Duration::from_secs(1800),
+            lease: Duration::from_secs(20),
+        };
+        JobSteps::new(self.ports(), Arc::new(Catalog::builtin().unwrap()), settings)
     }
 }
 
@@ -351,7 +355,7 @@ async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
         .in_sequence(&mut seq)
         .returning(applied);
     mocks.events.expect_publish().times(0);
-    mocks.driver().advance(job()).await;
+    mocks.steps().advance(job()).await;
 }
 
 #[tokio::test]
@@ -375,7 +379,7 @@ async fn a_submission_is_recorded_through_a_store_outage_and_never_sent_twice() 
         .in_sequence(&mut seq)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    let kept = mocks.driver().advance(job()).await.expect("the driver keeps the job");
+    let kept = mocks.steps().advance(job()).await.expect("the driver keeps holding the job");
     assert_eq!(kept.upstream(), Some(&upstream_ref()), "the provider's reference survived the outage");
 }
 
@@ -391,7 +395,7 @@ async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.driver().advance(job()).await;
+    mocks.steps().advance(job()).await;
 
     let mut mocks = Mocks::new();
     let interrupted = job().apply(Trigger::SubmitStarted { next_poll_at: t0() }, t0()).unwrap().into_job();
@@ -405,7 +409,7 @@ async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.driver().advance(interrupted).await;
+    mocks.steps().advance(interrupted).await;
 }
 
 #[tokio::test]
@@ -420,7 +424,7 @@ async fn driver_retries_a_submission_that_never_reached_the_provider() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.driver().advance(job()).await;
+    mocks.steps().advance(job()).await;
 }
 
 #[tokio::test]
@@ -442,7 +446,7 @@ async fn driver_times_out_a_job_and_asks_the_provider_to_stop_it() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.driver().advance(submitted_job()).await;
+    mocks.steps().advance(submitted_job()).await;
 }
 
 #[tokio::test]
@@ -465,7 +469,7 @@ async fn driver_settles_a_completed_job_at_the_delivered_price() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().times(1).returning(|_| ());
-    mocks.driver().advance(submitted_job()).await;
+    mocks.steps().advance(submitted_job()).await;
 }
 
 #[tokio::test]
@@ -488,7 +492,7 @@ async fn driver_maps_result_failures_to_error_codes() {
             .times(1)
             .returning(applied);
         mocks.events.expect_publish().returning(|_| ());
-        mocks.driver().advance(submitted_job()).await;
+        mocks.steps().advance(submitted_job()).await;
     }
 }
 
@@ -497,7 +501,7 @@ async fn driver_backs_off_on_transient_poll_failures_without_writing() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_status().returning(|_, _| Err(PollFailure::Transient("503".into())));
     mocks.jobs.expect_commit().times(0);
-    let kept = mocks.driver().advance(submitted_job()).await.unwrap();
+    let kept = mocks.steps().advance(submitted_job()).await.unwrap();
     assert_eq!((kept.poll_failures(), kept.next_poll_at()), (1, Some(t0() + time::Duration::seconds(4))));
 }
 
@@ -516,7 +520,7 @@ async fn driver_discards_a_late_result_when_the_job_changed_meanwhile() {
     let canceled = submitted_job().apply(Trigger::Cancel, t0()).unwrap().into_job();
     mocks.jobs.expect_commit().times(1).return_once(move |_| Ok(Commit::Stale(canceled)));
     mocks.events.expect_publish().times(0);
-    mocks.driver().advance(submitted_job()).await;
+    mocks.steps().advance(submitted_job()).await;
 }
 
 #[tokio::test]
@@ -529,7 +533,7 @@ async fn driver_estimates_progress_when_the_provider_gives_none() {
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: None }));
     mocks.jobs.expect_commit().withf(|t| t.job().progress() == 50 && t.is_recomputable()).times(1).returning(applied);
     mocks.events.expect_publish().times(0);
-    mocks.driver().advance(started).await;
+    mocks.steps().advance(started).await;
 }
 
 #[tokio::test]
@@ -538,7 +542,7 @@ async fn driver_wakes_waiters_when_a_job_starts_running() {
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: Some(5) }));
     mocks.jobs.expect_commit().withf(|t| t.job().state() == JobState::Running).times(1).returning(applied);
     mocks.events.expect_publish().times(1).returning(|_| ());
-    mocks.driver().advance(submitted_job()).await;
+    mocks.steps().advance(submitted_job()).await;
 }
 
 #[tokio::test]
@@ -547,7 +551,7 @@ async fn driver_keeps_the_cadence_of_the_due_time_not_of_the_answer() {
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(|| t0() + time::Duration::milliseconds(700));
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Queued { position: None }));
-    let kept = mocks.driver().advance(submitted_job()).await.unwrap();
+    let kept = mocks.steps().advance(submitted_job()).await.unwrap();
     assert_eq!(kept.next_poll_at(), Some(t0() + time::Duration::seconds(2)));
 }
 
@@ -559,7 +563,7 @@ async fn driver_writes_nothing_for_a_poll_that_changes_nothing_visible() {
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: Some(40) }));
     mocks.jobs.expect_commit().times(0);
     mocks.events.expect_publish().times(0);
-    let kept = mocks.driver().advance(running.clone()).await.unwrap();
+    let kept = mocks.steps().advance(running.clone()).await.unwrap();
     assert_eq!(kept.version(), running.version(), "nothing was written, so the version stays");
     assert_eq!(kept.next_poll_at(), Some(t0() + time::Duration::seconds(2)));
 }
@@ -578,5 +582,5 @@ async fn driver_lets_go_of_a_job_once_it_is_final() {
     });
     mocks.jobs.expect_commit().returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    assert_eq!(mocks.driver().advance(submitted_job()).await, None);
+    assert_eq!(mocks.steps().advance(submitted_job()).await, None);
 }

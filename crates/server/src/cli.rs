@@ -482,9 +482,12 @@ mod tests {
         assert!(cli.command.is_none());
         let c = cli.settings.into_config();
         assert_eq!(c.bind.to_string(), "127.0.0.1:8080");
-        assert_eq!((c.gateway.poll_interval, c.driver.poll_interval), (Duration::from_secs(2), Duration::from_secs(2)));
+        assert_eq!(
+            (c.gateway.poll_interval, c.driver.steps.poll_interval),
+            (Duration::from_secs(2), Duration::from_secs(2))
+        );
         assert_eq!(c.http.stream_max, Duration::from_secs(60));
-        assert_eq!(c.driver.job_timeout, Duration::from_secs(1800));
+        assert_eq!(c.driver.steps.job_timeout, Duration::from_secs(1800));
         let limits = c.gateway.default_limits;
         assert_eq!((limits.rate_limit_per_minute, limits.max_concurrent_jobs, c.demo_credits), (120, 8, 1000));
         assert!(c.database_url.is_none() && c.upstream_url.is_none() && c.admin_token.is_none());
@@ -496,7 +499,7 @@ mod tests {
             parse(&["serve", "--poll-interval-ms", "50", "--upstream-cancel", "--db-pool-size", "3"]).unwrap();
         let c = cli.command.and_then(|c| c.settings().cloned()).unwrap().into_config();
         assert_eq!(
-            (c.gateway.poll_interval, c.driver.poll_interval),
+            (c.gateway.poll_interval, c.driver.steps.poll_interval),
             (Duration::from_millis(50), Duration::from_millis(50))
         );
         assert!(c.gateway.upstream_cancel);

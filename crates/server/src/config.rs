@@ -9,8 +9,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use genjobs_client_webhooks::TransportSettings;
 use genjobs_domain::ports::Limits;
-use genjobs_domain::usecases::{DispatchSettings, DriverSettings, Settings};
+use genjobs_domain::usecases::{DeliverySettings, Settings};
 use genjobs_domain::webhooks::RetryPolicy;
+use genjobs_driver::{DispatchSettings, DriverSettings};
 use genjobs_http::HttpSettings;
 use genjobs_runtime::retention::Retention;
 use genjobs_store_postgres::{PgSettings, Pooler};
@@ -195,11 +196,11 @@ pub struct ConfigArgs {
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Jobs")]
     pub poll_interval_ms: u64,
     /// A job not final after this long fails with UPSTREAM_TIMEOUT.
-    #[arg(long, env = "GENJOBS_JOB_TIMEOUT_SECS", default_value_t = DriverSettings::default().job_timeout.as_secs(),
+    #[arg(long, env = "GENJOBS_JOB_TIMEOUT_SECS", default_value_t = DriverSettings::default().steps.job_timeout.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Jobs")]
     pub job_timeout_secs: u64,
     /// How long a replica keeps a claimed job before another may take it over.
-    #[arg(long, env = "GENJOBS_LEASE_SECS", default_value_t = DriverSettings::default().lease.as_secs(),
+    #[arg(long, env = "GENJOBS_LEASE_SECS", default_value_t = DriverSettings::default().steps.lease.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Jobs")]
     pub lease_secs: u64,
     /// Path to a catalog file ({"models": [...]}, as `genjobs models export` writes it) that fills an
@@ -348,11 +349,10 @@ impl ConfigArgs {
             upstream_cancel: self.upstream_cancel,
             ..defaults.gateway
         };
-        let driver = DriverSettings {
-            job_timeout: Duration::from_secs(self.job_timeout_secs),
-            lease: Duration::from_secs(self.lease_secs),
-            ..defaults.driver
-        };
+        let driver = defaults
+            .driver
+            .with_job_timeout(Duration::from_secs(self.job_timeout_secs))
+            .with_lease(Duration::from_secs(self.lease_secs));
         let http = HttpSettings {
             stream_max: Duration::from_secs(self.stream_max_secs),
             keep_alive: Duration::from_secs(self.sse_keepalive_secs),
@@ -403,9 +403,12 @@ impl ConfigArgs {
                 ..defaults.client_webhooks
             },
             dispatch: DispatchSettings {
-                retry: RetryPolicy {
-                    first_delay: Duration::from_millis(self.client_webhook_backoff_ms),
-                    ..defaults.dispatch.retry
+                deliveries: DeliverySettings {
+                    retry: RetryPolicy {
+                        first_delay: Duration::from_millis(self.client_webhook_backoff_ms),
+                        ..defaults.dispatch.deliveries.retry
+                    },
+                    ..defaults.dispatch.deliveries
                 },
                 ..defaults.dispatch
             },

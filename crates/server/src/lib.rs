@@ -21,7 +21,8 @@ use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ids::ApiKey;
 use genjobs_domain::ports::{OutputStore, RandomIds, UpstreamProvider, WebhookStore};
-use genjobs_domain::usecases::{ClientWebhookPorts, Gateway, JobDriver, NewUserRequest, Ports, WebhookDispatcher};
+use genjobs_domain::usecases::{ClientWebhookPorts, Gateway, NewUserRequest, Ports, WebhookDeliveries};
+use genjobs_driver::{JobDriver, WebhookDispatcher, follow_catalog};
 use genjobs_http::dto::webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
@@ -318,7 +319,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     // well drop it; one that started is canceled by the driver at the deadline.
     let fal = FalConfig {
         webhooks,
-        start_timeout: Some(config.driver.job_timeout),
+        start_timeout: Some(config.driver.steps.job_timeout),
         ..FalConfig::new(provider_url, config.upstream_key.clone())
     };
     let upstream = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
@@ -348,10 +349,8 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         .seed_catalog(initial_catalog)
         .await
         .map_err(|e| StartError::Catalog { path: "initial".into(), problem: e.to_string() })?;
-    let catalog_follower = {
-        let gateway = gateway.clone();
-        AbortOnDrop(tokio::spawn(async move { gateway.follow_catalog(CATALOG_RELOAD_INTERVAL).await }))
-    };
+    let catalog_follower =
+        AbortOnDrop(tokio::spawn(follow_catalog(gateway.clone(), Arc::clone(&ports.catalog), CATALOG_RELOAD_INTERVAL)));
     let demo_key = match config.database_url {
         Some(_) => None,
         None => {
@@ -385,7 +384,8 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     }
     let base = config.public_url.clone().unwrap_or_else(|| format!("http://{address}"));
     let bodies = Arc::new(WebhookBodies::new(state.links.clone(), base));
-    let dispatcher = WebhookDispatcher::new(ports, webhooks, bodies, config.dispatch.clone());
+    let deliveries = WebhookDeliveries::new(ports, webhooks, bodies, config.dispatch.deliveries.clone());
+    let dispatcher = WebhookDispatcher::new(deliveries, config.dispatch.clone());
     let stop_dispatching = drain.started();
     let dispatcher = tokio::spawn(async move { dispatcher.run_until(stop_dispatching).await });
     let server = genjobs_http::serve(listener, state)?;

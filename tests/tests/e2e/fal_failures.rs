@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use genjobs::Config;
-use genjobs_domain::usecases::DriverSettings;
 use genjobs_tests::{TestApp, fast_config, webhook_config};
 use serde_json::{Value, json};
 
@@ -37,7 +36,7 @@ async fn result_reads_that_say_later_are_tried_again_until_the_job_succeeds() {
 
 fn timing_out() -> Config {
     let config = fast_config();
-    Config { driver: DriverSettings { job_timeout: Duration::from_secs(1), ..config.driver }, ..config }
+    Config { driver: config.driver.with_job_timeout(Duration::from_secs(1)), ..config }
 }
 
 #[tokio::test]

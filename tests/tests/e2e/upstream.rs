@@ -2,7 +2,6 @@ use std::time::Duration;
 
 use crate::{spawn_app, spawn_app_with};
 use genjobs::Config;
-use genjobs_domain::usecases::DriverSettings;
 use genjobs_tests::fast_config;
 use serde_json::{Value, json};
 
@@ -82,7 +81,7 @@ async fn extra_is_checked_as_fal_checks_it() {
 async fn a_job_past_the_timeout_is_upstream_timeout() {
     let config = {
         let config = fast_config();
-        Config { driver: DriverSettings { job_timeout: Duration::from_secs(1), ..config.driver }, ..config }
+        Config { driver: config.driver.with_job_timeout(Duration::from_secs(1)), ..config }
     };
     assert_failed_with("stuck [sim:hang]", "UPSTREAM_TIMEOUT", config).await;
 }
@@ -92,7 +91,7 @@ async fn a_job_past_the_timeout_is_upstream_timeout() {
 #[tokio::test]
 async fn a_job_past_the_timeout_is_canceled_at_the_provider() {
     let config = fast_config();
-    let config = Config { driver: DriverSettings { job_timeout: Duration::from_secs(1), ..config.driver }, ..config };
+    let config = Config { driver: config.driver.with_job_timeout(Duration::from_secs(1)), ..config };
     let app = spawn_app_with(config).await;
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "stuck [sim:hang]"})).await;
     let job = app.wait_final(&app.demo_key, receipt["job_id"].as_str().unwrap()).await;

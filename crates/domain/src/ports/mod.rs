@@ -11,7 +11,8 @@
 //! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
 //!   [`OutputSource`], which reads an output from the provider's link.
 //! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
-//! - `runtime`: [`JobEvents`], [`RateLimiter`], [`Clock`], [`IdSource`]: in-process services.
+//! - `runtime`: [`JobEvents`], [`JobHandoff`], [`RateLimiter`], [`Clock`], [`IdSource`]:
+//!   in-process services.
 //! - `webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
 

@@ -1,4 +1,5 @@
-//! In-process services the use cases need: change notifications, the rate limit, time and ids.
+//! In-process services the use cases need: change notifications, the handoff to this process's
+//! driver, the rate limit, time and ids.
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use time::OffsetDateTime;
 
 use super::StoreError;
 use crate::ids::{ApiKey, JobId, UserId};
+use crate::job::Job;
 
 /// Notifications that a job changed; each item means "read the job again".
 pub type JobChanges = BoxStream<'static, ()>;
@@ -43,6 +45,26 @@ pub trait JobEvents: Send + Sync {
 /// How long a job counts as watched after a waiter last announced itself; waiters announce
 /// themselves again well before.
 pub const WATCH_TTL: Duration = Duration::from_secs(30);
+
+/// The driver of this process, to which the gateway passes the jobs it accepts so that they are
+/// sent at once, without a claim and without a write of their own
+/// ([`crate::usecases::Gateway::with_handoff`]; the `genjobs-driver` crate implements it).
+///
+/// # Errors
+/// [`JobHandoff::send`] gives the job back when the driver stopped taking jobs meanwhile: the
+/// gateway then withdraws its started submission, for any driver to send.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+pub trait JobHandoff: Send + Sync {
+    /// How long a handed job is leased to the driver; `None` while no driver takes jobs
+    /// (stopping, or gone).
+    fn open_lease(&self) -> Option<Duration>;
+
+    /// Passes an accepted job, its submission started and leased to the driver, for it to send.
+    ///
+    /// # Errors
+    /// The job, when no driver takes jobs any more.
+    fn send(&self, job: Job) -> Result<(), Box<Job>>;
+}
 
 /// Whether a request may go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,11 +4,6 @@
 //! each change here at once, on other processes when the store announces a change, and by a
 //! periodic reload in case an announcement was missed.
 
-use std::time::Duration;
-
-use futures_util::StreamExt;
-use futures_util::future::{Either, select};
-
 use super::Gateway;
 use crate::catalog::{Catalog, DocumentFault, Model, ModelDocument};
 use crate::ids::ModelId;
@@ -71,7 +66,8 @@ impl Gateway {
     }
 
     /// Stores the model `id` (new or replacing one) and puts it in effect here at once; other
-    /// processes follow within their reload ([`Gateway::follow_catalog`]).
+    /// processes follow within their reload ([`Gateway::reload_catalog`], which each replica's driver
+    /// runs on every change the store announces).
     ///
     /// # Errors
     /// [`CatalogAdminError::Invalid`] naming the fault; [`CatalogAdminError::Store`].
@@ -193,23 +189,5 @@ impl Gateway {
         let catalog = Catalog::with_deleted(models, version).map_err(|e| StoreError::Internal(e.to_string()))?;
         self.catalog.replace(catalog);
         Ok(())
-    }
-
-    /// Keeps the catalog in effect current for as long as it is polled: a reload on every
-    /// change the store announces, and one every `every` in case an announcement was lost.
-    pub async fn follow_catalog(&self, every: Duration) {
-        let mut changes = self.ports.catalog.catalog_changes();
-        loop {
-            let tick = self.ports.clock.sleep(every);
-            match select(changes.next(), tick).await {
-                Either::Left((None, _)) => {
-                    changes = futures_util::stream::pending().boxed();
-                }
-                Either::Left((Some(()), _)) | Either::Right(((), _)) => {}
-            }
-            if let Err(error) = self.reload_catalog().await {
-                tracing::warn!(%error, "catalog reload failed; the catalog in effect stays");
-            }
-        }
     }
 }

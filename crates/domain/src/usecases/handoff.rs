@@ -1,5 +1,5 @@
 //! Fresh jobs passed in memory from the gateway that accepted them to the driver of the same
-//! process.
+//! process ([`JobHandoff`]).
 //!
 //! Without it, a new job waits for a driver to claim it (a round trip to the store) and to write
 //! "submission started" (a durable commit) before it is sent. With it, the accept itself records
@@ -12,70 +12,22 @@
 //! A driver that stops gracefully, or a handoff that finds no driver, withdraws the start instead
 //! ([`withdraw`]), and any driver then submits the job as usual.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-
-use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use time::OffsetDateTime;
 
 use super::Ports;
 use crate::ids::JobId;
 use crate::job::{Job, Trigger};
+use crate::ports::JobHandoff;
 
-/// The gateway's end: passes each job it accepts to the driver of its process.
-#[derive(Clone)]
-pub struct Handoff {
-    jobs: UnboundedSender<Box<Job>>,
-    open: Arc<AtomicBool>,
-    lease: Duration,
-}
-
-/// The driver's end, taken by the first [`super::JobDriver::run_until`].
-#[derive(Clone)]
-pub(super) struct Inbox {
-    shared: Arc<Mutex<Option<UnboundedReceiver<Box<Job>>>>>,
-    open: Arc<AtomicBool>,
-}
-
-/// A handoff and its inbox, the driver's lease being `lease`.
-pub(super) fn channel(lease: Duration) -> (Handoff, Inbox) {
-    let (jobs, receiver) = unbounded();
-    let open = Arc::new(AtomicBool::new(true));
-    (Handoff { jobs, open: Arc::clone(&open), lease }, Inbox { shared: Arc::new(Mutex::new(Some(receiver))), open })
-}
-
-impl Handoff {
-    /// Whether a driver takes jobs: not stopping, not gone.
-    pub(super) fn is_open(&self) -> bool {
-        self.open.load(Ordering::Acquire) && !self.jobs.is_closed()
-    }
-
-    /// `job` with its submission started, leased to this driver: what the accept records. A
-    /// fresh job always takes the start; if it did not, it is accepted as it is, for any driver.
-    pub(super) fn started(&self, job: Job, now: OffsetDateTime) -> (Job, Option<OffsetDateTime>) {
-        let until = now + self.lease;
-        match job.apply(Trigger::SubmitStarted { next_poll_at: until }, now) {
-            Ok(started) => (started.into_job(), Some(until)),
-            Err(_) => (job, None),
-        }
-    }
-
-    /// Passes an accepted job to the driver; gives it back if no driver takes jobs any more.
-    pub(super) fn send(&self, job: Job) -> Result<(), Box<Job>> {
-        self.jobs.unbounded_send(Box::new(job)).map_err(|e| e.into_inner())
-    }
-}
-
-impl Inbox {
-    /// The receiver, for the one run that drives the handed jobs; `None` once taken.
-    pub(super) fn take(&self) -> Option<UnboundedReceiver<Box<Job>>> {
-        self.shared.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-
-    /// Stops handing jobs to this driver: the gateway accepts new ones for any driver.
-    pub(super) fn shut(&self) {
-        self.open.store(false, Ordering::Release);
+/// `job` with its submission started, leased to the driver behind `handoff` until the returned
+/// time: what the accept records. `None` when no driver takes jobs now, or when the job did not
+/// take the start; the job is then accepted as it is, for any driver.
+pub(super) fn started(handoff: &dyn JobHandoff, job: Job, now: OffsetDateTime) -> (Job, Option<OffsetDateTime>) {
+    let Some(lease) = handoff.open_lease() else { return (job, None) };
+    let until = now + lease;
+    match job.apply(Trigger::SubmitStarted { next_poll_at: until }, now) {
+        Ok(started) => (started.into_job(), Some(until)),
+        Err(_) => (job, None),
     }
 }
 

@@ -4,10 +4,11 @@
 //! [`JobEvents`](crate::ports::JobEvents) notifications, with a re-read every poll interval as a
 //! fallback for a lost notification.
 
+use std::pin::pin;
 use std::time::Duration;
 
-use futures_util::future::{Either, select};
 use futures_util::stream::{self, BoxStream, StreamExt};
+use futures_util::{FutureExt, select_biased};
 use time::OffsetDateTime;
 
 use super::{Caller, Gateway};
@@ -144,13 +145,16 @@ impl Gateway {
 
     /// Waits for a change notification or `nap`, whichever comes first.
     async fn next_change_or(&self, changes: &mut JobChanges, nap: Duration) -> bool {
-        match select(changes.next(), self.ports.clock.sleep(nap)).await {
-            Either::Left((Some(()), _)) => true,
-            Either::Left((None, _)) => {
-                *changes = stream::pending().boxed();
-                false
-            }
-            Either::Right(_) => false,
+        let mut sleep = pin!(self.ports.clock.sleep(nap).fuse());
+        select_biased! {
+            change = changes.next().fuse() => match change {
+                Some(()) => true,
+                None => {
+                    *changes = stream::pending().boxed();
+                    false
+                }
+            },
+            () = sleep => false,
         }
     }
 

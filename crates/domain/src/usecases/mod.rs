@@ -1,15 +1,17 @@
-//! The use cases, one method each on [`Gateway`] (and [`JobDriver`] for moving jobs forward),
-//! each with its own error enum that the HTTP edge maps to a status and code.
+//! The use cases, one method each on [`Gateway`], each with its own error enum that the HTTP edge
+//! maps to a status and code; and the two a driver calls: [`JobSteps`] (one step of one job) and
+//! [`WebhookDeliveries`] (one attempt at one client webhook). When and how often they run is the
+//! driver's business (the `genjobs-driver` crate), not the domain's.
 
 mod accounts;
 mod catalog;
-mod dispatch;
-mod driver;
+mod deliveries;
 mod handoff;
 mod jobs;
 mod notifications;
 mod outputs;
 mod quote;
+mod steps;
 mod submit;
 mod telemetry;
 mod usage;
@@ -20,24 +22,23 @@ use std::time::Duration;
 
 pub use accounts::{AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
 pub use catalog::{CatalogAdminError, PlannedChange};
-pub use dispatch::{DispatchSettings, WebhookDispatcher};
-pub use driver::{DriverSettings, JobDriver};
-pub use handoff::Handoff;
+pub use deliveries::{DeliverySettings, WebhookDeliveries};
 pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use notifications::{NotificationError, NotificationOutcome};
 pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
 pub use quote::Quote;
+pub use steps::{Cadence, JobSteps, StepSettings};
 pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
 pub use webhooks::{ClientWebhookPorts, WebhookQueryError};
 
 use crate::catalog::{Catalog, LiveCatalog};
 use crate::ports::{
-    AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobStore, Limits, OutputStore, RateLimiter, RouteSchemas,
-    UpstreamProvider,
+    AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobStore, Limits, OutputStore, RateLimiter,
+    RouteSchemas, UpstreamProvider,
 };
 
-/// Every port a [`Gateway`] or [`JobDriver`] uses.
+/// Every port a [`Gateway`] or [`JobSteps`] uses.
 #[derive(Clone)]
 pub struct Ports {
     /// Jobs and their ledger movements.
@@ -75,7 +76,7 @@ pub struct Settings {
     pub upstream_cancel: bool,
     /// Whether the provider notifies the end of every job (webhooks): waiters then tell the
     /// drivers they wait ([`crate::ports::JobEvents::watch`]), since jobs nobody watches are
-    /// polled slowly ([`DriverSettings::unwatched_poll_interval`]).
+    /// polled slowly (the driver's unwatched poll interval).
     pub upstream_notifies: bool,
 }
 
@@ -96,7 +97,7 @@ pub struct Gateway {
     ports: Ports,
     catalog: LiveCatalog,
     settings: Settings,
-    handoff: Option<Handoff>,
+    handoff: Option<Arc<dyn JobHandoff>>,
     sources: Option<Arc<dyn crate::ports::OutputSource>>,
     webhooks: Option<ClientWebhookPorts>,
 }
@@ -108,10 +109,10 @@ impl Gateway {
         Self { ports, catalog: catalog.into(), settings, handoff: None, sources: None, webhooks: None }
     }
 
-    /// The same gateway, passing the jobs it accepts to the driver of its own process
-    /// ([`JobDriver::handoff`]) instead of leaving them for any driver to claim.
+    /// The same gateway, passing the jobs it accepts to the driver of its own process instead of
+    /// leaving them for any driver to claim.
     #[must_use]
-    pub fn with_handoff(self, handoff: Handoff) -> Self {
+    pub fn with_handoff(self, handoff: Arc<dyn JobHandoff>) -> Self {
         Self { handoff: Some(handoff), ..self }
     }
 

@@ -4,8 +4,8 @@
 //! credit twice.
 
 use super::Gateway;
-use super::driver::ending_trigger;
 use super::outputs::keep_outputs;
+use super::steps::ending_trigger;
 use crate::job::{JobState, TransitionError};
 use crate::ports::{Commit, Delivery, NotificationRejected, StoreError};
 

@@ -101,7 +101,7 @@ pub enum SubmitError {
 
 impl Gateway {
     /// Accepts a generation job: holds its price and queues it; the driver takes it from there
-    /// (this process's own, at once, when the gateway has a [`super::Handoff`]).
+    /// (this process's own, at once, when the gateway has a [`crate::ports::JobHandoff`]).
     ///
     /// # Errors
     /// See [`SubmitError`].
@@ -124,9 +124,8 @@ impl Gateway {
         );
         let job = job.with_webhook_url(request.webhook_url.clone());
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
-        let handoff = self.handoff.as_ref().filter(|handoff| handoff.is_open());
-        let (job, lease_until) = match handoff {
-            Some(handoff) => handoff.started(job, now),
+        let (job, lease_until) = match &self.handoff {
+            Some(handoff) => super::handoff::started(handoff.as_ref(), job, now),
             None => (job, None),
         };
         match self.ports.jobs.accept(job, claim, lease_until, now).await {
@@ -134,7 +133,7 @@ impl Gateway {
                 tracing::info!(job_id = %job.id(), user_id = %job.user_id(), model = %job.model(), credits_held = %job.credits_held(), "job accepted");
                 super::telemetry::job_accepted(&job);
                 let receipt = Receipt::of(&job);
-                if let Some(handoff) = handoff.filter(|_| lease_until.is_some())
+                if let Some(handoff) = self.handoff.as_ref().filter(|_| lease_until.is_some())
                     && let Err(job) = handoff.send(job)
                 {
                     super::handoff::withdraw(&self.ports, vec![*job]).await;

@@ -27,11 +27,6 @@ pub(crate) fn job_finished(job: &Job) {
         .increment(job.credits_held().get().saturating_sub(spent));
 }
 
-/// How late a job's step started after its due time.
-pub(crate) fn driver_lag(lag: Duration) {
-    histogram!("genjobs_driver_lag_seconds").record(lag.as_secs_f64());
-}
-
 /// Jobs not yet final, by state, as the store counts them.
 pub(crate) fn unfinished(jobs: UnfinishedJobs) {
     gauge!("genjobs_jobs", "state" => JobState::Queued.as_str()).set(jobs.queued as f64);

@@ -1,6 +1,6 @@
 //! Client webhooks as the API shows them: each user's signing secret (made on first use, rotated
 //! on request), a job's events with their attempts, and a redelivery. Delivering is the
-//! [`super::WebhookDispatcher`]'s.
+//! [`super::WebhookDeliveries`] use case's, run by each replica's dispatcher.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use crate::request::InvalidRequest;
 use crate::webhooks::{EventId, WebhookEvent};
 
 /// The ports client webhooks need, given to a [`Gateway`] ([`Gateway::with_client_webhooks`])
-/// and to the [`super::WebhookDispatcher`].
+/// and to the [`super::WebhookDeliveries`].
 #[derive(Clone)]
 pub struct ClientWebhookPorts {
     /// The outbox and the secrets.

@@ -21,7 +21,8 @@ use genjobs_domain::job::{Job, JobErrorCode, JobState, Transition, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::*;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest};
-use genjobs_domain::usecases::{Caller, DriverSettings, Gateway, JobDriver, Ports, Settings, Submission};
+use genjobs_domain::usecases::{Caller, Gateway, Ports, Settings, Submission};
+use genjobs_driver::{DriverSettings, JobDriver};
 use genjobs_runtime::{EventHub, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 use time::OffsetDateTime;
@@ -140,9 +141,8 @@ async fn world() -> World {
 impl World {
     fn driver(&self, max_in_flight: usize) -> JobDriver {
         let settings = DriverSettings {
-            lease: LEASE,
             max_in_flight,
-            ..DriverSettings::new(Duration::from_millis(20), Duration::from_secs(60))
+            ..DriverSettings::new(Duration::from_millis(20), Duration::from_secs(60)).with_lease(LEASE)
         };
         JobDriver::new(self.ports.clone(), Arc::new(Catalog::builtin().unwrap()), settings)
     }

@@ -1,7 +1,7 @@
 //! What the provider's answers do to a job: the trigger a result (or a reported failure) causes,
 //! when to poll next, the progress to show, and committing the change.
 
-use super::{Cadence, FALLBACK_RUN_SECS, JobDriver, MAX_BACKOFF_EXPONENT};
+use super::{Cadence, FALLBACK_RUN_SECS, JobSteps, MAX_BACKOFF_EXPONENT};
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
 use crate::output::OutputItem;
 use crate::ports::{Commit, ResultFailure, StoreError};
@@ -31,7 +31,7 @@ pub(crate) fn ending_trigger(job: &Job, fetched: Result<Vec<OutputItem>, ResultF
     }
 }
 
-impl JobDriver {
+impl JobSteps {
     /// What a job's fetched result (or a failure reported in its place) does to it; a transient
     /// failure backs off.
     pub(super) fn result(

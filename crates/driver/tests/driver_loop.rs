@@ -20,7 +20,8 @@ use genjobs_domain::job::{Job, JobState, Trigger, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::*;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest};
-use genjobs_domain::usecases::{DriverSettings, JobDriver, Ports};
+use genjobs_domain::usecases::Ports;
+use genjobs_driver::{DriverSettings, JobDriver};
 use genjobs_runtime::{EventHub, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
 
@@ -58,10 +59,8 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         clock: clock.clone(),
         ids: Arc::new(RandomIds),
     };
-    let settings = DriverSettings {
-        lease: Duration::from_millis(600),
-        ..DriverSettings::new(Duration::from_millis(20), Duration::from_secs(60))
-    };
+    let settings =
+        DriverSettings::new(Duration::from_millis(20), Duration::from_secs(60)).with_lease(Duration::from_millis(600));
     let driver = JobDriver::new(ports, Arc::new(Catalog::builtin().unwrap()), settings);
     let user = UserId::new_at(clock.now());
     (Setup { clock, store, events, user, status_calls }, driver)

@@ -3,11 +3,11 @@
 //! answers that the job had already completed, its result is fetched instead: the job may still
 //! succeed, and is then charged like any other.
 
-use super::JobDriver;
+use super::JobSteps;
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
 use crate::ports::CancelOutcome;
 
-impl JobDriver {
+impl JobSteps {
     /// Ends a job that passed its deadline; returns the job to keep holding (none: it is final,
     /// or changed meanwhile).
     pub(super) async fn time_out(&self, job: &Job) -> Option<Job> {
@@ -17,7 +17,7 @@ impl JobDriver {
             return self.commit(job, timed_out).await;
         };
         let outcome = self.ports.upstream.cancel_unless_done(job.id(), upstream).await;
-        super::super::telemetry::timeout_cancel(match &outcome {
+        crate::usecases::telemetry::timeout_cancel(match &outcome {
             Ok(CancelOutcome::Requested) => "requested",
             Ok(CancelOutcome::AlreadyCompleted) => "already_completed",
             Err(_) => "failed",

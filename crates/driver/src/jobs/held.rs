@@ -5,8 +5,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use time::OffsetDateTime;
 
-use crate::ids::JobId;
-use crate::job::Job;
+use genjobs_domain::ids::JobId;
+use genjobs_domain::job::Job;
 
 /// The jobs a driver holds, by id and by next poll time, those being advanced right now, and
 /// those handed over by this process's gateway and not sent yet.

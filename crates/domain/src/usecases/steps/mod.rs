@@ -1,0 +1,205 @@
+//! One step of one job: what the provider says of it, and what that does to the job. A driver
+//! (the `genjobs-driver` crate runs one per replica) decides which job to step and when; the step
+//! itself is a use case like any other, over the ports: it sends an unsent job, polls a sent one,
+//! fetches a result, times a job out, and commits what changed by compare-and-set, so that a
+//! late answer racing a cancel moves no credit twice.
+//!
+//! A step writes to the store only what a client can see (a new state, new progress, a
+//! submission, a final result); the next poll time lives in the driver's memory while it holds
+//! the job's lease.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+mod outcome;
+mod timeout;
+
+pub(crate) use outcome::ending_trigger;
+
+use super::Ports;
+use crate::catalog::LiveCatalog;
+use crate::ids::JobId;
+use crate::job::{Job, JobError, JobErrorCode, Trigger};
+use crate::ports::{PollFailure, SubmitFailure, UpstreamStatus};
+
+/// Back-off cap: a job whose provider keeps failing transiently is polled at most every
+/// 16 intervals.
+const MAX_BACKOFF_EXPONENT: u32 = 4;
+
+/// Progress is estimated against this when the catalog no longer knows the model.
+const FALLBACK_RUN_SECS: u32 = 60;
+
+/// The rules a step follows: how often a job is polled, when it times out, and how long a
+/// driver's lease on it lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepSettings {
+    /// Time between two polls of one job.
+    pub poll_interval: Duration,
+    /// A job not final this long after acceptance fails with `UPSTREAM_TIMEOUT`.
+    pub job_timeout: Duration,
+    /// How long a claimed job is reserved for one driver without renewal; another driver takes
+    /// it over after. A submission being sent is marked in flight for this long.
+    pub lease: Duration,
+}
+
+/// When a job in hand was due, and how long until its next poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    /// When the step was due.
+    pub due: OffsetDateTime,
+    /// The time between two polls of this job now (longer while nobody watches it, when the
+    /// provider notifies every end).
+    pub interval: Duration,
+}
+
+/// Steps jobs forward, one at a time.
+#[derive(Clone)]
+pub struct JobSteps {
+    ports: Ports,
+    catalog: LiveCatalog,
+    settings: StepSettings,
+}
+
+impl JobSteps {
+    /// Steps over `ports`, reading models from `catalog`.
+    #[must_use]
+    pub fn new(ports: Ports, catalog: impl Into<LiveCatalog>, settings: StepSettings) -> Self {
+        Self { ports, catalog: catalog.into(), settings }
+    }
+
+    /// The ports the steps use, for the driver to claim, renew and listen with.
+    #[must_use]
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    /// The rules the steps follow.
+    #[must_use]
+    pub fn settings(&self) -> &StepSettings {
+        &self.settings
+    }
+
+    /// Releases the leases of `jobs`, held by a driver that stops, so that another driver takes
+    /// them over at once rather than after a lease.
+    pub async fn hand_back(&self, jobs: Vec<JobId>) {
+        let count = jobs.len();
+        match self.ports.jobs.release_leases(jobs, self.ports.clock.now()).await {
+            Ok(released) => tracing::info!(held = count, released, "driver stopped; jobs handed back"),
+            Err(e) => {
+                tracing::warn!(held = count, error = %e, "driver stopped; leases not released, they will run out")
+            }
+        }
+    }
+
+    /// Whether a job changed elsewhere is final (canceled, most likely), so that the driver
+    /// stops polling it.
+    pub async fn is_final(&self, id: JobId) -> bool {
+        matches!(self.ports.jobs.job(id).await, Ok(stored) if stored.as_ref().is_none_or(|job| job.state().is_final()))
+    }
+
+    /// Advances one job by one step and commits what changed. Returns the job to keep holding
+    /// (with its next poll time), or `None` when it is final or no longer this driver's.
+    pub async fn advance(&self, job: Job) -> Option<Job> {
+        let due = job.next_poll_at().unwrap_or_else(|| self.ports.clock.now());
+        self.step(job, Cadence { due, interval: self.settings.poll_interval }, false).await
+    }
+
+    /// Undoes the started submission of jobs handed to a driver that never sent them, and ends
+    /// their lease, so that any driver submits them at once (see [`crate::ports::JobHandoff`]).
+    pub async fn withdraw(&self, jobs: Vec<Job>) {
+        super::handoff::withdraw(&self.ports, jobs).await;
+    }
+
+    /// [`JobSteps::advance`] for a job due at its `cadence`; `handed` when it came from this
+    /// process's gateway and was not sent yet, its submission's start being recorded by the
+    /// accept.
+    pub async fn step(&self, job: Job, cadence: Cadence, handed: bool) -> Option<Job> {
+        let now = self.ports.clock.now();
+        if now - job.created_at() >= self.settings.job_timeout {
+            return self.time_out(&job).await;
+        }
+        match job.upstream() {
+            None if job.submit_attempted() && !handed => {
+                let error = JobError::new(
+                    JobErrorCode::UpstreamFailed,
+                    "the submission was interrupted; it is not repeated so that it never runs twice",
+                );
+                self.commit(&job, Trigger::Failed { error }).await
+            }
+            None => self.submit(job, cadence, handed).await,
+            Some(upstream) => {
+                let trigger = match self.ports.upstream.status(job.id(), upstream).await {
+                    Ok(UpstreamStatus::Queued { position }) => {
+                        Trigger::UpstreamQueued { position, next_poll_at: self.next_poll(cadence, 0) }
+                    }
+                    Ok(UpstreamStatus::Running { percent }) => Trigger::UpstreamRunning {
+                        progress: self.progress(&job, percent),
+                        next_poll_at: self.next_poll(cadence, 0),
+                    },
+                    Ok(UpstreamStatus::Completed) => {
+                        let fetched = match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
+                            Ok(outputs) if !outputs.is_empty() => {
+                                Ok(super::outputs::keep_outputs(&self.ports, job.id(), outputs).await)
+                            }
+                            other => other,
+                        };
+                        self.result(&job, cadence, fetched)
+                    }
+                    Ok(UpstreamStatus::Failed(failure)) => self.result(&job, cadence, Err(failure)),
+                    Err(PollFailure::Transient(reason)) => {
+                        tracing::warn!(job_id = %job.id(), %reason, "status poll failed; backing off");
+                        Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(cadence, job.poll_failures() + 1) }
+                    }
+                    Err(PollFailure::Gone(reason)) => Trigger::Failed {
+                        error: JobError::new(
+                            JobErrorCode::UpstreamFailed,
+                            format!("the provider lost the job: {reason}"),
+                        ),
+                    },
+                };
+                self.commit(&job, trigger).await
+            }
+        }
+    }
+
+    /// Sends a job to the provider. The start is recorded first, durably, unless the accept
+    /// recorded it (`started`): from then on the job may exist at the provider.
+    async fn submit(&self, job: Job, cadence: Cadence, started: bool) -> Option<Job> {
+        // A job runs on the model it was accepted for even if the operator disabled or deleted
+        // it since: the catalog keeps deleted models' documents for that.
+        let catalog = self.catalog.current();
+        let Some(model) = catalog.any_model(job.model().as_str()) else {
+            let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
+            return self.commit(&job, Trigger::Failed { error }).await;
+        };
+        let job = if started {
+            job
+        } else {
+            let in_flight_until = self.ports.clock.now() + self.settings.lease;
+            self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await?
+        };
+        let trigger = match self.ports.upstream.submit(job.id(), model, job.input()).await {
+            Ok(upstream) => {
+                tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
+                let next_poll_at = self.ports.clock.now() + cadence.interval;
+                let submitted = Trigger::Submitted { upstream, next_poll_at };
+                return self.commit_submission(&job, submitted).await;
+            }
+            Err(SubmitFailure::NotReached(reason)) => {
+                tracing::warn!(job_id = %job.id(), %reason, "provider not reached; will submit again");
+                Trigger::SubmitNotReached { next_poll_at: self.next_poll(cadence, job.poll_failures() + 1) }
+            }
+            Err(SubmitFailure::Rejected(reason)) => Trigger::Failed {
+                error: JobError::new(
+                    JobErrorCode::UpstreamRejected,
+                    format!("the provider refused the input: {reason}"),
+                ),
+            },
+            Err(SubmitFailure::Ambiguous(reason)) => Trigger::Failed {
+                error: JobError::new(JobErrorCode::UpstreamFailed, format!("the submission failed: {reason}")),
+            },
+        };
+        self.commit(&job, trigger).await
+    }
+}

@@ -1,0 +1,29 @@
+//! Keeping the catalog in effect current on every replica: a reload on every change the store
+//! announces, and one every so often in case an announcement was lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream;
+use genjobs_domain::ports::CatalogStore;
+use genjobs_domain::usecases::Gateway;
+
+/// Reloads `gateway`'s catalog from `store` on every change the store announces and every
+/// `every`, for as long as it is polled. A failed reload keeps the catalog in effect.
+pub async fn follow_catalog(gateway: Gateway, store: Arc<dyn CatalogStore>, every: Duration) {
+    let mut changes = store.catalog_changes();
+    loop {
+        tokio::select! {
+            change = changes.next() => {
+                if change.is_none() {
+                    changes = stream::pending().boxed();
+                }
+            }
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(error) = gateway.reload_catalog().await {
+            tracing::warn!(%error, "catalog reload failed; the catalog in effect stays");
+        }
+    }
+}

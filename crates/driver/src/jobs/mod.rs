@@ -1,0 +1,275 @@
+//! The job driver: moves every job forward from what the provider says. Each driver claims due
+//! jobs from the store under a lease, holds them in memory ([`held`]), and steps each at its
+//! cadence ([`JobSteps::step`], the domain's use case); it renews the leases of everything it
+//! holds in one batch every third of a lease. Several replicas share the work this way without
+//! doing a job twice, and a replica that dies has its jobs claimed by another once their leases
+//! run out. Waiters never poll the provider themselves; they wake on the events the steps
+//! publish.
+//!
+//! Jobs accepted by this process come straight from its gateway ([`JobDriver::handoff`]),
+//! already leased to this driver and marked as being submitted, so that a fresh job costs no
+//! claim and no write before it is sent.
+//!
+//! Claims, renewals, steps and checks are tasks of one [`JoinSet`], so that they run in parallel
+//! and no step holding a database connection starves while the loop waits for another; the loop
+//! itself only waits (`tokio::select!`) for the first of: a task's end, the next due time, a
+//! signal (a job changed elsewhere, someone watches a job, a job handed over), or the shutdown.
+
+mod handoff;
+mod held;
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{FutureExt, StreamExt};
+use genjobs_domain::catalog::LiveCatalog;
+use genjobs_domain::ids::JobId;
+use genjobs_domain::job::Job;
+use genjobs_domain::ports::{JobHandoff, StoreError, WATCH_TTL};
+use genjobs_domain::usecases::{Cadence, JobSteps, Ports};
+use time::OffsetDateTime;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::JoinSet;
+
+use crate::settings::DriverSettings;
+use handoff::{Handoff, Inbox};
+use held::Held;
+
+/// Moves jobs forward.
+#[derive(Clone)]
+pub struct JobDriver {
+    steps: Arc<JobSteps>,
+    settings: DriverSettings,
+    handoff: Arc<Handoff>,
+    inbox: Inbox,
+}
+
+/// A task of the loop that ended, with what it found.
+enum Done {
+    /// A claim of due jobs.
+    Claimed(Result<Vec<Job>, StoreError>),
+    /// A renewal of the leases of the jobs sent; those still held.
+    Renewed(Vec<JobId>, Result<Vec<JobId>, StoreError>),
+    /// A job's step ended; the job to keep holding, if any.
+    Stepped(JobId, Option<Box<Job>>),
+    /// A job changed elsewhere; whether it is final now.
+    Checked(JobId, bool),
+}
+
+/// What the loop's wait ended on.
+enum Woke {
+    /// A task ended.
+    Done(Done),
+    /// A job changed elsewhere.
+    Changed(JobId),
+    /// Someone waits on a job.
+    Watched(JobId),
+    /// This process's gateway accepted a job for this driver.
+    Handed(Box<Job>),
+    /// The next due time came.
+    Timer,
+    /// The service stops.
+    Shutdown,
+}
+
+impl JobDriver {
+    /// A driver over `ports`.
+    #[must_use]
+    pub fn new(ports: Ports, catalog: impl Into<LiveCatalog>, settings: DriverSettings) -> Self {
+        let (handoff, inbox) = handoff::channel(settings.steps.lease);
+        let steps = Arc::new(JobSteps::new(ports, catalog, settings.steps));
+        Self { steps, settings, handoff, inbox }
+    }
+
+    /// The way for a gateway of the same process to pass this driver the jobs it accepts
+    /// ([`genjobs_domain::usecases::Gateway::with_handoff`]). The first run of this driver takes
+    /// them; once it stops, the gateway accepts jobs for any driver again.
+    #[must_use]
+    pub fn handoff(&self) -> Arc<dyn JobHandoff> {
+        self.handoff.clone()
+    }
+
+    /// Runs until dropped: claims due jobs, advances each held job at its time (at most
+    /// `max_in_flight` at once) and renews the leases of what it holds.
+    pub async fn run(&self) {
+        self.run_until(std::future::pending()).await;
+    }
+
+    /// As [`JobDriver::run`] until `shutdown` completes; then drains: claims nothing more and
+    /// starts no step, lets the steps in flight end (a provider call is never cut in half), and
+    /// hands every held job back so that another replica takes it over at once rather than after
+    /// a lease; handed jobs not yet sent are withdrawn first, so that the next driver sends them.
+    pub async fn run_until(&self, shutdown: impl Future<Output = ()>) {
+        let ports = self.steps.ports();
+        let lease = self.settings.steps.lease;
+        let mut shutdown = pin!(shutdown);
+        let mut draining = false;
+        let mut held = Held::default();
+        let mut work: JoinSet<Done> = JoinSet::new();
+        let mut inbox = self.inbox.take();
+        let mut changes = ports.events.subscribe_all();
+        let mut watches = ports.events.subscribe_watches();
+        let mut watched: HashMap<JobId, OffsetDateTime> = HashMap::new();
+        let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
+        let now = ports.clock.now();
+        let (mut next_claim, mut next_renewal) = (now, now + lease / 3);
+        loop {
+            let now = ports.clock.now();
+            if draining && work.is_empty() {
+                break;
+            }
+            if !draining && !claiming && now >= next_claim && held.jobs.len() + advancing < self.settings.max_held {
+                claiming = true;
+                let (jobs, until, batch) = (Arc::clone(&ports.jobs), now + lease, self.settings.batch);
+                spawn(&mut work, Done::Claimed(Err(panicked())), async move {
+                    Done::Claimed(jobs.claim_due(now, until, batch).await)
+                });
+            }
+            if !renewing && now >= next_renewal {
+                renewing = true;
+                watched.retain(|_, until| *until > now);
+                let (jobs, ids, until) = (Arc::clone(&ports.jobs), held.all_ids(), now + lease);
+                spawn(&mut work, Done::Renewed(ids.clone(), Err(panicked())), async move {
+                    let renewed = jobs.renew_leases(ids.clone(), now, until).await;
+                    Done::Renewed(ids, renewed)
+                });
+            }
+            while !draining && advancing < self.settings.max_in_flight {
+                let Some((due, job, handed)) = held.take_due(now) else { break };
+                if let Some(lag) = job.next_poll_at().and_then(|due| Duration::try_from(now - due).ok()) {
+                    crate::telemetry::driver_lag(lag);
+                }
+                advancing += 1;
+                let id = job.id();
+                let cadence =
+                    Cadence { due, interval: self.interval(watched.get(&id).is_some_and(|until| *until > now)) };
+                let steps = Arc::clone(&self.steps);
+                spawn(&mut work, Done::Stepped(id, None), async move {
+                    Done::Stepped(id, steps.step(job, cadence, handed).await.map(Box::new))
+                });
+            }
+            // With every slot busy, a due job waits for a step to end, not for the clock.
+            let due = held.next_due().filter(|_| !draining && advancing < self.settings.max_in_flight);
+            let claim_at = (!claiming && !draining).then_some(next_claim);
+            let renew_at = (!renewing).then_some(next_renewal);
+            let wake_at = [claim_at, renew_at, due].into_iter().flatten().min();
+            let nap = wake_at
+                .map_or(self.settings.idle_tick, |at| Duration::try_from(at - ports.clock.now()).unwrap_or_default());
+            let woke = tokio::select! {
+                biased;
+                Some(ended) = work.join_next(), if !work.is_empty() => match ended {
+                    Ok(done) => Woke::Done(done),
+                    Err(e) => {
+                        tracing::error!(error = %e, "a driver task was cancelled; the driver stops");
+                        break;
+                    }
+                },
+                () = ports.clock.sleep(nap) => Woke::Timer,
+                Some(id) = changes.next() => Woke::Changed(id),
+                Some(id) = watches.next() => Woke::Watched(id),
+                Some(job) = next_handed(&mut inbox) => Woke::Handed(job),
+                () = &mut shutdown, if !draining => Woke::Shutdown,
+            };
+            let now = ports.clock.now();
+            match woke {
+                Woke::Changed(changed) if held.jobs.contains_key(&changed) => {
+                    let steps = Arc::clone(&self.steps);
+                    spawn(&mut work, Done::Checked(changed, false), async move {
+                        Done::Checked(changed, steps.is_final(changed).await)
+                    });
+                }
+                Woke::Watched(id) => {
+                    watched.insert(id, now + WATCH_TTL);
+                    held.hurry(id, now);
+                }
+                Woke::Handed(job) => held.keep_handed(*job, now),
+                Woke::Shutdown => {
+                    draining = true;
+                    self.inbox.shut();
+                }
+                Woke::Done(Done::Claimed(claimed)) => {
+                    claiming = false;
+                    next_claim = now + self.settings.idle_tick;
+                    match claimed {
+                        Ok(jobs) => {
+                            if jobs.len() == self.settings.batch {
+                                next_claim = now;
+                            }
+                            for job in jobs {
+                                held.keep(job, now);
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "could not claim due jobs"),
+                    }
+                }
+                Woke::Done(Done::Renewed(sent, renewed)) => {
+                    renewing = false;
+                    next_renewal = now + lease / 3;
+                    match renewed {
+                        Ok(still_open) => held.release_unrenewed(&sent, &still_open),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not renew leases; other replicas may take jobs over")
+                        }
+                    }
+                }
+                Woke::Done(Done::Stepped(id, kept)) => {
+                    advancing -= 1;
+                    held.finished_step(id, kept.map(|job| *job), now);
+                    if watched.get(&id).is_some_and(|until| *until > now) {
+                        held.hurry(id, now + self.settings.steps.poll_interval);
+                    }
+                }
+                Woke::Done(Done::Checked(id, true)) => held.forget(id),
+                Woke::Done(Done::Checked(_, false)) | Woke::Changed(_) | Woke::Timer => {}
+            }
+        }
+        drop((changes, watches));
+        let mut unsent = held.take_unsent();
+        if let Some(jobs) = inbox.as_mut() {
+            jobs.close();
+            while let Ok(job) = jobs.try_recv() {
+                unsent.push(*job);
+            }
+        }
+        if !unsent.is_empty() {
+            tracing::info!(jobs = unsent.len(), "driver stopping; unsent jobs withdrawn for other drivers");
+            self.steps.withdraw(unsent).await;
+        }
+        self.steps.hand_back(held.all_ids()).await;
+    }
+
+    /// The time between two polls of a job: the poll interval while someone watches it or when
+    /// the provider does not notify, the unwatched interval otherwise.
+    fn interval(&self, watched: bool) -> Duration {
+        match self.settings.unwatched_poll_interval {
+            Some(unwatched) if !watched => unwatched,
+            _ => self.settings.steps.poll_interval,
+        }
+    }
+}
+
+/// Runs `task` on the loop's set; should it panic, the loop is told `instead`, so that what it
+/// counts (claims, renewals, steps in flight) stays true and the driver goes on.
+fn spawn(work: &mut JoinSet<Done>, instead: Done, task: impl Future<Output = Done> + Send + 'static) {
+    work.spawn(AssertUnwindSafe(task).catch_unwind().map(|ended| {
+        ended.unwrap_or_else(|_| {
+            tracing::error!("a driver task panicked; its job is let go and its lease runs out");
+            instead
+        })
+    }));
+}
+
+fn panicked() -> StoreError {
+    StoreError::Internal("the task panicked".into())
+}
+
+/// The next job handed over by this process's gateway; never, for a run without the inbox.
+async fn next_handed(inbox: &mut Option<UnboundedReceiver<Box<Job>>>) -> Option<Box<Job>> {
+    match inbox {
+        Some(jobs) => jobs.recv().await,
+        None => std::future::pending().await,
+    }
+}
