@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use genjobs::{Config, start};
 use genjobs_domain::catalog::Catalog;
-use genjobs_domain::usecases::{Gateway, Ports, Settings};
+use genjobs_domain::usecases::{Ports, Services, Settings};
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_store_postgres::PgSettings;
 use genjobs_test_postgres::TestDatabase;
@@ -193,8 +193,9 @@ async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
 
 /// Serves the HTTP edge over `ports` on port 0; returns its base URL.
 pub async fn spawn_gateway(ports: Ports) -> String {
-    let gateway = Gateway::new(ports, std::sync::Arc::new(Catalog::builtin().expect("catalog")), Settings::default());
-    let state = AppState::new(gateway, ADMIN_TOKEN, HttpSettings::default());
+    let services =
+        Services::new(&ports, std::sync::Arc::new(Catalog::builtin().expect("catalog")), Settings::default());
+    let state = AppState::new(services, ADMIN_TOKEN, HttpSettings::default());
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(genjobs_http::serve(listener, state).expect("serve"));

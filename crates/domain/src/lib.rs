@@ -25,8 +25,10 @@
 //!   job: no type here is a wire or storage format.
 //! - [`ports`]: the traits adapters implement, each documenting the errors it must return.
 //!   With the `mocks` feature, mockall mocks of each (`MockJobStore`, …).
-//! - [`usecases`]: [`usecases::Gateway`] (submit, read, wait, stream, cancel, list, account,
-//!   admin), [`usecases::JobSteps`] (one step of one job from the provider's answer) and
+//! - [`usecases`]: the services of the use cases, each over only the ports it uses
+//!   ([`usecases::Submissions`], [`usecases::JobReads`], [`usecases::Cancellations`],
+//!   [`usecases::Accounts`], [`usecases::ClientWebhooks`], [`usecases::ProviderNotifications`],
+//!   [`usecases::Admin`]; [`usecases::Services`] bundles them), [`usecases::JobSteps`] (one step of one job from the provider's answer) and
 //!   [`usecases::WebhookDeliveries`] (one attempt at one client webhook). Which step runs when
 //!   is a driver's business: the domain has no loop, no timer and no runtime (the workspace's
 //!   driver is `genjobs-driver`).

@@ -25,7 +25,7 @@ fn now() -> OffsetDateTime {
 
 struct World {
     store: Arc<MemoryStore>,
-    gateway: Gateway,
+    notifications: ProviderNotifications,
     user: UserId,
     job: Job,
 }
@@ -85,8 +85,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         clock: Arc::new(clock),
         ids: Arc::new(RandomIds),
     };
-    let gateway = Gateway::new(ports, Arc::new(catalog), Settings::default());
-    World { store, gateway, user, job }
+    World { store, notifications: ProviderNotifications::new(&ports), user, job }
 }
 
 fn reporting(key: &'static str, outcome: Result<Vec<OutputItem>, ResultFailure>) -> MockUpstreamProvider {
@@ -105,9 +104,9 @@ async fn balances(world: &World) -> Balances {
 async fn a_delivery_ends_its_job_once_however_often_it_comes() {
     let world = world(reporting("req-1", Ok(vec![image("https://cdn/a.png")])), None).await;
     let delivery = Delivery::default();
-    let first = world.gateway.upstream_notification(&delivery).await.unwrap();
+    let first = world.notifications.upstream_notification(&delivery).await.unwrap();
     assert_eq!(first, NotificationOutcome::Applied(JobState::Succeeded));
-    let again = world.gateway.upstream_notification(&delivery).await.unwrap();
+    let again = world.notifications.upstream_notification(&delivery).await.unwrap();
     assert_eq!(again, NotificationOutcome::AlreadyFinal(JobState::Succeeded));
     let stored = world.store.job(world.job.id()).await.unwrap().unwrap();
     let spent = stored.credits_actual().unwrap();
@@ -118,7 +117,7 @@ async fn a_delivery_ends_its_job_once_however_often_it_comes() {
 #[tokio::test]
 async fn a_failure_delivered_releases_the_credits() {
     let world = world(reporting("req-1", Err(ResultFailure::Rejected("no".into()))), None).await;
-    let outcome = world.gateway.upstream_notification(&Delivery::default()).await.unwrap();
+    let outcome = world.notifications.upstream_notification(&Delivery::default()).await.unwrap();
     assert_eq!(outcome, NotificationOutcome::Applied(JobState::Failed));
     assert_eq!(balances(&world).await.available, Credits::new(100));
 }
@@ -126,17 +125,17 @@ async fn a_failure_delivered_releases_the_credits() {
 #[tokio::test]
 async fn unknown_rejected_or_transient_deliveries_change_nothing() {
     let world = world(reporting("req-2", Ok(vec![image("https://cdn/a.png")])), None).await;
-    let unknown = world.gateway.upstream_notification(&Delivery::default()).await;
+    let unknown = world.notifications.upstream_notification(&Delivery::default()).await;
     assert_eq!(unknown, Err(NotificationError::UnknownJob));
 
     let mut forged = MockUpstreamProvider::new();
     forged.expect_read_notification().returning(|_, _| Err(NotificationRejected::InvalidSignature("bad".into())));
     let world = world_with(forged).await;
-    let refused = world.gateway.upstream_notification(&Delivery::default()).await;
+    let refused = world.notifications.upstream_notification(&Delivery::default()).await;
     assert!(matches!(refused, Err(NotificationError::Rejected(NotificationRejected::InvalidSignature(_)))));
 
     let world = world_with(reporting("req-1", Err(ResultFailure::Transient("later".into())))).await;
-    assert_eq!(world.gateway.upstream_notification(&Delivery::default()).await, Ok(NotificationOutcome::Ignored));
+    assert_eq!(world.notifications.upstream_notification(&Delivery::default()).await, Ok(NotificationOutcome::Ignored));
     assert_eq!(world.store.job(world.job.id()).await.unwrap().unwrap().state(), JobState::Queued);
     assert_eq!(balances(&world).await.held, Credits::new(10));
 }
@@ -158,7 +157,7 @@ async fn a_copy_failing_transiently_is_tried_three_times_then_the_providers_url_
     outputs.expect_copy().withf(|_, index, _, _| *index == 1).times(1).returning(move |_, _, _, _| Ok(kept.clone()));
     let upstream = reporting("req-1", Ok(vec![image("https://cdn/a.png"), image("https://cdn/b.png")]));
     let world = world(upstream, Some(outputs)).await;
-    world.gateway.upstream_notification(&Delivery::default()).await.unwrap();
+    world.notifications.upstream_notification(&Delivery::default()).await.unwrap();
     let job = world.store.job(world.job.id()).await.unwrap().unwrap();
     let copies: Vec<_> = job.outputs().unwrap().iter().map(|o| o.copy.clone()).collect();
     assert_eq!(copies, [Some(OutputCopy::Failed), Some(OutputCopy::Stored(file))]);

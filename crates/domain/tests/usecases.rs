@@ -67,8 +67,8 @@ impl Mocks {
         }
     }
 
-    fn gateway(self, settings: Settings) -> Gateway {
-        Gateway::new(self.ports(), Arc::new(Catalog::builtin().unwrap()), settings)
+    fn services(self, settings: Settings) -> Services {
+        Services::new(&self.ports(), Arc::new(Catalog::builtin().unwrap()), settings)
     }
 
     fn steps(self) -> JobSteps {
@@ -139,7 +139,8 @@ async fn submit_holds_the_catalog_price_and_answers_queued() {
         .times(1)
         .returning(|job, _, _, _| Ok(Accepted::Created(job)));
     let receipt = mocks
-        .gateway(Settings::default())
+        .services(Settings::default())
+        .submissions
         .submit(&caller(), Submission { request: image_request(), idempotency: None })
         .await;
     let receipt = receipt.unwrap();
@@ -166,7 +167,8 @@ async fn submit_maps_each_refusal() {
         let mut mocks = Mocks::new();
         mocks.jobs.expect_accept().return_once(move |_, _, _, _| Err(refusal));
         let result = mocks
-            .gateway(Settings::default())
+            .services(Settings::default())
+            .submissions
             .submit(&caller(), Submission { request: image_request(), idempotency: None })
             .await;
         assert_eq!(result, Err(expected));
@@ -187,7 +189,7 @@ async fn submit_passes_the_idempotency_claim() {
         request: image_request(),
         idempotency: Some((IdempotencyKey::parse("k-1").unwrap(), fingerprint)),
     };
-    assert!(mocks.gateway(Settings::default()).submit(&caller(), submission).await.is_ok());
+    assert!(mocks.services(Settings::default()).submissions.submit(&caller(), submission).await.is_ok());
 }
 
 #[test]
@@ -208,7 +210,7 @@ async fn authenticate_checks_the_hash_then_the_rate_limit() {
     let stored = credential_for(&key);
     mocks.accounts.expect_credentials().with(eq(key.prefix())).returning(move |_| Ok(vec![stored.clone()]));
     mocks.rate_limiter.expect_acquire().with(eq(owner()), eq(7)).times(1).returning(|_, _| Ok(RateDecision::Allowed));
-    assert_eq!(mocks.gateway(Settings::default()).authenticate(key.expose()).await, Ok(caller()));
+    assert_eq!(mocks.services(Settings::default()).accounts.authenticate(key.expose()).await, Ok(caller()));
 }
 
 #[tokio::test]
@@ -219,7 +221,7 @@ async fn a_key_with_the_right_prefix_but_wrong_secret_is_invalid_and_costs_no_ra
     let stored = credential_for(&key);
     mocks.accounts.expect_credentials().returning(move |_| Ok(vec![stored.clone()]));
     mocks.rate_limiter.expect_acquire().times(0);
-    assert_eq!(mocks.gateway(Settings::default()).authenticate(&forged).await, Err(AuthError::InvalidKey));
+    assert_eq!(mocks.services(Settings::default()).accounts.authenticate(&forged).await, Err(AuthError::InvalidKey));
 }
 
 #[tokio::test]
@@ -232,7 +234,7 @@ async fn a_rate_limited_caller_is_told_when_to_retry() {
         .rate_limiter
         .expect_acquire()
         .returning(|_, _| Ok(RateDecision::Limited { retry_after: Duration::from_millis(1500) }));
-    let result = mocks.gateway(Settings::default()).authenticate(key.expose()).await;
+    let result = mocks.services(Settings::default()).accounts.authenticate(key.expose()).await;
     assert_eq!(result, Err(AuthError::RateLimited { retry_after: Duration::from_millis(1500) }));
 }
 
@@ -244,10 +246,10 @@ async fn another_users_job_is_forbidden_and_a_missing_one_not_found() {
     mocks.jobs.expect_job().with(eq(theirs_id)).returning(move |_| Ok(Some(theirs.clone())));
     mocks.jobs.expect_job().with(eq(missing)).returning(|_| Ok(None));
     mocks.jobs.expect_commit().times(0);
-    let gateway = mocks.gateway(Settings::default());
-    assert_eq!(gateway.job(&caller(), theirs_id).await, Err(JobQueryError::Forbidden));
-    assert_eq!(gateway.cancel(&caller(), theirs_id).await, Err(JobQueryError::Forbidden));
-    assert_eq!(gateway.job(&caller(), missing).await, Err(JobQueryError::NotFound));
+    let services = mocks.services(Settings::default());
+    assert_eq!(services.reads.job(&caller(), theirs_id).await, Err(JobQueryError::Forbidden));
+    assert_eq!(services.cancellations.cancel(&caller(), theirs_id).await, Err(JobQueryError::Forbidden));
+    assert_eq!(services.reads.job(&caller(), missing).await, Err(JobQueryError::NotFound));
 }
 
 #[tokio::test]
@@ -260,7 +262,7 @@ async fn canceling_a_final_job_commits_nothing() {
     let id = done.id();
     mocks.jobs.expect_job().returning(move |_| Ok(Some(done.clone())));
     mocks.jobs.expect_commit().times(0);
-    let receipt = mocks.gateway(Settings::default()).cancel(&caller(), id).await.unwrap();
+    let receipt = mocks.services(Settings::default()).cancellations.cancel(&caller(), id).await.unwrap();
     assert_eq!((receipt.state, receipt.canceled_at), (JobState::Succeeded, t0()));
 }
 
@@ -281,7 +283,7 @@ async fn cancel_retries_on_a_stale_version_releases_once_and_wakes_waiters() {
         .returning(applied);
     mocks.events.expect_publish().with(eq(id)).times(1).returning(|_| ());
     mocks.upstream.expect_cancel().times(0);
-    let receipt = mocks.gateway(Settings::default()).cancel(&caller(), id).await.unwrap();
+    let receipt = mocks.services(Settings::default()).cancellations.cancel(&caller(), id).await.unwrap();
     assert_eq!(receipt.state, JobState::Canceled);
 }
 
@@ -295,7 +297,7 @@ async fn cancel_asks_the_provider_to_stop_only_when_configured() {
     mocks.events.expect_publish().returning(|_| ());
     mocks.upstream.expect_cancel().withf(|_, u| u.key() == "r").times(1).returning(|_, _| Ok(()));
     let settings = Settings { upstream_cancel: true, ..Settings::default() };
-    assert!(mocks.gateway(settings).cancel(&caller(), id).await.is_ok());
+    assert!(mocks.services(settings).cancellations.cancel(&caller(), id).await.is_ok());
 }
 
 #[tokio::test]
@@ -312,7 +314,8 @@ async fn wait_returns_as_soon_as_a_change_makes_the_job_final() {
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(t0);
     mocks.clock.expect_sleep().returning(|_| ());
-    let job = mocks.gateway(Settings::default()).wait_for_job(&caller(), id, Duration::from_secs(30)).await.unwrap();
+    let job =
+        mocks.services(Settings::default()).reads.wait_for_job(&caller(), id, Duration::from_secs(30)).await.unwrap();
     assert_eq!(job.state(), JobState::Canceled);
 }
 
@@ -325,7 +328,8 @@ async fn a_stream_of_a_final_job_is_its_final_event_alone() {
         .into_job();
     let id = failed.id();
     mocks.jobs.expect_job().returning(move |_| Ok(Some(failed.clone())));
-    let events: Vec<_> = mocks.gateway(Settings::default()).job_events(&caller(), id).await.unwrap().collect().await;
+    let events: Vec<_> =
+        mocks.services(Settings::default()).reads.job_events(&caller(), id).await.unwrap().collect().await;
     assert!(matches!(events.as_slice(), [JobEvent::Error(job)] if job.state() == JobState::Failed));
 }
 

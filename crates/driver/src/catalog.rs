@@ -7,11 +7,11 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream;
 use genjobs_domain::ports::CatalogStore;
-use genjobs_domain::usecases::Gateway;
+use genjobs_domain::usecases::Admin;
 
-/// Reloads `gateway`'s catalog from `store` on every change the store announces and every
+/// Reloads `admin`'s catalog (the one every service of this process reads) from `store` on every change the store announces and every
 /// `every`, for as long as it is polled. A failed reload keeps the catalog in effect.
-pub async fn follow_catalog(gateway: Gateway, store: Arc<dyn CatalogStore>, every: Duration) {
+pub async fn follow_catalog(admin: Admin, store: Arc<dyn CatalogStore>, every: Duration) {
     let mut changes = store.catalog_changes();
     loop {
         tokio::select! {
@@ -22,7 +22,7 @@ pub async fn follow_catalog(gateway: Gateway, store: Arc<dyn CatalogStore>, ever
             }
             () = tokio::time::sleep(every) => {}
         }
-        if let Err(error) = gateway.reload_catalog().await {
+        if let Err(error) = admin.reload_catalog().await {
             tracing::warn!(%error, "catalog reload failed; the catalog in effect stays");
         }
     }

@@ -62,7 +62,7 @@ impl DriverSettings {
 }
 
 impl Default for DriverSettings {
-    /// The gateway's default poll interval and a 30-minute job timeout.
+    /// The use cases' default poll interval and a 30-minute job timeout.
     fn default() -> Self {
         Self::new(Settings::default().poll_interval, Duration::from_secs(1800))
     }

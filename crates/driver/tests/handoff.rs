@@ -1,4 +1,4 @@
-//! A gateway that hands the jobs it accepts to the driver of its own process: the accept records
+//! Submissions that hand the jobs they accept to the driver of their own process: the accept records
 //! the submission's start and the driver's lease, so a fresh job costs no claim and no write
 //! before it is sent. The crash rule holds (a job that may have reached the provider is never
 //! sent twice), and a driver that stops withdraws what it never sent. Time is tokio's paused
@@ -21,7 +21,7 @@ use genjobs_domain::job::{Job, JobErrorCode, JobState, Transition, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::*;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest};
-use genjobs_domain::usecases::{Caller, Gateway, Ports, Settings, Submission};
+use genjobs_domain::usecases::{Caller, Ports, Submission, Submissions};
 use genjobs_driver::{DriverSettings, JobDriver};
 use genjobs_runtime::{EventHub, TokenBucketLimiter};
 use genjobs_store_memory::MemoryStore;
@@ -147,15 +147,15 @@ impl World {
         JobDriver::new(self.ports.clone(), Arc::new(Catalog::builtin().unwrap()), settings)
     }
 
-    fn gateway(&self) -> Gateway {
-        Gateway::new(self.ports.clone(), Arc::new(Catalog::builtin().unwrap()), Settings::default())
+    fn submissions(&self) -> Submissions {
+        Submissions::new(&self.ports, Arc::new(Catalog::builtin().unwrap()))
     }
 
-    async fn submit(&self, gateway: &Gateway) -> JobId {
+    async fn submit(&self, submissions: &Submissions) -> JobId {
         let catalog = Catalog::builtin().unwrap();
         let draft = GenerationDraft { prompt: Some("a fox".into()), ..GenerationDraft::default() };
         let request = GenerationRequest::validate(Modality::Image, draft, &catalog).unwrap();
-        gateway.submit(&self.caller, Submission { request, idempotency: None }).await.unwrap().job_id
+        submissions.submit(&self.caller, Submission { request, idempotency: None }).await.unwrap().job_id
     }
 
     async fn job(&self, id: JobId) -> Job {
@@ -186,12 +186,12 @@ impl World {
 async fn a_handed_job_is_sent_without_a_claim_and_written_twice_after_its_accept() {
     let world = world().await;
     let driver = world.driver(256);
-    let gateway = world.gateway().with_handoff(driver.handoff());
+    let submissions = world.submissions().with_handoff(driver.handoff());
     let running = tokio::spawn({
         let driver = driver.clone();
         async move { driver.run().await }
     });
-    let id = world.submit(&gateway).await;
+    let id = world.submit(&submissions).await;
     world.until_final(&[id]).await;
     running.abort();
 
@@ -213,8 +213,8 @@ async fn a_handed_job_whose_process_dies_before_sending_fails_after_the_lease_an
     let world = world().await;
     let before = world.available().await;
     let dead = world.driver(256);
-    let gateway = world.gateway().with_handoff(dead.handoff());
-    let id = world.submit(&gateway).await;
+    let submissions = world.submissions().with_handoff(dead.handoff());
+    let id = world.submit(&submissions).await;
     let survivor = world.driver(256);
     let running = tokio::spawn(async move { survivor.run().await });
     tokio::time::sleep(LEASE / 2).await;
@@ -233,15 +233,15 @@ async fn a_handed_job_whose_process_dies_before_sending_fails_after_the_lease_an
 async fn a_stopping_driver_withdraws_the_handed_jobs_it_never_sent_and_another_sends_each_once() {
     let world = world().await;
     let stalled = world.driver(0);
-    let gateway = world.gateway().with_handoff(stalled.handoff());
-    let handed = [world.submit(&gateway).await, world.submit(&gateway).await];
+    let submissions = world.submissions().with_handoff(stalled.handoff());
+    let handed = [world.submit(&submissions).await, world.submit(&submissions).await];
     let stopping = tokio::spawn(async move { stalled.run_until(tokio::time::sleep(Duration::from_millis(100))).await });
     stopping.await.unwrap();
     for id in handed {
         let job = world.job(id).await;
         assert!(!job.submit_attempted() && job.state() == JobState::Queued, "withdrawn: {job:?}");
     }
-    let after_stop = world.submit(&gateway).await;
+    let after_stop = world.submit(&submissions).await;
     assert_eq!(world.store.seen.lock().unwrap().accepts[2], (false, None), "a stopped driver takes no more jobs");
 
     let next = world.driver(256);

@@ -48,7 +48,7 @@ impl FromRequest for Authenticated {
         let req = req.clone();
         Box::pin(async move {
             let (token, state) = checked?;
-            let caller = state.gateway.authenticate(&token).await?;
+            let caller = state.services.accounts.authenticate(&token).await?;
             // For the request's log line.
             req.extensions_mut().insert(caller.user_id);
             Ok(Authenticated(caller))

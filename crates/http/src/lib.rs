@@ -1,7 +1,9 @@
 //! # genjobs-http
 //!
 //! The actix-web edge of genjobs. Handlers are thin: they parse input into domain types, call one
-//! use case of [`Gateway`], and map the result or the use case's error enum to HTTP.
+//! use case of one service of [`Services`] (submissions, reads, cancellations, accounts, client
+//! webhooks, provider notifications, admin), and map the result or the use case's error enum to
+//! HTTP.
 //!
 //! ## Layout
 //! - `auth`: extractors for API keys (with the three `MISSING_API_KEY` cases) and the admin token.
@@ -38,7 +40,7 @@ use actix_web::dev::Server;
 use actix_web::{App, HttpMessage, HttpResponse, HttpServer, web};
 use genjobs_domain::ids::{AdminToken, JobId, UserId};
 use genjobs_domain::request::InvalidRequest;
-use genjobs_domain::usecases::Gateway;
+use genjobs_domain::usecases::Services;
 use links::LinkSigner;
 
 pub use drain::Drain;
@@ -90,7 +92,7 @@ const REQUEST_ID: &str = "x-request-id";
 /// What every handler shares.
 pub struct AppState {
     /// The use cases.
-    pub gateway: Gateway,
+    pub services: Services,
     /// The operators' token.
     pub admin_token: AdminToken,
     /// Settings of the edge.
@@ -104,18 +106,18 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of an edge over `gateway` whose operators use `admin_token`, not draining, with
+    /// The state of an edge over `services` whose operators use `admin_token`, not draining, with
     /// the process's metrics. Output links are signed with the settings' link secret, or else
     /// under a key derived from the token.
     #[must_use]
-    pub fn new(gateway: Gateway, admin_token: &str, settings: HttpSettings) -> Self {
+    pub fn new(services: Services, admin_token: &str, settings: HttpSettings) -> Self {
         let secret = settings
             .link_secret
             .clone()
             .unwrap_or_else(|| format!("output links, derived from the admin token\n{admin_token}"));
         let links = LinkSigner::new(&secret, settings.output_url_ttl, settings.public_url.clone());
         Self {
-            gateway,
+            services,
             admin_token: AdminToken::new(admin_token),
             settings,
             metrics: Metrics::install(),

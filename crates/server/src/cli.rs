@@ -17,7 +17,7 @@ use genjobs_domain::usecases::{NewUserRequest, PlannedChange};
 
 use crate::config::ConfigArgs;
 use crate::remote;
-use crate::{Config, StartError, gateway};
+use crate::{Config, StartError, admin};
 
 /// `genjobs`: the gateway for asynchronous image and video generation.
 #[derive(Debug, Parser)]
@@ -241,7 +241,7 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
                 max_concurrent_jobs: None,
             };
             let (account, key) =
-                gateway(config).await?.create_user(request).await.map_err(|e| CliError::Failed(e.to_string()))?;
+                admin(config).await?.create_user(request).await.map_err(|e| CliError::Failed(e.to_string()))?;
             Ok(format!(
                 "user {} created with {} credits\napi key: {}",
                 account.user_id,
@@ -251,13 +251,12 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
         }
         Command::Users(UsersCommand::Grant { id, amount, .. }) => {
             let id = UserId::parse(id).map_err(|e| CliError::Invalid(e.to_string()))?;
-            let account =
-                gateway(config).await?.grant(id, *amount).await.map_err(|e| CliError::Failed(e.to_string()))?;
+            let account = admin(config).await?.grant(id, *amount).await.map_err(|e| CliError::Failed(e.to_string()))?;
             Ok(format!("user {} now has {} credits available", account.user_id, account.balances.available))
         }
         Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Export { .. }), .. }) => {
-            let gateway = gateway(config).await?;
-            let models = gateway.catalog().managed().map(genjobs_domain::catalog::Model::document).collect();
+            let admin = admin(config).await?;
+            let models = admin.catalog().managed().map(genjobs_domain::catalog::Model::document).collect();
             Ok(CatalogFile { models }.write().trim_end().to_owned())
         }
         Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Apply { file, dry_run, .. }), .. }) => {
@@ -265,8 +264,8 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
                 .map_err(|e| CliError::Invalid(format!("cannot read {}: {e}", file.display())))?;
             let catalog =
                 CatalogFile::read(&text).map_err(|e| CliError::Invalid(format!("{}: {e}", file.display())))?;
-            let gateway = gateway(config).await?;
-            let plan = gateway.plan_catalog(catalog.models).await.map_err(|e| match e {
+            let admin = admin(config).await?;
+            let plan = admin.plan_catalog(catalog.models).await.map_err(|e| match e {
                 genjobs_domain::usecases::CatalogAdminError::Invalid(e) => {
                     CliError::Invalid(format!("{}: {}: {}", file.display(), e.param.unwrap_or_default(), e.message))
                 }
@@ -278,7 +277,7 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
             } else if *dry_run {
                 let _ = write!(shown, "dry run: {} changes not applied", plan.len());
             } else {
-                gateway.apply_catalog(&plan).await.map_err(|e| CliError::Failed(e.to_string()))?;
+                admin.apply_catalog(&plan).await.map_err(|e| CliError::Failed(e.to_string()))?;
                 let _ = write!(shown, "{} changes applied", plan.len());
             }
             Ok(shown)

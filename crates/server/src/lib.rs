@@ -20,8 +20,13 @@ use actix_web::dev::Server;
 use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ids::ApiKey;
-use genjobs_domain::ports::{OutputStore, RandomIds, UpstreamProvider, WebhookStore};
-use genjobs_domain::usecases::{ClientWebhookPorts, Gateway, NewUserRequest, Ports, WebhookDeliveries};
+use genjobs_domain::ports::{
+    AccountStore, CatalogStore, JobEvents, JobStore, OutputStore, RandomIds, RateLimiter, UpstreamProvider, UsageStore,
+    WebhookStore,
+};
+use genjobs_domain::usecases::{
+    Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
+};
 use genjobs_driver::{JobDriver, WebhookDispatcher, follow_catalog};
 use genjobs_http::dto::webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
@@ -207,48 +212,76 @@ fn add_fal_schemas(config: &Config) -> Result<(), StartError> {
     genjobs_upstream_fal::schema::add_operator_endpoints(file).map_err(failed)
 }
 
-/// The ports of the configured store (with its webhook outbox), and the tasks that serve them in
-/// the background.
+/// What the configured store gives: the operators' ports, change notifications, the rate limit,
+/// the webhook outbox, and (for Postgres) the adapters whose tasks serve them in the background.
+struct StorePorts {
+    admin: AdminPorts,
+    events: Arc<dyn JobEvents>,
+    rate_limiter: Arc<dyn RateLimiter>,
+    outbox: Arc<dyn WebhookStore>,
+    postgres: Option<PgAdapters>,
+}
+
+/// The operators' ports over one store that keeps jobs, accounts, usage and the catalog.
+fn admin_ports<S: JobStore + AccountStore + UsageStore + CatalogStore + 'static>(store: Arc<S>) -> AdminPorts {
+    AdminPorts {
+        jobs: store.clone(),
+        accounts: store.clone(),
+        usage: store.clone(),
+        catalog: store,
+        route_schemas: route_schemas(),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+    }
+}
+
+/// The ports of the configured store, with no provider: all the command line's administration
+/// needs, and the base of [`ports`].
+async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
+    let Some(pg) = config.postgres_settings() else {
+        let store = Arc::new(MemoryStore::new());
+        return Ok(StorePorts {
+            admin: admin_ports(store.clone()),
+            events: Arc::new(EventHub::new()),
+            rate_limiter: Arc::new(TokenBucketLimiter::new()),
+            outbox: store,
+            postgres: None,
+        });
+    };
+    let applied = genjobs_store_postgres::run_migrations(&pg).await?;
+    tracing::info!(applied, "database migrations are up to date");
+    let adapters = genjobs_store_postgres::connect(&pg)?;
+    Ok(StorePorts {
+        admin: admin_ports(adapters.store.clone()),
+        events: adapters.events.clone(),
+        rate_limiter: adapters.rate_limiter.clone(),
+        outbox: adapters.store.clone(),
+        postgres: Some(adapters),
+    })
+}
+
+/// The ports of the configured store (with its webhook outbox) and `upstream`, and the tasks that
+/// serve them in the background.
 async fn ports(
     config: &Config,
     upstream: Arc<dyn UpstreamProvider>,
     outputs: Option<Arc<dyn OutputStore>>,
 ) -> Result<(Ports, Arc<dyn WebhookStore>, Option<PgAdapters>), StartError> {
-    let Some(pg) = config.postgres_settings() else {
-        let store = Arc::new(MemoryStore::new());
-        let ports = Ports {
-            jobs: store.clone(),
-            accounts: store.clone(),
-            usage: store.clone(),
-            catalog: store.clone(),
-            route_schemas: route_schemas(),
-            upstream,
-            outputs,
-            events: Arc::new(EventHub::new()),
-            rate_limiter: Arc::new(TokenBucketLimiter::new()),
-            clock: Arc::new(SystemClock),
-            ids: Arc::new(RandomIds),
-        };
-        return Ok((ports, store, None));
-    };
-    let applied = genjobs_store_postgres::run_migrations(&pg).await?;
-    tracing::info!(applied, "database migrations are up to date");
-    let adapters = genjobs_store_postgres::connect(&pg)?;
+    let StorePorts { admin, events, rate_limiter, outbox, postgres } = store_ports(config).await?;
     let ports = Ports {
-        jobs: adapters.store.clone(),
-        accounts: adapters.store.clone(),
-        usage: adapters.store.clone(),
-        catalog: adapters.store.clone(),
-        route_schemas: route_schemas(),
+        jobs: admin.jobs,
+        accounts: admin.accounts,
+        usage: admin.usage,
+        catalog: admin.catalog,
+        route_schemas: admin.route_schemas,
         upstream,
         outputs,
-        events: adapters.events.clone(),
-        rate_limiter: adapters.rate_limiter.clone(),
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
+        events,
+        rate_limiter,
+        clock: admin.clock,
+        ids: admin.ids,
     };
-    let outbox = adapters.store.clone();
-    Ok((ports, outbox, Some(adapters)))
+    Ok((ports, outbox, postgres))
 }
 
 /// What each provider knows of its endpoints, to check the routes of the models put.
@@ -256,21 +289,21 @@ fn route_schemas() -> Vec<Arc<dyn genjobs_domain::ports::RouteSchemas>> {
     vec![Arc::new(FalSchemas)]
 }
 
-/// The use cases over the configured store, for the command line's administration; its catalog
-/// is the store's (filled with the initial catalog if it never held a model, as at start).
+/// The operators' use cases over the configured store alone, for the command line's
+/// administration; its catalog is the store's (filled with the initial catalog if it never held a
+/// model, as at start).
 ///
 /// # Errors
 /// See [`StartError`].
-pub async fn gateway(config: &Config) -> Result<Gateway, StartError> {
+pub async fn admin(config: &Config) -> Result<Admin, StartError> {
     add_fal_schemas(config)?;
-    let upstream = FalUpstream::new(FalConfig::new(config.upstream_url.clone().unwrap_or_default(), None))?;
-    let (ports, _, _) = ports(config, Arc::new(upstream), None).await?;
-    let gateway = Gateway::new(ports, LiveCatalog::default(), config.gateway.clone());
-    gateway
+    let stores = store_ports(config).await?;
+    let admin = Admin::new(stores.admin, LiveCatalog::default(), config.gateway.default_limits);
+    admin
         .seed_catalog(initial_documents(config)?)
         .await
         .map_err(|e| StartError::Catalog { path: "initial".into(), problem: e.to_string() })?;
-    Ok(gateway)
+    Ok(admin)
 }
 
 /// The adapters of client webhooks over the store's `outbox`. Users' secrets are sealed with
@@ -341,16 +374,20 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let admin_token =
         config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
     let webhooks = client_webhooks(&config, outbox, &admin_token)?;
-    let gateway = Gateway::new(ports.clone(), catalog, config.gateway.clone())
+    let services = Services::new(&ports, catalog, config.gateway.clone())
         .with_handoff(driver.handoff())
         .with_output_source(Arc::new(source))
         .with_client_webhooks(webhooks.clone());
-    gateway
+    services
+        .admin
         .seed_catalog(initial_catalog)
         .await
         .map_err(|e| StartError::Catalog { path: "initial".into(), problem: e.to_string() })?;
-    let catalog_follower =
-        AbortOnDrop(tokio::spawn(follow_catalog(gateway.clone(), Arc::clone(&ports.catalog), CATALOG_RELOAD_INTERVAL)));
+    let catalog_follower = AbortOnDrop(tokio::spawn(follow_catalog(
+        services.admin.clone(),
+        Arc::clone(&ports.catalog),
+        CATALOG_RELOAD_INTERVAL,
+    )));
     let demo_key = match config.database_url {
         Some(_) => None,
         None => {
@@ -360,7 +397,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
                 rate_limit_per_minute: None,
                 max_concurrent_jobs: None,
             };
-            let (_, key) = gateway.create_user(demo).await.map_err(|e| StartError::Demo(e.to_string()))?;
+            let (_, key) = services.admin.create_user(demo).await.map_err(|e| StartError::Demo(e.to_string()))?;
             Some(key.expose().to_owned())
         }
     };
@@ -376,7 +413,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
             "GENJOBS_LINK_SECRET is not set: output links are signed with a secret derived from the admin token"
         );
     }
-    let mut state = AppState::new(gateway, &admin_token, config.http.clone());
+    let mut state = AppState::new(services, &admin_token, config.http.clone());
     state.drain = drain.clone();
     if let Some(pg) = &postgres {
         let store = Arc::clone(&pg.store);

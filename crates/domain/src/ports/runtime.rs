@@ -46,13 +46,13 @@ pub trait JobEvents: Send + Sync {
 /// themselves again well before.
 pub const WATCH_TTL: Duration = Duration::from_secs(30);
 
-/// The driver of this process, to which the gateway passes the jobs it accepts so that they are
+/// The driver of this process, to which its submissions pass the jobs they accept so that they are
 /// sent at once, without a claim and without a write of their own
-/// ([`crate::usecases::Gateway::with_handoff`]; the `genjobs-driver` crate implements it).
+/// ([`crate::usecases::Submissions::with_handoff`]; the `genjobs-driver` crate implements it).
 ///
 /// # Errors
 /// [`JobHandoff::send`] gives the job back when the driver stopped taking jobs meanwhile: the
-/// gateway then withdraws its started submission, for any driver to send.
+/// submission then withdraws its start, for any driver to send the job.
 #[cfg_attr(feature = "mocks", mockall::automock)]
 pub trait JobHandoff: Send + Sync {
     /// How long a handed job is leased to the driver; `None` while no driver takes jobs

@@ -2,10 +2,14 @@
 
 use std::time::Duration;
 
-use super::Gateway;
+use std::sync::Arc;
+
+use super::{Admin, Ports};
 use crate::credits::Credits;
 use crate::ids::{ApiKey, KeyPrefix, UserId};
-use crate::ports::{Account, AccountError, Limits, RateDecision, StoreError, StoredKey};
+use crate::ports::{
+    Account, AccountError, AccountStore, Limits, RateDecision, RateLimiter, StoreError, StoredKey, UsageStore,
+};
 use crate::request::InvalidRequest;
 
 /// An authenticated caller.
@@ -133,7 +137,33 @@ pub fn validate_grant(amount: i64) -> Result<i64, InvalidRequest> {
 /// How often a new key is drawn when its prefix is taken (48 random bits make a second try rare).
 const KEY_ATTEMPTS: usize = 4;
 
-impl Gateway {
+/// The caller's account: letting a request in, balances, and (in `usage.rs`) the ledger and usage.
+#[derive(Clone)]
+pub struct Accounts {
+    pub(super) ports: AccountPorts,
+}
+
+/// The ports of [`Accounts`].
+#[derive(Clone)]
+pub(super) struct AccountPorts {
+    accounts: Arc<dyn AccountStore>,
+    pub(super) usage: Arc<dyn UsageStore>,
+    rate_limiter: Arc<dyn RateLimiter>,
+}
+
+impl Accounts {
+    /// The account use cases over `ports`.
+    #[must_use]
+    pub fn new(ports: &Ports) -> Self {
+        Self {
+            ports: AccountPorts {
+                accounts: Arc::clone(&ports.accounts),
+                usage: Arc::clone(&ports.usage),
+                rate_limiter: Arc::clone(&ports.rate_limiter),
+            },
+        }
+    }
+
     /// Lets a request in: the key must be known, and the user under its rate limit.
     ///
     /// # Errors
@@ -169,7 +199,9 @@ impl Gateway {
             .await?
             .ok_or_else(|| StoreError::Internal("an authenticated user has no account".into()))
     }
+}
 
+impl Admin {
     /// Creates a user with an opening grant and a first key, which is returned only here.
     ///
     /// # Errors
@@ -178,12 +210,8 @@ impl Gateway {
         let now = self.ports.clock.now();
         let user_id = self.ports.ids.user_id(now);
         let limits = Limits {
-            rate_limit_per_minute: request
-                .rate_limit_per_minute
-                .unwrap_or(self.settings.default_limits.rate_limit_per_minute),
-            max_concurrent_jobs: request
-                .max_concurrent_jobs
-                .unwrap_or(self.settings.default_limits.max_concurrent_jobs),
+            rate_limit_per_minute: request.rate_limit_per_minute.unwrap_or(self.default_limits.rate_limit_per_minute),
+            max_concurrent_jobs: request.max_concurrent_jobs.unwrap_or(self.default_limits.max_concurrent_jobs),
         };
         for _ in 0..KEY_ATTEMPTS {
             let key = self.ports.ids.api_key();

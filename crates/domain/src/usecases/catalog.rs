@@ -4,7 +4,7 @@
 //! each change here at once, on other processes when the store announces a change, and by a
 //! periodic reload in case an announcement was missed.
 
-use super::Gateway;
+use super::Admin;
 use crate::catalog::{Catalog, DocumentFault, Model, ModelDocument};
 use crate::ids::ModelId;
 use crate::ports::{CatalogChanges, PutOutcome, StoreError};
@@ -42,7 +42,7 @@ pub struct PlannedChange {
     pub after: Option<ModelDocument>,
 }
 
-impl Gateway {
+impl Admin {
     /// Checks a document for the model `id`: its own rules, then each route by its provider.
     ///
     /// # Errors
@@ -66,7 +66,7 @@ impl Gateway {
     }
 
     /// Stores the model `id` (new or replacing one) and puts it in effect here at once; other
-    /// processes follow within their reload ([`Gateway::reload_catalog`], which each replica's driver
+    /// processes follow within their reload ([`Admin::reload_catalog`], which each replica's driver
     /// runs on every change the store announces).
     ///
     /// # Errors
@@ -115,7 +115,7 @@ impl Gateway {
         Ok(planned)
     }
 
-    /// Applies a plan of [`Gateway::plan_catalog`] in one store transaction.
+    /// Applies a plan of [`Admin::plan_catalog`] in one store transaction.
     ///
     /// # Errors
     /// [`CatalogAdminError::Store`]; nothing is applied then.

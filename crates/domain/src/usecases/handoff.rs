@@ -14,10 +14,9 @@
 
 use time::OffsetDateTime;
 
-use super::Ports;
 use crate::ids::JobId;
 use crate::job::{Job, Trigger};
-use crate::ports::JobHandoff;
+use crate::ports::{Clock, JobHandoff, JobStore};
 
 /// `job` with its submission started, leased to the driver behind `handoff` until the returned
 /// time: what the accept records. `None` when no driver takes jobs now, or when the job did not
@@ -33,16 +32,16 @@ pub(super) fn started(handoff: &dyn JobHandoff, job: Job, now: OffsetDateTime) -
 
 /// Undoes the started submission of handed jobs that were never sent, and ends their lease, so
 /// that any driver submits them at once. A job changed meanwhile (canceled) is left as it is.
-pub(super) async fn withdraw(ports: &Ports, jobs: Vec<Job>) {
-    let now = ports.clock.now();
+pub(super) async fn withdraw(store: &dyn JobStore, clock: &dyn Clock, jobs: Vec<Job>) {
+    let now = clock.now();
     let ids: Vec<JobId> = jobs.iter().map(Job::id).collect();
     for job in jobs {
         let Ok(withdrawn) = job.apply(Trigger::SubmitNotReached { next_poll_at: now }, now) else { continue };
-        if let Err(e) = ports.jobs.commit(withdrawn).await {
+        if let Err(e) = store.commit(withdrawn).await {
             tracing::warn!(job_id = %job.id(), error = %e, "could not withdraw an unsent submission; the job fails when its lease runs out");
         }
     }
-    if let Err(e) = ports.jobs.release_leases(ids, now).await {
+    if let Err(e) = store.release_leases(ids, now).await {
         tracing::warn!(error = %e, "could not release the leases of withdrawn jobs; they are taken over when they run out");
     }
 }

@@ -1,4 +1,4 @@
-//! Reading, waiting on, streaming, listing and canceling the caller's jobs.
+//! Reading, waiting on, streaming and listing the caller's jobs.
 //!
 //! Waiters never talk to the provider: the driver polls it once per job, and waiters wake on
 //! [`JobEvents`](crate::ports::JobEvents) notifications, with a re-read every poll interval as a
@@ -11,10 +11,12 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use futures_util::{FutureExt, select_biased};
 use time::OffsetDateTime;
 
-use super::{Caller, Gateway};
+use std::sync::Arc;
+
+use super::{Caller, Ports, Settings, owned_job};
 use crate::ids::JobId;
-use crate::job::{Job, JobState, TransitionError, Trigger};
-use crate::ports::{Commit, JobChanges, StoreError, WATCH_TTL};
+use crate::job::{Job, JobState};
+use crate::ports::{Clock, JobChanges, JobEvents, JobStore, OutputSource, OutputStore, StoreError, WATCH_TTL};
 
 /// Longest long-poll, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -64,18 +66,6 @@ impl JobEvent {
     }
 }
 
-/// What canceling answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CancelReceipt {
-    /// The job.
-    pub id: JobId,
-    /// `canceled`, or the final state the job already had.
-    pub state: JobState,
-    /// When it was canceled; for a job that was already succeeded or failed, when the
-    /// cancel request was answered.
-    pub canceled_at: OffsetDateTime,
-}
-
 /// A page of the caller's jobs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobListing {
@@ -85,16 +75,46 @@ pub struct JobListing {
     pub next: Option<JobId>,
 }
 
-/// How often a cancel re-reads a job that changed under it before giving up.
-const CANCEL_ATTEMPTS: usize = 16;
+/// Reading, waiting on, streaming and listing the caller's jobs, and (in `outputs.rs`) their
+/// outputs.
+#[derive(Clone)]
+pub struct JobReads {
+    pub(super) ports: ReadPorts,
+    settings: Settings,
+    pub(super) sources: Option<Arc<dyn OutputSource>>,
+}
 
-impl Gateway {
-    pub(super) async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
-        match self.ports.jobs.job(id).await? {
-            None => Err(JobQueryError::NotFound),
-            Some(job) if job.user_id() != caller.user_id => Err(JobQueryError::Forbidden),
-            Some(job) => Ok(job),
-        }
+/// The ports of [`JobReads`].
+#[derive(Clone)]
+pub(super) struct ReadPorts {
+    pub(super) jobs: Arc<dyn JobStore>,
+    events: Arc<dyn JobEvents>,
+    clock: Arc<dyn Clock>,
+    pub(super) outputs: Option<Arc<dyn OutputStore>>,
+}
+
+impl JobReads {
+    /// The reads over `ports`; `settings` give the cadence of waits and streams.
+    #[must_use]
+    pub fn new(ports: &Ports, settings: Settings) -> Self {
+        let ports = ReadPorts {
+            jobs: Arc::clone(&ports.jobs),
+            events: Arc::clone(&ports.events),
+            clock: Arc::clone(&ports.clock),
+            outputs: ports.outputs.clone(),
+        };
+        Self { ports, settings, sources: None }
+    }
+
+    /// The same reads, reading outputs the service keeps no copy of from the provider's links
+    /// through `source` ([`JobReads::output_content`]).
+    #[must_use]
+    pub fn with_output_source(self, source: Arc<dyn OutputSource>) -> Self {
+        Self { sources: Some(source), ..self }
+    }
+
+    async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
+        owned_job(self.ports.jobs.as_ref(), caller, id).await
     }
 
     /// The job as it is now.
@@ -173,7 +193,7 @@ impl Gateway {
         }
         let next_announcement = self.announce_watching(id).await;
         let watch = Watch {
-            gateway: self.clone(),
+            reads: self.clone(),
             caller: *caller,
             id,
             changes,
@@ -187,51 +207,6 @@ impl Gateway {
             Some((event, more.then_some(watch)))
         });
         Ok(stream::once(async move { first }).chain(rest).boxed())
-    }
-
-    /// Cancels a job that is not final and releases its credits; a final job is left as it is.
-    ///
-    /// # Errors
-    /// See [`JobQueryError`].
-    pub async fn cancel(&self, caller: &Caller, id: JobId) -> Result<CancelReceipt, JobQueryError> {
-        for _ in 0..CANCEL_ATTEMPTS {
-            let job = self.owned_job(caller, id).await?;
-            let now = self.ports.clock.now();
-            let transition = match job.apply(Trigger::Cancel, now) {
-                Ok(transition) => transition,
-                Err(TransitionError::AlreadyFinal(state)) => {
-                    return Ok(CancelReceipt { id, state, canceled_at: job.canceled_at().unwrap_or(now) });
-                }
-                Err(e @ TransitionError::NotApplicable { .. }) => {
-                    return Err(StoreError::Internal(e.to_string()).into());
-                }
-            };
-            match self.ports.jobs.commit(transition).await? {
-                Commit::Applied(job) => {
-                    tracing::info!(job_id = %id, credits_released = %job.credits_held(), "job canceled");
-                    super::telemetry::job_finished(&job);
-                    self.ports.events.publish(id).await;
-                    self.stop_upstream(&job).await;
-                    return Ok(CancelReceipt { id, state: job.state(), canceled_at: job.canceled_at().unwrap_or(now) });
-                }
-                Commit::Stale(_) => continue,
-                Commit::Missing => return Err(JobQueryError::NotFound),
-            }
-        }
-        Err(StoreError::Internal(format!("job {id} kept changing while being canceled")).into())
-    }
-
-    async fn stop_upstream(&self, job: &Job) {
-        if let (true, Some(upstream)) = (self.settings.upstream_cancel, &job.upstream()) {
-            match self.ports.upstream.cancel(job.id(), upstream).await {
-                Ok(()) => {
-                    tracing::info!(job_id = %job.id(), "upstream asked to cancel")
-                }
-                Err(e) => {
-                    tracing::warn!(job_id = %job.id(), error = %e, "upstream cancel failed")
-                }
-            }
-        }
     }
 
     /// The caller's jobs, newest first.
@@ -257,7 +232,7 @@ impl Gateway {
 }
 
 struct Watch {
-    gateway: Gateway,
+    reads: JobReads,
     caller: Caller,
     id: JobId,
     changes: JobChanges,
@@ -269,20 +244,20 @@ impl Watch {
     /// The next event: a final one as soon as the job is final, otherwise a progress event at
     /// the next tick. `None` ends the stream (the job vanished or became another user's).
     async fn next_event(&mut self) -> Option<JobEvent> {
-        let gateway = &self.gateway;
+        let reads = &self.reads;
         loop {
-            if gateway.ports.clock.now() >= self.next_announcement {
-                self.next_announcement = gateway.announce_watching(self.id).await;
+            if reads.ports.clock.now() >= self.next_announcement {
+                self.next_announcement = reads.announce_watching(self.id).await;
             }
-            let until_tick = self.next_tick - gateway.ports.clock.now();
+            let until_tick = self.next_tick - reads.ports.clock.now();
             let tick_due = !until_tick.is_positive()
-                || !gateway.next_change_or(&mut self.changes, Duration::try_from(until_tick).unwrap_or_default()).await;
-            let job = match gateway.owned_job(&self.caller, self.id).await {
+                || !reads.next_change_or(&mut self.changes, Duration::try_from(until_tick).unwrap_or_default()).await;
+            let job = match reads.owned_job(&self.caller, self.id).await {
                 Ok(job) => job,
                 Err(JobQueryError::Store(e)) => {
                     tracing::warn!(job_id = %self.id, error = %e, "stream could not read its job; retrying at the next tick");
                     if tick_due {
-                        self.next_tick += gateway.settings.poll_interval;
+                        self.next_tick += reads.settings.poll_interval;
                     }
                     continue;
                 }
@@ -291,8 +266,8 @@ impl Watch {
             if job.state().is_final() {
                 return Some(JobEvent::of(job));
             }
-            if tick_due || gateway.ports.clock.now() >= self.next_tick {
-                self.next_tick = gateway.ports.clock.now() + gateway.settings.poll_interval;
+            if tick_due || reads.ports.clock.now() >= self.next_tick {
+                self.next_tick = reads.ports.clock.now() + reads.settings.poll_interval;
                 return Some(JobEvent::Progress(job));
             }
         }

@@ -1,9 +1,23 @@
-//! The use cases, one method each on [`Gateway`], each with its own error enum that the HTTP edge
-//! maps to a status and code; and the two a driver calls: [`JobSteps`] (one step of one job) and
-//! [`WebhookDeliveries`] (one attempt at one client webhook). When and how often they run is the
-//! driver's business (the `genjobs-driver` crate), not the domain's.
+//! The use cases, grouped in services by concern, each holding only the ports it uses, each use
+//! case with its own error enum that the HTTP edge maps to a status and code:
+//!
+//! - [`Submissions`] (`submit.rs`, `quote.rs`): submit, quote.
+//! - [`JobReads`] (`jobs.rs`, `outputs.rs`): read, wait, stream, list, outputs.
+//! - [`Cancellations`] (`cancel.rs`): cancel.
+//! - [`Accounts`] (`accounts.rs`, `usage.rs`): authenticate, account, ledger, usage.
+//! - [`ClientWebhooks`] (`webhooks.rs`): secrets, a job's events, redeliveries.
+//! - [`ProviderNotifications`] (`notifications.rs`): what the provider pushes.
+//! - [`Admin`] (`admin.rs`, and the operators' parts of `accounts.rs`, `catalog.rs`,
+//!   `usage.rs`): users, keys, grants, the catalog, usage reports, readiness.
+//!
+//! [`Services`] bundles them over one [`Ports`] for an edge that serves them all. The two use
+//! cases a driver calls are [`JobSteps`] (one step of one job) and [`WebhookDeliveries`] (one
+//! attempt at one client webhook); when and how often they run is the driver's business (the
+//! `genjobs-driver` crate), not the domain's.
 
 mod accounts;
+mod admin;
+mod cancel;
 mod catalog;
 mod deliveries;
 mod handoff;
@@ -20,25 +34,29 @@ mod webhooks;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use accounts::{AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
+pub use accounts::{Accounts, AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
+pub use admin::{Admin, AdminPorts};
+pub use cancel::{CancelReceipt, Cancellations};
 pub use catalog::{CatalogAdminError, PlannedChange};
 pub use deliveries::{DeliverySettings, WebhookDeliveries};
-pub use jobs::{CancelReceipt, JobEvent, JobListing, JobQueryError, MAX_JOBS_PAGE, MAX_WAIT_SECS};
-pub use notifications::{NotificationError, NotificationOutcome};
+pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX_WAIT_SECS};
+pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
 pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
 pub use quote::Quote;
 pub use steps::{Cadence, JobSteps, StepSettings};
-pub use submit::{IdempotencyKey, Receipt, Submission, SubmitError};
+pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
-pub use webhooks::{ClientWebhookPorts, WebhookQueryError};
+pub use webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};
 
-use crate::catalog::{Catalog, LiveCatalog};
+use crate::catalog::LiveCatalog;
+use crate::ids::JobId;
+use crate::job::Job;
 use crate::ports::{
     AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobStore, Limits, OutputStore, RateLimiter,
     RouteSchemas, UpstreamProvider,
 };
 
-/// Every port a [`Gateway`] or [`JobSteps`] uses.
+/// Every port the use cases use; each service takes those it needs.
 #[derive(Clone)]
 pub struct Ports {
     /// Jobs and their ledger movements.
@@ -91,72 +109,82 @@ impl Default for Settings {
     }
 }
 
-/// The service's use cases over its ports.
+/// Every service of the use cases over one set of ports, as an edge that serves them all holds
+/// them. Each service holds only the ports it uses, and can be built alone: the command line's
+/// administration builds an [`Admin`] over the store, with no provider at all.
 #[derive(Clone)]
-pub struct Gateway {
-    ports: Ports,
-    catalog: LiveCatalog,
+pub struct Services {
+    /// Submissions and quotes.
+    pub submissions: Submissions,
+    /// Reading, waiting on, streaming and listing jobs, and their outputs.
+    pub reads: JobReads,
+    /// Canceling jobs.
+    pub cancellations: Cancellations,
+    /// The caller's account: authentication, balances, ledger and usage.
+    pub accounts: Accounts,
+    /// Client webhooks: secrets, a job's events, redeliveries.
+    pub webhooks: ClientWebhooks,
+    /// What the provider pushes.
+    pub notifications: ProviderNotifications,
+    /// The operators' use cases: users, keys, grants, the catalog, usage reports, readiness.
+    pub admin: Admin,
     settings: Settings,
-    handoff: Option<Arc<dyn JobHandoff>>,
-    sources: Option<Arc<dyn crate::ports::OutputSource>>,
-    webhooks: Option<ClientWebhookPorts>,
 }
 
-impl Gateway {
-    /// A gateway over `ports`, serving the models of `catalog`.
+impl Services {
+    /// Every service over `ports`, serving the models of `catalog`.
     #[must_use]
-    pub fn new(ports: Ports, catalog: impl Into<LiveCatalog>, settings: Settings) -> Self {
-        Self { ports, catalog: catalog.into(), settings, handoff: None, sources: None, webhooks: None }
+    pub fn new(ports: &Ports, catalog: impl Into<LiveCatalog>, settings: Settings) -> Self {
+        let catalog = catalog.into();
+        Self {
+            submissions: Submissions::new(ports, catalog.clone()),
+            reads: JobReads::new(ports, settings.clone()),
+            cancellations: Cancellations::new(ports, settings.upstream_cancel),
+            accounts: Accounts::new(ports),
+            webhooks: ClientWebhooks::new(ports),
+            notifications: ProviderNotifications::new(ports),
+            admin: Admin::new(AdminPorts::from(ports), catalog, settings.default_limits),
+            settings,
+        }
     }
 
-    /// The same gateway, passing the jobs it accepts to the driver of its own process instead of
-    /// leaving them for any driver to claim.
+    /// The same services, passing the jobs they accept to the driver of their own process instead
+    /// of leaving them for any driver to claim ([`Submissions::with_handoff`]).
     #[must_use]
     pub fn with_handoff(self, handoff: Arc<dyn JobHandoff>) -> Self {
-        Self { handoff: Some(handoff), ..self }
+        Self { submissions: self.submissions.with_handoff(handoff), ..self }
     }
 
-    /// The same gateway, reading outputs the service keeps no copy of from the provider's links
-    /// through `source` ([`Gateway::output_content`]).
+    /// The same services, reading outputs the service keeps no copy of from the provider's links
+    /// through `source` ([`JobReads::with_output_source`]).
     #[must_use]
     pub fn with_output_source(self, source: Arc<dyn crate::ports::OutputSource>) -> Self {
-        Self { sources: Some(source), ..self }
+        Self { reads: self.reads.with_output_source(source), ..self }
     }
 
-    /// The catalog in effect now: one snapshot, for one request to read throughout.
+    /// The same services, taking `webhook_url` on submissions and serving webhook secrets and
+    /// deliveries through `ports`.
     #[must_use]
-    pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog.current()
-    }
-
-    /// The name of the provider that runs the jobs, as the models list shows it.
-    #[must_use]
-    pub fn upstream_name(&self) -> &'static str {
-        self.ports.upstream.name()
-    }
-
-    /// Whether the service can serve requests: its store answers and is current.
-    ///
-    /// # Errors
-    /// [`crate::ports::StoreError::Unavailable`] when it cannot.
-    pub async fn readiness(&self) -> Result<(), crate::ports::StoreError> {
-        self.ports.jobs.ready().await
-    }
-
-    /// Counts the jobs not yet final, by state, and records them as the `genjobs_jobs` gauge
-    /// for whoever reads the metrics.
-    ///
-    /// # Errors
-    /// When the store cannot count.
-    pub async fn count_unfinished(&self) -> Result<crate::ports::UnfinishedJobs, crate::ports::StoreError> {
-        let jobs = self.ports.jobs.count_unfinished().await?;
-        telemetry::unfinished(jobs);
-        Ok(jobs)
+    pub fn with_client_webhooks(self, ports: ClientWebhookPorts) -> Self {
+        Self {
+            submissions: self.submissions.with_client_webhooks(ports.clone()),
+            webhooks: self.webhooks.with_client_webhooks(ports),
+            ..self
+        }
     }
 
     /// The settings in use.
     #[must_use]
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+}
+
+/// The caller's job `id`, refused when it is another user's.
+async fn owned_job(jobs: &dyn JobStore, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
+    match jobs.job(id).await? {
+        None => Err(JobQueryError::NotFound),
+        Some(job) if job.user_id() != caller.user_id => Err(JobQueryError::Forbidden),
+        Some(job) => Ok(job),
     }
 }

@@ -3,11 +3,15 @@
 //! that a duplicate delivery, a delivery racing a poll or one arriving after a cancel moves no
 //! credit twice.
 
-use super::Gateway;
+use std::sync::Arc;
+
+use super::Ports;
 use super::outputs::keep_outputs;
 use super::steps::ending_trigger;
 use crate::job::{JobState, TransitionError};
-use crate::ports::{Commit, Delivery, NotificationRejected, StoreError};
+use crate::ports::{
+    Clock, Commit, Delivery, JobEvents, JobStore, NotificationRejected, OutputStore, StoreError, UpstreamProvider,
+};
 
 /// How often a notification re-reads a job that changed under it before giving up (the provider
 /// delivers it again, and the driver's polls go on meanwhile).
@@ -39,7 +43,42 @@ pub enum NotificationError {
     Store(#[from] StoreError),
 }
 
-impl Gateway {
+/// What the provider pushes.
+#[derive(Clone)]
+pub struct ProviderNotifications {
+    ports: NotificationPorts,
+}
+
+/// The ports of [`ProviderNotifications`].
+#[derive(Clone)]
+struct NotificationPorts {
+    jobs: Arc<dyn JobStore>,
+    upstream: Arc<dyn UpstreamProvider>,
+    outputs: Option<Arc<dyn OutputStore>>,
+    events: Arc<dyn JobEvents>,
+    clock: Arc<dyn Clock>,
+}
+
+impl ProviderNotifications {
+    /// The provider's notifications applied over `ports`.
+    #[must_use]
+    pub fn new(ports: &Ports) -> Self {
+        let ports = NotificationPorts {
+            jobs: Arc::clone(&ports.jobs),
+            upstream: Arc::clone(&ports.upstream),
+            outputs: ports.outputs.clone(),
+            events: Arc::clone(&ports.events),
+            clock: Arc::clone(&ports.clock),
+        };
+        Self { ports }
+    }
+
+    /// The name of the provider whose notifications these are, as its webhook's path names it.
+    #[must_use]
+    pub fn upstream_name(&self) -> &'static str {
+        self.ports.upstream.name()
+    }
+
     /// Verifies a notification the provider pushed and applies the end it reports to its job.
     ///
     /// # Errors
@@ -51,7 +90,9 @@ impl Gateway {
             return Ok(NotificationOutcome::AlreadyFinal(job.state()));
         }
         let outcome = match report.outcome {
-            Ok(outputs) if !outputs.is_empty() => Ok(keep_outputs(&self.ports, job.id(), outputs).await),
+            Ok(outputs) if !outputs.is_empty() => {
+                Ok(keep_outputs(self.ports.outputs.as_ref(), self.ports.clock.as_ref(), job.id(), outputs).await)
+            }
             other => other,
         };
         for _ in 0..APPLY_ATTEMPTS {

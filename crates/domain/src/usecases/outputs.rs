@@ -1,16 +1,17 @@
 //! Outputs that never expire: copying a succeeded job's outputs into the output store before the
 //! job is shown as succeeded, and reading them back for the signed links the edge mints.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 
-use super::{Caller, Gateway, JobQueryError, Ports};
+use super::{Caller, JobQueryError, JobReads};
 use crate::ids::JobId;
 use crate::job::JobState;
 use crate::output::{OutputCopy, OutputItem, StoredFile};
-use crate::ports::{ByteRange, CopyFailure, FileBytes, StoreError};
+use crate::ports::{ByteRange, Clock, CopyFailure, FileBytes, OutputStore, StoreError};
 
 /// Tries per output before the job succeeds without its copy.
 const COPY_ATTEMPTS: u32 = 3;
@@ -20,8 +21,13 @@ const COPY_BACKOFF: Duration = Duration::from_millis(500);
 /// Copies each output into the output store, when there is one, and marks it stored or not. A
 /// transient failure is tried again with back-off; an output whose copy keeps failing keeps only
 /// the provider's URL ([`OutputCopy::Failed`]): the job still succeeds.
-pub(super) async fn keep_outputs(ports: &Ports, job_id: JobId, outputs: Vec<OutputItem>) -> Vec<OutputItem> {
-    let Some(store) = &ports.outputs else { return outputs };
+pub(super) async fn keep_outputs(
+    store: Option<&Arc<dyn OutputStore>>,
+    clock: &dyn Clock,
+    job_id: JobId,
+    outputs: Vec<OutputItem>,
+) -> Vec<OutputItem> {
+    let Some(store) = store else { return outputs };
     let mut kept = Vec::with_capacity(outputs.len());
     for (index, mut item) in outputs.into_iter().enumerate() {
         let mut attempt = 1;
@@ -33,7 +39,7 @@ pub(super) async fn keep_outputs(ports: &Ports, job_id: JobId, outputs: Vec<Outp
                 }
                 Err(CopyFailure::Transient(reason)) if attempt < COPY_ATTEMPTS => {
                     tracing::warn!(job_id = %job_id, index, attempt, %reason, "output copy failed; trying again");
-                    ports.clock.sleep(COPY_BACKOFF * (1 << (attempt - 1))).await;
+                    clock.sleep(COPY_BACKOFF * (1 << (attempt - 1))).await;
                     attempt += 1;
                 }
                 Err(failure) => {
@@ -117,7 +123,7 @@ pub struct OutputContent {
     pub bytes: Bytes,
 }
 
-/// Why [`Gateway::output_content`] has no bytes to give.
+/// Why [`JobReads::output_content`] has no bytes to give.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputContentError {
     /// The job is not the caller's, or does not exist.
@@ -132,10 +138,10 @@ pub enum OutputContentError {
     Unreadable(String),
 }
 
-impl Gateway {
+impl JobReads {
     /// The whole of output `index` of the caller's succeeded job, at most `max_bytes`: the
     /// service's own copy when it keeps one, else the file at the provider's link, read through
-    /// the [`crate::ports::OutputSource`] given with [`Gateway::with_output_source`].
+    /// the [`crate::ports::OutputSource`] given with [`JobReads::with_output_source`].
     ///
     /// # Errors
     /// See [`OutputContentError`].

@@ -2,7 +2,7 @@
 //! without holding anything. A submission prices itself through the same function, so a quote
 //! and a hold can never disagree.
 
-use super::{Gateway, SubmitError};
+use super::{Submissions, SubmitError};
 use crate::catalog::{Catalog, Model};
 use crate::credits::Credits;
 use crate::ids::ModelId;
@@ -18,7 +18,7 @@ pub struct Quote {
     pub credits: Credits,
 }
 
-impl Gateway {
+impl Submissions {
     /// The model `request` is priced by, once the provider has checked that `extra` sets
     /// nothing it may not.
     ///

@@ -1,12 +1,17 @@
 //! Submitting a generation job: price it, then hold credits and insert it in one atomic step.
 
+use std::sync::Arc;
+
 use time::OffsetDateTime;
 
-use super::{Caller, Gateway};
+use super::{Caller, ClientWebhookPorts, Ports};
+use crate::catalog::{Catalog, LiveCatalog};
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
 use crate::job::{Job, JobState};
-use crate::ports::{AcceptError, Accepted, IdempotencyClaim, StoreError};
+use crate::ports::{
+    AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, StoreError, UpstreamProvider,
+};
 use crate::request::{GenerationRequest, InvalidRequest};
 
 /// An `Idempotency-Key` header value, 1 to 255 characters.
@@ -99,9 +104,72 @@ pub enum SubmitError {
     Store(#[from] StoreError),
 }
 
-impl Gateway {
+/// Submissions and (in `quote.rs`) quotes.
+#[derive(Clone)]
+pub struct Submissions {
+    pub(super) ports: SubmitPorts,
+    pub(super) catalog: LiveCatalog,
+    handoff: Option<Arc<dyn JobHandoff>>,
+    webhooks: Option<ClientWebhookPorts>,
+}
+
+/// The ports of [`Submissions`].
+#[derive(Clone)]
+pub(super) struct SubmitPorts {
+    jobs: Arc<dyn JobStore>,
+    pub(super) upstream: Arc<dyn UpstreamProvider>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdSource>,
+}
+
+impl Submissions {
+    /// Submissions over `ports`, priced by `catalog`.
+    #[must_use]
+    pub fn new(ports: &Ports, catalog: impl Into<LiveCatalog>) -> Self {
+        let ports = SubmitPorts {
+            jobs: Arc::clone(&ports.jobs),
+            upstream: Arc::clone(&ports.upstream),
+            clock: Arc::clone(&ports.clock),
+            ids: Arc::clone(&ports.ids),
+        };
+        Self { ports, catalog: catalog.into(), handoff: None, webhooks: None }
+    }
+
+    /// The same submissions, passing the jobs they accept to the driver of their own process
+    /// instead of leaving them for any driver to claim.
+    #[must_use]
+    pub fn with_handoff(self, handoff: Arc<dyn JobHandoff>) -> Self {
+        Self { handoff: Some(handoff), ..self }
+    }
+
+    /// The same submissions, taking `webhook_url` when `ports` may call it.
+    #[must_use]
+    pub fn with_client_webhooks(self, ports: ClientWebhookPorts) -> Self {
+        Self { webhooks: Some(ports), ..self }
+    }
+
+    /// The catalog in effect now: one snapshot, for one request to read throughout.
+    #[must_use]
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.current()
+    }
+
+    /// The name of the provider that runs the jobs, as the models list shows it.
+    #[must_use]
+    pub fn upstream_name(&self) -> &'static str {
+        self.ports.upstream.name()
+    }
+
+    /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).
+    async fn check_webhook_destination(&self, url: &str) -> Result<(), InvalidRequest> {
+        let Some(webhooks) = &self.webhooks else {
+            return Err(InvalidRequest::param("webhook_url", "this service sends no webhooks"));
+        };
+        webhooks.transport.check_destination(url).await.map_err(|why| InvalidRequest::param("webhook_url", why))
+    }
+
     /// Accepts a generation job: holds its price and queues it; the driver takes it from there
-    /// (this process's own, at once, when the gateway has a [`crate::ports::JobHandoff`]).
+    /// (this process's own, at once, given a [`crate::ports::JobHandoff`]).
     ///
     /// # Errors
     /// See [`SubmitError`].
@@ -136,7 +204,7 @@ impl Gateway {
                 if let Some(handoff) = self.handoff.as_ref().filter(|_| lease_until.is_some())
                     && let Err(job) = handoff.send(job)
                 {
-                    super::handoff::withdraw(&self.ports, vec![*job]).await;
+                    super::handoff::withdraw(self.ports.jobs.as_ref(), self.ports.clock.as_ref(), vec![*job]).await;
                 }
                 Ok(receipt)
             }

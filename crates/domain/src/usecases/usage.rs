@@ -8,9 +8,9 @@
 
 use time::Date;
 
-use super::{Caller, Gateway};
+use super::{Accounts, Admin, Caller};
 use crate::ids::JobId;
-use crate::ports::{LedgerMovement, LedgerRecord, StoreError, UsageGrouping, UsageQuery, UsageRow};
+use crate::ports::{LedgerMovement, LedgerRecord, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore};
 use crate::request::InvalidRequest;
 
 /// Most entries on one ledger page.
@@ -121,7 +121,7 @@ pub fn usage_range(from: Date, to: Date) -> Result<(), InvalidRequest> {
     Ok(())
 }
 
-impl Gateway {
+impl Accounts {
     /// The caller's ledger, newest first: at most `limit` entries older than `before` (an
     /// entry id), and the cursor of the next page.
     ///
@@ -148,7 +148,7 @@ impl Gateway {
     /// or model.
     ///
     /// # Errors
-    /// See [`UsageError`]; grouping by user is the operators' report ([`Gateway::usage_report`]).
+    /// See [`UsageError`]; grouping by user is the operators' report ([`Admin::usage_report`]).
     pub async fn usage(
         &self,
         caller: &Caller,
@@ -159,17 +159,24 @@ impl Gateway {
         if group_by == UsageGrouping::User {
             return Err(InvalidRequest::param("group_by", "`group_by` must be `day` or `model`").into());
         }
-        self.usage_report(UsageQuery { user_id: Some(caller.user_id), from, to, group_by }).await
+        report(self.ports.usage.as_ref(), UsageQuery { user_id: Some(caller.user_id), from, to, group_by }).await
     }
+}
 
+impl Admin {
     /// Usage across users (or of the one `query` names), for operators.
     ///
     /// # Errors
     /// See [`UsageError`].
     pub async fn usage_report(&self, query: UsageQuery) -> Result<Vec<UsageRow>, UsageError> {
-        usage_range(query.from, query.to)?;
-        Ok(self.ports.usage.usage(query).await?)
+        report(self.ports.usage.as_ref(), query).await
     }
+}
+
+/// Usage as `query` asks, once its range is checked.
+async fn report(usage: &dyn UsageStore, query: UsageQuery) -> Result<Vec<UsageRow>, UsageError> {
+    usage_range(query.from, query.to)?;
+    Ok(usage.usage(query).await?)
 }
 
 #[cfg(test)]

@@ -4,13 +4,12 @@
 
 use std::sync::Arc;
 
-use super::{Caller, Gateway, JobQueryError};
+use super::{Caller, JobQueryError, Ports, owned_job};
 use crate::ids::{JobId, UserId};
-use crate::ports::{SecretVault, StoreError, WebhookStore, WebhookTransport};
-use crate::request::InvalidRequest;
+use crate::ports::{Clock, JobEvents, JobStore, SecretVault, StoreError, WebhookStore, WebhookTransport};
 use crate::webhooks::{EventId, WebhookEvent};
 
-/// The ports client webhooks need, given to a [`Gateway`] ([`Gateway::with_client_webhooks`])
+/// The ports client webhooks need, given to the services ([`super::Services::with_client_webhooks`])
 /// and to the [`super::WebhookDeliveries`].
 #[derive(Clone)]
 pub struct ClientWebhookPorts {
@@ -50,9 +49,35 @@ impl From<StoreError> for WebhookQueryError {
     }
 }
 
-impl Gateway {
-    /// The same gateway, taking `webhook_url` on submissions and serving webhook secrets and
-    /// deliveries through `ports`.
+/// Client webhooks as the API shows them.
+#[derive(Clone)]
+pub struct ClientWebhooks {
+    ports: ClientWebhooksPorts,
+    webhooks: Option<ClientWebhookPorts>,
+}
+
+/// The ports of [`ClientWebhooks`] besides the webhooks' own.
+#[derive(Clone)]
+struct ClientWebhooksPorts {
+    jobs: Arc<dyn JobStore>,
+    events: Arc<dyn JobEvents>,
+    clock: Arc<dyn Clock>,
+}
+
+impl ClientWebhooks {
+    /// Client webhooks over `ports`, refusing everything until given the webhooks' own
+    /// ([`ClientWebhooks::with_client_webhooks`]).
+    #[must_use]
+    pub fn new(ports: &Ports) -> Self {
+        let ports = ClientWebhooksPorts {
+            jobs: Arc::clone(&ports.jobs),
+            events: Arc::clone(&ports.events),
+            clock: Arc::clone(&ports.clock),
+        };
+        Self { ports, webhooks: None }
+    }
+
+    /// The same use cases, serving webhook secrets and deliveries through `ports`.
     #[must_use]
     pub fn with_client_webhooks(self, ports: ClientWebhookPorts) -> Self {
         Self { webhooks: Some(ports), ..self }
@@ -60,14 +85,6 @@ impl Gateway {
 
     fn client_webhooks(&self) -> Result<&ClientWebhookPorts, StoreError> {
         self.webhooks.as_ref().ok_or_else(|| StoreError::Internal("client webhooks are not configured".into()))
-    }
-
-    /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).
-    pub(crate) async fn check_webhook_destination(&self, url: &str) -> Result<(), InvalidRequest> {
-        let Some(webhooks) = &self.webhooks else {
-            return Err(InvalidRequest::param("webhook_url", "this service sends no webhooks"));
-        };
-        webhooks.transport.check_destination(url).await.map_err(|why| InvalidRequest::param("webhook_url", why))
     }
 
     /// The caller's signing secret, made now if the caller has none yet.
@@ -96,7 +113,7 @@ impl Gateway {
     /// # Errors
     /// See [`WebhookQueryError`].
     pub async fn job_webhooks(&self, caller: &Caller, id: JobId) -> Result<Vec<WebhookEvent>, WebhookQueryError> {
-        self.owned_job(caller, id).await?;
+        owned_job(self.ports.jobs.as_ref(), caller, id).await?;
         Ok(self.client_webhooks()?.store.webhook_events(id).await?)
     }
 
@@ -105,7 +122,7 @@ impl Gateway {
     /// # Errors
     /// See [`WebhookQueryError`].
     pub async fn redeliver_webhook(&self, caller: &Caller, id: JobId, event: &str) -> Result<(), WebhookQueryError> {
-        self.owned_job(caller, id).await?;
+        owned_job(self.ports.jobs.as_ref(), caller, id).await?;
         let event = EventId::parse(event).filter(|e| e.job_id() == id).ok_or(WebhookQueryError::UnknownEvent)?;
         let now = self.ports.clock.now();
         if !self.client_webhooks()?.store.redeliver(event.job_id(), now).await? {

@@ -1,6 +1,6 @@
-//! The in-memory way from this process's gateway to its driver
+//! The in-memory way from this process's submissions to its driver
 //! ([`genjobs_domain::ports::JobHandoff`]): an unbounded channel whose receiver the driver's
-//! first run takes, and a flag the driver lowers as it stops, after which the gateway accepts
+//! first run takes, and a flag the driver lowers as it stops, after which submissions accept
 //! jobs for any driver again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +11,7 @@ use genjobs_domain::job::Job;
 use genjobs_domain::ports::JobHandoff;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-/// The gateway's end: passes each job it accepts to the driver of its process.
+/// The submissions' end: passes each job they accept to the driver of its process.
 pub(crate) struct Handoff {
     jobs: UnboundedSender<Box<Job>>,
     open: Arc<AtomicBool>,
@@ -49,7 +49,7 @@ impl Inbox {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
-    /// Stops handing jobs to this driver: the gateway accepts new ones for any driver.
+    /// Stops handing jobs to this driver: submissions accept new ones for any driver.
     pub(crate) fn shut(&self) {
         self.open.store(false, Ordering::Release);
     }

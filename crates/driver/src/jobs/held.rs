@@ -9,7 +9,7 @@ use genjobs_domain::ids::JobId;
 use genjobs_domain::job::Job;
 
 /// The jobs a driver holds, by id and by next poll time, those being advanced right now, and
-/// those handed over by this process's gateway and not sent yet.
+/// those handed over by this process's submissions and not sent yet.
 #[derive(Default)]
 pub(super) struct Held {
     pub(super) jobs: HashMap<JobId, (OffsetDateTime, Job)>,

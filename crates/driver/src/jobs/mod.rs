@@ -84,9 +84,9 @@ impl JobDriver {
         Self { steps, settings, handoff, inbox }
     }
 
-    /// The way for a gateway of the same process to pass this driver the jobs it accepts
-    /// ([`genjobs_domain::usecases::Gateway::with_handoff`]). The first run of this driver takes
-    /// them; once it stops, the gateway accepts jobs for any driver again.
+    /// The way for the submissions of the same process to pass this driver the jobs they accept
+    /// ([`genjobs_domain::usecases::Submissions::with_handoff`]). The first run of this driver
+    /// takes them; once it stops, submissions accept jobs for any driver again.
     #[must_use]
     pub fn handoff(&self) -> Arc<dyn JobHandoff> {
         self.handoff.clone()
@@ -266,7 +266,7 @@ fn panicked() -> StoreError {
     StoreError::Internal("the task panicked".into())
 }
 
-/// The next job handed over by this process's gateway; never, for a run without the inbox.
+/// The next job handed over by this process's submissions; never, for a run without the inbox.
 async fn next_handed(inbox: &mut Option<UnboundedReceiver<Box<Job>>>) -> Option<Box<Job>> {
     match inbox {
         Some(jobs) => jobs.recv().await,

@@ -49,10 +49,11 @@ async fn submit(
     req: &HttpRequest,
 ) -> Result<JobId, ApiError> {
     let receipt = state
-        .gateway
+        .services
+        .submissions
         .submit(caller, Submission { request, idempotency: None })
         .await
-        .map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
+        .map_err(|e| ApiError::from_submit(e, state.services.settings().poll_interval))?;
     req.extensions_mut().insert(receipt.job_id);
     Ok(receipt.job_id)
 }
@@ -62,7 +63,7 @@ async fn submit(
 /// caller's jobs.
 async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, ApiError> {
     loop {
-        let waited = pin!(state.gateway.wait_for_job(caller, id, Duration::from_secs(MAX_WAIT_SECS)));
+        let waited = pin!(state.services.reads.wait_for_job(caller, id, Duration::from_secs(MAX_WAIT_SECS)));
         let job = match select(waited, pin!(state.drain.started())).await {
             Either::Left((job, _)) => job?,
             Either::Right(((), _)) => {
@@ -140,7 +141,7 @@ pub async fn create_image(
     let body = read_json(&req, payload).await?;
     let asked: ImagesRequest = read(&body)?;
     let format = asked.response_format.unwrap_or_default();
-    let id = submit(&state, &caller, images_into_domain(asked, &state.gateway.catalog())?, &req).await?;
+    let id = submit(&state, &caller, images_into_domain(asked, &state.services.submissions.catalog())?, &req).await?;
     let job = final_job(&state, &caller, id).await?;
     let Some(outputs) = job.outputs().filter(|_| job.state() == JobState::Succeeded) else {
         return Err(unsuccessful(&job).into());
@@ -152,7 +153,8 @@ pub async fn create_image(
             ResponseFormat::Url => ImageData::Url { url: output_url(&job, index, item, &links) },
             ResponseFormat::B64Json => {
                 let content = state
-                    .gateway
+                    .services
+                    .reads
                     .output_content(&caller, id, index, MAX_INLINE_IMAGE_BYTES)
                     .await
                     .map_err(unreadable)?;
@@ -224,15 +226,15 @@ pub async fn create_video(
             _ => return Err(InvalidRequest::body("the body must be a JSON object").into()),
         }
     };
-    let id = submit(&state, &caller, video_into_domain(asked, &state.gateway.catalog())?, &req).await?;
-    let job = state.gateway.job(&caller, id).await.map_err(ApiError::from)?;
+    let id = submit(&state, &caller, video_into_domain(asked, &state.services.submissions.catalog())?, &req).await?;
+    let job = state.services.reads.job(&caller, id).await.map_err(ApiError::from)?;
     Ok(HttpResponse::Ok().json(video_object(&job)))
 }
 
 async fn video_job(state: &AppState, caller: &Caller, path: &str, req: &HttpRequest) -> Result<Job, ApiError> {
     let id = job_id(path)?;
     req.extensions_mut().insert(id);
-    let job = state.gateway.job(caller, id).await?;
+    let job = state.services.reads.job(caller, id).await?;
     if job.modality() != Modality::Video {
         return Err(ApiError::job_not_found());
     }
@@ -261,7 +263,7 @@ pub async fn get_video(
     let mut response = HttpResponse::Ok();
     if !job.state().is_final() {
         // OpenAI's clients poll at the interval this header names.
-        let poll_ms = state.gateway.settings().poll_interval.as_millis().max(1);
+        let poll_ms = state.services.settings().poll_interval.as_millis().max(1);
         response.insert_header(("openai-poll-after-ms", poll_ms.to_string()));
     }
     Ok(response.json(video_object(&job)))
@@ -296,7 +298,7 @@ pub async fn video_content(
     }
     let job = video_job(&state, &caller, &path, &req).await?;
     let content =
-        state.gateway.output_content(&caller, job.id(), 0, MAX_VIDEO_CONTENT_BYTES).await.map_err(unreadable)?;
+        state.services.reads.output_content(&caller, job.id(), 0, MAX_VIDEO_CONTENT_BYTES).await.map_err(unreadable)?;
     let content_type =
         HeaderValue::from_str(&content.content_type).unwrap_or_else(|_| HeaderValue::from_static("video/mp4"));
     Ok(HttpResponse::Ok().insert_header((CONTENT_TYPE, content_type)).body(content.bytes))
@@ -310,9 +312,10 @@ pub async fn video_content(
     responses((status = 200, description = "The catalog's models", body = ModelList)))]
 pub async fn list_models(state: web::Data<AppState>, caller: Caught) -> Handled {
     caller?;
-    let owned_by = state.gateway.upstream_name().to_owned();
+    let owned_by = state.services.submissions.upstream_name().to_owned();
     let data = state
-        .gateway
+        .services
+        .submissions
         .catalog()
         .models_of(None)
         .map(|model| ModelObject {

@@ -37,7 +37,7 @@ pub async fn admin_create_user(
     payload: web::Payload,
 ) -> Handled {
     let request = new_user_request(read(&read_json(&req, payload).await?)?)?;
-    let (account, key) = state.gateway.create_user(request).await?;
+    let (account, key) = state.services.admin.create_user(request).await?;
     Ok(HttpResponse::Created().json(created_user_view(&account, key.expose())))
 }
 
@@ -50,7 +50,7 @@ pub async fn admin_create_user(
         (status = 404, description = "No such user", body = crate::error::Envelope),
     ))]
 pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    let key = state.gateway.issue_key(user_id(&path)?).await?;
+    let key = state.services.admin.issue_key(user_id(&path)?).await?;
     Ok(HttpResponse::Created().json(IssuedKey { api_key: key.expose().to_owned() }))
 }
 
@@ -65,7 +65,7 @@ pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web:
         (status = 404, description = "No such key", body = crate::error::Envelope),
     ))]
 pub async fn admin_revoke_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    state.gateway.revoke_key(&path).await?;
+    state.services.admin.revoke_key(&path).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -92,7 +92,7 @@ pub async fn admin_grant(
 ) -> Handled {
     let user_id = user_id(&path)?;
     let amount = grant_amount(read(&read_json(&req, payload).await?)?)?;
-    let account = state.gateway.grant(user_id, amount).await?;
+    let account = state.services.admin.grant(user_id, amount).await?;
     Ok(HttpResponse::Ok().json(user_view(&account)))
 }
 
@@ -105,7 +105,7 @@ pub async fn admin_grant(
         (status = 404, description = "No such user", body = crate::error::Envelope),
     ))]
 pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    let account = state.gateway.user(user_id(&path)?).await?;
+    let account = state.services.admin.user(user_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(user_view(&account)))
 }
 
@@ -116,8 +116,8 @@ pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path
     security(("admin_token" = [])),
     responses((status = 200, description = "The models", body = DataView<AdminModel>)))]
 pub async fn admin_models(state: web::Data<AppState>, _: Operator) -> Handled {
-    let catalog = state.gateway.catalog();
-    let upstream = state.gateway.upstream_name();
+    let catalog = state.services.admin.catalog();
+    let upstream = state.services.submissions.upstream_name();
     let data = catalog.managed().map(|m| admin_model_view(m, upstream)).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
@@ -148,9 +148,9 @@ pub async fn admin_put_model(
     payload: web::Payload,
 ) -> Handled {
     let document = model_document(read_json(&req, payload).await?)?;
-    let model = state.gateway.check_model(&path, document.clone())?;
-    let outcome = state.gateway.put_model(&path, document).await?;
-    let view = admin_model_view(&model, state.gateway.upstream_name());
+    let model = state.services.admin.check_model(&path, document.clone())?;
+    let outcome = state.services.admin.put_model(&path, document).await?;
+    let view = admin_model_view(&model, state.services.submissions.upstream_name());
     Ok(match outcome {
         PutOutcome::Created => HttpResponse::Created().json(view),
         PutOutcome::Replaced => HttpResponse::Ok().json(view),
@@ -169,6 +169,6 @@ pub async fn admin_put_model(
         (status = 404, description = "No such model", body = crate::error::Envelope),
     ))]
 pub async fn admin_delete_model(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    state.gateway.delete_model(&path).await?;
+    state.services.admin.delete_model(&path).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -56,7 +56,7 @@ pub async fn output_file(
         return Err(OutputReadError::NotFound.into());
     };
     let range = req.headers().get(RANGE).and_then(|v| v.to_str().ok()).and_then(parse_range);
-    let read = match state.gateway.stored_output(job_id, index, range).await {
+    let read = match state.services.reads.stored_output(job_id, index, range).await {
         Ok(read) => read,
         Err(OutputReadError::RangeNotSatisfiable { size }) => {
             let mut response = ApiError::from(OutputReadError::RangeNotSatisfiable { size }).error_response();
@@ -136,7 +136,7 @@ pub async fn upstream_webhook(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Handled {
-    if path.as_str() != state.gateway.upstream_name() {
+    if path.as_str() != state.services.notifications.upstream_name() {
         let message = format!("no provider named {:?} here", path.as_str());
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", "UNKNOWN_PROVIDER", message));
     }
@@ -147,7 +147,7 @@ pub async fn upstream_webhook(
         .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
         .collect();
     let delivery = Delivery { headers, body: body.to_vec() };
-    let outcome = match state.gateway.upstream_notification(&delivery).await? {
+    let outcome = match state.services.notifications.upstream_notification(&delivery).await? {
         NotificationOutcome::Applied(_) => "applied",
         NotificationOutcome::AlreadyFinal(_) => "already_final",
         NotificationOutcome::Ignored => "ignored",

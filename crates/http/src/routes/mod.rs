@@ -82,13 +82,14 @@ async fn generate(
     payload: web::Payload,
 ) -> Handled {
     let body = read_json(&req, payload).await?;
-    let request = generation_request(modality, &body, &state.gateway.catalog())?;
+    let request = generation_request(modality, &body, &state.services.submissions.catalog())?;
     let idempotency = idempotency_key(&req)?.map(|key| (key, request_fingerprint(modality, &body)));
     let receipt = state
-        .gateway
+        .services
+        .submissions
         .submit(&caller.0, Submission { request, idempotency })
         .await
-        .map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
+        .map_err(|e| ApiError::from_submit(e, state.services.settings().poll_interval))?;
     req.extensions_mut().insert(receipt.job_id);
     Ok(HttpResponse::Accepted().json(receipt_view(receipt)))
 }
@@ -168,14 +169,14 @@ pub async fn get_job(
     let id = job_id(&path)?;
     let wait = integer_param(&query, "wait", 0, MAX_WAIT_SECS)?.unwrap_or(0);
     let job = if wait == 0 {
-        state.gateway.wait_for_job(&caller.0, id, Duration::ZERO).await?
+        state.services.reads.wait_for_job(&caller.0, id, Duration::ZERO).await?
     } else {
         let _open = OpenConnection::new(Held::LongPoll);
-        let waited = pin!(state.gateway.wait_for_job(&caller.0, id, Duration::from_secs(wait)));
+        let waited = pin!(state.services.reads.wait_for_job(&caller.0, id, Duration::from_secs(wait)));
         match select(waited, pin!(state.drain.started())).await {
             Either::Left((job, _)) => job?,
             // The process stops: answer with the job as it is now rather than be cut off.
-            Either::Right(((), _)) => state.gateway.wait_for_job(&caller.0, id, Duration::ZERO).await?,
+            Either::Right(((), _)) => state.services.reads.wait_for_job(&caller.0, id, Duration::ZERO).await?,
         }
     };
     Ok(HttpResponse::Ok().json(job_view(&job, &state.links.for_request(&req, now()))))
@@ -200,7 +201,7 @@ pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query:
         .get("before")
         .map(|b| JobId::parse(b).map_err(|_| InvalidRequest::param("before", "`before` must be a job id")))
         .transpose()?;
-    let page = state.gateway.list_jobs(&caller.0, before, limit as usize).await?;
+    let page = state.services.reads.list_jobs(&caller.0, before, limit as usize).await?;
     Ok(HttpResponse::Ok().json(job_page_view(&page, &state.links.for_request(&req, now()))))
 }
 
@@ -241,7 +242,7 @@ pub async fn stream_job(
     req: HttpRequest,
 ) -> Handled {
     let id = job_id(&path)?;
-    let events = state.gateway.job_events(&caller.0, id).await?;
+    let events = state.services.reads.job_events(&caller.0, id).await?;
     let (lifetime, drain) = (state.settings.stream_max, state.drain.clone());
     let draining = drain.started();
     let open = OpenConnection::new(Held::Stream);
@@ -289,7 +290,7 @@ pub async fn stream_job(
         (status = 404, description = "No such job", body = crate::error::Envelope),
     ))]
 pub async fn cancel_job(state: web::Data<AppState>, caller: Authenticated, path: web::Path<String>) -> Handled {
-    let receipt = state.gateway.cancel(&caller.0, job_id(&path)?).await?;
+    let receipt = state.services.cancellations.cancel(&caller.0, job_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(cancel_view(receipt)))
 }
 
@@ -312,8 +313,8 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
             })
         })
         .transpose()?;
-    let upstream = state.gateway.upstream_name();
-    let catalog = state.gateway.catalog();
+    let upstream = state.services.submissions.upstream_name();
+    let catalog = state.services.submissions.catalog();
     let data = catalog.models_of(modality).map(|m| model_view(m, upstream)).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
@@ -337,7 +338,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Handled {
     if state.drain.is_draining() {
         return Err(genjobs_domain::ports::StoreError::Unavailable("the process is draining".into()).into());
     }
-    state.gateway.readiness().await?;
+    state.services.admin.readiness().await?;
     Ok(HttpResponse::Ok().json(Status { status: "ready".to_owned() }))
 }
 
@@ -348,7 +349,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Handled {
     security(("admin_token" = [])),
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain; version=0.0.4", body = String)))]
 pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
-    if let Err(e) = state.gateway.count_unfinished().await {
+    if let Err(e) = state.services.admin.count_unfinished().await {
         tracing::warn!(error = %e, "cannot count jobs by state for /metrics");
     }
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
@@ -361,6 +362,6 @@ pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
     security(("api_key" = [])),
     responses((status = 200, description = "The account", body = Account)))]
 pub async fn account(state: web::Data<AppState>, caller: Authenticated) -> Handled {
-    let account = state.gateway.account(&caller.0).await?;
+    let account = state.services.accounts.account(&caller.0).await?;
     Ok(HttpResponse::Ok().json(account_view(&account)))
 }

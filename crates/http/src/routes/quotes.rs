@@ -15,9 +15,12 @@ use crate::error::ApiError;
 
 async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: web::Payload) -> Handled {
     let body = read_json(&req, payload).await?;
-    let request = generation_request(modality, &body, &state.gateway.catalog())?;
-    let quote =
-        state.gateway.quote(&request).map_err(|e| ApiError::from_submit(e, state.gateway.settings().poll_interval))?;
+    let request = generation_request(modality, &body, &state.services.submissions.catalog())?;
+    let quote = state
+        .services
+        .submissions
+        .quote(&request)
+        .map_err(|e| ApiError::from_submit(e, state.services.settings().poll_interval))?;
     Ok(HttpResponse::Ok().json(quote_view(quote)))
 }
 

@@ -78,7 +78,7 @@ pub async fn account_ledger(state: web::Data<AppState>, caller: Authenticated, q
                 .ok_or_else(|| InvalidRequest::param("before", "`before` must be a `next` cursor"))
         })
         .transpose()?;
-    let page = state.gateway.ledger(&caller.0, before, limit as usize).await?;
+    let page = state.services.accounts.ledger(&caller.0, before, limit as usize).await?;
     Ok(HttpResponse::Ok().json(ledger_page_view(page)))
 }
 
@@ -103,7 +103,7 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
         &query,
         &[("day", UsageGrouping::Day), ("model", UsageGrouping::Model), ("day,model", UsageGrouping::DayAndModel)],
     )?;
-    let rows = state.gateway.usage(&caller.0, from, to, group_by).await?;
+    let rows = state.services.accounts.usage(&caller.0, from, to, group_by).await?;
     Ok(HttpResponse::Ok().json(DataView { data: rows.into_iter().map(usage_row_view).collect() }))
 }
 
@@ -142,7 +142,8 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
         .map(|id| UserId::parse(id).map_err(|_| InvalidRequest::param("user_id", "`user_id` must be a user id")))
         .transpose()?;
     let rows: Vec<UsageRow> = state
-        .gateway
+        .services
+        .admin
         .usage_report(UsageQuery { user_id, from, to, group_by })
         .await?
         .into_iter()

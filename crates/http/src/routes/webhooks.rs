@@ -19,7 +19,7 @@ use crate::error::ApiError;
     security(("api_key" = [])),
     responses((status = 200, description = "The secret", body = WebhookSecret)))]
 pub async fn webhook_secret(state: web::Data<AppState>, caller: Authenticated) -> Handled {
-    let secret = state.gateway.webhook_secret(&caller.0).await?;
+    let secret = state.services.webhooks.webhook_secret(&caller.0).await?;
     Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
 }
 
@@ -30,7 +30,7 @@ pub async fn webhook_secret(state: web::Data<AppState>, caller: Authenticated) -
     security(("api_key" = [])),
     responses((status = 200, description = "The new secret", body = WebhookSecret)))]
 pub async fn rotate_webhook_secret(state: web::Data<AppState>, caller: Authenticated) -> Handled {
-    let secret = state.gateway.rotate_webhook_secret(&caller.0).await?;
+    let secret = state.services.webhooks.rotate_webhook_secret(&caller.0).await?;
     Ok(HttpResponse::Ok().json(WebhookSecret { secret }))
 }
 
@@ -61,7 +61,7 @@ impl From<WebhookQueryError> for ApiError {
         (status = 404, description = "No such job", body = crate::error::Envelope),
     ))]
 pub async fn job_webhooks(state: web::Data<AppState>, caller: Authenticated, path: web::Path<String>) -> Handled {
-    let events = state.gateway.job_webhooks(&caller.0, job_id(&path)?).await?;
+    let events = state.services.webhooks.job_webhooks(&caller.0, job_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(DataView { data: events.iter().map(delivery_view).collect() }))
 }
 
@@ -85,6 +85,6 @@ pub async fn redeliver_webhook(
     path: web::Path<(String, String)>,
 ) -> Handled {
     let (id, event) = path.into_inner();
-    state.gateway.redeliver_webhook(&caller.0, job_id(&id)?, &event).await?;
+    state.services.webhooks.redeliver_webhook(&caller.0, job_id(&id)?, &event).await?;
     Ok(HttpResponse::Accepted().finish())
 }

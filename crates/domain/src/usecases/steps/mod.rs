@@ -108,7 +108,7 @@ impl JobSteps {
     /// Undoes the started submission of jobs handed to a driver that never sent them, and ends
     /// their lease, so that any driver submits them at once (see [`crate::ports::JobHandoff`]).
     pub async fn withdraw(&self, jobs: Vec<Job>) {
-        super::handoff::withdraw(&self.ports, jobs).await;
+        super::handoff::withdraw(self.ports.jobs.as_ref(), self.ports.clock.as_ref(), jobs).await;
     }
 
     /// [`JobSteps::advance`] for a job due at its `cadence`; `handed` when it came from this
@@ -139,9 +139,13 @@ impl JobSteps {
                     },
                     Ok(UpstreamStatus::Completed) => {
                         let fetched = match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
-                            Ok(outputs) if !outputs.is_empty() => {
-                                Ok(super::outputs::keep_outputs(&self.ports, job.id(), outputs).await)
-                            }
+                            Ok(outputs) if !outputs.is_empty() => Ok(super::outputs::keep_outputs(
+                                self.ports.outputs.as_ref(),
+                                self.ports.clock.as_ref(),
+                                job.id(),
+                                outputs,
+                            )
+                            .await),
                             other => other,
                         };
                         self.result(&job, cadence, fetched)
