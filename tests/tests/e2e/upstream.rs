@@ -3,7 +3,8 @@ use std::time::Duration;
 use crate::{spawn_app, spawn_app_with};
 use genjobs::Config;
 use genjobs_domain::usecases::DriverSettings;
-use genjobs_tests::fast_config;
+use genjobs_test_wait::wait_until;
+use genjobs_tests::{fast_config, sample_sum};
 use serde_json::{Value, json};
 
 async fn final_job(prompt: &str, config: Config) -> (Value, Value) {
@@ -121,8 +122,13 @@ async fn an_unreachable_provider_is_retried_not_failed() {
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let app = spawn_app_with(Config { upstream_url: Some(url), ..fast_config() }).await;
+    let not_reached = ["kind=\"submit\"", "outcome=\"not_reached\""];
+    let attempts = |scrape: &str| sample_sum(scrape, "genjobs_upstream_calls_total", &not_reached);
+    let before = attempts(&app.metrics().await);
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "patience"})).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The metrics count for the whole test process, and no other test here submits to a closed port.
+    let tried_twice = |scrape: &String| attempts(scrape) >= before + 2.0;
+    wait_until(Duration::from_secs(30), "a second submission", async || app.metrics().await, tried_twice).await;
     let job: Value = app
         .get(&format!("/api/v1/jobs/{}", receipt["job_id"].as_str().unwrap()), &app.demo_key)
         .await
