@@ -18,7 +18,7 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
 use genjobs_test_wait::wait_until;
-use genjobs_upstream_fal::{FalConfig, FalRef, FalUpstream};
+use genjobs_upstream_fal::{FalConfig, FalRef, FalUpstream, ReadRetry};
 use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
 
@@ -108,8 +108,17 @@ impl StubServer {
         self.stub.seen.lock().unwrap().clone()
     }
 
+    /// The adapter on the stub, its reads retried in place for 50 ms at most rather than 5 s:
+    /// these tests look at how an answer is classified once the retries are spent, not at the
+    /// back-off, which the crate's own tests cover.
     fn adapter(&self) -> FalUpstream {
-        FalUpstream::new(FalConfig::new(self.base.clone(), Some("secret-key".into()))).unwrap()
+        let read_retry = ReadRetry {
+            first_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(10),
+            budget: Duration::from_millis(50),
+        };
+        FalUpstream::new(FalConfig { read_retry, ..FalConfig::new(self.base.clone(), Some("secret-key".into())) })
+            .unwrap()
     }
 
     fn upstream_ref(&self) -> UpstreamRef {
