@@ -62,11 +62,13 @@ async fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
     assert!(status.is_some_and(|status| status.success()), "{status:?}");
 }
 
-/// Whether process `pid` has a handler of its own for SIGINT, as `/proc` shows it.
+/// Whether process `pid` has a handler of its own for SIGINT: `/proc`'s `SigCgt` is a mask of the
+/// caught signals, signal `n` at bit `n - 1`.
 fn catches_sigint(pid: u32) -> bool {
+    const SIGINT: u32 = 2;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let caught = status.lines().find_map(|line| line.strip_prefix("SigCgt:")).unwrap();
-    u64::from_str_radix(caught.trim(), 16).unwrap() & (1 << (2 - 1)) != 0
+    u64::from_str_radix(caught.trim(), 16).unwrap() & (1 << (SIGINT - 1)) != 0
 }
 
 fn genjobs(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
