@@ -6,6 +6,9 @@
 //! reqwest. [`spawn_postgres_app`] does the same on a database of its own, so that the whole
 //! suite runs on both stores. [`spawn_gateway`] serves the HTTP edge over hand-built ports
 //! instead, for the errors only a broken store can cause.
+//!
+//! The tests wait for what happens in the background on a condition with a deadline
+//! (`genjobs-test-wait`, and [`TestApp::job_until`] on top of it), never for a fixed time.
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
@@ -17,6 +20,7 @@ use genjobs_domain::usecases::{Ports, Services, Settings};
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_store_postgres::PgSettings;
 use genjobs_test_postgres::TestDatabase;
+use genjobs_test_wait::wait_until;
 use genjobs_upstream_sim::SimConfig;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
@@ -228,6 +232,33 @@ pub fn parse_sse(text: &str) -> Vec<SseEvent> {
         .collect()
 }
 
+/// The rest of an open event stream's text, once the server closes it; panics if it is still open
+/// after `limit`.
+pub async fn read_to_end(response: Response, limit: Duration) -> String {
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let read = async {
+        while let Some(Ok(bytes)) = body.next().await {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    };
+    if tokio::time::timeout(limit, read).await.is_err() {
+        panic!("stream still open after {limit:?}:\n{text}");
+    }
+    text
+}
+
+/// The sum of the samples of `name` whose labels contain every one of `labels`, in a scrape of
+/// `/metrics`.
+#[must_use]
+pub fn sample_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Asserts an error envelope of `status`, `type` and `code`; returns the `error` object.
 pub async fn assert_error(response: Response, status: u16, kind: &str, code: &str) -> Value {
     assert_eq!(response.status().as_u16(), status, "status of {}", response.url());
@@ -325,15 +356,14 @@ impl TestApp {
         limit: Duration,
         condition: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let job = self.job(key, job_id, 0).await;
-            if condition(&job) {
-                return job;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "condition not met within {limit:?}: {job}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until(limit, &format!("job {job_id}"), async || self.job(key, job_id, 0).await, condition).await
+    }
+
+    /// Reads a job without waiting (a read that waits counts as watching it) until it is final,
+    /// for at most 30 s.
+    pub async fn final_unwatched(&self, key: &str, job_id: &str) -> Value {
+        let is_final = |job: &Value| ["succeeded", "failed", "canceled"].contains(&job["state"].as_str().unwrap_or(""));
+        self.job_until(key, job_id, Duration::from_secs(30), is_final).await
     }
 
     /// Long-polls a job until it is final (or 20 s).
@@ -350,23 +380,23 @@ impl TestApp {
 
     /// Reads a whole event stream (until the server closes it, or `limit` passes).
     pub async fn read_stream(&self, job_id: &str, key: &str, limit: Duration) -> (reqwest::header::HeaderMap, String) {
+        let response = self.open_stream(job_id, key).await;
+        let headers = response.headers().clone();
+        (headers, read_to_end(response, limit).await)
+    }
+
+    /// Opens a job's event stream: the server has answered, so the stream follows the job from here.
+    pub async fn open_stream(&self, job_id: &str, key: &str) -> Response {
         let response = self.get(&format!("/api/v1/jobs/{job_id}/stream"), key).await;
         assert_eq!(response.status(), StatusCode::OK);
-        let headers = response.headers().clone();
-        let mut body = response.bytes_stream();
-        let mut text = String::new();
-        let deadline = tokio::time::sleep(limit);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                chunk = body.next() => match chunk {
-                    Some(Ok(bytes)) => text.push_str(&String::from_utf8_lossy(&bytes)),
-                    _ => break,
-                },
-                () = &mut deadline => panic!("stream still open after {limit:?}:\n{text}"),
-            }
-        }
-        (headers, text)
+        response
+    }
+
+    /// The metrics as Prometheus scrapes them, read with the admin token.
+    pub async fn metrics(&self) -> String {
+        let response = self.get("/metrics", ADMIN_TOKEN).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response.text().await.expect("metrics")
     }
 
     /// The simulator's counts of one request's calls (`status`, `webhook`, …), by the provider's

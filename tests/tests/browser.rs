@@ -12,9 +12,10 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use genjobs_test_wait::{eventually, wait_until};
 use genjobs_tests::{fast_config, spawn_app_with};
 use serde_json::{Value, json};
 
@@ -36,7 +37,7 @@ impl Drop for Driver {
     }
 }
 
-fn chromedriver() -> Driver {
+async fn chromedriver() -> Driver {
     let (driver, chromium) =
         (program("GENJOBS_CHROMEDRIVER", "/usr/bin/chromedriver"), program("GENJOBS_CHROMIUM", "/usr/bin/chromium"));
     for path in [&driver, &chromium] {
@@ -52,12 +53,10 @@ fn chromedriver() -> Driver {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(10), "chromedriver did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Driver { child, url: format!("http://127.0.0.1:{port}") }
+    let driver = Driver { child, url: format!("http://127.0.0.1:{port}") };
+    let listening = async || tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok();
+    assert!(eventually(Duration::from_secs(30), listening).await, "chromedriver did not listen on port {port}");
+    driver
 }
 
 async fn browser(driver: &Driver) -> Client {
@@ -72,23 +71,16 @@ async fn browser(driver: &Driver) -> Client {
     ClientBuilder::rustls().unwrap().capabilities(capabilities).connect(&driver.url).await.unwrap()
 }
 
-/// Runs `script` (a function body returning a value) until it returns something truthy.
+/// Runs `script` (a function body returning a value) until it returns something truthy, for at
+/// most 30 s.
 async fn until(page: &Client, what: &str, script: &str) -> Value {
-    let started = Instant::now();
-    loop {
-        let value = page.execute(script, vec![]).await.unwrap();
-        let truthy = match &value {
-            Value::Null | Value::Bool(false) => false,
-            Value::String(s) => !s.is_empty(),
-            Value::Number(n) => n.as_f64() != Some(0.0),
-            _ => true,
-        };
-        if truthy {
-            return value;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let truthy = |value: &Value| match value {
+        Value::Null | Value::Bool(false) => false,
+        Value::String(s) => !s.is_empty(),
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        _ => true,
+    };
+    wait_until(Duration::from_secs(30), what, async || page.execute(script, vec![]).await.unwrap(), truthy).await
 }
 
 async fn choose(page: &Client, select: &str, value: &str) {
@@ -124,7 +116,7 @@ async fn the_playground_draws_every_form_runs_a_job_cancels_one_and_explains_a_4
     let mut config = fast_config().with_poll_interval(Duration::from_millis(100));
     config.simulator.run = Duration::from_millis(1800);
     let app = spawn_app_with(config).await;
-    let driver = chromedriver();
+    let driver = chromedriver().await;
     let page = browser(&driver).await;
     page.goto(&app.url("/playground")).await.unwrap();
     use_key(&page, &app.demo_key).await;
@@ -190,22 +182,14 @@ async fn the_playground_draws_every_form_runs_a_job_cancels_one_and_explains_a_4
     set_prompt(&page, "a lighthouse at dusk").await;
     page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
     let mut seen = Vec::new();
-    let started = Instant::now();
-    loop {
-        let state = page
-            .execute(
-                "return [document.getElementById('state').textContent, document.getElementById('progress').value];",
-                vec![],
-            )
-            .await
-            .unwrap();
+    let state_and_progress = async || {
+        let script =
+            "return [document.getElementById('state').textContent, document.getElementById('progress').value];";
+        let state = page.execute(script, vec![]).await.unwrap();
         seen.push(state[1].as_f64().unwrap());
-        if state[0] == "succeeded" {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "the job did not succeed: {state}");
-        tokio::time::sleep(Duration::from_millis(60)).await;
-    }
+        state
+    };
+    wait_until(Duration::from_secs(30), "the job's success", state_and_progress, |state| state[0] == "succeeded").await;
     assert!(seen.iter().any(|p| *p > 0.0 && *p < 100.0), "the progress bar moved: {seen:?}");
     let width = until(
         &page,
@@ -250,7 +234,7 @@ async fn the_playground_draws_every_form_runs_a_job_cancels_one_and_explains_a_4
 async fn the_playground_shows_the_price_before_submitting_and_follows_n() {
     let app = spawn_app_with(fast_config()).await;
     let user = app.create_user(100, json!({})).await;
-    let driver = chromedriver();
+    let driver = chromedriver().await;
     let page = browser(&driver).await;
     page.goto(&app.url("/playground")).await.unwrap();
     use_key(&page, &user.key).await;
@@ -289,7 +273,7 @@ async fn the_account_page_shows_the_balance_the_ledger_and_spending_per_model_an
     let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
     let ledger: Value = app.get("/api/v1/account/ledger?limit=50", &user.key).await.json().await.unwrap();
 
-    let driver = chromedriver();
+    let driver = chromedriver().await;
     let page = browser(&driver).await;
     page.goto(&app.url("/playground/account")).await.unwrap();
     page.execute("document.getElementById('api-key').value = arguments[0];", vec![json!(user.key)]).await.unwrap();
@@ -326,7 +310,7 @@ async fn the_account_page_shows_the_balance_the_ledger_and_spending_per_model_an
 async fn the_playground_shows_a_jobs_webhook_deliveries() {
     let app = spawn_app_with(genjobs_tests::client_webhook_config(Duration::from_secs(10))).await;
     let receiver = genjobs_tests::WebhookReceiver::start(vec![]).await;
-    let driver = chromedriver();
+    let driver = chromedriver().await;
     let page = browser(&driver).await;
     page.goto(&app.url("/playground")).await.unwrap();
     use_key(&page, &app.demo_key).await;

@@ -7,7 +7,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use futures_util::TryStreamExt;
@@ -15,6 +15,7 @@ use genjobs_domain::ids::JobId;
 use genjobs_domain::ports::OutputSource;
 use genjobs_domain::ports::{ByteRange, CopyFailure, OutputStore};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
+use genjobs_test_wait::eventually;
 use sha2::{Digest, Sha256};
 
 /// 12 MiB and a bit: three parts of a multipart upload, the last one short.
@@ -189,17 +190,16 @@ async fn start_moto() -> Moto {
         .spawn()
         .unwrap();
     let moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
-    let started = Instant::now();
     let client = reqwest::Client::new();
-    loop {
-        if let Ok(answer) = client.put(format!("{}/outputs", moto.endpoint)).send().await
-            && answer.status().is_success()
-        {
-            return moto;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "moto's server did not start at {}", moto.endpoint);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let bucket_created = async || {
+        client.put(format!("{}/outputs", moto.endpoint)).send().await.is_ok_and(|answer| answer.status().is_success())
+    };
+    assert!(
+        eventually(Duration::from_secs(30), bucket_created).await,
+        "moto's server did not start at {}",
+        moto.endpoint
+    );
+    moto
 }
 
 #[tokio::test]

@@ -7,6 +7,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use genjobs_test_wait::{eventually, wait_until};
+
 fn value_after(lines: &[String], prefix: &str) -> String {
     lines
         .iter()
@@ -37,8 +39,8 @@ fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<Stri
     (child, lines)
 }
 
-#[test]
-fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
+#[tokio::test]
+async fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
     let (mut child, lines) = serve(&[], Stdio::null());
     let address = value_after(&lines, "genjobs listening on ");
     let admin = value_after(&lines, "admin token: ");
@@ -55,15 +57,18 @@ fn prints_address_token_and_demo_key_then_stops_on_sigterm() {
     assert_eq!(String::from_utf8_lossy(&status.stdout), "200");
 
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status:?}");
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "still running after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let exit = async || child.try_wait().unwrap();
+    let status = wait_until(Duration::from_secs(30), "the exit after SIGTERM", exit, Option::is_some).await;
+    assert!(status.is_some_and(|status| status.success()), "{status:?}");
+}
+
+/// Whether process `pid` has a handler of its own for SIGINT: `/proc`'s `SigCgt` is a mask of the
+/// caught signals, signal `n` at bit `n - 1`.
+fn catches_sigint(pid: u32) -> bool {
+    const SIGINT: u32 = 2;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let caught = status.lines().find_map(|line| line.strip_prefix("SigCgt:")).unwrap();
+    u64::from_str_radix(caught.trim(), 16).unwrap() & (1 << (SIGINT - 1)) != 0
 }
 
 fn genjobs(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
@@ -245,8 +250,8 @@ fn the_cli_generates_downloads_and_prints_the_paths() {
     service.kill().unwrap();
 }
 
-#[test]
-fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
+#[tokio::test]
+async fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
     let (mut service, address, key) = fast_service("4");
     let (status, _, stderr) = client(&address, &key, &["video", "waves", "--duration", "5"]);
     assert_eq!(status, Some(3), "{stderr}");
@@ -281,7 +286,8 @@ fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
             break;
         }
     }
-    std::thread::sleep(Duration::from_millis(300));
+    let follows = async || catches_sigint(follower.id());
+    assert!(eventually(Duration::from_secs(30), follows).await, "the client never listened for SIGINT: {stderr}");
     Command::new("kill").args(["-INT", &follower.id().to_string()]).status().unwrap();
     for line in lines {
         stderr.push_str(&line.unwrap());

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use genjobs_domain::ids::UserId;
 use genjobs_store_postgres::{PgSettings, connect};
-use genjobs_test_postgres::{TestDatabase, eventually};
-use genjobs_tests::{ADMIN_TOKEN, TestApp, WebhookReceiver};
+use genjobs_test_postgres::TestDatabase;
+use genjobs_test_wait::{eventually, wait_until};
+use genjobs_tests::{ADMIN_TOKEN, TestApp, WebhookReceiver, sample_sum};
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use serde_json::{Value, json};
 
@@ -198,7 +199,13 @@ async fn a_replica_drained_by_sigterm_ends_its_streams_and_hands_its_jobs_over_w
         let (app, id, key) = (TestApp::remote(a.app.base.clone(), sim.base_url.clone()), id.clone(), key.clone());
         async move { app.job(&key, &id, 60).await }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let both_open = |scrape: &String| {
+        ["kind=\"sse\"", "kind=\"long_poll\""]
+            .iter()
+            .all(|kind| sample_sum(scrape, "genjobs_open_connections", &[kind]) >= 1.0)
+    };
+    wait_until(Duration::from_secs(30), "the stream and the long-poll on a", async || a.app.metrics().await, both_open)
+        .await;
     Command::new("kill").args(["-TERM", &a.child.id().to_string()]).status().unwrap();
     let signaled = std::time::Instant::now();
 

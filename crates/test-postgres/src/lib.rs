@@ -23,6 +23,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use genjobs_store_postgres::{PgSettings, Pooler, run_migrations};
+use genjobs_test_wait::wait_until;
 use sha2::{Digest, Sha256};
 
 /// The server tests use when `DATABASE_URL` is not set.
@@ -140,12 +141,15 @@ impl TestDatabase {
         let name = format!("genjobs_test_{}", uuid::Uuid::new_v4().simple());
         // Postgres refuses to copy a template while another session is connected to it, which a
         // just-closed migration connection may still briefly be.
-        let mut attempts = 0;
-        while let Err(e) = execute(&mut admin, &format!("CREATE DATABASE {name} TEMPLATE {template}")).await {
-            attempts += 1;
-            assert!(attempts < 50, "cannot create the test database {name} from {template}: {e}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let create = format!("CREATE DATABASE {name} TEMPLATE {template}");
+        wait_until(
+            Duration::from_secs(10),
+            &format!("the test database {name} created from {template}"),
+            async || execute(&mut admin, &create).await,
+            Result::is_ok,
+        )
+        .await
+        .expect("the wait ends on a success");
         TestDatabase { url: with_database(&admin_url, &name), name, admin_url, pooled_url: None }
     }
 
@@ -196,18 +200,6 @@ impl Drop for TestDatabase {
             eprintln!("could not drop the test database {}", self.name);
         }
     }
-}
-
-/// Waits until `check` holds or `limit` passes; for tests of things that happen in the background.
-pub async fn eventually(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    check().await
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus};
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
-use genjobs_upstream_fal::{FalConfig, FalRef, FalUpstream};
+use genjobs_test_wait::wait_until;
+use genjobs_upstream_fal::{FalConfig, FalRef, FalUpstream, ReadRetry};
 use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
 
@@ -31,10 +32,18 @@ struct Seen {
     body: Option<Value>,
 }
 
+/// When the stub answers a request.
+#[derive(Debug, Clone, Copy)]
+enum Pace {
+    AtOnce,
+    After(Duration),
+    Never,
+}
+
 #[derive(Default)]
 struct Stub {
     seen: Mutex<Vec<Seen>>,
-    answers: Mutex<HashMap<String, (u16, Value, u64)>>,
+    answers: Mutex<HashMap<String, (u16, Value, Pace)>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
 }
@@ -51,9 +60,17 @@ async fn answer(stub: web::Data<Stub>, req: HttpRequest, body: web::Bytes) -> Ht
         body: serde_json::from_slice(&body).ok(),
     });
     let key = format!("{} {}", req.method(), req.path());
-    let (status, body, delay_ms) =
-        stub.answers.lock().unwrap().get(&key).cloned().unwrap_or((404, json!({"detail": "no such stub"}), 0));
-    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+    let (status, body, pace) = stub.answers.lock().unwrap().get(&key).cloned().unwrap_or((
+        404,
+        json!({"detail": "no such stub"}),
+        Pace::AtOnce,
+    ));
+    match pace {
+        Pace::AtOnce => {}
+        // A slow provider, for a test that proves calls overlap no more than allowed.
+        Pace::After(delay) => tokio::time::sleep(delay).await,
+        Pace::Never => std::future::pending().await,
+    }
     stub.in_flight.fetch_sub(1, Ordering::SeqCst);
     HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap()).json(body)
 }
@@ -80,19 +97,28 @@ impl StubServer {
     }
 
     fn on(&self, method_and_path: &str, status: u16, body: Value) {
-        self.on_slow(method_and_path, status, body, 0);
+        self.on_paced(method_and_path, status, body, Pace::AtOnce);
     }
 
-    fn on_slow(&self, method_and_path: &str, status: u16, body: Value, delay_ms: u64) {
-        self.stub.answers.lock().unwrap().insert(method_and_path.to_owned(), (status, body, delay_ms));
+    fn on_paced(&self, method_and_path: &str, status: u16, body: Value, pace: Pace) {
+        self.stub.answers.lock().unwrap().insert(method_and_path.to_owned(), (status, body, pace));
     }
 
     fn seen(&self) -> Vec<Seen> {
         self.stub.seen.lock().unwrap().clone()
     }
 
+    /// The adapter on the stub, its reads retried in place for 50 ms at most rather than 5 s:
+    /// these tests look at how an answer is classified once the retries are spent, not at the
+    /// back-off, which the crate's own tests cover.
     fn adapter(&self) -> FalUpstream {
-        FalUpstream::new(FalConfig::new(self.base.clone(), Some("secret-key".into()))).unwrap()
+        let read_retry = ReadRetry {
+            first_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(10),
+            budget: Duration::from_millis(50),
+        };
+        FalUpstream::new(FalConfig { read_retry, ..FalConfig::new(self.base.clone(), Some("secret-key".into())) })
+            .unwrap()
     }
 
     fn upstream_ref(&self) -> UpstreamRef {
@@ -200,7 +226,7 @@ async fn submit_failures_are_classified_so_that_nothing_runs_twice() {
     stub.on("POST /fal-ai/flux-pro/v1.1-ultra", 200, json!({"request_id": "only"}));
     assert!(matches!(stub.adapter().submit(job(), &model, &input).await, Err(SubmitFailure::Ambiguous(_))));
 
-    stub.on_slow("POST /fal-ai/flux-pro/v1.1-ultra", 200, json!({}), 1500);
+    stub.on_paced("POST /fal-ai/flux-pro/v1.1-ultra", 200, json!({}), Pace::Never);
     let impatient = FalUpstream::new(FalConfig {
         request_timeout: Duration::from_millis(300),
         ..FalConfig::new(stub.base.clone(), None)
@@ -280,7 +306,8 @@ async fn cancel_puts_to_the_cancel_url() {
 #[tokio::test]
 async fn requests_in_flight_are_bounded() {
     let stub = StubServer::start();
-    stub.on_slow("GET /owner/app/requests/req-9/status", 202, json!({"status": "IN_QUEUE"}), 150);
+    let slow = Pace::After(Duration::from_millis(150));
+    stub.on_paced("GET /owner/app/requests/req-9/status", 202, json!({"status": "IN_QUEUE"}), slow);
     let adapter =
         Arc::new(FalUpstream::new(FalConfig { max_in_flight: 2, ..FalConfig::new(stub.base.clone(), None) }).unwrap());
     let calls: Vec<_> = (0..6)
@@ -309,15 +336,16 @@ async fn a_whole_run_against_the_simulator() {
     let upstream = adapter.submit(job(), &model, &input).await.unwrap();
     assert!(fal(&upstream).status_url.contains("/fal-ai/flux-pro/requests/"), "URLs name only owner and app");
     let mut seen_running = false;
-    loop {
-        match adapter.status(job(), &upstream).await.unwrap() {
-            UpstreamStatus::Running { percent } => seen_running |= percent.is_some(),
-            UpstreamStatus::Completed => break,
-            UpstreamStatus::Queued { .. } => {}
-            UpstreamStatus::Failed(failure) => panic!("{failure}"),
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let poll = async || {
+        let status = adapter.status(job(), &upstream).await.unwrap();
+        seen_running |= matches!(status, UpstreamStatus::Running { percent: Some(_) });
+        status
+    };
+    let last = wait_until(Duration::from_secs(30), "the run's end", poll, |status| {
+        !matches!(status, UpstreamStatus::Queued { .. } | UpstreamStatus::Running { .. })
+    })
+    .await;
+    assert_eq!(last, UpstreamStatus::Completed);
     assert!(seen_running, "the simulator reports percentages in its logs");
     let outputs = adapter.result(job(), &upstream, Modality::Image).await.unwrap();
     assert_eq!(outputs.len(), 2);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use genjobs_test_wait::wait_until;
 use genjobs_tests::{Answer, Received, TestApp, WebhookReceiver, assert_error, client_webhook_config, python_tools};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
@@ -44,18 +45,13 @@ fn signed_with(secret: &str, received: &Received) -> bool {
 
 /// The job's webhook events once `done` holds of them; panics after the deadline.
 async fn events_when(app: &TestApp, key: &str, job_id: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let until = Instant::now() + DEADLINE;
-    loop {
+    let read = async || {
         let response = app.get(&format!("/api/v1/jobs/{job_id}/webhooks"), key).await;
         assert_eq!(response.status(), 200);
         let body: Value = response.json().await.unwrap();
-        let events = body["data"].as_array().unwrap().clone();
-        if done(&events) {
-            return events;
-        }
-        assert!(Instant::now() < until, "webhook events of {job_id} never settled: {events:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        body["data"].as_array().unwrap().clone()
+    };
+    wait_until(DEADLINE, &format!("the webhook events of {job_id}"), read, |events| done(events)).await
 }
 
 fn delivered(events: &[Value]) -> bool {

@@ -34,8 +34,7 @@ async fn a_job_advances_in_the_background_and_succeeds_with_outputs() {
     let app = spawn_app().await;
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "two foxes", "n": 2})).await;
     let id = receipt["job_id"].as_str().unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let job: Value = app.get(&format!("/api/v1/jobs/{id}"), &app.demo_key).await.json().await.unwrap();
+    let job = app.final_unwatched(&app.demo_key, id).await;
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["progress"], 100);
     assert!(job["error"].is_null());
@@ -151,11 +150,13 @@ async fn canceling_a_succeeded_job_keeps_its_state_and_charge() {
 async fn a_result_arriving_after_a_cancel_is_discarded() {
     let app = spawn_app().await;
     let user = app.create_user(100, json!({})).await;
-    let receipt = app.submit("images", &user.key, json!({"prompt": "slowish [sim:run=600]"})).await;
+    let receipt = app.submit("images", &user.key, json!({"prompt": "slowish [sim:run=1500]"})).await;
     let id = receipt["job_id"].as_str().unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.job_until(&user.key, id, Duration::from_secs(30), |job| job["state"] == "running").await;
     app.post(&format!("/api/v1/jobs/{id}/cancel"), &user.key, &json!({})).await;
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // A job as long, submitted after the cancel, ends after the provider finished the first.
+    let later = app.submit("images", &app.demo_key, json!({"prompt": "as slow [sim:run=1500]"})).await;
+    assert_eq!(app.final_unwatched(&app.demo_key, later["job_id"].as_str().unwrap()).await["state"], "succeeded");
     let job: Value = app.get(&format!("/api/v1/jobs/{id}"), &user.key).await.json().await.unwrap();
     assert_eq!(job["state"], "canceled");
     assert!(job["outputs"].is_null());

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use genjobs::Config;
 use genjobs_runtime::retention::Retention;
+use genjobs_test_wait::wait_until;
 use genjobs_tests::{ADMIN_TOKEN, TestApp, assert_error, fast_config};
 use serde_json::{Value, json};
 
@@ -233,11 +234,8 @@ async fn a_job_past_the_retention_is_gone_while_its_ledger_and_usage_stay() {
     let today = time::OffsetDateTime::now_utc().date();
     let usage_query = format!("/api/v1/account/usage?from={today}&to={today}&group_by=model");
     // The job may already be gone when first read: usage and ledger were the same before.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while app.get(&format!("/api/v1/jobs/{id}"), &user.key).await.status() != 404 {
-        assert!(tokio::time::Instant::now() < deadline, "the job was not removed within 10 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let status = async || app.get(&format!("/api/v1/jobs/{id}"), &user.key).await.status();
+    wait_until(Duration::from_secs(30), "the job's removal", status, |status| *status == 404).await;
     let usage: Value = app.get(&usage_query, &user.key).await.json().await.unwrap();
     assert_eq!(
         usage["data"],

@@ -1,5 +1,8 @@
+use std::time::Duration;
+
 use crate::spawn_app;
-use genjobs_tests::assert_error;
+use genjobs_test_wait::wait_until;
+use genjobs_tests::{assert_error, sample_sum};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -25,15 +28,6 @@ async fn every_response_carries_a_request_id() {
     let too_long = "x".repeat(129);
     let replaced = app.client.get(app.url("/healthz")).header("x-request-id", &too_long).send().await.unwrap();
     assert_ne!(replaced.headers()["x-request-id"], too_long.as_str(), "an id over 128 characters is replaced");
-}
-
-/// The sum of the samples of `name` whose labels contain every one of `labels`.
-fn sample_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
-        .filter(|line| labels.iter().all(|label| line.contains(label)))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// How much the samples of `name` with `labels` grew from one scrape to the next.
@@ -63,12 +57,8 @@ async fn metrics_need_the_admin_token_and_move_after_a_job() {
         growth(&before, after, "genjobs_jobs_finished_total", &finished) >= 1.0
             && growth(&before, after, "genjobs_credits_spent_total", &[]) >= held
     };
-    let mut after = scrape().await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !counted(&after) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        after = scrape().await;
-    }
+    let after =
+        wait_until(Duration::from_secs(30), "the finished job in the metrics", scrape, |after| counted(after)).await;
 
     let moved = |name: &str, labels: &[&str]| growth(&before, &after, name, labels);
     let submits = ["route=\"/api/v1/images/generations\"", "status=\"202\""];

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use genjobs::Config;
+use genjobs_test_wait::wait_until;
 use genjobs_tests::{TestApp, assert_error, fast_config};
 use serde_json::{Value, json};
 
@@ -95,7 +96,8 @@ async fn a_wrong_or_expired_signature_is_forbidden_and_each_read_mints_a_fresh_l
         assert_error(fetch(&app, &wrong, &[]).await, 403, "forbidden", "INVALID_SIGNATURE").await;
     }
 
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let status = async || fetch(&app, &url, &[]).await.status();
+    wait_until(Duration::from_secs(30), "the link's expiry", status, |status| *status == 403).await;
     assert_error(fetch(&app, &url, &[]).await, 403, "forbidden", "INVALID_SIGNATURE").await;
     let again = app.job(&app.demo_key, job["id"].as_str().unwrap(), 0).await;
     let fresh = again["outputs"][0]["url"].as_str().unwrap();

@@ -4,7 +4,7 @@ use crate::{spawn_app, spawn_app_with};
 use genjobs::Config;
 use genjobs_http::HttpSettings;
 use genjobs_tests::snapshot;
-use genjobs_tests::{fast_config, parse_sse};
+use genjobs_tests::{fast_config, parse_sse, read_to_end};
 use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
 
@@ -76,17 +76,11 @@ async fn a_failed_or_canceled_job_ends_with_an_error_event() {
     assert!(data["outputs"].is_null());
 
     let hanging = app.submit("images", &app.demo_key, json!({"prompt": "wait [sim:hang]"})).await;
-    let id = hanging["job_id"].as_str().unwrap().to_owned();
-    let canceler = {
-        let (client, url, key) =
-            (app.client.clone(), app.url(&format!("/api/v1/jobs/{id}/cancel")), app.demo_key.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            client.post(url).bearer_auth(key).send().await.unwrap()
-        })
-    };
-    let (_, text) = app.read_stream(&id, &app.demo_key, Duration::from_secs(20)).await;
-    canceler.await.unwrap();
+    let id = hanging["job_id"].as_str().unwrap();
+    let stream = app.open_stream(id, &app.demo_key).await;
+    let canceled = app.post(&format!("/api/v1/jobs/{id}/cancel"), &app.demo_key, &json!({})).await;
+    assert_eq!(canceled.status(), 200);
+    let text = read_to_end(stream, Duration::from_secs(20)).await;
     let last = parse_sse(&text).into_iter().rev().find(|e| e.event.is_some()).unwrap();
     assert_eq!(last.event.as_deref(), Some("error"));
     assert_eq!(last.data.unwrap()["error"]["code"], "JOB_CANCELED");

@@ -3,23 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use genjobs_test_wait::wait_until;
 use genjobs_tests::{TestApp, assert_error, webhook_config};
 use serde_json::{Value, json};
 
 use crate::spawn_app_with;
-
-/// Reads the job (without waiting, which would count as watching it) until it is final.
-async fn final_unwatched(app: &TestApp, key: &str, job_id: &str, limit: Duration) -> Value {
-    let started = Instant::now();
-    loop {
-        let job = app.job(key, job_id, 0).await;
-        if ["succeeded", "failed", "canceled"].contains(&job["state"].as_str().unwrap()) {
-            return job;
-        }
-        assert!(started.elapsed() < limit, "not final after {limit:?}: {job}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn routes(stats: &Value, route: &str) -> u64 {
     stats["routes"][route].as_u64().unwrap_or(0)
@@ -28,14 +16,15 @@ fn routes(stats: &Value, route: &str) -> u64 {
 /// The simulator's stats once it has counted `accepted` deliveries answered 2xx: it counts one
 /// when the answer arrives, which is after the commit that a reader may already have seen.
 async fn stats_after_deliveries(app: &TestApp, accepted: u64) -> Value {
-    let started = Instant::now();
-    loop {
-        let stats = app.sim_stats().await;
-        if routes(&stats, "webhook_accepted") >= accepted || started.elapsed() > Duration::from_secs(5) {
-            return stats;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    sim_stats_until(app, &format!("{accepted} accepted deliveries"), |stats| {
+        routes(stats, "webhook_accepted") >= accepted
+    })
+    .await
+}
+
+/// The simulator's stats once `done` holds of them; panics after 30 s.
+async fn sim_stats_until(app: &TestApp, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    wait_until(Duration::from_secs(30), what, async || app.sim_stats().await, done).await
 }
 
 #[tokio::test]
@@ -43,7 +32,7 @@ async fn a_webhook_ends_a_job_nobody_watches_without_a_single_status_call() {
     let app = spawn_app_with(webhook_config(Duration::from_secs(60))).await;
     let user = app.create_user(100, json!({})).await;
     let receipt = app.submit("images", &user.key, json!({"prompt": "a quiet harbor"})).await;
-    let job = final_unwatched(&app, &user.key, receipt["job_id"].as_str().unwrap(), Duration::from_secs(10)).await;
+    let job = app.final_unwatched(&user.key, receipt["job_id"].as_str().unwrap()).await;
     assert_eq!(job["state"], "succeeded", "{job}");
     let stats = stats_after_deliveries(&app, 1).await;
     assert_eq!(routes(&stats, "status"), 0, "the webhook came long before the first fallback poll: {stats}");
@@ -58,7 +47,7 @@ async fn a_webhook_ends_a_job_nobody_watches_without_a_single_status_call() {
 async fn a_dropped_webhook_is_made_up_for_by_the_fallback_poll() {
     let app = spawn_app_with(webhook_config(Duration::from_secs(1))).await;
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "lost [sim:webhook-drop]"})).await;
-    let job = final_unwatched(&app, &app.demo_key, receipt["job_id"].as_str().unwrap(), Duration::from_secs(10)).await;
+    let job = app.final_unwatched(&app.demo_key, receipt["job_id"].as_str().unwrap()).await;
     assert_eq!(job["state"], "succeeded", "{job}");
     let stats = app.sim_stats().await;
     assert_eq!(routes(&stats, "webhook"), 0, "{stats}");
@@ -82,7 +71,7 @@ async fn a_duplicate_delivery_moves_credits_once() {
     let app = spawn_app_with(webhook_config(Duration::from_secs(60))).await;
     let user = app.create_user(100, json!({})).await;
     let receipt = app.submit("images", &user.key, json!({"prompt": "twice [sim:webhook-duplicate]"})).await;
-    let job = final_unwatched(&app, &user.key, receipt["job_id"].as_str().unwrap(), Duration::from_secs(10)).await;
+    let job = app.final_unwatched(&user.key, receipt["job_id"].as_str().unwrap()).await;
     let stats = stats_after_deliveries(&app, 2).await;
     assert_eq!(routes(&stats, "webhook_accepted"), 2, "the second delivery is answered 200 too: {stats}");
     let account = app.user(&user.id).await;
@@ -99,16 +88,10 @@ async fn a_delivery_after_a_cancel_changes_nothing() {
     let user = app.create_user(100, json!({})).await;
     let receipt = app.submit("images", &user.key, json!({"prompt": "too late [sim:webhook-delay=400]"})).await;
     let id = receipt["job_id"].as_str().unwrap();
-    while routes(&app.sim_stats().await, "submit") == 0 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    sim_stats_until(&app, "the submission", |stats| routes(stats, "submit") > 0).await;
     let canceled = app.post(&format!("/api/v1/jobs/{id}/cancel"), &user.key, &json!({})).await;
     assert_eq!(canceled.status(), 200);
-    let started = Instant::now();
-    while routes(&app.sim_stats().await, "webhook") == 0 {
-        assert!(started.elapsed() < Duration::from_secs(5), "the late delivery arrives");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    sim_stats_until(&app, "the late delivery", |stats| routes(stats, "webhook") > 0).await;
     assert_eq!(app.job(&user.key, id, 0).await["state"], "canceled");
     let account = app.user(&user.id).await;
     assert_eq!((account["credits_available"].as_u64(), account["credits_spent"].as_u64()), (Some(100), Some(0)));
@@ -118,7 +101,7 @@ async fn a_delivery_after_a_cancel_changes_nothing() {
 async fn a_corrupt_signature_is_refused_and_the_job_ends_by_polling() {
     let app = spawn_app_with(webhook_config(Duration::from_secs(1))).await;
     let receipt = app.submit("images", &app.demo_key, json!({"prompt": "forged [sim:webhook-corrupt]"})).await;
-    let job = final_unwatched(&app, &app.demo_key, receipt["job_id"].as_str().unwrap(), Duration::from_secs(10)).await;
+    let job = app.final_unwatched(&app.demo_key, receipt["job_id"].as_str().unwrap()).await;
     assert_eq!(job["state"], "succeeded");
     let stats = app.sim_stats().await;
     assert!(routes(&stats, "webhook") >= 1 && routes(&stats, "webhook_accepted") == 0, "{stats}");

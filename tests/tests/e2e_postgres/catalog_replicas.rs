@@ -1,10 +1,11 @@
 //! The catalog across processes on one database: a change made through one replica is served by
 //! another within 2 s, and the catalog survives a restart.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use genjobs::{Config, start};
 use genjobs_test_postgres::TestDatabase;
+use genjobs_test_wait::eventually;
 use genjobs_tests::{ADMIN_TOKEN, TestApp, fast_config};
 use serde_json::{Value, json};
 
@@ -25,16 +26,9 @@ async fn priced_banana(app: &TestApp, credits: u64) -> Value {
     document
 }
 
-/// Waits until `check` holds of `app`'s catalog, at most `limit`; how long it took.
-async fn seen_within(app: &TestApp, limit: Duration, check: impl AsyncFn(&TestApp) -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if check(app).await {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    None
+/// Whether `check` comes to hold of `app`'s catalog within `limit`.
+async fn seen_within(app: &TestApp, limit: Duration, check: impl AsyncFn(&TestApp) -> bool) -> bool {
+    eventually(limit, async || check(app).await).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,7 +42,7 @@ async fn a_change_through_one_replica_reaches_the_other_within_two_seconds() {
     let listed = seen_within(&second, Duration::from_secs(2), async |app| {
         app.model_ids(&user.key).await.contains(&"replicated".to_owned())
     });
-    assert!(listed.await.is_some(), "the second replica did not list the new model within 2 s");
+    assert!(listed.await, "the second replica did not list the new model within 2 s");
     let quote = |credits: u64| {
         let key = user.key.clone();
         async move |app: &TestApp| {
@@ -57,17 +51,17 @@ async fn a_change_through_one_replica_reaches_the_other_within_two_seconds() {
             quote["credits"] == credits
         }
     };
-    assert!(seen_within(&second, Duration::from_secs(2), quote(7)).await.is_some());
+    assert!(seen_within(&second, Duration::from_secs(2), quote(7)).await);
 
     assert_eq!(first.put_model("replicated", &priced_banana(&first, 9).await).await.status(), 200);
-    assert!(seen_within(&second, Duration::from_secs(2), quote(9)).await.is_some(), "a price change within 2 s");
+    assert!(seen_within(&second, Duration::from_secs(2), quote(9)).await, "a price change within 2 s");
 
     let deleted = first.client.delete(first.url("/api/admin/models/replicated")).bearer_auth(ADMIN_TOKEN).send();
     assert_eq!(deleted.await.unwrap().status(), 204);
     let gone = seen_within(&second, Duration::from_secs(2), async |app| {
         !app.model_ids(&user.key).await.contains(&"replicated".to_owned())
     });
-    assert!(gone.await.is_some(), "the deletion did not reach the second replica within 2 s");
+    assert!(gone.await, "the deletion did not reach the second replica within 2 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

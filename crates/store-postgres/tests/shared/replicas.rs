@@ -4,7 +4,7 @@
 //! including file's `database()`, and `POOLED` says which it is.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use diesel_async::RunQueryDsl;
@@ -16,7 +16,8 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
 use genjobs_store_postgres::{KeyCache, PgAdapters, PgRateLimiter, PgSettings, PgStore, connect, pool, relaxed_pool};
-use genjobs_test_postgres::{TestDatabase, eventually};
+use genjobs_test_postgres::TestDatabase;
+use genjobs_test_wait::eventually;
 use time::OffsetDateTime;
 
 /// A replica as the binary builds it, with caches long enough that only `NOTIFY` can refresh them.
@@ -147,11 +148,23 @@ async fn the_database_refuses_a_second_final_movement_and_negative_balances() {
     assert!(unbalanced.is_err(), "available + held + spent equals the grants");
 }
 
+/// Waits until `listener` hears what `publisher` publishes: a replica's `LISTEN` connection
+/// comes up a moment after the replica, and a notification sent before is lost.
+async fn hears(listener: &PgAdapters, publisher: &PgAdapters) {
+    let probe = JobId::new_at(OffsetDateTime::now_utc());
+    let mut heard = listener.events.subscribe(probe);
+    let heard_once = async || {
+        publisher.events.publish(probe).await;
+        tokio::time::timeout(Duration::from_millis(200), heard.next()).await.is_ok()
+    };
+    assert!(eventually(Duration::from_secs(30), heard_once).await, "the notifications never reached the other replica");
+}
+
 #[tokio::test]
 async fn a_change_published_on_one_replica_wakes_a_waiter_on_the_other() {
     let db = crate::database().await;
     let (a, b) = (replica(&db), replica(&db));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hears(&b, &a).await;
     let job = JobId::new_at(OffsetDateTime::now_utc());
     let mut on_b = b.events.subscribe(job);
     let started = std::time::Instant::now();
@@ -165,7 +178,7 @@ async fn a_change_published_on_one_replica_wakes_a_waiter_on_the_other() {
 async fn a_revoked_key_stops_working_on_every_replica_at_once() {
     let db = crate::database().await;
     let (a, b) = (replica(&db), replica(&db));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hears(&b, &a).await;
     let (_, key) = user(&a.store, 1, 1).await;
     assert_eq!(b.store.credentials(&key.prefix()).await.unwrap().len(), 1, "now cached on b for a minute");
     assert!(a.store.revoke_key(&key.prefix()).await.unwrap());
@@ -228,7 +241,8 @@ async fn migrations_are_idempotent() {
 struct FlakyProxy {
     port: u16,
     down: Arc<AtomicBool>,
-    generation: Arc<AtomicU64>,
+    /// Sent to at each outage: every connection open then is dropped.
+    cut: tokio::sync::watch::Sender<()>,
 }
 
 impl FlakyProxy {
@@ -237,39 +251,30 @@ impl FlakyProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let down = Arc::new(AtomicBool::new(false));
-        let generation = Arc::new(AtomicU64::new(0));
-        let (down_flag, generations) = (Arc::clone(&down), Arc::clone(&generation));
+        let cut = tokio::sync::watch::Sender::new(());
+        let (down_flag, cuts) = (Arc::clone(&down), cut.clone());
         tokio::spawn(async move {
             loop {
                 let (mut client, _) = listener.accept().await.unwrap();
                 if AtomicBool::load(&down_flag, Ordering::SeqCst) {
                     continue;
                 }
-                let (target, generations) = (target.clone(), Arc::clone(&generations));
-                let born = AtomicU64::load(&generations, Ordering::SeqCst);
+                let (target, mut cut) = (target.clone(), cuts.subscribe());
                 tokio::spawn(async move {
                     let Ok(mut server) = tokio::net::TcpStream::connect(target).await else { return };
-                    let copy = tokio::io::copy_bidirectional(&mut client, &mut server);
-                    tokio::pin!(copy);
-                    loop {
-                        tokio::select! {
-                            _ = &mut copy => return,
-                            () = tokio::time::sleep(Duration::from_millis(20)) => {
-                                if AtomicU64::load(&generations, Ordering::SeqCst) != born {
-                                    return;
-                                }
-                            }
-                        }
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.changed() => {}
                     }
                 });
             }
         });
-        FlakyProxy { port, down, generation }
+        FlakyProxy { port, down, cut }
     }
 
     fn outage(&self) {
         self.down.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.cut.send_replace(());
     }
 
     fn recover(&self) {
@@ -293,7 +298,8 @@ async fn a_database_outage_is_unavailable_and_the_store_recovers_by_itself() {
     assert_eq!(store.job(probe).await, Ok(None));
 
     proxy.outage();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cut = eventually(Duration::from_secs(30), async || is_unavailable(&store.job(probe).await)).await;
+    assert!(cut, "the store never saw the outage");
     for _ in 0..3 {
         let during = store.job(probe).await;
         assert!(matches!(during, Err(StoreError::Unavailable(_))), "{during:?}");
@@ -326,7 +332,7 @@ async fn leased_tokens_never_let_two_replicas_past_the_limit_together() {
 async fn a_job_cached_on_one_replica_is_evicted_when_another_changes_its_state() {
     let db = crate::database().await;
     let (a, b) = (replica(&db), replica(&db));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hears(&b, &a).await;
     let (id, _) = user(&a.store, 50, 4).await;
     let Accepted::Created(job) = a.store.accept(new_job(id, 10), None, None, OffsetDateTime::now_utc()).await.unwrap()
     else {
