@@ -1,5 +1,7 @@
-//! Provider notifications and output copies, over the in-memory store: a delivery ends its job
-//! once whatever else happens, and a copy that keeps failing leaves the provider's URL.
+//! The domain's provider notifications and output copies over this store, with every other port
+//! mocked: a delivery ends its job once whatever else happens, and a copy that keeps failing
+//! leaves the provider's URL. (It lives here rather than in the domain so that the domain's own
+//! tests reach no adapter crate.)
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
@@ -15,7 +17,6 @@ use genjobs_domain::output::{OutputCopy, OutputItem, OutputKind, OutputMeta, Sto
 use genjobs_domain::ports::*;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest};
 use genjobs_domain::usecases::*;
-use genjobs_runtime::EventHub;
 use genjobs_store_memory::MemoryStore;
 use time::OffsetDateTime;
 
@@ -72,6 +73,8 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     let mut clock = MockClock::new();
     clock.expect_now().returning(now);
     clock.expect_sleep().returning(|_| ());
+    let mut events = MockJobEvents::new();
+    events.expect_publish().returning(|_| ());
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
@@ -80,7 +83,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         route_schemas: vec![],
         upstream: Arc::new(upstream),
         outputs: outputs.map(|o| Arc::new(o) as Arc<dyn OutputStore>),
-        events: Arc::new(EventHub::new()),
+        events: Arc::new(events),
         rate_limiter: Arc::new(MockRateLimiter::new()),
         clock: Arc::new(clock),
         ids: Arc::new(RandomIds),
