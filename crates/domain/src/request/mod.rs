@@ -12,6 +12,10 @@ use crate::ids::ModelId;
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 
+mod webhook_url;
+
+pub use webhook_url::{MAX_WEBHOOK_URL_CHARS, check_webhook_url};
+
 /// Longest `prompt`, in characters after trimming.
 pub const MAX_PROMPT_CHARS: usize = 10_000;
 /// Longest `negative_prompt`, in characters.
@@ -227,7 +231,7 @@ impl GenerationRequest {
             extra => extra,
         };
         if let Some(url) = &draft.webhook_url {
-            crate::webhooks::check_webhook_url(url)?;
+            check_webhook_url(url)?;
         }
 
         Ok(GenerationRequest {
