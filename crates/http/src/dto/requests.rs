@@ -55,7 +55,11 @@ fn exact(n: Option<impl Into<u64>>) -> Option<WholeNumber> {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn video_request(body: VideoRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    let draft = GenerationDraft {
+    GenerationRequest::validate(Modality::Video, video_draft(body), catalog)
+}
+
+fn video_draft(body: VideoRequest) -> GenerationDraft {
+    GenerationDraft {
         prompt: Some(body.prompt),
         model: body.model,
         negative_prompt: body.negative_prompt,
@@ -67,8 +71,7 @@ pub fn video_request(body: VideoRequest, catalog: &Catalog) -> Result<Generation
         image_inputs: body.image_inputs,
         extra: body.extra,
         webhook_url: body.webhook_url,
-    };
-    GenerationRequest::validate(Modality::Video, draft, catalog)
+    }
 }
 
 /// The domain's validated request of an image body.
@@ -102,7 +105,15 @@ pub fn generation_request(
     catalog: &Catalog,
 ) -> Result<GenerationRequest, InvalidRequest> {
     match endpoint {
-        Modality::Video => video_request(read(body)?, catalog),
+        Modality::Video => {
+            let mut draft = video_draft(read(body)?);
+            // A form drawn from the models list sends a `select` option's text ("10"); the domain
+            // takes text only where the model's duration is such a select, so it is told which.
+            if let Some(Value::String(text)) = body.get("duration_sec") {
+                draft.duration_sec = Some(WholeNumber::Text(text.clone()));
+            }
+            GenerationRequest::validate(Modality::Video, draft, catalog)
+        }
         _ => image_request(read(body)?, catalog),
     }
 }
@@ -197,12 +208,15 @@ mod tests {
     }
 
     #[test]
-    fn a_duration_may_be_the_text_of_a_select_option() {
+    fn a_duration_may_be_the_text_of_a_select_option_only() {
         let kling = |duration: &str| {
             generation(Modality::Video, json!({"prompt": "a", "model": "kling-2.1-master", "duration_sec": duration}))
         };
         assert_eq!(kling("10").unwrap().input.duration_sec, Some(10));
         assert_eq!(kling("7").unwrap_err().param.as_deref(), Some("duration_sec"));
+        // Where the duration is a number field, text is a wrong type.
+        let number = generation(Modality::Video, json!({"prompt": "a", "duration_sec": "5"})).unwrap_err();
+        assert_eq!(number.param.as_deref(), Some("duration_sec"));
     }
 
     #[test]
