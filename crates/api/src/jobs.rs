@@ -163,6 +163,9 @@ pub struct Job {
     pub credits_held: u64,
     /// What it cost, once final.
     pub credits_actual: Option<u64>,
+    /// The provider that runs it (`fal`, `replicate`); null until it is sent.
+    #[serde(default)]
+    pub upstream: Option<String>,
     /// What the provider says of the job while it runs there; absent when it says nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<JobMeta>,

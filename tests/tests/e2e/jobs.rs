@@ -47,6 +47,7 @@ async fn a_job_advances_in_the_background_and_succeeds_with_outputs() {
         assert!(output["meta"].get("width").is_none(), "fal's nano-banana results carry no image size: {output}");
     }
     assert_eq!(job["credits_actual"], 8);
+    assert_eq!(job["upstream"], "fal", "the provider that ran it");
     assert!(job["started_at"].is_string() && job["finished_at"].is_string());
     let account: Value = app.get("/api/v1/account", &app.demo_key).await.json().await.unwrap();
     assert_eq!((account["credits_spent"].as_u64(), account["credits_held"].as_u64()), (Some(8), Some(0)));

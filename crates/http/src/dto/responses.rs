@@ -99,6 +99,7 @@ pub fn job_view(job: &DomainJob, links: &OutputLinks<'_>) -> Job {
         finished_at: job.finished_at().map(iso),
         credits_held: job.credits_held().get(),
         credits_actual: job.credits_actual().map(|c| c.get()),
+        upstream: job.upstream().map(|at| at.provider().to_owned()),
         meta: job.queue_position().map(|queue_position| JobMeta { queue_position }),
     }
 }
