@@ -399,12 +399,6 @@ impl TestApp {
         response.text().await.expect("metrics")
     }
 
-    /// The simulator's counts of one request's calls (`status`, `webhook`, …), by the provider's
-    /// request id, which is the upstream URL's path segment after `_sim/files/`.
-    pub async fn sim_calls(&self, request_id: &str) -> Value {
-        self.sim_stats().await["requests"][request_id].clone()
-    }
-
     /// What the simulator counted.
     pub async fn sim_stats(&self) -> Value {
         self.client.get(format!("{}/_sim/stats", self.sim_url)).send().await.expect("stats").json().await.expect("json")

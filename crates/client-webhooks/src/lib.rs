@@ -8,9 +8,12 @@
 //!   `PublicResolver`, so a name that changes after the check (DNS rebinding) is caught.
 //! - [`SealedSecrets`]: users' secrets encrypted at rest with ChaCha20-Poly1305 (ring) under a
 //!   key derived from `GENJOBS_SECRET_KEY`, so that a database dump alone cannot sign.
+//! - [`ClientWebhookArgs`]: their flags and variables, which the binary flattens into its own.
 
+mod args;
 mod secrets;
 mod transport;
 
+pub use args::ClientWebhookArgs;
 pub use secrets::SealedSecrets;
 pub use transport::{HttpWebhookTransport, TransportSettings};

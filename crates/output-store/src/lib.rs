@@ -12,11 +12,14 @@
 //! it again (a duplicate webhook racing a poll) replaces it with the same bytes.
 //!
 //! [`HttpOutputSource`] reads an output whole from the provider's link instead, for clients that
-//! ask for its bytes when no copy is kept; both read links through `fetch`.
+//! ask for its bytes when no copy is kept; both read links through `fetch`. [`OutputStoreArgs`]
+//! are the store's flags and variables, which the binary flattens into its own.
 
+mod args;
 mod fetch;
 mod hosts;
 
+pub use args::OutputStoreArgs;
 pub use fetch::HttpOutputSource;
 pub use hosts::{DEFAULT_OUTPUT_HOSTS, OutputHosts, PublicResolver};
 

@@ -183,6 +183,29 @@ impl Command {
     }
 }
 
+impl Command {
+    /// The API client's command this is; `None` for the service's commands.
+    #[must_use]
+    pub fn client(self) -> Option<remote::ClientCommand> {
+        use remote::ClientCommand as Client;
+        match self {
+            Command::Image(args) => Some(Client::Image(args)),
+            Command::Video(args) => Some(Client::Video(args)),
+            Command::Jobs(command) => Some(Client::Jobs(command)),
+            Command::Webhooks(command) => Some(Client::Webhooks(command)),
+            Command::Models(ModelsCommand { catalog: None, list }) => Some(Client::Models(list)),
+            Command::Account(args) => Some(Client::Account(args)),
+            Command::Ledger(args) => Some(Client::Ledger(args)),
+            Command::Usage(args) => Some(Client::Usage(args)),
+            Command::Serve(_)
+            | Command::Migrate(_)
+            | Command::Users(_)
+            | Command::Config(_)
+            | Command::Models(ModelsCommand { catalog: Some(_), .. }) => None,
+        }
+    }
+}
+
 impl Cli {
     /// The command line as the process sees it; a variable set to the empty string counts as
     /// unset, as operators write `GENJOBS_UPSTREAM_URL=` in an env file to mean "none".

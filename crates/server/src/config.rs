@@ -7,19 +7,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use genjobs_client_webhooks::TransportSettings;
+use genjobs_client_webhooks::{ClientWebhookArgs, TransportSettings};
 use genjobs_domain::ports::Limits;
 use genjobs_domain::usecases::{DeliverySettings, Settings};
 use genjobs_domain::webhooks::RetryPolicy;
 use genjobs_driver::{DispatchSettings, DriverSettings};
 use genjobs_http::HttpSettings;
+use genjobs_output_store::OutputStoreArgs;
 use genjobs_runtime::retention::Retention;
-use genjobs_store_postgres::{PgSettings, Pooler};
-use genjobs_upstream_sim::SimConfig;
+use genjobs_store_postgres::{PgArgs, PgSettings};
+use genjobs_upstream_fal::FalArgs;
+#[cfg(feature = "sim")]
+use genjobs_upstream_sim::{SimArgs, SimConfig};
 
 /// The service's configuration: the wiring choices of the binary, and each adapter's own
 /// settings, whose defaults live with the adapter (the domain's [`Settings`] and
-/// [`DriverSettings`], [`HttpSettings`], [`PgSettings`], [`SimConfig`]).
+/// [`DriverSettings`], [`HttpSettings`], [`PgSettings`], and the simulator's `SimConfig`).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `GENJOBS_BIND`.
@@ -60,6 +63,7 @@ pub struct Config {
     /// Postgres (its `url` is `database_url`): pool, timeouts, caches.
     pub postgres: PgSettings,
     /// The built-in simulator: `GENJOBS_SIM_QUEUE_MS`, `GENJOBS_SIM_RUN_MS`.
+    #[cfg(feature = "sim")]
     pub simulator: SimConfig,
     /// How long final jobs are kept (`GENJOBS_JOB_RETENTION_DAYS`); `None` keeps them forever.
     pub retention: Option<Retention>,
@@ -97,6 +101,7 @@ impl Default for Config {
             http: HttpSettings::default(),
             retention: None,
             postgres: PgSettings::default(),
+            #[cfg(feature = "sim")]
             simulator: SimConfig::default(),
             secret_key: None,
             client_webhooks: TransportSettings::default(),
@@ -168,7 +173,8 @@ const MAX_KEEP_ALIVE_SECS: u64 = 15;
 
 /// The service's settings as flags and variables, taken by `genjobs` itself and by each of its
 /// service subcommands (`genjobs serve --bind …`, `genjobs config --bind …`); the client
-/// subcommands do not show them.
+/// subcommands do not show them. Each adapter's own settings are its `Args`, flattened here where
+/// `--help` keeps its sections in order.
 #[derive(Debug, Clone, Args)]
 #[allow(missing_docs, reason = "each field's doc comment is its --help line")]
 pub struct ConfigArgs {
@@ -181,12 +187,6 @@ pub struct ConfigArgs {
     /// Bearer token for /api/admin/* and /metrics; generated and printed at start when unset.
     #[arg(long, env = "GENJOBS_ADMIN_TOKEN", hide_env_values = true, help_heading = "Service")]
     pub admin_token: Option<String>,
-    /// Base URL of a fal-protocol queue; unset means the built-in simulator.
-    #[arg(long, env = "GENJOBS_UPSTREAM_URL", help_heading = "Upstream")]
-    pub upstream_url: Option<String>,
-    /// Sent upstream as `Authorization: Key <value>`.
-    #[arg(long, env = "GENJOBS_UPSTREAM_KEY", hide_env_values = true, help_heading = "Upstream")]
-    pub upstream_key: Option<String>,
     /// Also ask the provider to stop canceled jobs (best effort).
     #[arg(long, env = "GENJOBS_UPSTREAM_CANCEL", help_heading = "Upstream",
         value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
@@ -207,11 +207,6 @@ pub struct ConfigArgs {
     /// empty catalog store instead of the built-in models.
     #[arg(long, env = "GENJOBS_MODELS", help_heading = "Jobs")]
     pub models: Option<PathBuf>,
-    /// Path to a file of fal endpoint schemas ({"endpoints": {...}}, as `genjobs models import fal
-    /// --online --schemas FILE` writes it) added to those shipped, so that models may route to
-    /// those endpoints.
-    #[arg(long, env = "GENJOBS_FAL_SCHEMAS", help_heading = "Jobs")]
-    pub fal_schemas: Option<PathBuf>,
     /// Requests per minute per user, all /api/v1 endpoints.
     #[arg(long, env = "GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", default_value_t = default_limits().rate_limit_per_minute,
         value_parser = clap::value_parser!(u32).range(1..), help_heading = "Users")]
@@ -241,92 +236,39 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_HTTP_WORKERS", value_parser = clap::value_parser!(u64).range(1..1024),
         help_heading = "HTTP")]
     pub http_workers: Option<u64>,
-    /// What stands between DATABASE_URL and Postgres: `none`, or `transaction` for a pooler in
-    /// transaction mode (PgBouncer's `pool_mode = transaction`).
-    #[arg(long, env = "GENJOBS_DATABASE_POOLER", default_value = "none", help_heading = "Postgres")]
-    pub database_pooler: Pooler,
-    /// A direct Postgres URL for LISTEN/NOTIFY and migrations [default: DATABASE_URL].
-    #[arg(long, env = "GENJOBS_DATABASE_LISTEN_URL", hide_env_values = true, help_heading = "Postgres")]
-    pub database_listen_url: Option<String>,
-    /// Postgres connections per process.
-    #[arg(long, env = "GENJOBS_DB_POOL_SIZE", default_value_t = PgSettings::default().pool_size as u64,
-        value_parser = clap::value_parser!(u64).range(1..10_000), help_heading = "Postgres")]
-    pub db_pool_size: u64,
-    /// Longest wait for a free pooled connection.
-    #[arg(long, env = "GENJOBS_DB_POOL_TIMEOUT_MS", default_value_t = millis(PgSettings::default().pool_timeout),
-        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
-    pub db_pool_timeout_ms: u64,
-    /// Longest wait to open a connection.
-    #[arg(long, env = "GENJOBS_DB_CONNECT_TIMEOUT_MS", default_value_t = millis(PgSettings::default().connect_timeout),
-        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
-    pub db_connect_timeout_ms: u64,
-    /// Statement timeout of every connection.
-    #[arg(long, env = "GENJOBS_DB_STATEMENT_TIMEOUT_MS",
-        default_value_t = millis(PgSettings::default().statement_timeout),
-        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
-    pub db_statement_timeout_ms: u64,
-    /// Lifetime of a cached API key look-up.
-    #[arg(long, env = "GENJOBS_KEY_CACHE_SECS", default_value_t = PgSettings::default().key_cache_ttl.as_secs(),
-        help_heading = "Postgres")]
-    pub key_cache_secs: u64,
-    /// Lifetime of a cached job read; state changes evict it at once on every replica.
-    #[arg(long, env = "GENJOBS_JOB_CACHE_MS", default_value_t = millis(PgSettings::default().job_cache_ttl),
-        help_heading = "Postgres")]
-    pub job_cache_ms: u64,
-    /// Queue time of the built-in simulator.
-    #[arg(long, env = "GENJOBS_SIM_QUEUE_MS", default_value_t = millis(SimConfig::default().queue),
-        help_heading = "Built-in simulator")]
-    pub sim_queue_ms: u64,
+    #[command(flatten)]
+    pub postgres: PgArgs,
+    #[cfg(feature = "sim")]
+    #[command(flatten)]
+    pub simulator: SimArgs,
     /// Base URL at which fal (and clients) reach this service; set, fal delivers webhooks to
     /// `<this>/api/upstream/fal/webhook` and output links are rooted here.
     #[arg(long, env = "GENJOBS_PUBLIC_URL", help_heading = "Webhooks and stored outputs")]
     pub public_url: Option<String>,
-    /// Where fal's webhook signing keys are published [default: fal's, or the built-in simulator's].
-    #[arg(long, env = "GENJOBS_FAL_JWKS_URL", help_heading = "Webhooks and stored outputs")]
-    pub fal_jwks_url: Option<String>,
+    #[command(flatten)]
+    pub fal: FalArgs,
     /// With webhooks on, how often a job nobody watches is polled.
     #[arg(long, env = "GENJOBS_WEBHOOK_FALLBACK_POLL_SECS", default_value_t = 60,
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub webhook_fallback_poll_secs: u64,
-    /// Where outputs are copied: memory://, file:///path, s3://bucket/prefix, or none
-    /// [default: memory:// with the in-memory store, none with Postgres].
-    #[arg(long, env = "GENJOBS_OUTPUT_STORE", help_heading = "Webhooks and stored outputs")]
-    pub output_store: Option<String>,
     /// How long an output link stays valid.
     #[arg(long, env = "GENJOBS_OUTPUT_URL_TTL_SECS", default_value_t = HttpSettings::default().output_url_ttl.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub output_url_ttl_secs: u64,
-    /// The largest output copied; a larger one keeps the provider's URL.
-    #[arg(long, env = "GENJOBS_OUTPUT_MAX_BYTES", default_value_t = genjobs_output_store::DEFAULT_MAX_BYTES,
-        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
-    pub output_max_bytes: u64,
-    /// The media hosts outputs are read from, comma-separated, each with its subdomains; the
-    /// configured provider's own host is always read, even on loopback.
-    #[arg(long, env = "GENJOBS_OUTPUT_HOSTS", value_delimiter = ',',
-        default_values_t = genjobs_output_store::DEFAULT_OUTPUT_HOSTS.iter().map(|h| (*h).to_owned()),
-        help_heading = "Webhooks and stored outputs")]
-    pub output_hosts: Vec<String>,
+    #[command(flatten)]
+    pub outputs: OutputStoreArgs,
     /// First retry delay of a client webhook; the k-th retry waits this × 2^(k−1), ±20 %, at
     /// most an hour.
     #[arg(long, env = "GENJOBS_CLIENT_WEBHOOK_BACKOFF_MS",
         default_value_t = millis(RetryPolicy::default().first_delay),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub client_webhook_backoff_ms: u64,
-    /// Let clients' webhook URLs point at loopback, private and link-local addresses.
-    #[arg(long, env = "GENJOBS_WEBHOOK_ALLOW_PRIVATE", help_heading = "Webhooks and stored outputs",
-        value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
-    pub webhook_allow_private: bool,
-    /// Key that encrypts users' webhook secrets at rest [default: derived from the admin token].
-    #[arg(long, env = "GENJOBS_SECRET_KEY", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
-    pub secret_key: Option<String>,
+    #[command(flatten)]
+    pub client_webhooks: ClientWebhookArgs,
     /// Signs the links to stored outputs; set it in production, the same on every replica
     /// [default: derived from the admin token, with a warning].
     #[arg(long, env = "GENJOBS_LINK_SECRET", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
     pub link_secret: Option<String>,
-    /// Run time of the built-in simulator.
-    #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
-        help_heading = "Built-in simulator")]
-    pub sim_run_ms: u64,
     /// Log line format [default: text on a terminal, json otherwise]; RUST_LOG filters them.
     #[arg(long, env = "GENJOBS_LOG_FORMAT", value_enum, help_heading = "Service")]
     pub log_format: Option<LogFormat>,
@@ -361,47 +303,29 @@ impl ConfigArgs {
             link_secret: self.link_secret,
             ..defaults.http
         };
-        let postgres = PgSettings {
-            pooler: self.database_pooler,
-            listen_url: self.database_listen_url,
-            pool_size: self.db_pool_size as usize,
-            pool_timeout: Duration::from_millis(self.db_pool_timeout_ms),
-            connect_timeout: Duration::from_millis(self.db_connect_timeout_ms),
-            statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
-            key_cache_ttl: Duration::from_secs(self.key_cache_secs),
-            job_cache_ttl: Duration::from_millis(self.job_cache_ms),
-            ..defaults.postgres
-        };
-        let simulator = SimConfig {
-            queue: Duration::from_millis(self.sim_queue_ms),
-            run: Duration::from_millis(self.sim_run_ms),
-            ..defaults.simulator
-        };
         let config = Config {
             bind: self.bind,
             database_url: self.database_url,
             admin_token: self.admin_token,
-            upstream_url: self.upstream_url,
-            upstream_key: self.upstream_key,
+            upstream_url: self.fal.upstream_url,
+            upstream_key: self.fal.upstream_key,
             models_path: self.models,
-            fal_schemas_path: self.fal_schemas,
+            fal_schemas_path: self.fal.fal_schemas,
             demo_credits: self.demo_credits,
             public_url: None,
-            fal_jwks_url: self.fal_jwks_url,
-            output_store: self.output_store,
-            output_max_bytes: self.output_max_bytes,
-            output_hosts: self.output_hosts.clone(),
+            fal_jwks_url: self.fal.fal_jwks_url,
+            output_store: self.outputs.output_store,
+            output_max_bytes: self.outputs.output_max_bytes,
+            output_hosts: self.outputs.output_hosts,
             gateway,
             driver,
             http,
-            postgres,
-            simulator,
+            postgres: self.postgres.settings(),
+            #[cfg(feature = "sim")]
+            simulator: self.simulator.config(),
             retention: self.job_retention_days.map(|days| Retention::keeping(Duration::from_secs(days * 86_400))),
-            secret_key: self.secret_key,
-            client_webhooks: TransportSettings {
-                allow_private: self.webhook_allow_private,
-                ..defaults.client_webhooks
-            },
+            client_webhooks: self.client_webhooks.transport_settings(),
+            secret_key: self.client_webhooks.secret_key,
             dispatch: DispatchSettings {
                 deliveries: DeliverySettings {
                     retry: RetryPolicy {

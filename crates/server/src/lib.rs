@@ -6,12 +6,14 @@
 //!
 //! With no environment, genjobs runs on the embedded default: the in-memory store and the fal
 //! queue simulator, started in process on a loopback port and reached through the real fal
-//! adapter over HTTP. With `DATABASE_URL`, it runs on Postgres, and several processes may serve
+//! adapter over HTTP (the `sim` feature, on by default; without it `GENJOBS_UPSTREAM_URL` is
+//! required). With `DATABASE_URL`, it runs on Postgres, and several processes may serve
 //! one database together.
 
 pub mod cli;
 mod config;
 pub mod remote;
+mod simulator;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -36,7 +38,7 @@ use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
 use genjobs_upstream_fal::routes::FalSchemas;
 use genjobs_upstream_fal::{FAL_JWKS_URL, FalConfig, FalUpstream, WebhookConfig};
-use genjobs_upstream_sim::RunningSim;
+use simulator::RunningSim;
 use tokio::task::JoinHandle;
 
 pub use config::{Config, ConfigArgs, LogFormat};
@@ -83,6 +85,12 @@ pub enum StartError {
     /// The output store cannot be opened.
     #[error(transparent)]
     OutputStore(#[from] genjobs_output_store::OpenError),
+    /// No provider is configured, and this build has no simulator to stand in.
+    #[cfg(not(feature = "sim"))]
+    #[error(
+        "GENJOBS_UPSTREAM_URL (--upstream-url) is not set, and this build has no built-in simulator (cargo feature `sim`) to serve in its place"
+    )]
+    NoUpstream,
     /// The demo user cannot be created.
     #[error("cannot create the demo user: {0}")]
     Demo(String),
@@ -336,10 +344,7 @@ fn client_webhooks(
 pub async fn start(config: Config) -> Result<Service, StartError> {
     add_fal_schemas(&config)?;
     let initial_catalog = initial_documents(&config)?;
-    let simulator = match &config.upstream_url {
-        Some(_) => None,
-        None => Some(genjobs_upstream_sim::spawn(config.simulator.clone())?),
-    };
+    let simulator = simulator::start_unless_configured(&config)?;
     let upstream_url = config.upstream_url.clone().or_else(|| simulator.as_ref().map(|s| s.base_url.clone()));
     let webhooks = config.public_url.as_deref().map(|public_url| {
         let jwks = config.fal_jwks_url.clone().or_else(|| simulator.as_ref().map(RunningSim::jwks_url));

@@ -58,7 +58,7 @@ async fn main() -> ExitCode {
         };
     }
     let Some(settings) = cli.command.as_ref().map_or(Some(&cli.settings), Command::settings).cloned() else {
-        return match cli.command {
+        return match cli.command.and_then(Command::client) {
             Some(command) => genjobs::remote::run(command).await,
             None => ExitCode::from(USAGE),
         };

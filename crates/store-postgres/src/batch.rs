@@ -13,10 +13,9 @@ use genjobs_domain::ports::StoreError;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::pool::{Durability, Pooler};
+use crate::pool::{Durability, Pooler, count_job_commit};
 use crate::rows::{JobRow, update_rows};
 use crate::session::Session;
-use crate::store::count_job_commit;
 
 struct Pending {
     row: JobRow,

@@ -6,6 +6,7 @@
 //! ## Layout
 //! - [`connect`]: all the adapters of one replica from [`PgSettings`], wired together; the binary
 //!   and the tests build replicas this way.
+//! - [`PgArgs`]: the store's flags and variables, which the binary flattens into its own.
 //! - `pool`: the pool (`statement_timeout` on every connection) and the embedded migrations of
 //!   `migrations/`, run at start-up under an advisory lock.
 //! - `store`: [`PgStore`], the job and account ports. Accepting a job is one transaction (a
@@ -29,6 +30,7 @@
 //! the work and a replica that dies has its jobs taken over once its leases run out.
 
 mod adapters;
+mod args;
 mod batch;
 mod cache;
 mod error;
@@ -42,6 +44,7 @@ mod schema;
 mod store;
 
 pub use adapters::{PgAdapters, connect};
+pub use args::PgArgs;
 pub use cache::{JobCache, KeyCache, TtlCache};
 pub use events::{JOBS_CHANNEL, Listeners, PgEvents, listen};
 pub use pool::{

@@ -138,6 +138,16 @@ pub enum Durability {
     Relaxed,
 }
 
+/// Counts a commit that wrote jobs (accepts, transitions, leases) as
+/// `genjobs_db_job_commits_total{durability}`: what a job costs the database, per job.
+pub(crate) fn count_job_commit(durability: Durability) {
+    let label = match durability {
+        Durability::Durable => "durable",
+        Durability::Relaxed => "relaxed",
+    };
+    metrics::counter!("genjobs_db_job_commits_total", "durability" => label).increment(1);
+}
+
 async fn connect_with(
     url: &str,
     settings_statement_timeout: Duration,

@@ -17,7 +17,10 @@
 //! job's deadline. A submission is never sent again after an ambiguous failure, so that a job
 //! never runs (or is paid for) twice upstream. What reaches a job's error is the provider's `detail` at most, never the key, a URL
 //! or an internal error text.
+//!
+//! [`FalArgs`] are the adapter's flags and variables, which the binary flattens into its own.
 
+mod args;
 mod draft;
 mod errors;
 mod outputs;
@@ -45,6 +48,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+pub use args::FalArgs;
 pub use draft::{draft_document, draft_from_schema};
 pub use outputs::parse_outputs;
 pub use reference::FalRef;

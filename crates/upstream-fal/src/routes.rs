@@ -326,12 +326,25 @@ pub fn fal_request(model: &Model, input: &GenerationInput) -> Result<FalRequest,
 mod tests {
     use serde_json::json;
 
-    use genjobs_domain::catalog::Catalog;
+    use genjobs_domain::catalog::{Catalog, ModelDocument};
 
     use super::*;
+    use crate::draft::draft_document;
 
     fn model(id: &str) -> Model {
         Catalog::builtin().unwrap().model(id).unwrap().clone()
+    }
+
+    #[test]
+    fn every_known_endpoint_drafts_a_document_that_passes_every_check() {
+        for endpoint_id in schema::endpoints().keys() {
+            let draft = draft_document(None, endpoint_id).unwrap();
+            let id = draft["id"].as_str().unwrap().to_owned();
+            let model = Model::from_document(&id, ModelDocument::from_value(draft).unwrap()).unwrap();
+            assert_eq!(FalSchemas.check_route(&model, &model.routes[0]), Ok(()), "{endpoint_id}");
+            assert!(!model.enabled, "a draft is off until the operator prices it");
+        }
+        assert!(draft_document(Some("x"), "fal-ai/unknown").is_none());
     }
 
     fn fal_request(id: &str, input: &GenerationInput) -> Result<FalRequest, RouteError> {

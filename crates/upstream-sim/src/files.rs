@@ -31,7 +31,7 @@ pub(crate) async fn serve(sim: web::Data<Sim>, req: HttpRequest, path: web::Path
             let range = req.headers().get(actix_web::http::header::RANGE).and_then(|v| v.to_str().ok());
             ranged(SAMPLE_MP4, "video/mp4", range)
         }
-        Some((index, "png")) if index.parse::<u64>().is_ok_and(|i| i < crate::requests::image_count(&input)) => {
+        Some((index, "png")) if index.parse::<u64>().is_ok_and(|i| i < image_count(&input)) => {
             let (width, height) = image_size(&input);
             let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
             let seed = (prompt, index.to_owned());
@@ -46,6 +46,11 @@ pub(crate) async fn serve(sim: web::Data<Sim>, req: HttpRequest, path: web::Path
 
 /// The sample video: 2 s of a test pattern, 320×180, H.264 with the index first (`faststart`).
 pub(crate) const SAMPLE_MP4: &[u8] = include_bytes!("../assets/sample.mp4");
+
+/// How many images a request asks for (`num_images`, 1 to 4).
+pub(crate) fn image_count(input: &Value) -> u64 {
+    input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4)
+}
 
 /// The longer side of every image.
 const LONG_SIDE: u32 = 1024;

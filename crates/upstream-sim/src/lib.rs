@@ -32,6 +32,8 @@
 //! - `[sim:webhook-error]`: its webhook is an `ERROR` without validation details (fal's `error`,
 //!   no `payload`), as fal reports a run that failed.
 //!
+//! [`SimArgs`] are its settings on the `genjobs` command line.
+//!
 //! ## Webhooks
 //! A submission with `?fal_webhook=URL` gets its end delivered there, signed as fal signs, with
 //! the simulator's own key published at `/.well-known/jwks.json` ([`RunningSim::jwks_url`]);
@@ -46,6 +48,7 @@
 //! `POST /_sim/rotate-key` replaces the signing key, and `POST /_sim/sign?request_id=…` answers
 //! the headers that sign its body as a delivery for that request (to test a receiver).
 
+mod args;
 mod chaos;
 mod files;
 mod requests;
@@ -64,6 +67,8 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use requests::{Directives, Phase, SimRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+pub use args::SimArgs;
 
 /// How the simulator behaves by default.
 #[derive(Debug, Clone)]

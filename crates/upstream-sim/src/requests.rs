@@ -6,7 +6,14 @@ use std::time::{Duration, Instant};
 use genjobs_upstream_fal::schema::OutputShape;
 use serde_json::{Value, json};
 
-use crate::webhooks::DeliveryFaults;
+/// What a delivery's directives ask.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct DeliveryFaults {
+    pub(crate) drop: bool,
+    pub(crate) duplicate: bool,
+    pub(crate) corrupt: bool,
+    pub(crate) delay_ms: u64,
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Directives {
@@ -130,11 +137,6 @@ impl SimRequest {
     }
 }
 
-/// How many images a request asks for (`num_images`, 1 to 4).
-pub(crate) fn image_count(input: &Value) -> u64 {
-    input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4)
-}
-
 pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
     let seed = request.input.get("seed").and_then(Value::as_u64).unwrap_or(42);
     let mut result = serde_json::Map::new();
@@ -163,7 +165,7 @@ pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
                 }
                 image
             };
-            result.insert("images".into(), (0..image_count(&request.input)).map(image).collect());
+            result.insert("images".into(), (0..crate::files::image_count(&request.input)).map(image).collect());
             seed
         }
     };

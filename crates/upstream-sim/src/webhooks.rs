@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::requests::{SimRequest, output};
+use crate::requests::{DeliveryFaults, SimRequest, output};
 use crate::{Sim, refusal};
 
 /// Deliveries of one request at most, as fal's 10 tries.
@@ -27,15 +27,6 @@ const MAX_TRIES: u32 = 10;
 
 /// The user id the simulator signs as.
 pub(crate) const SIM_USER_ID: &str = "sim-user";
-
-/// What a delivery's directives ask.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct DeliveryFaults {
-    pub(crate) drop: bool,
-    pub(crate) duplicate: bool,
-    pub(crate) corrupt: bool,
-    pub(crate) delay_ms: u64,
-}
 
 /// The simulator's signing key, which tests may rotate.
 pub(crate) struct Keys {

@@ -8,8 +8,9 @@
 //!   libpq-dev, diesel_cli, the Python tools).
 //! - `cargo xtask test` does that, then runs every check CI runs, in order, naming each step and
 //!   its time: formatting, clippy, the domain's dependency guard, rust-version, docs, the domain's
-//!   example, the schema check, `cargo test --workspace`, the OpenAPI check, the client's example
-//!   and a 30 s chaos soak. `.ci/run` is this command.
+//!   example, the schema check, `cargo test --workspace`, clippy and a build of `genjobs` without
+//!   its simulator (the production build), the OpenAPI check, the client's example and a 30 s
+//!   chaos soak. `.ci/run` is this command.
 //!
 //! Tests never install anything themselves: a test whose tool is missing fails and names
 //! `cargo xtask test`.
@@ -93,6 +94,18 @@ fn test_steps() -> Vec<Step> {
         .expect("succeeded with 2 outputs"),
         Step::new("schema.rs matches the migrations", "scripts/check-schema.sh", &[]),
         Step::new("cargo test --workspace", "cargo", &["test", "--workspace"]),
+        // Before "build the binaries": this build of `genjobs` replaces the one with the simulator,
+        // which the steps after it run.
+        Step::new(
+            "cargo clippy, genjobs without the simulator",
+            "cargo",
+            &["clippy", "-p", "genjobs", "--no-default-features", "--", "-D", "warnings"],
+        ),
+        Step::new(
+            "the production build: genjobs without the simulator",
+            "cargo",
+            &["build", "--quiet", "-p", "genjobs", "--no-default-features"],
+        ),
         Step::new(
             "build the binaries",
             "cargo",

@@ -78,9 +78,30 @@ fn report(stop: Stop, json: bool) -> ExitCode {
     }
 }
 
+/// A command of the API's client.
+#[derive(Debug)]
+pub enum ClientCommand {
+    /// `genjobs image`.
+    Image(ImageArgs),
+    /// `genjobs video`.
+    Video(VideoArgs),
+    /// `genjobs jobs …`.
+    Jobs(JobsCommand),
+    /// `genjobs webhooks …`.
+    Webhooks(WebhooksCommand),
+    /// `genjobs models` without a catalog subcommand.
+    Models(ModelsArgs),
+    /// `genjobs account`.
+    Account(AccountArgs),
+    /// `genjobs ledger`.
+    Ledger(LedgerArgs),
+    /// `genjobs usage`.
+    Usage(UsageArgs),
+}
+
 /// Runs a client command; returns the process's exit status.
-pub async fn run(command: crate::cli::Command) -> ExitCode {
-    use crate::cli::Command;
+pub async fn run(command: ClientCommand) -> ExitCode {
+    use ClientCommand as Command;
     let (connection, outcome) = match command {
         Command::Image(ImageArgs { prompt, n, generation: g }) => {
             let request = ImageRequest {
@@ -190,7 +211,7 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
             .await;
             (connection, outcome)
         }
-        Command::Models(crate::cli::ModelsCommand { list: args, .. }) => {
+        Command::Models(args) => {
             let outcome = query(&args.connection, async |client: Client| {
                 let models = client.models(args.modality.as_deref()).await?;
                 let lines = models.iter().map(|m| {
@@ -269,7 +290,6 @@ pub async fn run(command: crate::cli::Command) -> ExitCode {
             .await;
             (args.connection, outcome)
         }
-        _ => return ExitCode::from(2),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

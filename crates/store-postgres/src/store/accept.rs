@@ -9,9 +9,9 @@ use genjobs_domain::job::Job;
 use genjobs_domain::ports::{AcceptError, Accepted, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
 use time::OffsetDateTime;
 
-use super::{PgStore, count_job_commit};
+use super::PgStore;
 use crate::error::{TxError, from_diesel};
-use crate::pool::Durability;
+use crate::pool::{Durability, count_job_commit};
 use crate::rows::{Accept, JobRow, amount};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 

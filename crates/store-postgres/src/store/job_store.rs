@@ -11,9 +11,9 @@ use genjobs_domain::job::{Job, JobState, Transition};
 use genjobs_domain::ports::{AcceptError, Accepted, Commit, IdempotencyClaim, JobStore, StoreError, UnfinishedJobs};
 use time::OffsetDateTime;
 
-use super::{PgStore, count_job_commit};
+use super::PgStore;
 use crate::error::from_diesel;
-use crate::pool::Durability;
+use crate::pool::{Durability, count_job_commit};
 use crate::rows::{JobRow, Settle, UpdateMany};
 use crate::schema::jobs;
 

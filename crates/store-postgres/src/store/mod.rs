@@ -58,16 +58,6 @@ pub struct PgStore {
     catalog_signal: Arc<CatalogSignal>,
 }
 
-/// Counts a commit that wrote jobs (accepts, transitions, leases) as
-/// `genjobs_db_job_commits_total{durability}`: what a job costs the database, per job.
-pub(crate) fn count_job_commit(durability: Durability) {
-    let label = match durability {
-        Durability::Durable => "durable",
-        Durability::Relaxed => "relaxed",
-    };
-    metrics::counter!("genjobs_db_job_commits_total", "durability" => label).increment(1);
-}
-
 impl PgStore {
     /// A store over `pool`, caching keys in `keys`, with no job cache and every write durable.
     #[must_use]

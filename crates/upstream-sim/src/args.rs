@@ -1,0 +1,37 @@
+//! The simulator's flags and variables, flattened into the `genjobs` binary's command line.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::SimConfig;
+
+/// The built-in simulator's times.
+#[derive(Debug, Clone, Args)]
+#[allow(missing_docs, reason = "each field's doc comment is its --help line")]
+pub struct SimArgs {
+    /// Queue time of the built-in simulator.
+    #[arg(long, env = "GENJOBS_SIM_QUEUE_MS", default_value_t = millis(SimConfig::default().queue),
+        help_heading = "Built-in simulator")]
+    pub sim_queue_ms: u64,
+    /// Run time of the built-in simulator.
+    #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
+        help_heading = "Built-in simulator")]
+    pub sim_run_ms: u64,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl SimArgs {
+    /// The simulator these flags describe, the defaults for the rest.
+    #[must_use]
+    pub fn config(&self) -> SimConfig {
+        SimConfig {
+            queue: Duration::from_millis(self.sim_queue_ms),
+            run: Duration::from_millis(self.sim_run_ms),
+            ..SimConfig::default()
+        }
+    }
+}
