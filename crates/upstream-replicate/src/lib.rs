@@ -1,12 +1,15 @@
 //! # genjobs-upstream-replicate
 //!
-//! The upstream port over Replicate's HTTP API, for official models: a job is a prediction
-//! created with `POST {base}/models/{owner}/{name}/predictions` `{"input": …}` (no `Prefer:
-//! wait`: created asynchronously, as the OpenAPI document's `models.predictions.create` allows),
-//! followed with `GET {base}/predictions/{id}` and canceled with `POST
-//! {base}/predictions/{id}/cancel`, every call with `Authorization: Bearer <token>` (as both
-//! official clients send it: replicate-python `client.py`, replicate-javascript `index.js`).
-//! The job's [`UpstreamRef`] is keyed by the prediction id, which webhooks name.
+//! The upstream port over Replicate's HTTP API, for official models, following the operations
+//! of Replicate's OpenAPI document (`api.replicate.com/openapi.json`): a job is a prediction
+//! created with `models.predictions.create`, `POST {base}/models/{owner}/{name}/predictions`
+//! `{"input": …}`, without `Prefer: wait` (created asynchronously, answered `starting`), then
+//! read with `predictions.get`, `GET {base}/predictions/{id}`, and canceled with
+//! `predictions.cancel`, `POST {base}/predictions/{id}/cancel`. Every call carries
+//! `Authorization: Bearer <token>`, as both official clients send it (replicate-python
+//! `client.py`, replicate-javascript `index.js`). The job's [`UpstreamRef`] is keyed by the
+//! prediction id, which webhooks name. Replicate deletes a prediction's output an hour after it
+//! ends, so a result must be read (and copied) within that hour.
 //!
 //! Which Replicate model serves a catalog model, and how its fields are named, is the route's
 //! data ([`routes`]), checked against the model schemas the adapter holds ([`schema`],
@@ -276,6 +279,7 @@ impl UpstreamProvider for ReplicateUpstream {
         })?;
         tracing::debug!(job_id = %job_id, prediction = %prediction.id, status = %prediction.status, "replicate result");
         match prediction.phase().map_err(ResultFailure::Invalid)? {
+            Phase::Succeeded if prediction.data_removed => Err(ResultFailure::Failed(prediction::EXPIRED.into())),
             Phase::Succeeded => prediction.outputs(output_kind(modality)).map_err(ResultFailure::Invalid),
             Phase::Ended(failure) => Err(failure),
             Phase::Running(_) => Err(ResultFailure::Transient("the prediction has not ended yet".into())),
@@ -286,17 +290,25 @@ impl UpstreamProvider for ReplicateUpstream {
         self.cancel_unless_done(job_id, upstream).await.map(|_| ())
     }
 
-    /// Replicate answers a cancel with the prediction: `canceled` (or still ending), or
-    /// `succeeded` when it had completed first, whose output can still be read.
+    /// `predictions.cancel` answers with the prediction (replicate-python's `cancel` reads it):
+    /// `canceled`, or `succeeded` when it had completed first, whose output can still be read. A
+    /// success without a readable prediction is taken as requested: the OpenAPI document
+    /// describes no body for it.
     async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
         let id = prediction_id(upstream).map_err(PollFailure::Gone)?;
         let response = self
             .send(self.client.post(self.url(&format!("predictions/{id}/cancel"))))
             .await
             .map_err(|e| PollFailure::Transient(transport("cancel", &e)))?;
-        let prediction = read_prediction(response).await?;
-        tracing::debug!(job_id = %job_id, prediction = %prediction.id, status = %prediction.status, "replicate cancel");
-        Ok(if prediction.status == "succeeded" { CancelOutcome::AlreadyCompleted } else { CancelOutcome::Requested })
+        let status = response.status();
+        let prediction = match read_prediction(response).await {
+            Ok(prediction) => Some(prediction),
+            Err(PollFailure::Transient(_)) if status.is_success() => None,
+            Err(failure) => return Err(failure),
+        };
+        tracing::debug!(job_id = %job_id, prediction = %id, status = ?prediction.as_ref().map(|p| &p.status), "replicate cancel");
+        let succeeded = prediction.is_some_and(|p| p.status == "succeeded");
+        Ok(if succeeded { CancelOutcome::AlreadyCompleted } else { CancelOutcome::Requested })
     }
 
     async fn read_notification(

@@ -19,7 +19,15 @@ pub(crate) struct Prediction {
     pub(crate) error: Value,
     #[serde(default)]
     pub(crate) logs: Option<String>,
+    /// Replicate deletes a prediction's input and output an hour after it ends (the OpenAPI
+    /// document's `predictions.get`), and says so here.
+    #[serde(default)]
+    pub(crate) data_removed: bool,
 }
+
+/// Why the outputs of a prediction that succeeded long ago cannot be had.
+pub(crate) const EXPIRED: &str =
+    "the outputs were deleted at the provider before they could be fetched (Replicate keeps them an hour)";
 
 /// Where a prediction is.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +69,9 @@ impl Prediction {
     /// The outputs of a succeeded prediction: one URL or a list of URLs; `kind` names the kind
     /// of a file whose extension does not say.
     pub(crate) fn outputs(&self, kind: Option<OutputKind>) -> Result<Vec<OutputItem>, String> {
+        if self.data_removed {
+            return Err(EXPIRED.into());
+        }
         let urls: Vec<&Value> = match &self.output {
             Value::Array(items) => items.iter().collect(),
             Value::String(_) => vec![&self.output],
@@ -168,6 +179,8 @@ mod tests {
         assert_eq!(types, ["image/png", "image/webp", "image/png"]);
         let video = prediction(json!({"id": "p", "status": "succeeded", "output": "https://r/v.mp4"}));
         assert_eq!(video.outputs(None).unwrap()[0].kind, OutputKind::Video);
+        let removed = prediction(json!({"id": "p", "status": "succeeded", "output": null, "data_removed": true}));
+        assert_eq!(removed.outputs(None), Err(EXPIRED.to_owned()));
         for output in [json!(null), json!([]), json!({"url": "x"}), json!(["ftp://x"])] {
             let bad = prediction(json!({"id": "p", "status": "succeeded", "output": output}));
             assert!(bad.outputs(None).is_err());
