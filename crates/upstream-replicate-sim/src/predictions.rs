@@ -125,6 +125,7 @@ impl SimPrediction {
                 let percent = done * 100 / self.processing.as_millis().max(1);
                 format!("Using seed: 1\nGenerating...\n{percent}%|\n")
             }
+            "canceled" => "Using seed: 1\nGenerating...\n".to_owned(),
             _ => "Using seed: 1\nGenerating...\n100%|\n".to_owned(),
         };
         let mut body = json!({
