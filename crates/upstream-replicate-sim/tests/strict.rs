@@ -83,3 +83,50 @@ async fn a_created_prediction_starts_and_has_no_file_before_it_succeeds() {
     let file = reqwest::get(format!("{}/files/{id}/output.jpg", sim.base_url)).await.unwrap();
     assert_eq!(file.status(), 404, "jpg is the model's default format, and nothing is served before success");
 }
+
+#[tokio::test]
+async fn a_webhook_not_answered_2xx_is_delivered_again_with_the_same_id() {
+    use std::sync::{Arc, Mutex};
+
+    use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+
+    let ids = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&ids);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let server = HttpServer::new(move || {
+        let seen = Arc::clone(&seen);
+        App::new().default_service(web::to(move |req: HttpRequest| {
+            let id = req.headers().get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            let mut seen = seen.lock().unwrap();
+            seen.push(id);
+            let first = seen.len() == 1;
+            async move {
+                if first { HttpResponse::InternalServerError().finish() } else { HttpResponse::NoContent().finish() }
+            }
+        }))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
+    tokio::spawn(server);
+    let sim = genjobs_upstream_replicate_sim::spawn(SimConfig {
+        starting: std::time::Duration::ZERO,
+        processing: std::time::Duration::from_millis(20),
+        webhook_retry: std::time::Duration::from_millis(50),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let body = json!({"input": {"prompt": "a fox"}, "webhook": url, "webhook_events_filter": ["completed"]});
+    assert_eq!(post(&sim, ULTRA, Some("sim-token"), &body).await.0, 201);
+    let delivered = genjobs_test_wait::wait_until(
+        std::time::Duration::from_secs(5),
+        "a second delivery",
+        async || ids.lock().unwrap().clone(),
+        |ids| ids.len() >= 2,
+    )
+    .await;
+    assert!(delivered[0].starts_with("msg_") && delivered[0] == delivered[1], "{delivered:?}");
+}
