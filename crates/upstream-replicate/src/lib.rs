@@ -1,0 +1,321 @@
+//! # genjobs-upstream-replicate
+//!
+//! The upstream port over Replicate's HTTP API, for official models, following the operations
+//! of Replicate's OpenAPI document (`api.replicate.com/openapi.json`): a job is a prediction
+//! created with `models.predictions.create`, `POST {base}/models/{owner}/{name}/predictions`
+//! `{"input": …}`, without `Prefer: wait` (created asynchronously, answered `starting`), then
+//! read with `predictions.get`, `GET {base}/predictions/{id}`, and canceled with
+//! `predictions.cancel`, `POST {base}/predictions/{id}/cancel`. Every call carries
+//! `Authorization: Bearer <token>`, as both official clients send it (replicate-python
+//! `client.py`, replicate-javascript `index.js`). The job's [`UpstreamRef`] is keyed by the
+//! prediction id, which webhooks name. Replicate deletes a prediction's output an hour after it
+//! ends, so a result must be read (and copied) within that hour.
+//!
+//! Which Replicate model serves a catalog model, and how its fields are named, is the route's
+//! data ([`routes`]), checked against the model schemas the adapter holds ([`schema`],
+//! `replicate-models.json`), which the simulator (`genjobs-upstream-replicate-sim`) enforces.
+//!
+//! Every failure is classified for the port. A creation answered 429, 502 or 503, or a
+//! connection refused, provably created nothing ([`SubmitFailure::NotReached`]): routing may try
+//! another provider. A 500, a 504, a cut connection or a timeout once the body was sent may have
+//! created a prediction ([`SubmitFailure::Ambiguous`]): it is never sent again anywhere. Other
+//! 4xx (an unknown model, a 422 with `invalid_fields`) refuse the job ([`SubmitFailure::Rejected`])
+//! with the problem's own words. What reaches a job's error never holds the token or a URL.
+//! Webhooks are verified by the Standard Webhooks scheme ([`WebhookConfig`]).
+
+mod errors;
+mod prediction;
+pub mod routes;
+pub mod schema;
+mod webhooks;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use genjobs_domain::catalog::Model;
+use genjobs_domain::ids::JobId;
+use genjobs_domain::input::GenerationInput;
+use genjobs_domain::job::UpstreamRef;
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::{OutputItem, OutputKind};
+use genjobs_domain::ports::{
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
+    UpstreamReport, UpstreamStatus,
+};
+use reqwest::{Client, RequestBuilder, Response, StatusCode};
+use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
+
+pub use routes::{PROVIDER, ReplicateSchemas};
+pub use webhooks::{InvalidSecret, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
+
+use errors::{Problem, refused_before_creation};
+use prediction::{Phase, Prediction};
+use routes::ReplicateRoute;
+use webhooks::Verifier;
+
+/// Replicate's API, as `GENJOBS_REPLICATE_URL` defaults to.
+pub const DEFAULT_BASE_URL: &str = "https://api.replicate.com/v1";
+
+/// Where Replicate is and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct ReplicateConfig {
+    /// The API's base URL, `https://api.replicate.com/v1` ([`DEFAULT_BASE_URL`]).
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub token: String,
+    /// Where Replicate delivers the end of each prediction, and the secret that signs it;
+    /// `None` means no webhooks (the driver polls every job).
+    pub webhook: Option<WebhookConfig>,
+    /// Timeout of one call.
+    pub request_timeout: Duration,
+    /// Timeout of opening a connection.
+    pub connect_timeout: Duration,
+    /// Most calls in flight at once.
+    pub max_in_flight: usize,
+}
+
+impl ReplicateConfig {
+    /// Defaults for a base URL and a token: 15 s per call (below the driver's 20 s lease), 5 s
+    /// to connect, 64 calls in flight, no webhooks.
+    #[must_use]
+    pub fn new(base_url: impl Into<String>, token: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            token: token.into(),
+            webhook: None,
+            request_timeout: Duration::from_secs(15),
+            connect_timeout: Duration::from_secs(5),
+            max_in_flight: 64,
+        }
+    }
+}
+
+/// The adapter cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The HTTP client (a TLS backend that fails to initialise).
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+    /// The webhook secret.
+    #[error(transparent)]
+    Secret(#[from] InvalidSecret),
+}
+
+/// The Replicate adapter.
+#[derive(Debug)]
+pub struct ReplicateUpstream {
+    client: Client,
+    config: ReplicateConfig,
+    in_flight: Semaphore,
+    webhooks: Option<Verifier>,
+}
+
+impl ReplicateUpstream {
+    /// An adapter with its own connection pool.
+    ///
+    /// # Errors
+    /// [`BuildError`] when the HTTP client cannot be built or the webhook secret is not
+    /// `whsec_<base64>`.
+    pub fn new(config: ReplicateConfig) -> Result<Self, BuildError> {
+        let client = Client::builder()
+            .timeout(config.request_timeout)
+            .connect_timeout(config.connect_timeout.min(config.request_timeout))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()?;
+        let webhooks = config.webhook.as_ref().map(Verifier::new).transpose()?;
+        let in_flight = Semaphore::new(config.max_in_flight.max(1));
+        Ok(Self { client, config, in_flight, webhooks })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{path}", self.config.base_url.trim_end_matches('/'))
+    }
+
+    async fn send(&self, request: RequestBuilder) -> Result<Response, reqwest::Error> {
+        // The semaphore is never closed; proceed without a permit if it were.
+        let _permit = self.in_flight.acquire().await.ok();
+        request.bearer_auth(&self.config.token).send().await
+    }
+
+    /// `GET /predictions/{id}`, classified as a poll.
+    async fn prediction(&self, upstream: &UpstreamRef) -> Result<Prediction, PollFailure> {
+        let id = prediction_id(upstream).map_err(PollFailure::Gone)?;
+        let response = self
+            .send(self.client.get(self.url(&format!("predictions/{id}"))))
+            .await
+            .map_err(|e| PollFailure::Transient(transport("prediction read", &e)))?;
+        read_prediction(response).await
+    }
+}
+
+/// The prediction id of a reference this adapter wrote.
+fn prediction_id(upstream: &UpstreamRef) -> Result<&str, String> {
+    if upstream.provider() == PROVIDER {
+        Ok(upstream.key())
+    } else {
+        Err(format!("the job's provider reference is {}'s, not replicate's", upstream.provider()))
+    }
+}
+
+fn transport(what: &str, error: &reqwest::Error) -> String {
+    if error.is_timeout() { format!("{what} timed out") } else { format!("{what} failed") }
+}
+
+/// A status that says "later" to a read: throttled, timed out or a server error.
+fn later(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT || status.is_server_error()
+}
+
+/// An answer carrying a prediction (a get, or a cancel), classified as a poll.
+async fn read_prediction(response: Response) -> Result<Prediction, PollFailure> {
+    let status = response.status();
+    if later(status) {
+        return Err(PollFailure::Transient(Problem::read(response).await.message()));
+    }
+    if !status.is_success() {
+        return Err(PollFailure::Gone(Problem::read(response).await.message()));
+    }
+    response.json().await.map_err(|_| PollFailure::Transient("the prediction could not be read".into()))
+}
+
+fn output_kind(modality: Modality) -> Option<OutputKind> {
+    match modality {
+        Modality::Image => Some(OutputKind::Image),
+        Modality::Video => Some(OutputKind::Video),
+        _ => None,
+    }
+}
+
+/// The creation body: the input, and the webhook for completed predictions only when one is
+/// configured (the OpenAPI document's `webhook` and `webhook_events_filter`).
+fn creation_body(input: Map<String, Value>, webhook: Option<&str>) -> Value {
+    match webhook {
+        Some(url) => json!({"input": input, "webhook": url, "webhook_events_filter": ["completed"]}),
+        None => json!({"input": input}),
+    }
+}
+
+#[async_trait]
+impl UpstreamProvider for ReplicateUpstream {
+    fn name(&self) -> &'static str {
+        PROVIDER
+    }
+
+    fn refused_extra_key(&self, model: &Model, extra: &Map<String, Value>) -> Option<String> {
+        routes::refused_extra_key(model, extra).map(str::to_owned)
+    }
+
+    async fn submit(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let request = ReplicateRoute::of(model)
+            .and_then(|route| route.request(model, input))
+            .map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
+        let url = self.url(&format!("models/{}/predictions", request.model));
+        let body = creation_body(request.input, self.webhooks.as_ref().map(Verifier::url));
+        let response = match self.send(self.client.post(url).json(&body)).await {
+            Ok(response) => response,
+            // Refused, or no connection within the connect timeout: nothing was sent.
+            Err(e) if e.is_connect() => {
+                return Err(SubmitFailure::NotReached("the provider could not be reached".into()));
+            }
+            Err(e) if e.is_timeout() => {
+                return Err(SubmitFailure::Ambiguous("the provider did not answer in time".into()));
+            }
+            Err(_) => return Err(SubmitFailure::Ambiguous("the connection to the provider failed".into())),
+        };
+        let status = response.status();
+        tracing::debug!(job_id = %job_id, model = %request.model, status = status.as_u16(), "replicate create");
+        if status.is_success() {
+            let prediction: Prediction = response
+                .json()
+                .await
+                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()))?;
+            tracing::info!(job_id = %job_id, prediction = %prediction.id, model = %request.model, "replicate created the prediction");
+            return Ok(UpstreamRef::new(PROVIDER, prediction.id).with_detail("model", request.model));
+        }
+        let problem = Problem::read(response).await;
+        if refused_before_creation(status) {
+            let wait = problem.retry_after.map(|s| format!(", retry after {s} s")).unwrap_or_default();
+            return Err(SubmitFailure::NotReached(format!(
+                "the provider refused the request: {}{wait}",
+                problem.message()
+            )));
+        }
+        match status {
+            // A wrong or revoked token: nothing was created, and another provider may serve.
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(SubmitFailure::NotReached(format!(
+                "the provider refused the gateway's credentials (HTTP {})",
+                status.as_u16()
+            ))),
+            s if s.is_client_error() => Err(SubmitFailure::Rejected(problem.message())),
+            _ => Err(SubmitFailure::Ambiguous(format!("the provider answered {}", problem.message()))),
+        }
+    }
+
+    async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
+        let prediction = self.prediction(upstream).await?;
+        tracing::debug!(job_id = %job_id, prediction = %prediction.id, status = %prediction.status, "replicate status");
+        match prediction.phase().map_err(PollFailure::Transient)? {
+            Phase::Running(status) => Ok(status),
+            Phase::Succeeded => Ok(UpstreamStatus::Completed),
+            Phase::Ended(failure) => Ok(UpstreamStatus::Failed(failure)),
+        }
+    }
+
+    async fn result(
+        &self,
+        job_id: JobId,
+        upstream: &UpstreamRef,
+        modality: Modality,
+    ) -> Result<Vec<OutputItem>, ResultFailure> {
+        let prediction = self.prediction(upstream).await.map_err(|failure| match failure {
+            PollFailure::Transient(reason) => ResultFailure::Transient(reason),
+            PollFailure::Gone(reason) => ResultFailure::Failed(reason),
+        })?;
+        tracing::debug!(job_id = %job_id, prediction = %prediction.id, status = %prediction.status, "replicate result");
+        match prediction.phase().map_err(ResultFailure::Invalid)? {
+            Phase::Succeeded if prediction.data_removed => Err(ResultFailure::Failed(prediction::EXPIRED.into())),
+            Phase::Succeeded => prediction.outputs(output_kind(modality)).map_err(ResultFailure::Invalid),
+            Phase::Ended(failure) => Err(failure),
+            Phase::Running(_) => Err(ResultFailure::Transient("the prediction has not ended yet".into())),
+        }
+    }
+
+    async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
+        self.cancel_unless_done(job_id, upstream).await.map(|_| ())
+    }
+
+    /// `predictions.cancel` answers with the prediction (replicate-python's `cancel` reads it):
+    /// `canceled`, or `succeeded` when it had completed first, whose output can still be read. A
+    /// success without a readable prediction is taken as requested: the OpenAPI document
+    /// describes no body for it.
+    async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
+        let id = prediction_id(upstream).map_err(PollFailure::Gone)?;
+        let response = self
+            .send(self.client.post(self.url(&format!("predictions/{id}/cancel"))))
+            .await
+            .map_err(|e| PollFailure::Transient(transport("cancel", &e)))?;
+        let status = response.status();
+        let prediction = match read_prediction(response).await {
+            Ok(prediction) => Some(prediction),
+            Err(PollFailure::Transient(_)) if status.is_success() => None,
+            Err(failure) => return Err(failure),
+        };
+        tracing::debug!(job_id = %job_id, prediction = %id, status = ?prediction.as_ref().map(|p| &p.status), "replicate cancel");
+        let succeeded = prediction.is_some_and(|p| p.status == "succeeded");
+        Ok(if succeeded { CancelOutcome::AlreadyCompleted } else { CancelOutcome::Requested })
+    }
+
+    async fn read_notification(
+        &self,
+        delivery: &Delivery,
+        now: time::OffsetDateTime,
+    ) -> Result<UpstreamReport, NotificationRejected> {
+        self.webhooks.as_ref().ok_or(NotificationRejected::NotEnabled)?.read(delivery, now)
+    }
+}
