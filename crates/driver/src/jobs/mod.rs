@@ -1,5 +1,5 @@
 //! The job driver: moves every job forward from what the provider says. Each driver claims due
-//! jobs from the store under a lease, holds them in memory ([`held`]), and steps each at its
+//! jobs from the store under a lease, holds them in memory (`held.rs`), and steps each at its
 //! cadence ([`JobSteps::step`], the domain's use case); it renews the leases of everything it
 //! holds in one batch every third of a lease. Several replicas share the work this way without
 //! doing a job twice, and a replica that dies has its jobs claimed by another once their leases
