@@ -6,6 +6,8 @@
 //!   adapter feeds it from `LISTEN/NOTIFY` to span replicas).
 //! - [`TokenBucketLimiter`]: a per-user token bucket for the request rate limit.
 //! - [`MeteredUpstream`]: a provider decorator that counts and times every upstream call.
+//! - [`RoutedUpstream`]: one provider port over several providers, following each model's routes
+//!   with a safe fallback.
 //! - `retention`: the sweep that removes final jobs past `GENJOBS_JOB_RETENTION_DAYS`.
 
 mod clock;
@@ -13,8 +15,10 @@ mod events;
 mod metered;
 mod rate_limit;
 pub mod retention;
+mod routes;
 
 pub use clock::SystemClock;
 pub use events::EventHub;
 pub use metered::MeteredUpstream;
 pub use rate_limit::TokenBucketLimiter;
+pub use routes::{REFUSED_RETRY_PAUSE, RoutedUpstream};

@@ -16,10 +16,11 @@ use genjobs_domain::ports::{
 };
 use metrics::{counter, histogram};
 
-/// Wraps a provider and records `genjobs_upstream_calls_total{kind, outcome}` and
-/// `genjobs_upstream_call_duration_seconds{kind}` for each call (`kind`: submit, status, result,
-/// cancel; `outcome`: ok, or the failure's class), and `genjobs_upstream_notifications_total{outcome}`
-/// for each notification the provider pushed.
+/// Wraps a provider and records `genjobs_upstream_calls_total{provider, kind, outcome}` and
+/// `genjobs_upstream_call_duration_seconds{provider, kind}` for each call (`kind`: submit, status,
+/// result, cancel; `outcome`: ok, or the failure's class), and
+/// `genjobs_upstream_notifications_total{provider, outcome}` for each notification the provider
+/// pushed.
 pub struct MeteredUpstream {
     inner: Arc<dyn UpstreamProvider>,
 }
@@ -32,10 +33,17 @@ impl MeteredUpstream {
     }
 }
 
-fn record<T, E>(kind: &'static str, started: Instant, result: &Result<T, E>, class: impl Fn(&E) -> &'static str) {
+fn record<T, E>(
+    provider: &'static str,
+    kind: &'static str,
+    started: Instant,
+    result: &Result<T, E>,
+    class: impl Fn(&E) -> &'static str,
+) {
     let outcome = result.as_ref().map_or_else(class, |_| "ok");
-    counter!("genjobs_upstream_calls_total", "kind" => kind, "outcome" => outcome).increment(1);
-    histogram!("genjobs_upstream_call_duration_seconds", "kind" => kind).record(started.elapsed().as_secs_f64());
+    counter!("genjobs_upstream_calls_total", "provider" => provider, "kind" => kind, "outcome" => outcome).increment(1);
+    histogram!("genjobs_upstream_call_duration_seconds", "provider" => provider, "kind" => kind)
+        .record(started.elapsed().as_secs_f64());
 }
 
 fn poll_class(failure: &PollFailure) -> &'static str {
@@ -51,6 +59,10 @@ impl UpstreamProvider for MeteredUpstream {
         self.inner.name()
     }
 
+    fn serves(&self, provider: &str) -> bool {
+        self.inner.serves(provider)
+    }
+
     fn refused_extra_key(&self, model: &Model, extra: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
         self.inner.refused_extra_key(model, extra)
     }
@@ -63,7 +75,7 @@ impl UpstreamProvider for MeteredUpstream {
     ) -> Result<UpstreamRef, SubmitFailure> {
         let started = Instant::now();
         let result = self.inner.submit(job_id, model, input).await;
-        record("submit", started, &result, |e| match e {
+        record(self.inner.name(), "submit", started, &result, |e| match e {
             SubmitFailure::Rejected(_) => "rejected",
             SubmitFailure::NotReached(_) => "not_reached",
             SubmitFailure::Ambiguous(_) => "ambiguous",
@@ -74,7 +86,7 @@ impl UpstreamProvider for MeteredUpstream {
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
         let started = Instant::now();
         let result = self.inner.status(job_id, upstream).await;
-        record("status", started, &result, poll_class);
+        record(self.inner.name(), "status", started, &result, poll_class);
         result
     }
 
@@ -86,7 +98,7 @@ impl UpstreamProvider for MeteredUpstream {
     ) -> Result<Vec<OutputItem>, ResultFailure> {
         let started = Instant::now();
         let result = self.inner.result(job_id, upstream, modality).await;
-        record("result", started, &result, |e| match e {
+        record(self.inner.name(), "result", started, &result, |e| match e {
             ResultFailure::Rejected(_) => "rejected",
             ResultFailure::Failed(_) => "failed",
             ResultFailure::Invalid(_) => "invalid",
@@ -98,14 +110,14 @@ impl UpstreamProvider for MeteredUpstream {
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
         let started = Instant::now();
         let result = self.inner.cancel(job_id, upstream).await;
-        record("cancel", started, &result, poll_class);
+        record(self.inner.name(), "cancel", started, &result, poll_class);
         result
     }
 
     async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
         let started = Instant::now();
         let result = self.inner.cancel_unless_done(job_id, upstream).await;
-        record("cancel", started, &result, poll_class);
+        record(self.inner.name(), "cancel", started, &result, poll_class);
         result
     }
 
@@ -122,7 +134,8 @@ impl UpstreamProvider for MeteredUpstream {
             Err(NotificationRejected::Malformed(_)) => "malformed",
             Err(NotificationRejected::Unavailable(_)) => "unavailable",
         };
-        counter!("genjobs_upstream_notifications_total", "outcome" => outcome).increment(1);
+        counter!("genjobs_upstream_notifications_total", "provider" => self.inner.name(), "outcome" => outcome)
+            .increment(1);
         result
     }
 }

@@ -17,6 +17,7 @@ use genjobs_output_store::OutputStoreArgs;
 use genjobs_runtime::retention::Retention;
 use genjobs_store_postgres::{PgArgs, PgSettings};
 use genjobs_upstream_fal::FalArgs;
+use genjobs_upstream_replicate::ReplicateArgs;
 #[cfg(feature = "sim")]
 use genjobs_upstream_sim::{SimArgs, SimConfig};
 
@@ -46,6 +47,9 @@ pub struct Config {
     pub public_url: Option<String>,
     /// `GENJOBS_FAL_JWKS_URL`; `None` means fal's own, or the built-in simulator's when it runs.
     pub fal_jwks_url: Option<String>,
+    /// `GENJOBS_REPLICATE_URL`, `GENJOBS_REPLICATE_TOKEN` (Replicate is configured when it is
+    /// set) and `GENJOBS_REPLICATE_WEBHOOK_SECRET`.
+    pub replicate: ReplicateArgs,
     /// `GENJOBS_OUTPUT_STORE`; `None` means `memory://` with the in-memory store and no copies
     /// with Postgres, and `none` turns copies off.
     pub output_store: Option<String>,
@@ -93,6 +97,7 @@ impl Default for Config {
             demo_credits: DEFAULT_DEMO_CREDITS,
             public_url: None,
             fal_jwks_url: None,
+            replicate: ReplicateArgs::default(),
             output_store: None,
             output_max_bytes: genjobs_output_store::DEFAULT_MAX_BYTES,
             output_hosts: genjobs_output_store::DEFAULT_OUTPUT_HOSTS.iter().map(|h| (*h).to_owned()).collect(),
@@ -247,6 +252,8 @@ pub struct ConfigArgs {
     pub public_url: Option<String>,
     #[command(flatten)]
     pub fal: FalArgs,
+    #[command(flatten)]
+    pub replicate: ReplicateArgs,
     /// With webhooks on, how often a job nobody watches is polled.
     #[arg(long, env = "GENJOBS_WEBHOOK_FALLBACK_POLL_SECS", default_value_t = 60,
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
@@ -314,6 +321,7 @@ impl ConfigArgs {
             demo_credits: self.demo_credits,
             public_url: None,
             fal_jwks_url: self.fal.fal_jwks_url,
+            replicate: self.replicate,
             output_store: self.outputs.output_store,
             output_max_bytes: self.outputs.output_max_bytes,
             output_hosts: self.outputs.output_hosts,

@@ -33,11 +33,14 @@ use genjobs_driver::{JobDriver, WebhookDispatcher, follow_catalog};
 use genjobs_http::dto::webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
-use genjobs_runtime::{EventHub, MeteredUpstream, SystemClock, TokenBucketLimiter};
+use genjobs_runtime::{
+    EventHub, MeteredUpstream, REFUSED_RETRY_PAUSE, RoutedUpstream, SystemClock, TokenBucketLimiter,
+};
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
 use genjobs_upstream_fal::routes::FalSchemas;
 use genjobs_upstream_fal::{FAL_JWKS_URL, FalConfig, FalUpstream, WebhookConfig};
+use genjobs_upstream_replicate::{ReplicateSchemas, ReplicateUpstream};
 use simulator::RunningSim;
 use tokio::task::JoinHandle;
 
@@ -79,6 +82,9 @@ pub enum StartError {
     /// The upstream HTTP client cannot be built.
     #[error(transparent)]
     Upstream(#[from] genjobs_upstream_fal::BuildError),
+    /// Replicate's adapter cannot be built (its HTTP client, or a webhook secret not in `whsec_` form).
+    #[error("Replicate: {0}")]
+    Replicate(#[from] genjobs_upstream_replicate::BuildError),
     /// The client webhooks' HTTP client cannot be built.
     #[error("cannot build the client webhooks' HTTP client: {0}")]
     ClientWebhooks(String),
@@ -294,7 +300,7 @@ async fn ports(
 
 /// What each provider knows of its endpoints, to check the routes of the models put.
 fn route_schemas() -> Vec<Arc<dyn genjobs_domain::ports::RouteSchemas>> {
-    vec![Arc::new(FalSchemas)]
+    vec![Arc::new(FalSchemas), Arc::new(ReplicateSchemas)]
 }
 
 /// The operators' use cases over the configured store alone, for the command line's
@@ -351,7 +357,9 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         WebhookConfig::new(public_url, jwks.unwrap_or_else(|| FAL_JWKS_URL.to_owned()))
     });
     let provider_url = upstream_url.unwrap_or_default();
-    let output_hosts = OutputHosts::new(config.output_hosts.iter().map(String::as_str), [provider_url.as_str()]);
+    let replicate_url = config.replicate.replicate_token.is_some().then_some(config.replicate.replicate_url.as_str());
+    let provider_urls = std::iter::once(provider_url.as_str()).chain(replicate_url);
+    let output_hosts = OutputHosts::new(config.output_hosts.iter().map(String::as_str), provider_urls);
     // fal's start timeout is the job timeout: a request that has not started by the job's
     // deadline can no longer be delivered (the job fails `UPSTREAM_TIMEOUT` then), so fal may as
     // well drop it; one that started is canceled by the driver at the deadline.
@@ -360,7 +368,16 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         start_timeout: Some(config.driver.steps.job_timeout),
         ..FalConfig::new(provider_url, config.upstream_key.clone())
     };
-    let upstream = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
+    let fal: Arc<dyn UpstreamProvider> = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
+    let replicate = match config.replicate.config(config.public_url.as_deref()) {
+        Some(replicate) => {
+            tracing::info!(url = %replicate.base_url, webhooks = replicate.webhook.is_some(), "replicate routes run at Replicate");
+            let adapter = Arc::new(MeteredUpstream::new(Arc::new(ReplicateUpstream::new(replicate)?)));
+            vec![adapter as Arc<dyn UpstreamProvider>]
+        }
+        None => Vec::new(),
+    };
+    let upstream = Arc::new(RoutedUpstream::new(fal, replicate, REFUSED_RETRY_PAUSE));
     let outputs = match config.output_store_url() {
         Some(url) => {
             let store = ObjectOutputStore::open(url, std::env::vars(), config.output_max_bytes, output_hosts.clone())?;

@@ -35,7 +35,7 @@ async fn signed(sim: &RunningSim, request_id: &str, body: &Value) -> Delivery {
         reqwest::Client::new().post(url).body(bytes.clone()).send().await.unwrap().json().await.unwrap();
     let headers =
         headers.as_object().unwrap().iter().map(|(n, v)| (n.clone(), v.as_str().unwrap().to_owned())).collect();
-    Delivery { headers, body: bytes }
+    Delivery { provider: "fal".into(), headers, body: bytes }
 }
 
 fn ok_body(request_id: &str) -> Value {

@@ -23,6 +23,7 @@
 //! with the problem's own words. What reaches a job's error never holds the token or a URL.
 //! Webhooks are verified by the Standard Webhooks scheme ([`WebhookConfig`]).
 
+mod args;
 mod errors;
 mod prediction;
 pub mod routes;
@@ -46,12 +47,13 @@ use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
+pub use args::ReplicateArgs;
 pub use routes::{PROVIDER, ReplicateSchemas};
 pub use webhooks::{InvalidSecret, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 
 use errors::{Problem, refused_before_creation};
 use prediction::{Phase, Prediction};
-use routes::ReplicateRoute;
+use routes::{ReplicateRoute, RouteError};
 use webhooks::Verifier;
 
 /// Replicate's API, as `GENJOBS_REPLICATE_URL` defaults to.
@@ -212,9 +214,11 @@ impl UpstreamProvider for ReplicateUpstream {
         model: &Model,
         input: &GenerationInput,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        let request = ReplicateRoute::of(model)
-            .and_then(|route| route.request(model, input))
-            .map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
+        let request = ReplicateRoute::of(model).and_then(|route| route.request(model, input)).map_err(|e| match e {
+            // Nothing was sent: another route of the model may make them all.
+            RouteError::OneOutput { .. } => SubmitFailure::NotReached(e.to_string()),
+            other => SubmitFailure::Rejected(other.to_string()),
+        })?;
         let url = self.url(&format!("models/{}/predictions", request.model));
         let body = creation_body(request.input, self.webhooks.as_ref().map(Verifier::url));
         let response = match self.send(self.client.post(url).json(&body)).await {

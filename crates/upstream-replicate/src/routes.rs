@@ -117,12 +117,11 @@ impl ReplicateRoute {
             || self.fixed.contains_key(key)
     }
 
-    /// Whether `extra` may not set `key`: one the route sets, one it refuses, or one the model's
-    /// schema does not take (Replicate would refuse the whole prediction for it).
+    /// Whether `extra` may not set `key`: one the route sets, or one it refuses. A key the model's
+    /// schema does not take is not refused but left out of the prediction ([`Self::request`]):
+    /// it may be meant for another route of the same model.
     fn refuses(&self, key: &str) -> bool {
-        self.sets(key)
-            || self.extra_refused.iter().any(|refused| refused == key)
-            || schema::model(&self.model).is_some_and(|s| !s.input.properties.contains_key(key))
+        self.sets(key) || self.extra_refused.iter().any(|refused| refused == key)
     }
 
     /// Checks the route against the model's schema: the model known, every mapped or fixed key
@@ -174,8 +173,9 @@ impl ReplicateRoute {
         Ok(())
     }
 
-    /// The prediction for `input`: our fields under the model's keys, the fixed keys, then
-    /// `extra` on top unchanged (it was checked by [`refused_extra_key`] before).
+    /// The prediction for `input`: our fields under the model's keys, the fixed keys, then the keys
+    /// of `extra` that the model's schema takes (it was checked by [`refused_extra_key`] before;
+    /// the contract sends Replicate nothing its published schema does not take).
     ///
     /// # Errors
     /// [`RouteError`] when `n` asks more than one prediction makes, or images come to a route
@@ -209,7 +209,8 @@ impl ReplicateRoute {
         }
         body.extend(self.fixed.clone());
         if let Some(extra) = &input.extra {
-            body.extend(extra.clone());
+            let takes = |key: &str| self.schema().is_some_and(|schema| schema.input.properties.contains_key(key));
+            body.extend(extra.iter().filter(|(key, _)| takes(key)).map(|(key, value)| (key.clone(), value.clone())));
         }
         Ok(ReplicateRequest { model: self.model.clone(), input: body })
     }
@@ -236,9 +237,9 @@ impl RouteSchemas for ReplicateSchemas {
 }
 
 /// The first key of `extra` (in key order) that a request to `model` may not set on Replicate:
-/// an input key the route sets, one it lists in `extra_refused`, or one the model's schema does
-/// not take. No input of flux-1.1-pro-ultra changes its price (one image per prediction, priced
-/// per image), so nothing else is refused there. `None` when every key passes, or when the model
+/// an input key the route sets, or one it lists in `extra_refused`. No input of
+/// flux-1.1-pro-ultra changes its price (one image per prediction, priced per image), so nothing
+/// else is refused there; keys its schema does not take are left out of the prediction. `None` when every key passes, or when the model
 /// has no Replicate route (submitting it fails anyway).
 #[must_use]
 pub fn refused_extra_key<'e>(model: &Model, extra: &'e Map<String, Value>) -> Option<&'e str> {
@@ -342,15 +343,18 @@ mod tests {
     }
 
     #[test]
-    fn extra_may_not_set_what_the_route_sets_nor_what_the_model_does_not_take() {
+    fn extra_may_not_set_what_the_route_sets_and_what_the_model_does_not_take_is_left_out() {
         let model = flux(|r| r["extra_refused"] = json!(["raw"]));
         let refused = |extra: Value| refused_extra_key(&model, extra.as_object().unwrap()).map(str::to_owned);
         assert_eq!(refused(json!({"safety_tolerance": 5, "image_prompt_strength": 0.3})), None);
         assert_eq!(refused(json!({"seed": 1})).as_deref(), Some("seed"));
         assert_eq!(refused(json!({"image_prompt": "https://a/b.png"})).as_deref(), Some("image_prompt"));
         assert_eq!(refused(json!({"output_format": "jpg"})).as_deref(), Some("output_format"));
-        assert_eq!(refused(json!({"num_outputs": 4})).as_deref(), Some("num_outputs"));
+        assert_eq!(refused(json!({"num_outputs": 4})), None);
         assert_eq!(refused(json!({"raw": true})).as_deref(), Some("raw"));
+        let extra = json!({"num_outputs": 4, "safety_tolerance": 5}).as_object().cloned();
+        let sent = ReplicateRoute::of(&model).unwrap().request(&model, &GenerationInput { extra, ..input() }).unwrap();
+        assert_eq!((sent.input.get("num_outputs"), sent.input.get("safety_tolerance")), (None, Some(&json!(5))));
         let fal_only = Catalog::builtin().unwrap().model("flux-pro").unwrap().clone();
         assert_eq!(refused_extra_key(&fal_only, json!({"x": 1}).as_object().unwrap()), None);
     }

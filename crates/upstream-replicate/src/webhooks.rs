@@ -134,6 +134,7 @@ mod tests {
     fn signed(body: &str, at: i64) -> Delivery {
         let signature = Webhook::new("C2FVsBQIhrscChlQIMV+b5sSYspob7oD").unwrap().sign("msg_1", at, body.as_bytes());
         Delivery {
+            provider: "replicate".into(),
             headers: vec![
                 ("webhook-id".into(), "msg_1".into()),
                 ("webhook-timestamp".into(), at.to_string()),

@@ -33,7 +33,7 @@ fn receiver() -> (String, Arc<Mutex<Vec<Delivery>>>) {
                 .iter()
                 .map(|(name, value)| (name.as_str().to_owned(), value.to_str().unwrap_or_default().to_owned()))
                 .collect();
-            keep.lock().unwrap().push(Delivery { headers, body: body.to_vec() });
+            keep.lock().unwrap().push(Delivery { provider: "replicate".into(), headers, body: body.to_vec() });
             async { HttpResponse::NoContent().finish() }
         }))
     })
@@ -127,7 +127,7 @@ async fn an_ended_prediction_is_delivered_signed_and_verified() {
         other_secret.read_notification(&delivery, OffsetDateTime::now_utc()).await,
         Err(NotificationRejected::InvalidSignature(_))
     ));
-    let unsigned = Delivery { headers: vec![], body: delivery.body.clone() };
+    let unsigned = Delivery { provider: "replicate".into(), headers: vec![], body: delivery.body.clone() };
     assert!(matches!(
         replicate.read_notification(&unsigned, OffsetDateTime::now_utc()).await,
         Err(NotificationRejected::InvalidSignature(_))
@@ -151,7 +151,7 @@ async fn a_canceled_prediction_is_delivered_as_failed_and_without_webhooks_nothi
 
     let body = r#"{"id": "p1", "status": "succeeded", "output": "https://r/o.png"}"#;
     let headers = sim.sign("msg_1", body);
-    let delivery = Delivery { headers, body: body.as_bytes().to_vec() };
+    let delivery = Delivery { provider: "replicate".into(), headers, body: body.as_bytes().to_vec() };
     assert_eq!(replicate.read_notification(&delivery, OffsetDateTime::now_utc()).await.unwrap().key, "p1");
     let polling_only = ReplicateUpstream::new(ReplicateConfig::new(sim.api_url(), "sim-token")).unwrap();
     assert_eq!(

@@ -20,6 +20,7 @@ mod money;
 mod openai;
 mod operations;
 mod outputs;
+mod replicate;
 mod streams;
 mod submit;
 mod upstream;

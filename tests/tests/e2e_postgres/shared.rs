@@ -29,6 +29,8 @@ mod openai;
 mod operations;
 #[path = "../e2e/outputs.rs"]
 mod outputs;
+#[path = "../e2e/replicate.rs"]
+mod replicate;
 #[path = "../e2e/streams.rs"]
 mod streams;
 #[path = "../e2e/submit.rs"]

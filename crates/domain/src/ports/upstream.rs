@@ -94,6 +94,8 @@ pub struct UpstreamReport {
 /// One delivery as it arrived: its headers (names in lowercase) and its raw body.
 #[derive(Debug, Clone, Default)]
 pub struct Delivery {
+    /// The provider the delivery is addressed to, as its webhook's path names it.
+    pub provider: String,
     /// Header names, lowercase, with their values.
     pub headers: Vec<(String, String)>,
     /// The body, byte for byte as signed.
@@ -135,8 +137,15 @@ pub enum NotificationRejected {
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait UpstreamProvider: Send + Sync {
-    /// The provider's name, as the models list shows it (`upstream`).
+    /// The provider's name: the `provider` of the catalog routes it reads, the `upstream` of the
+    /// jobs it runs. An adapter over several providers answers with its first.
     fn name(&self) -> &'static str;
+
+    /// Whether this adapter runs the routes of `provider`: its own name, or, for an adapter over
+    /// several providers, any of theirs.
+    fn serves(&self, provider: &str) -> bool {
+        provider == self.name()
+    }
 
     /// The first key of `extra` (in key order) that a request to `model` may not set: a
     /// provider parameter the adapter derives from a body field, or one the price depends on

@@ -73,10 +73,10 @@ impl ProviderNotifications {
         Self { ports }
     }
 
-    /// The name of the provider whose notifications these are, as its webhook's path names it.
+    /// Whether `provider`, as a webhook's path names it, is one whose notifications are read here.
     #[must_use]
-    pub fn upstream_name(&self) -> &'static str {
-        self.ports.upstream.name()
+    pub fn serves(&self, provider: &str) -> bool {
+        self.ports.upstream.serves(provider)
     }
 
     /// Verifies a notification the provider pushed and applies the end it reports to its job.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use time::OffsetDateTime;
 
 use super::{Caller, ClientWebhookPorts, Ports};
-use crate::catalog::{Catalog, LiveCatalog};
+use crate::catalog::{Catalog, LiveCatalog, Model};
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
 use crate::job::{Job, JobState};
@@ -154,10 +154,12 @@ impl Submissions {
         self.catalog.current()
     }
 
-    /// The name of the provider that runs the jobs, as the models list shows it.
+    /// The provider a new job of `model` goes to first, as the models list shows it: the first of
+    /// its routes whose provider is configured (else its first route's, whose jobs would fail).
     #[must_use]
-    pub fn upstream_name(&self) -> &'static str {
-        self.ports.upstream.name()
+    pub fn provider_of<'m>(&self, model: &'m Model) -> &'m str {
+        let configured = model.routes.iter().find(|route| self.ports.upstream.serves(&route.provider));
+        configured.or(model.routes.first()).map_or("", |route| route.provider.as_str())
     }
 
     /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).

@@ -312,17 +312,15 @@ pub async fn video_content(
     responses((status = 200, description = "The catalog's models", body = ModelList)))]
 pub async fn list_models(state: web::Data<AppState>, caller: Caught) -> Handled {
     caller?;
-    let owned_by = state.services.submissions.upstream_name().to_owned();
-    let data = state
-        .services
-        .submissions
+    let submissions = &state.services.submissions;
+    let data = submissions
         .catalog()
         .models_of(None)
         .map(|model| ModelObject {
             id: model.id.to_string(),
             object: "model".to_owned(),
             created: 0,
-            owned_by: owned_by.clone(),
+            owned_by: submissions.provider_of(model).to_owned(),
         })
         .collect();
     Ok(HttpResponse::Ok().json(ModelList { object: "list".to_owned(), data }))

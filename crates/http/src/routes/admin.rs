@@ -117,8 +117,8 @@ pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path
     responses((status = 200, description = "The models", body = DataView<AdminModel>)))]
 pub async fn admin_models(state: web::Data<AppState>, _: Operator) -> Handled {
     let catalog = state.services.admin.catalog();
-    let upstream = state.services.submissions.upstream_name();
-    let data = catalog.managed().map(|m| admin_model_view(m, upstream)).collect();
+    let submissions = &state.services.submissions;
+    let data = catalog.managed().map(|m| admin_model_view(m, submissions.provider_of(m))).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 
@@ -150,7 +150,7 @@ pub async fn admin_put_model(
     let document = model_document(read_json(&req, payload).await?)?;
     let model = state.services.admin.check_model(&path, document.clone())?;
     let outcome = state.services.admin.put_model(&path, document).await?;
-    let view = admin_model_view(&model, state.services.submissions.upstream_name());
+    let view = admin_model_view(&model, state.services.submissions.provider_of(&model));
     Ok(match outcome {
         PutOutcome::Created => HttpResponse::Created().json(view),
         PutOutcome::Replaced => HttpResponse::Ok().json(view),

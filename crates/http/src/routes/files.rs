@@ -116,13 +116,15 @@ fn parse_range(header: &str) -> Option<RangeRequest> {
 
 /// A webhook delivery from the provider
 ///
-/// fal POSTs here (`GENJOBS_PUBLIC_URL` + `/api/upstream/fal/webhook`) when a request ends. The
-/// delivery must carry fal's ED25519 signature headers (`X-Fal-Webhook-Request-Id`, `-User-Id`,
-/// `-Timestamp`, `-Signature`), checked against fal's published keys; it then ends its job as a
-/// poll would. Needs no API key.
+/// A provider POSTs here (`GENJOBS_PUBLIC_URL` + `/api/upstream/{provider}/webhook`) when a job
+/// ends there. fal's delivery carries its ED25519 signature headers (`X-Fal-Webhook-Request-Id`,
+/// `-User-Id`, `-Timestamp`, `-Signature`), checked against fal's published keys; Replicate's the
+/// Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), checked
+/// with `GENJOBS_REPLICATE_WEBHOOK_SECRET`. A verified delivery ends its job as a poll would.
+/// Needs no API key.
 #[utoipa::path(post, path = "/api/upstream/{provider}/webhook", tag = "operations",
-    params(("provider" = String, Path, description = "The provider: `fal`")),
-    request_body(content = serde_json::Value, description = "fal's webhook body, as signed", content_type = "application/json"),
+    params(("provider" = String, Path, description = "The provider: `fal` or `replicate`")),
+    request_body(content = serde_json::Value, description = "The provider's webhook body, as signed", content_type = "application/json"),
     responses(
         (status = 200, description = "Received", body = UpstreamWebhookReceipt),
         (status = 400, description = "Well signed, but not a webhook body", body = crate::error::Envelope),
@@ -136,7 +138,7 @@ pub async fn upstream_webhook(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Handled {
-    if path.as_str() != state.services.notifications.upstream_name() {
+    if !state.services.notifications.serves(&path) {
         let message = format!("no provider named {:?} here", path.as_str());
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", "UNKNOWN_PROVIDER", message));
     }
@@ -146,7 +148,7 @@ pub async fn upstream_webhook(
         .iter()
         .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
         .collect();
-    let delivery = Delivery { headers, body: body.to_vec() };
+    let delivery = Delivery { provider: path.into_inner(), headers, body: body.to_vec() };
     let outcome = match state.services.notifications.upstream_notification(&delivery).await? {
         NotificationOutcome::Applied(_) => "applied",
         NotificationOutcome::AlreadyFinal(_) => "already_final",

@@ -313,9 +313,9 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
             })
         })
         .transpose()?;
-    let upstream = state.services.submissions.upstream_name();
-    let catalog = state.services.submissions.catalog();
-    let data = catalog.models_of(modality).map(|m| model_view(m, upstream)).collect();
+    let submissions = &state.services.submissions;
+    let catalog = submissions.catalog();
+    let data = catalog.models_of(modality).map(|m| model_view(m, submissions.provider_of(m))).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 

@@ -1,0 +1,156 @@
+//! [`RoutedUpstream`]: one provider port over several providers, following each model's routes.
+//!
+//! A model lists its routes in order of preference. A submission goes to the first route whose
+//! provider is configured here, and moves to the next only when that provider provably did not
+//! take the request ([`SubmitFailure::NotReached`]: connection refused, 429, 502, 503 before any
+//! request id), after one short retry at the same provider. Any other answer ends the search: after
+//! an ambiguous one (a 500, a timeout after the body was sent) the job may exist at the provider,
+//! and one job is never sent to two providers. Every later call (status, result, cancel) goes to
+//! the provider named by the job's reference, and a notification to the one its path names.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use genjobs_domain::catalog::Model;
+use genjobs_domain::ids::JobId;
+use genjobs_domain::input::GenerationInput;
+use genjobs_domain::job::UpstreamRef;
+use genjobs_domain::modality::Modality;
+use genjobs_domain::output::OutputItem;
+use genjobs_domain::ports::{
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
+    UpstreamReport, UpstreamStatus,
+};
+
+/// The pause before the one retry at a provider that refused a submission: long enough for a
+/// blip to pass, short enough that the next route is reached well within 5 s.
+pub const REFUSED_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// The configured providers, routed by each model's routes.
+pub struct RoutedUpstream {
+    first: Arc<dyn UpstreamProvider>,
+    others: Vec<Arc<dyn UpstreamProvider>>,
+    retry_pause: Duration,
+}
+
+impl RoutedUpstream {
+    /// Routes over `first` and `others`, retrying a refusal once after `retry_pause`.
+    #[must_use]
+    pub fn new(
+        first: Arc<dyn UpstreamProvider>,
+        others: Vec<Arc<dyn UpstreamProvider>>,
+        retry_pause: Duration,
+    ) -> Self {
+        Self { first, others, retry_pause }
+    }
+
+    fn providers(&self) -> impl Iterator<Item = &Arc<dyn UpstreamProvider>> {
+        std::iter::once(&self.first).chain(&self.others)
+    }
+
+    /// The configured provider of `name`.
+    fn provider(&self, name: &str) -> Option<&Arc<dyn UpstreamProvider>> {
+        self.providers().find(|provider| provider.serves(name))
+    }
+
+    /// The configured providers of `model`'s routes, in the routes' order, each once.
+    fn route_providers(&self, model: &Model) -> Vec<&Arc<dyn UpstreamProvider>> {
+        let mut found: Vec<&Arc<dyn UpstreamProvider>> = Vec::new();
+        for route in &model.routes {
+            if let Some(provider) = self.provider(&route.provider)
+                && !found.iter().any(|seen| Arc::ptr_eq(seen, provider))
+            {
+                found.push(provider);
+            }
+        }
+        found
+    }
+
+    fn unconfigured(upstream: &UpstreamRef) -> String {
+        format!("the provider {:?} of this job is not configured here", upstream.provider())
+    }
+}
+
+#[async_trait]
+impl UpstreamProvider for RoutedUpstream {
+    fn name(&self) -> &'static str {
+        self.first.name()
+    }
+
+    fn serves(&self, provider: &str) -> bool {
+        self.provider(provider).is_some()
+    }
+
+    /// A key is refused when any provider the job could go to refuses it: which route takes the
+    /// job is known only once it is sent, after the credits are held.
+    fn refused_extra_key(&self, model: &Model, extra: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+        self.route_providers(model).into_iter().find_map(|provider| provider.refused_extra_key(model, extra))
+    }
+
+    async fn submit(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let providers = self.route_providers(model);
+        if providers.is_empty() {
+            return Err(SubmitFailure::Rejected("no route of this model has its provider configured here".into()));
+        }
+        let mut refusals = Vec::new();
+        for provider in providers {
+            for attempt in 0..2 {
+                match provider.submit(job_id, model, input).await {
+                    Err(SubmitFailure::NotReached(reason)) => {
+                        tracing::warn!(%job_id, provider = provider.name(), attempt, %reason, "provider refused the submission");
+                        refusals.push(format!("{}: {reason}", provider.name()));
+                        if attempt == 0 {
+                            tokio::time::sleep(self.retry_pause).await;
+                        }
+                    }
+                    sent => return sent,
+                }
+            }
+        }
+        Err(SubmitFailure::NotReached(refusals.join("; ")))
+    }
+
+    async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
+        let provider =
+            self.provider(upstream.provider()).ok_or_else(|| PollFailure::Transient(Self::unconfigured(upstream)))?;
+        provider.status(job_id, upstream).await
+    }
+
+    async fn result(
+        &self,
+        job_id: JobId,
+        upstream: &UpstreamRef,
+        modality: Modality,
+    ) -> Result<Vec<OutputItem>, ResultFailure> {
+        let provider =
+            self.provider(upstream.provider()).ok_or_else(|| ResultFailure::Transient(Self::unconfigured(upstream)))?;
+        provider.result(job_id, upstream, modality).await
+    }
+
+    async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
+        let provider =
+            self.provider(upstream.provider()).ok_or_else(|| PollFailure::Transient(Self::unconfigured(upstream)))?;
+        provider.cancel(job_id, upstream).await
+    }
+
+    async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
+        let provider =
+            self.provider(upstream.provider()).ok_or_else(|| PollFailure::Transient(Self::unconfigured(upstream)))?;
+        provider.cancel_unless_done(job_id, upstream).await
+    }
+
+    async fn read_notification(
+        &self,
+        delivery: &Delivery,
+        now: time::OffsetDateTime,
+    ) -> Result<UpstreamReport, NotificationRejected> {
+        let provider = self.provider(&delivery.provider).ok_or(NotificationRejected::NotEnabled)?;
+        provider.read_notification(delivery, now).await
+    }
+}

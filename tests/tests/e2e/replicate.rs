@@ -1,0 +1,146 @@
+//! Models that route over two providers: flux-pro's second route runs at Replicate (its
+//! simulator here, as strict as the real API), reached only after fal provably refused the job.
+//! fal is made to refuse by pointing it at a port where nothing listens.
+
+use std::time::Duration;
+
+use genjobs::Config;
+use genjobs_tests::{TestApp, fast_config, webhook_config};
+use genjobs_upstream_replicate::ReplicateArgs;
+use genjobs_upstream_replicate_sim::{RunningSim, SimConfig, spawn};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::spawn_app_with;
+
+/// A loopback URL where nothing listens: connections are refused.
+fn refusing_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+fn replicate_sim() -> RunningSim {
+    spawn(SimConfig {
+        starting: Duration::from_millis(50),
+        processing: Duration::from_millis(300),
+        ..SimConfig::default()
+    })
+    .unwrap()
+}
+
+/// genjobs with fal refusing every submission and Replicate at `sim`; with `public`, its webhooks
+/// on and signed with the simulator's default secret.
+async fn app(sim: &RunningSim, public: bool) -> TestApp {
+    let replicate = ReplicateArgs {
+        replicate_url: sim.api_url(),
+        replicate_token: Some(SimConfig::default().token),
+        replicate_webhook_secret: public.then(|| genjobs_upstream_replicate_sim::DEFAULT_WEBHOOK_SECRET.to_owned()),
+    };
+    // With webhooks on, a job nobody watches is polled once a minute: it ends within the tests'
+    // waits only through Replicate's webhook.
+    let base = if public { webhook_config(Duration::from_secs(60)) } else { fast_config() };
+    spawn_app_with(Config { upstream_url: Some(refusing_url()), replicate, ..base }).await
+}
+
+async fn flux(app: &TestApp, key: &str, prompt: &str) -> String {
+    let receipt = app.submit("images", key, json!({"model": "flux-pro", "prompt": prompt})).await;
+    receipt["job_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_job_fal_refuses_runs_at_replicate_and_is_charged_once() {
+    let sim = replicate_sim();
+    let app = app(&sim, false).await;
+    let user = app.create_user(100, json!({})).await;
+    let id = flux(&app, &user.key, "a lighthouse at dusk").await;
+    let job = app.final_unwatched(&user.key, &id).await;
+    assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("succeeded"), Some("replicate")), "{job}");
+    assert_eq!(job["credits_actual"], 6);
+    assert_eq!(job["outputs"].as_array().unwrap().len(), 1);
+    let account = app.user(&user.id).await;
+    assert_eq!((account["credits_spent"].as_u64(), account["credits_held"].as_u64()), (Some(6), Some(0)));
+    let calls = sim.create_calls();
+    assert_eq!(calls.len(), 1, "one prediction for one job");
+    assert_eq!(calls[0].model, "black-forest-labs/flux-1.1-pro-ultra");
+    assert_eq!(calls[0].prefer, None, "created asynchronously");
+    let keys: Vec<&str> = calls[0].body["input"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert!(keys.iter().all(|k| ["prompt", "aspect_ratio", "output_format", "seed"].contains(k)), "{keys:?}");
+}
+
+/// Submits `prompt` to flux-pro (at Replicate) and asserts the job failed `UPSTREAM_FAILED` with
+/// its credits released; returns the simulator, to count what it was sent.
+async fn fails_and_refunds(prompt: &str) -> RunningSim {
+    let sim = replicate_sim();
+    let app = app(&sim, false).await;
+    let user = app.create_user(100, json!({})).await;
+    let id = flux(&app, &user.key, prompt).await;
+    let job = app.final_unwatched(&user.key, &id).await;
+    assert_eq!(
+        (job["state"].as_str(), job["error"]["code"].as_str()),
+        (Some("failed"), Some("UPSTREAM_FAILED")),
+        "{job}"
+    );
+    let account = app.user(&user.id).await;
+    assert_eq!((account["credits_available"].as_u64(), account["credits_spent"].as_u64()), (Some(100), Some(0)));
+    sim
+}
+
+#[tokio::test]
+async fn a_failed_prediction_fails_the_job_and_releases_its_credits() {
+    fails_and_refunds("a fox [sim:fail]").await;
+}
+
+#[tokio::test]
+async fn an_ambiguous_answer_fails_the_job_and_nothing_is_sent_elsewhere() {
+    let sim = fails_and_refunds("a fox [sim:500]").await;
+    assert_eq!(sim.create_calls().len(), 1, "sent once, never again");
+}
+
+#[tokio::test]
+async fn canceling_a_job_at_replicate_refunds_it() {
+    let sim = replicate_sim();
+    let app = app(&sim, false).await;
+    let user = app.create_user(100, json!({})).await;
+    let id = flux(&app, &user.key, "a slow fox [sim:run=60000]").await;
+    app.job_until(&user.key, &id, Duration::from_secs(30), |job| job["upstream"] == "replicate").await;
+    let canceled = app.post(&format!("/api/v1/jobs/{id}/cancel"), &user.key, &json!({})).await;
+    assert_eq!(canceled.status(), StatusCode::OK);
+    let job = app.job(&user.key, &id, 0).await;
+    assert_eq!(job["state"], "canceled", "{job}");
+    assert_eq!(app.user(&user.id).await["credits_available"], 100);
+}
+
+#[tokio::test]
+async fn replicate_webhooks_are_verified_and_refused_when_forged_or_unknown() {
+    let sim = replicate_sim();
+    let app = app(&sim, true).await;
+    let url = app.url("/api/upstream/replicate/webhook");
+    let client = reqwest::Client::new();
+    let body =
+        json!({"id": "no-such-prediction", "status": "succeeded", "output": ["https://replicate.delivery/x.png"]})
+            .to_string();
+    let forged = client
+        .post(&url)
+        .header("webhook-id", "msg_1")
+        .header("webhook-timestamp", time::OffsetDateTime::now_utc().unix_timestamp().to_string())
+        .header("webhook-signature", "v1,Zm9yZ2VkIHNpZ25hdHVyZSBvZiB0aGUgcmlnaHQgc2l6ZSE=")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
+    let refusal: Value = forged.json().await.unwrap();
+    assert_eq!(refusal["error"]["code"], "INVALID_SIGNATURE", "{refusal}");
+    let mut signed = client.post(&url).body(body.clone());
+    for (name, value) in sim.sign("msg_2", &body) {
+        signed = signed.header(name, value);
+    }
+    assert_eq!(signed.send().await.unwrap().status(), StatusCode::NOT_FOUND, "a well-signed delivery of no job");
+
+    let user = app.create_user(100, json!({})).await;
+    let id = flux(&app, &user.key, "a lighthouse").await;
+    let job = app.final_unwatched(&user.key, &id).await;
+    assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("succeeded"), Some("replicate")), "{job}");
+}
