@@ -21,4 +21,4 @@ pub use clock::SystemClock;
 pub use events::EventHub;
 pub use metered::MeteredUpstream;
 pub use rate_limit::TokenBucketLimiter;
-pub use routes::{REFUSED_RETRY_PAUSE, RoutedUpstream};
+pub use routes::{COOL_DOWN, REFUSED_RETRY_PAUSE, RoutedUpstream, TRIP_AFTER};

@@ -7,8 +7,16 @@
 //! an ambiguous one (a 500, a timeout after the body was sent) the job may exist at the provider,
 //! and one job is never sent to two providers. Every later call (status, result, cancel) goes to
 //! the provider named by the job's reference, and a notification to the one its path names.
+//!
+//! A provider that keeps refusing is put in cool-down (a circuit breaker): after
+//! [`TRIP_AFTER`] refusals in a row, submissions pass it by for [`COOL_DOWN`], so that routing
+//! does not pay a refused connection per request; then one submission probes it (half-open), and
+//! its answer closes the breaker or opens it again. `genjobs_upstream_cooling_down{provider}` shows
+//! the state, `genjobs_upstream_refusals_total{provider}` and `genjobs_upstream_fallbacks_total{to}`
+//! what routing did.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,16 +30,64 @@ use genjobs_domain::ports::{
     CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
     UpstreamReport, UpstreamStatus,
 };
+use metrics::{counter, gauge};
+use tokio::time::Instant;
 
 /// The pause before the one retry at a provider that refused a submission: long enough for a
 /// blip to pass, short enough that the next route is reached well within 5 s.
 pub const REFUSED_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Refusals in a row after which a provider is put in cool-down.
+pub const TRIP_AFTER: u32 = 5;
+
+/// How long a provider in cool-down is passed by before one submission probes it again.
+pub const COOL_DOWN: Duration = Duration::from_secs(30);
 
 /// The configured providers, routed by each model's routes.
 pub struct RoutedUpstream {
     first: Arc<dyn UpstreamProvider>,
     others: Vec<Arc<dyn UpstreamProvider>>,
     retry_pause: Duration,
+    breakers: Mutex<HashMap<&'static str, Breaker>>,
+}
+
+/// A provider's circuit breaker.
+#[derive(Debug, Default)]
+struct Breaker {
+    refusals_in_a_row: u32,
+    /// Set while in cool-down: until then the provider is passed by.
+    cooling_until: Option<Instant>,
+    /// A submission is probing the provider after its cool-down.
+    probing: bool,
+}
+
+impl Breaker {
+    /// Whether a submission may go to the provider now; the first one after a cool-down is the
+    /// probe, and the others pass by until its answer.
+    fn admits(&mut self, now: Instant) -> bool {
+        match self.cooling_until {
+            None => true,
+            Some(until) if now < until || self.probing => false,
+            Some(_) => {
+                self.probing = true;
+                true
+            }
+        }
+    }
+
+    /// A refusal: the breaker opens on the [`TRIP_AFTER`]-th in a row, or when the probe is refused.
+    fn refused(&mut self, now: Instant) {
+        self.refusals_in_a_row = self.refusals_in_a_row.saturating_add(1);
+        if self.probing || self.refusals_in_a_row >= TRIP_AFTER {
+            self.cooling_until = Some(now + COOL_DOWN);
+            self.probing = false;
+        }
+    }
+
+    /// Any other answer: the provider takes requests, the breaker closes.
+    fn answered(&mut self) {
+        *self = Self::default();
+    }
 }
 
 impl RoutedUpstream {
@@ -42,7 +98,18 @@ impl RoutedUpstream {
         others: Vec<Arc<dyn UpstreamProvider>>,
         retry_pause: Duration,
     ) -> Self {
-        Self { first, others, retry_pause }
+        Self { first, others, retry_pause, breakers: Mutex::default() }
+    }
+
+    /// Runs `change` on `provider`'s breaker and shows whether it is cooling down; returns what
+    /// `change` returns.
+    fn breaker<T>(&self, provider: &'static str, change: impl FnOnce(&mut Breaker) -> T) -> T {
+        let mut breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+        let breaker = breakers.entry(provider).or_default();
+        let result = change(breaker);
+        gauge!("genjobs_upstream_cooling_down", "provider" => provider)
+            .set(f64::from(u8::from(breaker.cooling_until.is_some())));
+        result
     }
 
     fn providers(&self) -> impl Iterator<Item = &Arc<dyn UpstreamProvider>> {
@@ -100,16 +167,36 @@ impl UpstreamProvider for RoutedUpstream {
         }
         let mut refusals = Vec::new();
         for provider in providers {
+            let name = provider.name();
+            if !self.breaker(name, |breaker| breaker.admits(Instant::now())) {
+                refusals.push(format!("{name}: cooling down after refusals"));
+                continue;
+            }
+            if !refusals.is_empty() {
+                counter!("genjobs_upstream_fallbacks_total", "to" => name).increment(1);
+                tracing::info!(%job_id, provider = name, "the submission falls back to the next route");
+            }
             for attempt in 0..2 {
                 match provider.submit(job_id, model, input).await {
                     Err(SubmitFailure::NotReached(reason)) => {
-                        tracing::warn!(%job_id, provider = provider.name(), attempt, %reason, "provider refused the submission");
-                        refusals.push(format!("{}: {reason}", provider.name()));
+                        tracing::warn!(%job_id, provider = name, attempt, %reason, "provider refused the submission");
+                        counter!("genjobs_upstream_refusals_total", "provider" => name).increment(1);
+                        refusals.push(format!("{name}: {reason}"));
+                        let cooling = self.breaker(name, |breaker| {
+                            breaker.refused(Instant::now());
+                            breaker.cooling_until.is_some()
+                        });
+                        if cooling {
+                            break;
+                        }
                         if attempt == 0 {
                             tokio::time::sleep(self.retry_pause).await;
                         }
                     }
-                    sent => return sent,
+                    sent => {
+                        self.breaker(name, Breaker::answered);
+                        return sent;
+                    }
                 }
             }
         }

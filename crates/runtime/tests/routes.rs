@@ -103,3 +103,21 @@ async fn later_calls_go_to_the_provider_that_has_the_job() {
     assert_eq!(refused.unwrap_err(), NotificationRejected::NotEnabled);
     assert!(routed.serves("replicate") && routed.serves("fal") && !routed.serves("elsewhere"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_that_keeps_refusing_cools_down_then_one_submission_probes_it() {
+    let sent = UpstreamRef::new("replicate", "p");
+    // Five refusals in a row: two submissions retry once each, the third's first try trips it.
+    let fal =
+        provider("fal", vec![refused(), refused(), refused(), refused(), refused(), Ok(UpstreamRef::new("fal", "f"))]);
+    let replicate = provider("replicate", vec![Ok(sent.clone()), Ok(sent.clone()), Ok(sent.clone()), Ok(sent.clone())]);
+    let routed = router(fal, replicate);
+    let id = JobId::new_at(time::OffsetDateTime::now_utc());
+    for _ in 0..3 {
+        assert_eq!(routed.submit(id, &model(), &input()).await, Ok(sent.clone()), "refused at fal, taken at replicate");
+    }
+    // Cooling down: fal is passed by without a call (its mock allows no seventh).
+    assert_eq!(routed.submit(id, &model(), &input()).await, Ok(sent.clone()));
+    tokio::time::advance(genjobs_runtime::COOL_DOWN).await;
+    assert_eq!(routed.submit(id, &model(), &input()).await, Ok(UpstreamRef::new("fal", "f")), "the probe closes it");
+}

@@ -17,11 +17,16 @@ pub(crate) fn job_accepted(job: &Job) {
     counter!("genjobs_credits_held_total", "model" => model).increment(job.credits_held().get());
 }
 
-/// A job that has just become final: its state, and the credits spent and released with it.
+/// A job that has just become final: its state and provider, and the credits spent and released
+/// with it.
 pub(crate) fn job_finished(job: &Job) {
     let model = job.model().to_string();
     let spent = job.credits_actual().map_or(0, |c| c.get());
-    counter!("genjobs_jobs_finished_total", "model" => model.clone(), "state" => job.state().as_str()).increment(1);
+    // The provider that had the job, `none` for one that ended before it was sent: a label bounded
+    // by the configured providers.
+    let provider = job.upstream().map_or_else(|| "none".to_owned(), |at| at.provider().to_owned());
+    counter!("genjobs_jobs_finished_total", "model" => model.clone(), "state" => job.state().as_str(), "provider" => provider)
+        .increment(1);
     counter!("genjobs_credits_spent_total", "model" => model.clone()).increment(spent);
     counter!("genjobs_credits_released_total", "model" => model)
         .increment(job.credits_held().get().saturating_sub(spent));
