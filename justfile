@@ -26,7 +26,7 @@ run-postgres:
 # killed with SIGKILL, database sessions terminated; then every credit and job checked.
 # `just soak` runs 30 s, `just soak --secs 600` ten minutes.
 soak *ARGS:
-    cargo build -p genjobs -p genjobs-upstream-sim -p genjobs-soak
+    cargo build -p genjobs -p genjobs-upstream-sim -p genjobs-upstream-replicate-sim -p genjobs-soak
     target/debug/genjobs-soak --bin-dir target/debug {{ARGS}}
 
 # Measure throughput, latency, streams and upstream economy; writes docs/benchmarks.md.

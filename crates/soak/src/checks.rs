@@ -22,6 +22,8 @@ pub struct Report {
     pub accepted: usize,
     /// Jobs listed at the end, by final state.
     pub states: BTreeMap<String, u64>,
+    /// Jobs listed at the end, by the provider that had them (`none`: never sent).
+    pub providers: BTreeMap<String, u64>,
     /// Faults the simulator injected, by kind.
     pub faults: Vec<(String, u64)>,
     /// Replicas killed with SIGKILL.
@@ -40,7 +42,10 @@ impl Report {
             "soak: {requests} requests answered ({} without an answer), statuses {:?}",
             self.tally.transport_errors, self.tally.statuses
         );
-        println!("soak: {} jobs accepted, final states {:?}", self.accepted, self.states);
+        println!(
+            "soak: {} jobs accepted, final states {:?}, by provider {:?}",
+            self.accepted, self.states, self.providers
+        );
         println!(
             "soak: faults {:?}, {} replica kills, {} database sessions terminated",
             self.faults, self.kills, self.terminations
@@ -173,5 +178,6 @@ async fn check_user(shared: &Shared, user: &User, granted: u64, report: &mut Rep
             violation(format!("job {} is still {}", job["id"], job["state"]));
         }
         *report.states.entry(job["state"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
+        *report.providers.entry(job["upstream"].as_str().unwrap_or("none").to_owned()).or_default() += 1;
     }
 }

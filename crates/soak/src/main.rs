@@ -2,18 +2,21 @@
 //!
 //! A chaos soak, run by `just soak` (30 s in CI, `just soak --secs 600` for a long run): two
 //! `genjobs` replicas on one Postgres database and the fal simulator in a process of its own,
-//! failing one call in ten at random (503s, 500s, hangs, cut-off JSON, dropped connections). Clients
+//! failing one call in ten at random (503s, 500s, hangs, cut-off JSON, dropped connections), and
+//! the Replicate simulator, to which flux-pro falls back when fal refuses it (and which refuses or
+//! answers 500 to a share of its own). Clients
 //! submit (with and without `Idempotency-Key`, retried and in parallel), cancel (racing the
 //! completions), read, long-poll, stream and list, while each replica is killed with SIGKILL and
-//! restarted, and every database session is terminated now and then.
+//! restarted, fal is down for a fifth of the run (flux-pro then runs at Replicate), and every
+//! database session is terminated now and then.
 //!
 //! At the end it checks, for every user: available + held + spent = granted, nothing held, spent
 //! = the sum of `credits_actual`; every accepted job final and listed; no idempotent retry answered
 //! with another job; no 5xx but a 503 while the database was away; every error in the envelope.
 //! It prints the figures and exits 1 on any violation.
 //!
-//! `--bin-dir` names where the `genjobs` and `genjobs-upstream-sim` binaries are (built first by
-//! `just soak`); `DATABASE_URL` or the local server gives the Postgres server.
+//! `--bin-dir` names where the `genjobs`, `genjobs-upstream-sim` and
+//! `genjobs-upstream-replicate-sim` binaries are (built first by `just soak`); `DATABASE_URL` or the local server gives the Postgres server.
 
 mod checks;
 mod clients;
@@ -109,8 +112,11 @@ async fn soak(args: Args) -> Result<Report, String> {
         })
         .collect();
 
-    // Chaos: each replica killed once (at a third and two thirds of the run) and restarted;
-    // every database session terminated every few seconds.
+    // Chaos: each replica killed once (at a third and two thirds of the run) and restarted; fal
+    // down from 40 % to 60 % of the run; every database session terminated every few seconds.
+    let (fal_down_at, fal_back_at) = (Duration::from_secs(args.secs) * 2 / 5, Duration::from_secs(args.secs) * 3 / 5);
+    let mut fal_down = false;
+    let mut fal_outages = 0;
     let mut kills = 0;
     let mut terminations = 0;
     let started = Instant::now();
@@ -121,6 +127,14 @@ async fn soak(args: Args) -> Result<Report, String> {
         if kills < 2 && elapsed >= period * (kills + 1) / 3 {
             cluster.kill_and_restart(kills as usize % 2)?;
             kills += 1;
+        }
+        if !fal_down && fal_outages == 0 && elapsed >= fal_down_at {
+            cluster.take_fal_down()?;
+            (fal_down, fal_outages) = (true, 1);
+        }
+        if fal_down && elapsed >= fal_back_at {
+            cluster.bring_fal_back()?;
+            fal_down = false;
         }
         if Instant::now() >= next_termination {
             shared.mark_database_away();

@@ -1,5 +1,6 @@
-//! The processes under test: the simulator and two `genjobs` replicas, each started from its
-//! binary, killed with SIGKILL and restarted on demand; and the database's sessions, terminated.
+//! The processes under test: the fal and Replicate simulators and two `genjobs` replicas, each
+//! started from its binary, killed with SIGKILL and restarted on demand; and the database's
+//! sessions, terminated.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -17,12 +18,18 @@ struct Replica {
     base: String,
 }
 
-/// The simulator and the replicas.
+/// The simulators and the replicas.
 pub struct Cluster {
     bin_dir: PathBuf,
     database_url: String,
-    sim: Mutex<Child>,
+    chaos: f64,
+    /// The fal simulator; `None` while it is down.
+    sim: Mutex<Option<Child>>,
+    /// Where the fal simulator listens, the same across its restarts.
+    sim_bind: String,
     sim_url: String,
+    replicate_sim: Mutex<Child>,
+    replicate_url: String,
     replicas: Mutex<Vec<Replica>>,
 }
 
@@ -47,22 +54,37 @@ fn start(mut command: Command, ready: &str) -> Result<(Child, String), String> {
 }
 
 impl Cluster {
-    /// Starts the simulator (failing `chaos` of its calls) and two replicas on `database_url`.
+    /// Starts the fal simulator (failing `chaos` of its calls), the Replicate simulator (refusing
+    /// `chaos` of its submissions with a 503, and answering half as many with a 500 after creating
+    /// the prediction) and two replicas on `database_url`, which route flux-pro to Replicate when
+    /// fal refuses it.
     ///
     /// # Errors
     /// When a binary is missing or does not start.
     pub fn start(bin_dir: &Path, database_url: &str, chaos: f64) -> Result<Self, String> {
-        let mut sim = Command::new(bin_dir.join("genjobs-upstream-sim"));
-        sim.env("SIM_BIND", "127.0.0.1:0")
-            .env("SIM_QUEUE_MS", "100")
-            .env("SIM_RUN_MS", "600")
-            .env("SIM_CHAOS", chaos.to_string());
-        let (sim, sim_url) = start(sim, "genjobs-upstream-sim listening on ")?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|e| format!("no free port for the fal simulator: {e}"))?
+            .port();
+        let sim_bind = format!("127.0.0.1:{port}");
+        let (sim, sim_url) = start(fal_simulator(bin_dir, &sim_bind, chaos), "genjobs-upstream-sim listening on ")?;
+        let mut replicate = Command::new(bin_dir.join("genjobs-upstream-replicate-sim"));
+        replicate
+            .env("SIM_BIND", "127.0.0.1:0")
+            .env("SIM_STARTING_MS", "100")
+            .env("SIM_PROCESSING_MS", "600")
+            .env("SIM_UNAVAILABLE", chaos.to_string())
+            .env("SIM_SERVER_ERROR", (chaos / 2.0).to_string());
+        let (replicate_sim, replicate_url) = start(replicate, "genjobs-upstream-replicate-sim listening on ")?;
         let cluster = Cluster {
             bin_dir: bin_dir.to_owned(),
             database_url: database_url.to_owned(),
-            sim: Mutex::new(sim),
+            chaos,
+            sim: Mutex::new(Some(sim)),
+            sim_bind,
             sim_url,
+            replicate_sim: Mutex::new(replicate_sim),
+            replicate_url,
             replicas: Mutex::new(Vec::new()),
         };
         for _ in 0..2 {
@@ -81,6 +103,8 @@ impl Cluster {
         command
             .env("DATABASE_URL", &self.database_url)
             .env("GENJOBS_UPSTREAM_URL", &self.sim_url)
+            .env("GENJOBS_REPLICATE_URL", &self.replicate_url)
+            .env("GENJOBS_REPLICATE_TOKEN", "sim-token")
             .env("GENJOBS_BIND", "127.0.0.1:0")
             .env("GENJOBS_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("GENJOBS_POLL_INTERVAL_MS", "200")
@@ -117,6 +141,32 @@ impl Cluster {
         Ok(())
     }
 
+    /// Takes fal down, as an outage: its simulator is killed, so every call to it is refused
+    /// and flux-pro's submissions fall back to Replicate. What fal held is lost with it.
+    ///
+    /// # Errors
+    /// When the process cannot be killed.
+    pub fn take_fal_down(&self) -> Result<(), String> {
+        if let Some(mut sim) = self.sim.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            sim.kill().map_err(|e| e.to_string())?;
+            sim.wait().map_err(|e| e.to_string())?;
+            println!("soak: fal is down (its simulator killed)");
+        }
+        Ok(())
+    }
+
+    /// Brings fal back on the same address.
+    ///
+    /// # Errors
+    /// When the simulator does not start.
+    pub fn bring_fal_back(&self) -> Result<(), String> {
+        let (sim, _) =
+            start(fal_simulator(&self.bin_dir, &self.sim_bind, self.chaos), "genjobs-upstream-sim listening on ")?;
+        *self.sim.lock().unwrap_or_else(PoisonError::into_inner) = Some(sim);
+        println!("soak: fal is back");
+        Ok(())
+    }
+
     /// The faults the simulator injected, by kind.
     pub async fn faults(&self) -> Vec<(String, u64)> {
         let stats: serde_json::Value = match reqwest::get(format!("{}/_sim/stats", self.sim_url)).await {
@@ -141,10 +191,21 @@ impl Drop for Cluster {
             let _ = replica.child.kill();
             let _ = replica.child.wait();
         }
-        let mut sim = self.sim.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = sim.kill();
-        let _ = sim.wait();
+        if let Some(mut sim) = self.sim.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let _ = sim.kill();
+            let _ = sim.wait();
+        }
+        let mut replicate = self.replicate_sim.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = replicate.kill();
+        let _ = replicate.wait();
     }
+}
+
+/// The fal simulator's command: listening on `bind`, failing `chaos` of its calls.
+fn fal_simulator(bin_dir: &Path, bind: &str, chaos: f64) -> Command {
+    let mut sim = Command::new(bin_dir.join("genjobs-upstream-sim"));
+    sim.env("SIM_BIND", bind).env("SIM_QUEUE_MS", "100").env("SIM_RUN_MS", "600").env("SIM_CHAOS", chaos.to_string());
+    sim
 }
 
 /// Terminates every session of the database but the caller's, as a restart or a failover does;
