@@ -84,7 +84,7 @@ fn describe_all() {
     describe_counter!("genjobs_http_requests_total", "HTTP requests answered, by route pattern, method and status");
     describe_histogram!("genjobs_http_request_duration_seconds", Unit::Seconds, "Time to answer an HTTP request");
     describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
-    describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model and final state");
+    describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model, final state and provider");
     describe_counter!("genjobs_jobs_purged_total", "Final jobs removed past GENJOBS_JOB_RETENTION_DAYS");
     describe_histogram!(
         "genjobs_client_webhook_lag_seconds",
@@ -106,9 +106,18 @@ fn describe_all() {
     describe_counter!("genjobs_credits_spent_total", "Credits charged for succeeded jobs, by model");
     describe_counter!("genjobs_credits_released_total", "Credits held and then released, by model");
     describe_histogram!("genjobs_driver_lag_seconds", Unit::Seconds, "How late a job's poll started after its time");
-    describe_counter!("genjobs_upstream_calls_total", "Calls to the provider, by kind and outcome");
-    describe_histogram!("genjobs_upstream_call_duration_seconds", Unit::Seconds, "Time of a call to the provider");
-    describe_counter!("genjobs_upstream_notifications_total", "Webhook deliveries from the provider, by outcome");
+    describe_counter!("genjobs_upstream_calls_total", "Calls to each provider, by kind and outcome");
+    describe_histogram!("genjobs_upstream_call_duration_seconds", Unit::Seconds, "Time of a call to a provider");
+    describe_counter!("genjobs_upstream_notifications_total", "Webhook deliveries from each provider, by outcome");
+    describe_counter!("genjobs_upstream_refusals_total", "Submissions a provider provably did not take, by provider");
+    describe_counter!(
+        "genjobs_upstream_fallbacks_total",
+        "Submissions moved to a next route, by the provider they went to"
+    );
+    describe_gauge!(
+        "genjobs_upstream_cooling_down",
+        "1 while a provider is passed by after refusals in a row, by provider"
+    );
     describe_counter!(
         "genjobs_upstream_timeout_cancels_total",
         "Cancels sent to the provider for jobs past their deadline, by the provider's answer"
