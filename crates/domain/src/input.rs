@@ -26,3 +26,26 @@ pub struct GenerationInput {
     /// Provider-specific parameters, passed through unchanged.
     pub extra: Option<Map<String, Value>>,
 }
+
+/// The fields of a request a provider's route may map to its own parameters, by their names in
+/// the request body.
+pub const MAPPABLE_FIELDS: [&str; 7] =
+    ["prompt", "negative_prompt", "aspect_ratio", "resolution", "duration_sec", "n", "seed"];
+
+impl GenerationInput {
+    /// Each of [`MAPPABLE_FIELDS`] with its value as JSON, `None` where the input leaves it
+    /// unset: what a provider adapter translates through a route's mapping.
+    #[must_use]
+    pub fn mappable_fields(&self) -> [(&'static str, Option<Value>); 7] {
+        let [prompt, negative_prompt, aspect_ratio, resolution, duration_sec, n, seed] = MAPPABLE_FIELDS;
+        [
+            (prompt, Some(Value::String(self.prompt.clone()))),
+            (negative_prompt, self.negative_prompt.clone().map(Value::String)),
+            (aspect_ratio, Some(Value::String(self.aspect_ratio.clone()))),
+            (resolution, self.resolution.clone().map(Value::String)),
+            (duration_sec, self.duration_sec.map(Value::from)),
+            (n, self.n.map(Value::from)),
+            (seed, self.seed.map(Value::from)),
+        ]
+    }
+}

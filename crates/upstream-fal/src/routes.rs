@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use genjobs_domain::catalog::{DocumentFault, Model, Route, read_at_path};
-use genjobs_domain::input::GenerationInput;
+use genjobs_domain::input::{GenerationInput, MAPPABLE_FIELDS};
 use genjobs_domain::ports::RouteSchemas;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -70,9 +70,6 @@ fn image_size(ratio: &str) -> Option<&'static str> {
         _ => return None,
     })
 }
-
-/// The body fields a route may map, by their snake_case names.
-const FIELDS: [&str; 7] = ["prompt", "negative_prompt", "aspect_ratio", "resolution", "duration_sec", "n", "seed"];
 
 /// An endpoint that serves some requests of the route instead of its main one.
 #[derive(Debug, Clone, Deserialize)]
@@ -194,7 +191,7 @@ impl FalRoute {
         }
         for (field, param) in self.params.iter().flatten() {
             let at = format!("params.{field}");
-            if !FIELDS.contains(&field.as_str()) {
+            if !MAPPABLE_FIELDS.contains(&field.as_str()) {
                 return Err(DocumentFault::at(at, format!("no body field is named {field:?}")));
             }
             let refusing = known
@@ -291,17 +288,8 @@ pub fn fal_request(model: &Model, input: &GenerationInput) -> Result<FalRequest,
                 && v.resolution.as_ref().is_none_or(|res| input.resolution.as_ref() == Some(res))
         })
         .map_or((&route.endpoint, &route.without), |v| (&v.endpoint, &v.without));
-    let fields = [
-        ("prompt", Some(Value::String(input.prompt.clone()))),
-        ("negative_prompt", input.negative_prompt.clone().map(Value::String)),
-        ("aspect_ratio", Some(Value::String(input.aspect_ratio.clone()))),
-        ("resolution", input.resolution.clone().map(Value::String)),
-        ("duration_sec", input.duration_sec.map(Value::from)),
-        ("n", input.n.map(Value::from)),
-        ("seed", input.seed.map(Value::from)),
-    ];
     let mut body = Map::new();
-    for (field, value) in fields {
+    for (field, value) in input.mappable_fields() {
         let (Some(value), Some(param)) = (value, route.params.as_ref().and_then(|p| p.get(field))) else { continue };
         if without.iter().any(|w| w == field) {
             continue;

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use genjobs_domain::catalog::{DocumentFault, Model, Route, read_at_path};
-use genjobs_domain::input::GenerationInput;
+use genjobs_domain::input::{GenerationInput, MAPPABLE_FIELDS};
 use genjobs_domain::ports::RouteSchemas;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -26,9 +26,6 @@ use crate::schema::{self, ModelSchema};
 
 /// The provider name routes give to run on Replicate.
 pub const PROVIDER: &str = "replicate";
-
-/// The body fields a route may map, by their snake_case names.
-const FIELDS: [&str; 7] = ["prompt", "negative_prompt", "aspect_ratio", "resolution", "duration_sec", "n", "seed"];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,7 +136,7 @@ impl ReplicateRoute {
         let takes = |key: &str| schema.input.properties.get(key);
         for (field, to) in &self.params {
             let at = format!("params.{field}");
-            if !FIELDS.contains(&field.as_str()) {
+            if !MAPPABLE_FIELDS.contains(&field.as_str()) {
                 return Err(DocumentFault::at(at, format!("no body field is named {field:?}")));
             }
             let property =
@@ -185,17 +182,8 @@ impl ReplicateRoute {
         if let Some(n) = input.n.filter(|n| *n > 1 && mapped("n").is_none()) {
             return Err(RouteError::OneOutput { model: self.model.clone(), n });
         }
-        let fields = [
-            ("prompt", Some(Value::String(input.prompt.clone()))),
-            ("negative_prompt", input.negative_prompt.clone().map(Value::String)),
-            ("aspect_ratio", Some(Value::String(input.aspect_ratio.clone()))),
-            ("resolution", input.resolution.clone().map(Value::String)),
-            ("duration_sec", input.duration_sec.map(Value::from)),
-            ("n", input.n.map(Value::from)),
-            ("seed", input.seed.map(Value::from)),
-        ];
         let mut body = Map::new();
-        for (field, value) in fields {
+        for (field, value) in input.mappable_fields() {
             if let (Some(value), Some(to)) = (value, mapped(field)) {
                 body.insert(to.clone(), value);
             }
