@@ -124,6 +124,11 @@ pub struct LedgerPage {
     pub next: Option<String>,
 }
 
+/// A field that is present, null or not: absent fields stay `None` through `default`.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(Some)
+}
+
 /// One group of a usage report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct UsageRow {
@@ -136,6 +141,11 @@ pub struct UsageRow {
     /// The user, when grouped by user (operators' report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    /// The provider that took the jobs, when grouped by provider (operators' report); null for the
+    /// jobs no provider took.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub provider: Option<Option<String>>,
     /// Jobs created in the group.
     pub jobs: u64,
     /// Of which succeeded.

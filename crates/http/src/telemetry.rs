@@ -86,6 +86,10 @@ fn describe_all() {
     describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
     describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model, final state and provider");
     describe_counter!("genjobs_jobs_purged_total", "Final jobs removed past GENJOBS_JOB_RETENTION_DAYS");
+    describe_counter!(
+        "genjobs_usage_days_sealed_total",
+        "UTC days sealed into the usage rollup, which reports then read instead of the jobs"
+    );
     describe_histogram!(
         "genjobs_client_webhook_lag_seconds",
         Unit::Seconds,

@@ -116,6 +116,7 @@ pub struct Service {
     drain: Drain,
     driver: JoinHandle<()>,
     retention: Option<JoinHandle<()>>,
+    usage_sealer: AbortOnDrop,
     dispatcher: JoinHandle<()>,
     postgres: Option<PgAdapters>,
     simulator: Option<RunningSim>,
@@ -172,6 +173,7 @@ impl Service {
             tracing::error!(error = %e, "the webhook dispatcher ended abnormally");
         }
         drop(self.catalog_follower);
+        drop(self.usage_sealer);
         drop(self.postgres);
         if let Some(sim) = &self.simulator {
             sim.stop().await;
@@ -392,6 +394,11 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let retention = config.retention.map(|retention| {
         genjobs_runtime::retention::sweep(Arc::clone(&ports.usage), Arc::clone(&ports.clock), retention)
     });
+    let usage_sealer = AbortOnDrop(genjobs_runtime::sealing::sealer(
+        Arc::clone(&ports.usage),
+        Arc::clone(&ports.clock),
+        genjobs_runtime::sealing::SEAL_CHECK_INTERVAL,
+    ));
     let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
     let admin_token =
         config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
@@ -457,6 +464,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         drain,
         driver,
         retention,
+        usage_sealer,
         dispatcher,
         postgres,
         simulator,

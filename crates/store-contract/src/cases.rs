@@ -7,6 +7,7 @@ mod ledger;
 mod outbox;
 mod provider;
 mod retention;
+mod sealing;
 
 pub use accounts::*;
 pub use catalog::*;
@@ -15,6 +16,7 @@ pub use ledger::ledgers_match_accounts;
 pub use outbox::*;
 pub use provider::*;
 pub use retention::*;
+pub use sealing::*;
 
 use std::sync::Arc;
 

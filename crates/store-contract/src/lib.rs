@@ -46,6 +46,8 @@ macro_rules! store_contract_tests {
             jobs_are_found_by_their_upstream_key,
             output_copies_are_kept_as_committed,
             purging_final_jobs_keeps_the_ledger_and_usage,
+            usage_groups_jobs_by_the_provider_that_took_them,
+            a_sealed_day_reads_the_same_and_counts_its_purged_jobs_once,
             a_final_commit_records_one_webhook_event,
             webhook_events_are_claimed_once_until_their_lease_ends,
             a_claim_leaves_hosts_at_their_limit_alone,

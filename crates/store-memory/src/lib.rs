@@ -4,13 +4,14 @@
 //! mutex, so that every port operation is atomic by construction. Nothing survives a restart;
 //! deployments that must keep their jobs use the Postgres store.
 //!
-//! A job's final commit records its client webhook event in the same step (`outbox`).
+//! A job's final commit records its client webhook event in the same step (`outbox`). Usage
+//! reports count the live jobs plus a rollup of purged jobs and sealed days (`usage`).
 //! The catalog's documents (`catalog`) sit behind a mutex of their own.
 //!
 //! Due jobs are kept in a time-ordered index, so that the driver's claim costs O(log n) per job
 //! rather than a scan of every job.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod catalog;
@@ -22,11 +23,11 @@ use genjobs_domain::job::{Job, JobState, Transition, UpstreamRef};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
     IdempotencyClaim, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
-    UsageGrouping, UsageQuery, UsageRow, UsageStore,
 };
-use time::{Date, OffsetDateTime};
+use time::OffsetDateTime;
 
 mod outbox;
+mod usage;
 
 /// The in-memory store.
 #[derive(Debug, Default)]
@@ -48,45 +49,10 @@ struct State {
     leased: BTreeSet<(OffsetDateTime, JobId)>,
     /// Every credit movement, oldest first; a record's sequence is its position plus one.
     ledger: Vec<(UserId, LedgerRecord)>,
-    /// What the usage report counted of purged jobs, by creation day, user and model.
-    rollup: BTreeMap<(Date, UserId, String), Counts>,
+    /// What usage reports count besides the live jobs: purged jobs and sealed days.
+    rollup: usage::Rollup,
     /// Client webhook events and users' secrets.
     outbox: outbox::Outbox,
-}
-
-/// Jobs counted as a usage report counts them.
-#[derive(Debug, Clone, Copy, Default)]
-struct Counts {
-    jobs: u64,
-    succeeded: u64,
-    failed: u64,
-    canceled: u64,
-    credits_spent: u64,
-}
-
-impl Counts {
-    fn of(job: &Job) -> Counts {
-        let is = |state: JobState| u64::from(job.state() == state);
-        Counts {
-            jobs: 1,
-            succeeded: is(JobState::Succeeded),
-            failed: is(JobState::Failed),
-            canceled: is(JobState::Canceled),
-            credits_spent: job.credits_actual().map_or(0, Credits::get),
-        }
-    }
-
-    fn add(&mut self, other: Counts) {
-        self.jobs += other.jobs;
-        self.succeeded += other.succeeded;
-        self.failed += other.failed;
-        self.canceled += other.canceled;
-        self.credits_spent += other.credits_spent;
-    }
-}
-
-fn utc_day(at: OffsetDateTime) -> Date {
-    at.to_offset(time::UtcOffset::UTC).date()
 }
 
 #[derive(Debug, Clone)]
@@ -447,87 +413,6 @@ impl JobStore for MemoryStore {
 
 fn uuid_max() -> uuid::Uuid {
     uuid::Uuid::max()
-}
-
-#[async_trait]
-impl UsageStore for MemoryStore {
-    async fn ledger(
-        &self,
-        user_id: UserId,
-        before: Option<i64>,
-        limit: usize,
-    ) -> Result<Vec<LedgerRecord>, StoreError> {
-        let state = self.state();
-        Ok(state
-            .ledger
-            .iter()
-            .rev()
-            .filter(|(owner, record)| *owner == user_id && before.is_none_or(|before| record.sequence < before))
-            .take(limit)
-            .map(|(_, record)| record.clone())
-            .collect())
-    }
-
-    async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
-        let state = self.state();
-        let live = state.jobs.values().map(|row| {
-            (utc_day(row.job.created_at()), row.job.user_id(), row.job.model().to_string(), Counts::of(&row.job))
-        });
-        let purged = state.rollup.iter().map(|((day, user, model), counts)| (*day, *user, model.clone(), *counts));
-        let mut groups: BTreeMap<(Option<Date>, Option<String>, Option<UserId>), Counts> = BTreeMap::new();
-        for (day, user, model, counts) in live.chain(purged) {
-            if query.user_id.is_some_and(|only| only != user) || !(query.from..=query.to).contains(&day) {
-                continue;
-            }
-            let key = match query.group_by {
-                UsageGrouping::Day => (Some(day), None, None),
-                UsageGrouping::Model => (None, Some(model), None),
-                UsageGrouping::User => (None, None, Some(user)),
-                UsageGrouping::DayAndModel => (Some(day), Some(model), None),
-            };
-            groups.entry(key).or_default().add(counts);
-        }
-        Ok(groups
-            .into_iter()
-            .map(|((day, model, user_id), c)| UsageRow {
-                day,
-                model,
-                user_id,
-                jobs: c.jobs,
-                succeeded: c.succeeded,
-                failed: c.failed,
-                canceled: c.canceled,
-                credits_spent: c.credits_spent,
-            })
-            .collect())
-    }
-
-    async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {
-        let mut state = self.state();
-        let mut expired: Vec<(OffsetDateTime, JobId)> = state
-            .jobs
-            .values()
-            .filter_map(|row| row.job.finished_at().filter(|at| *at < before).map(|at| (at, row.job.id())))
-            .filter(|(_, id)| !state.outbox.is_pending(*id))
-            .collect();
-        expired.sort_unstable();
-        expired.truncate(limit);
-        for (_, id) in &expired {
-            let Some(row) = state.jobs.remove(id) else { continue };
-            let job = row.job;
-            if let Some(ids) = state.jobs_by_user.get_mut(&job.user_id()) {
-                ids.remove(id);
-            }
-            if let Some(key) = job.upstream().map(UpstreamRef::key) {
-                state.jobs_by_upstream_key.remove(key);
-            }
-            state.idempotency.retain(|_, record| record.job_id != *id);
-            state.outbox.forget(*id);
-            let key = (utc_day(job.created_at()), job.user_id(), job.model().to_string());
-            state.rollup.entry(key).or_default().add(Counts::of(&job));
-        }
-        Ok(expired.len())
-    }
 }
 
 #[cfg(test)]

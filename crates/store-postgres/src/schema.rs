@@ -100,7 +100,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    usage_rollup (day, user_id, model) {
+    usage_rollup (day, user_id, model, provider) {
         day -> Date,
         user_id -> Uuid,
         model -> Text,
@@ -109,6 +109,14 @@ diesel::table! {
         failed -> Int8,
         canceled -> Int8,
         credits_spent -> Int8,
+        provider -> Text,
+    }
+}
+
+diesel::table! {
+    usage_sealed (singleton) {
+        singleton -> Bool,
+        through -> Nullable<Date>,
     }
 }
 
@@ -155,6 +163,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     models,
     rate_limits,
     usage_rollup,
+    usage_sealed,
     users,
     webhook_secrets,
 );

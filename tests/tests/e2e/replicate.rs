@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use genjobs::Config;
-use genjobs_tests::{TestApp, fast_config, webhook_config};
+use genjobs_tests::{ADMIN_TOKEN, TestApp, fast_config, webhook_config};
 use genjobs_upstream_replicate::ReplicateArgs;
 use genjobs_upstream_replicate_sim::{RunningSim, SimConfig, spawn};
 use reqwest::StatusCode;
@@ -143,4 +143,36 @@ async fn replicate_webhooks_are_verified_and_refused_when_forged_or_unknown() {
     let id = flux(&app, &user.key, "a lighthouse").await;
     let job = app.final_unwatched(&user.key, &id).await;
     assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("succeeded"), Some("replicate")), "{job}");
+}
+
+#[tokio::test]
+async fn operators_read_usage_by_the_provider_that_took_each_job() {
+    let sim = replicate_sim();
+    let app = app(&sim, false).await;
+    // Polled until final without waiting on it: more reads than the default rate limit allows.
+    let user = app.create_user(100, json!({"rate_limit_per_minute": 1000, "max_concurrent_jobs": 2})).await;
+    // nano-banana's one route is fal's, which refuses: the job waits in the queue until canceled.
+    let queued = app.submit("images", &user.key, json!({"model": "nano-banana", "prompt": "a"})).await;
+    let at_replicate = flux(&app, &user.key, "a lighthouse at dusk").await;
+    app.final_unwatched(&user.key, &at_replicate).await;
+    let canceled =
+        app.post(&format!("/api/v1/jobs/{}/cancel", queued["job_id"].as_str().unwrap()), &user.key, &json!({})).await;
+    assert_eq!(canceled.status(), StatusCode::OK);
+    let day = time::OffsetDateTime::now_utc().date();
+    let path = format!("/api/admin/usage?from={day}&to={day}&group_by=provider");
+    let report: Value = app.get(&path, ADMIN_TOKEN).await.json().await.unwrap();
+    assert_eq!(
+        report["data"],
+        json!([
+            {"provider": null, "jobs": 1, "succeeded": 0, "failed": 0, "canceled": 1, "credits_spent": 0},
+            {"provider": "replicate", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 6},
+        ]),
+        "no provider took the canceled job"
+    );
+    let csv =
+        app.client.get(app.url(&path)).bearer_auth(ADMIN_TOKEN).header("accept", "text/csv").send().await.unwrap();
+    assert_eq!(
+        csv.text().await.unwrap(),
+        "provider,jobs,succeeded,failed,canceled,credits_spent\n,1,0,0,1,0\nreplicate,1,1,0,0,6\n"
+    );
 }

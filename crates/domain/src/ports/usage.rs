@@ -1,7 +1,8 @@
-//! The usage port: the ledger as a store records it, and the jobs counted by day, model and user,
-//! for the reports a paying team asks for ("why is my balance 40 lower?", "what did we spend on
-//! video last week?"). Reads only: every record is written by the account and job stores in the
-//! same atomic step as the credit movement it records.
+//! The usage port: the ledger as a store records it, and the jobs counted by day, model, user
+//! and provider, for the reports a paying team asks for ("why is my balance 40 lower?", "what did
+//! we spend on video last week?"), with the upkeep that keeps them cheap and exact (sealing days,
+//! retention). Every record is written by the account and job stores in the same atomic step as
+//! the credit movement it records.
 
 use async_trait::async_trait;
 use time::{Date, OffsetDateTime};
@@ -54,6 +55,9 @@ pub enum UsageGrouping {
     User,
     /// By day, then by model within each day (a chart of each model's spending per day).
     DayAndModel,
+    /// By the provider that took each job (operators' report); jobs no provider took form a group
+    /// of their own.
+    Provider,
 }
 
 /// Which jobs a usage report counts.
@@ -78,6 +82,8 @@ pub struct UsageRow {
     pub model: Option<String>,
     /// The group's user, when grouped by user.
     pub user_id: Option<UserId>,
+    /// The group's provider, when grouped by provider; `None` there for the jobs no provider took.
+    pub provider: Option<String>,
     /// Jobs created.
     pub jobs: u64,
     /// Of which succeeded.
@@ -104,15 +110,30 @@ pub trait UsageStore: Send + Sync {
     -> Result<Vec<LedgerRecord>, StoreError>;
 
     /// The jobs created on the days of `query`, counted per group, groups in ascending order
-    /// (days, model ids, user ids); a group with no job is absent.
+    /// (days, model ids, user ids, providers with the jobs no provider took first); a group with
+    /// no job is absent.
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError>;
 
     /// Removes up to `limit` final jobs that finished before `before`, oldest first; returns how
-    /// many. What [`UsageStore::usage`] counted of them moves into a daily rollup in the same
-    /// step, so that every report reads the same before and after; their ledger records stay,
+    /// many. What [`UsageStore::usage`] counted of them moves into the daily rollup in the same
+    /// step (unless their day is sealed, and so already there), so that every report reads the
+    /// same before and after; their ledger records stay,
     /// with the job's id. A removed job is no longer found ([`JobStore::job`] answers `None`).
     /// Each call is short and skips jobs being changed, so that it never holds up submissions.
     ///
     /// [`JobStore::job`]: crate::ports::JobStore::job
     async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError>;
+
+    /// Seals the oldest UTC day that has jobs and is not sealed yet, when it ended at least
+    /// [`SEAL_AFTER`] before `now` and every job created on it is final: what
+    /// [`UsageStore::usage`] counts of it moves into the daily rollup, and reports read the day
+    /// from the rollup alone from then on, so that their cost no longer grows with the jobs of the
+    /// days they cover. Final jobs never change, so every report reads the same before and after.
+    /// Returns the day sealed, or `None` when no day is ready (or another replica is sealing one).
+    async fn seal_usage_day(&self, now: OffsetDateTime) -> Result<Option<Date>, StoreError>;
 }
+
+/// How long after a UTC day ends it may be sealed ([`UsageStore::seal_usage_day`]): a job's
+/// creation time comes from its replica's clock, and this covers replicas' clocks drifting apart
+/// and a submission begun just before midnight.
+pub const SEAL_AFTER: time::Duration = time::Duration::minutes(15);

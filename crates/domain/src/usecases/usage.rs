@@ -148,7 +148,8 @@ impl Accounts {
     /// or model.
     ///
     /// # Errors
-    /// See [`UsageError`]; grouping by user is the operators' report ([`Admin::usage_report`]).
+    /// See [`UsageError`]; grouping by user or provider is the operators' report
+    /// ([`Admin::usage_report`]).
     pub async fn usage(
         &self,
         caller: &Caller,
@@ -156,7 +157,7 @@ impl Accounts {
         to: Date,
         group_by: UsageGrouping,
     ) -> Result<Vec<UsageRow>, UsageError> {
-        if group_by == UsageGrouping::User {
+        if matches!(group_by, UsageGrouping::User | UsageGrouping::Provider) {
             return Err(InvalidRequest::param("group_by", "`group_by` must be `day` or `model`").into());
         }
         report(self.ports.usage.as_ref(), UsageQuery { user_id: Some(caller.user_id), from, to, group_by }).await

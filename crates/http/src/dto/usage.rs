@@ -20,13 +20,14 @@ pub fn ledger_page_view(page: usecases::LedgerPage) -> LedgerPage {
     LedgerPage { data: page.entries.into_iter().map(entry).collect(), next: page.next.map(|id| id.to_string()) }
 }
 
-/// One group of a usage report.
+/// One group of a usage report grouped by `group_by`.
 #[must_use]
-pub fn usage_row_view(row: ports::UsageRow) -> UsageRow {
+pub fn usage_row_view(group_by: UsageGrouping, row: ports::UsageRow) -> UsageRow {
     UsageRow {
         day: row.day.map(|day| day.to_string()),
         model: row.model,
         user_id: row.user_id.map(|id| id.to_string()),
+        provider: (group_by == UsageGrouping::Provider).then_some(row.provider),
         jobs: row.jobs,
         succeeded: row.succeeded,
         failed: row.failed,
@@ -35,19 +36,31 @@ pub fn usage_row_view(row: ports::UsageRow) -> UsageRow {
     }
 }
 
-/// The rows as CSV: a header naming the JSON fields (the group's column first), one line a row.
+/// The rows as CSV: a header naming the JSON fields (the group's columns first), one line a row;
+/// a group's value that JSON gives as null (the jobs no provider took) is an empty field.
 #[must_use]
 pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRow]) -> String {
-    let group = match group_by {
-        UsageGrouping::Day => "day",
-        UsageGrouping::Model => "model",
-        UsageGrouping::User => "user_id",
-        UsageGrouping::DayAndModel => "day,model",
+    let group: &[&str] = match group_by {
+        UsageGrouping::Day => &["day"],
+        UsageGrouping::Model => &["model"],
+        UsageGrouping::User => &["user_id"],
+        UsageGrouping::DayAndModel => &["day", "model"],
+        UsageGrouping::Provider => &["provider"],
     };
-    let mut csv = format!("{group},jobs,succeeded,failed,canceled,credits_spent\n");
+    let mut csv = format!("{},jobs,succeeded,failed,canceled,credits_spent\n", group.join(","));
     for row in rows {
-        let key: Vec<String> =
-            [&row.day, &row.model, &row.user_id].into_iter().flatten().map(|value| csv_field(value)).collect();
+        let key: Vec<String> = group
+            .iter()
+            .map(|column| {
+                let value = match *column {
+                    "day" => row.day.as_deref(),
+                    "model" => row.model.as_deref(),
+                    "user_id" => row.user_id.as_deref(),
+                    _ => row.provider.as_ref().and_then(Option::as_deref),
+                };
+                value.map(csv_field).unwrap_or_default()
+            })
+            .collect();
         csv.push_str(&format!(
             "{},{},{},{},{},{}\n",
             key.join(","),
@@ -76,6 +89,7 @@ mod tests {
             day: None,
             model: Some("a,b".into()),
             user_id: None,
+            provider: None,
             jobs: 3,
             succeeded: 2,
             failed: 1,
@@ -85,6 +99,25 @@ mod tests {
         assert_eq!(
             usage_csv(UsageGrouping::Model, &[row]),
             "model,jobs,succeeded,failed,canceled,credits_spent\n\"a,b\",3,2,1,0,8\n"
+        );
+    }
+
+    #[test]
+    fn csv_by_provider_leaves_the_jobs_no_provider_took_empty() {
+        let row = |provider: Option<&str>| UsageRow {
+            day: None,
+            model: None,
+            user_id: None,
+            provider: Some(provider.map(str::to_owned)),
+            jobs: 1,
+            succeeded: 0,
+            failed: 1,
+            canceled: 0,
+            credits_spent: 0,
+        };
+        assert_eq!(
+            usage_csv(UsageGrouping::Provider, &[row(None), row(Some("replicate"))]),
+            "provider,jobs,succeeded,failed,canceled,credits_spent\n,1,0,1,0,0\nreplicate,1,0,1,0,0\n"
         );
     }
 }

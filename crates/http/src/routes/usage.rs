@@ -104,19 +104,19 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
         &[("day", UsageGrouping::Day), ("model", UsageGrouping::Model), ("day,model", UsageGrouping::DayAndModel)],
     )?;
     let rows = state.services.accounts.usage(&caller.0, from, to, group_by).await?;
-    Ok(HttpResponse::Ok().json(DataView { data: rows.into_iter().map(usage_row_view).collect() }))
+    Ok(HttpResponse::Ok().json(DataView { data: rows.into_iter().map(|row| usage_row_view(group_by, row)).collect() }))
 }
 
 /// Usage across users
 ///
-/// As the caller's usage, for every user (or the one `user_id` names), grouped by user, model
-/// or day. With `Accept: text/csv`, CSV whose header row names the JSON fields.
+/// As the caller's usage, for every user (or the one `user_id` names), grouped by user, model,
+/// day or provider. With `Accept: text/csv`, CSV whose header row names the JSON fields.
 #[utoipa::path(get, path = "/api/admin/usage", tag = "admin",
     security(("admin_token" = [])),
     params(
         ("from" = Option<String>, Query, description = "First day, YYYY-MM-DD (default: 29 days before `to`)"),
         ("to" = Option<String>, Query, description = "Last day, included, YYYY-MM-DD (default: today, UTC)"),
-        ("group_by" = Option<String>, Query, description = "`user` (default), `model`, `day`, or `day,model`"),
+        ("group_by" = Option<String>, Query, description = "`user` (default), `model`, `day`, `day,model`, or `provider` (the provider that took the jobs; null for those none took)"),
         ("user_id" = Option<String>, Query, description = "Only this user's jobs"),
     ),
     responses(
@@ -135,6 +135,7 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
             ("model", UsageGrouping::Model),
             ("day", UsageGrouping::Day),
             ("day,model", UsageGrouping::DayAndModel),
+            ("provider", UsageGrouping::Provider),
         ],
     )?;
     let user_id = query
@@ -147,7 +148,7 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
         .usage_report(UsageQuery { user_id, from, to, group_by })
         .await?
         .into_iter()
-        .map(usage_row_view)
+        .map(|row| usage_row_view(group_by, row))
         .collect();
     let wants_csv = req
         .headers()

@@ -1,15 +1,17 @@
 //! The usage port: a user's ledger rows newest first (index `ledger_user_id_id`), and jobs
-//! counted per day, model or user over a range of creation days, grouped in SQL over the
-//! `jobs_user_id_created_at` or `jobs_created_at` index.
+//! counted per day, model, user or provider over a range of creation days: sealed days from the
+//! `usage_rollup` rows alone, the others grouped in SQL over the `jobs_user_id_created_at` or
+//! `jobs_created_at` index. A day is sealed in one transaction that holds the `usage_sealed` row,
+//! which a purge shares, so that no job is rolled up twice.
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::RunQueryDsl;
+use diesel::sql_types::{BigInt, Bool, Date as SqlDate, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::ports::{
-    LedgerMovement, LedgerRecord, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore,
+    LedgerMovement, LedgerRecord, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore,
 };
 use time::{Date, OffsetDateTime, Time};
 
@@ -33,12 +35,14 @@ fn movement(kind: &str, amount: i64, released: i64) -> Result<LedgerMovement, St
 
 #[derive(QueryableByName)]
 struct Counted {
-    #[diesel(sql_type = Nullable<diesel::sql_types::Date>)]
+    #[diesel(sql_type = Nullable<SqlDate>)]
     day: Option<Date>,
     #[diesel(sql_type = Nullable<Text>)]
     model: Option<String>,
     #[diesel(sql_type = Nullable<SqlUuid>)]
     user_id: Option<uuid::Uuid>,
+    #[diesel(sql_type = Nullable<Text>)]
+    provider: Option<String>,
     #[diesel(sql_type = BigInt)]
     jobs: i64,
     #[diesel(sql_type = BigInt)]
@@ -51,74 +55,126 @@ struct Counted {
     credits_spent: i64,
 }
 
-/// The report's statement (public for the benchmarks' `EXPLAIN`): the group's columns, then the counts over the creation range
-/// `[$1, $2)` and, for one user, `user_id = $3`: the live jobs counted in the group, plus the
-/// rollup of jobs retention removed.
+/// The report's statement (public for the benchmarks' `EXPLAIN`): the group's columns, then the
+/// counts over the creation range `[$1, $2)` and, for one user, `user_id = $3`: the rollup (purged
+/// jobs and sealed days), plus the live jobs of the days not sealed, grouped over the
+/// `jobs_user_id_created_at` or `jobs_created_at` index.
 #[must_use]
 pub fn usage_statement(group_by: UsageGrouping, one_user: bool) -> String {
-    let (live, rolled) = match group_by {
-        UsageGrouping::Day => (
-            "(created_at AT TIME ZONE 'UTC')::date AS day, NULL::text AS model, NULL::uuid AS user_id",
-            "day, NULL::text, NULL::uuid",
-        ),
-        UsageGrouping::Model => ("NULL::date AS day, model, NULL::uuid AS user_id", "NULL::date, model, NULL::uuid"),
-        UsageGrouping::User => ("NULL::date AS day, NULL::text AS model, user_id", "NULL::date, NULL::text, user_id"),
-        UsageGrouping::DayAndModel => {
-            ("(created_at AT TIME ZONE 'UTC')::date AS day, model, NULL::uuid AS user_id", "day, model, NULL::uuid")
-        }
+    let (day, model, user, provider) = match group_by {
+        UsageGrouping::Day => ("day", "NULL::text", "NULL::uuid", "NULL::text"),
+        UsageGrouping::Model => ("NULL::date", "model", "NULL::uuid", "NULL::text"),
+        UsageGrouping::User => ("NULL::date", "NULL::text", "user_id", "NULL::text"),
+        UsageGrouping::DayAndModel => ("day", "model", "NULL::uuid", "NULL::text"),
+        UsageGrouping::Provider => ("NULL::date", "NULL::text", "NULL::uuid", "provider"),
     };
-    let user = if one_user { " AND user_id = $3" } else { "" };
+    let live_day = if day == "day" { "(created_at AT TIME ZONE 'UTC')::date" } else { day };
+    let live_provider = if provider == "provider" { "coalesce(upstream ->> 'provider', '')" } else { provider };
+    let one = if one_user { " AND user_id = $3" } else { "" };
     format!(
-        "SELECT day, model, user_id, sum(jobs)::int8 AS jobs, sum(succeeded)::int8 AS succeeded,
-            sum(failed)::int8 AS failed, sum(canceled)::int8 AS canceled,
+        "SELECT day, model, user_id, nullif(provider, '') AS provider, sum(jobs)::int8 AS jobs,
+            sum(succeeded)::int8 AS succeeded, sum(failed)::int8 AS failed, sum(canceled)::int8 AS canceled,
             sum(credits_spent)::int8 AS credits_spent
          FROM (
-            SELECT {live}, count(*) AS jobs,
+            SELECT {live_day} AS day, {model} AS model, {user} AS user_id, {live_provider} AS provider,
+                count(*) AS jobs,
                 count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
                 count(*) FILTER (WHERE state = 'failed') AS failed,
                 count(*) FILTER (WHERE state = 'canceled') AS canceled,
                 coalesce(sum(credits_actual), 0)::int8 AS credits_spent
-            FROM jobs WHERE created_at >= $1 AND created_at < $2{user}
-            GROUP BY 1, 2, 3
+            FROM jobs
+            WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
+                AND created_at < $2{one}
+            GROUP BY 1, 2, 3, 4
             UNION ALL
-            SELECT {rolled}, jobs, succeeded, failed, canceled, credits_spent
+            SELECT {day}, {model}, {user}, {provider}, jobs, succeeded, failed, canceled, credits_spent
             FROM usage_rollup
-            WHERE day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date{user}
+            WHERE day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date{one}
          ) counted
-         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+         GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 NULLS FIRST"
+    )
+}
+
+/// The rollup's rows for the jobs `counted` yields (`created_at`, `user_id`, `model`, `upstream`,
+/// `state`, `credits_actual`), added to the rows already there.
+fn roll_up(counted: &str) -> String {
+    format!(
+        "INSERT INTO usage_rollup AS r (day, user_id, model, provider, jobs, succeeded, failed, canceled, credits_spent)
+        SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, model, coalesce(upstream ->> 'provider', ''), count(*),
+            count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
+            count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0)
+        FROM {counted} GROUP BY 1, 2, 3, 4
+        ON CONFLICT (day, user_id, model, provider) DO UPDATE SET
+            jobs = r.jobs + excluded.jobs, succeeded = r.succeeded + excluded.succeeded,
+            failed = r.failed + excluded.failed, canceled = r.canceled + excluded.canceled,
+            credits_spent = r.credits_spent + excluded.credits_spent"
     )
 }
 
 /// Removes up to `$2` final jobs that finished before `$1`, oldest first, skipping rows another
 /// transaction holds and jobs whose client webhook is still to be delivered; drops their
 /// idempotency records and delivered webhook events, and adds what usage counted of them to the
-/// rollup, all in one statement. Returns one row per job removed.
-const PURGE_FINAL_JOBS: &str = "
-WITH doomed AS (
-    SELECT id FROM jobs
-    WHERE finished_at < $1 AND NOT EXISTS (
-        SELECT 1 FROM client_webhook_events e WHERE e.job_id = jobs.id AND e.next_attempt_at IS NOT NULL
+/// rollup unless their day is sealed (`$3`, the last sealed day, already counts them), all in one
+/// statement. Returns one row per job removed.
+fn purge_final_jobs_statement() -> String {
+    format!(
+        "WITH doomed AS (
+            SELECT id FROM jobs
+            WHERE finished_at < $1 AND NOT EXISTS (
+                SELECT 1 FROM client_webhook_events e WHERE e.job_id = jobs.id AND e.next_attempt_at IS NOT NULL
+            )
+            ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED
+        ), keys AS (
+            DELETE FROM idempotency_keys USING doomed WHERE idempotency_keys.job_id = doomed.id
+        ), events AS (
+            DELETE FROM client_webhook_events USING doomed WHERE client_webhook_events.job_id = doomed.id
+        ), removed AS (
+            DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id
+            RETURNING jobs.id, jobs.user_id, jobs.model, jobs.upstream, jobs.state, jobs.credits_actual, jobs.created_at
+        ), rolled AS (
+            {}
+        )
+        SELECT id FROM removed",
+        roll_up("removed WHERE $3::date IS NULL OR (created_at AT TIME ZONE 'UTC')::date > $3")
     )
-    ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED
-), keys AS (
-    DELETE FROM idempotency_keys USING doomed WHERE idempotency_keys.job_id = doomed.id
-), events AS (
-    DELETE FROM client_webhook_events USING doomed WHERE client_webhook_events.job_id = doomed.id
-), removed AS (
-    DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id
-    RETURNING jobs.id, jobs.user_id, jobs.model, jobs.state, jobs.credits_actual, jobs.created_at
-), rolled AS (
-    INSERT INTO usage_rollup AS r (day, user_id, model, jobs, succeeded, failed, canceled, credits_spent)
-    SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, model, count(*),
-        count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
-        count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0)
-    FROM removed GROUP BY 1, 2, 3
-    ON CONFLICT (day, user_id, model) DO UPDATE SET
-        jobs = r.jobs + excluded.jobs, succeeded = r.succeeded + excluded.succeeded,
-        failed = r.failed + excluded.failed, canceled = r.canceled + excluded.canceled,
-        credits_spent = r.credits_spent + excluded.credits_spent
-)
-SELECT id FROM removed";
+}
+
+/// Locks the one `usage_sealed` row for the transaction, unless another transaction holds it.
+const LOCK_SEALED_DAYS: &str = "SELECT through FROM usage_sealed FOR UPDATE SKIP LOCKED";
+
+/// Locks the last sealed day against a seal for the transaction (a purge reads it).
+const SHARE_SEALED_DAYS: &str = "SELECT through FROM usage_sealed FOR SHARE";
+
+/// The oldest creation day after the last sealed one (`$1`; all days when NULL), if a job has one.
+const OLDEST_UNSEALED_DAY: &str = "
+SELECT (min(created_at) AT TIME ZONE 'UTC')::date AS day FROM jobs
+WHERE created_at >= coalesce(($1::date + 1)::timestamp AT TIME ZONE 'UTC', '-infinity')";
+
+/// Whether a job created on the UTC day `$1` is not final yet.
+const DAY_HAS_UNFINISHED_JOBS: &str = "
+SELECT EXISTS (
+    SELECT 1 FROM jobs
+    WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' AND created_at < ($1 + 1)::timestamp AT TIME ZONE 'UTC'
+        AND state NOT IN ('succeeded', 'failed', 'canceled')
+) AS unfinished";
+
+#[derive(QueryableByName)]
+struct Sealed {
+    #[diesel(sql_type = Nullable<SqlDate>)]
+    through: Option<Date>,
+}
+
+#[derive(QueryableByName)]
+struct Found {
+    #[diesel(sql_type = Nullable<SqlDate>)]
+    day: Option<Date>,
+}
+
+#[derive(QueryableByName)]
+struct Unfinished {
+    #[diesel(sql_type = Bool)]
+    unfinished: bool,
+}
 
 #[derive(QueryableByName)]
 struct Removed {
@@ -180,6 +236,7 @@ impl UsageStore for PgStore {
                 day: row.day,
                 model: row.model,
                 user_id: row.user_id.map(UserId::from_uuid),
+                provider: row.provider,
                 jobs: count(row.jobs),
                 succeeded: count(row.succeeded),
                 failed: count(row.failed),
@@ -190,13 +247,58 @@ impl UsageStore for PgStore {
     }
 
     async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {
-        let purge = diesel::sql_query(PURGE_FINAL_JOBS)
-            .bind::<Timestamptz, _>(before)
-            .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX));
-        let removed: Vec<Removed> = self.in_session(async |conn| purge.load(conn).await).await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut conn = self.conn().await?;
+        let removed = conn
+            .transaction(async |conn| -> Result<Vec<Removed>, diesel::result::Error> {
+                // Held until the purge commits, so that no seal counts these jobs' day meanwhile.
+                let sealed: Sealed = diesel::sql_query(SHARE_SEALED_DAYS).get_result(conn).await?;
+                diesel::sql_query(purge_final_jobs_statement())
+                    .bind::<Timestamptz, _>(before)
+                    .bind::<BigInt, _>(limit)
+                    .bind::<Nullable<SqlDate>, _>(sealed.through)
+                    .load(conn)
+                    .await
+            })
+            .await
+            .map_err(from_diesel)?;
         for job in &removed {
             self.jobs_cache.forget(&JobId::from_uuid(job.id));
         }
         Ok(removed.len())
+    }
+
+    async fn seal_usage_day(&self, now: OffsetDateTime) -> Result<Option<Date>, StoreError> {
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| -> Result<Option<Date>, diesel::result::Error> {
+            let Some(sealed) = diesel::sql_query(LOCK_SEALED_DAYS).get_result::<Sealed>(conn).await.optional()? else {
+                return Ok(None);
+            };
+            let oldest: Found = diesel::sql_query(OLDEST_UNSEALED_DAY)
+                .bind::<Nullable<SqlDate>, _>(sealed.through)
+                .get_result(conn)
+                .await?;
+            let Some(day) = oldest.day else { return Ok(None) };
+            let ended = day.next_day().unwrap_or(Date::MAX).midnight().assume_utc();
+            if now < ended + SEAL_AFTER {
+                return Ok(None);
+            }
+            let open: Unfinished =
+                diesel::sql_query(DAY_HAS_UNFINISHED_JOBS).bind::<SqlDate, _>(day).get_result(conn).await?;
+            if open.unfinished {
+                return Ok(None);
+            }
+            diesel::sql_query(roll_up(
+                "jobs WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' \
+                 AND created_at < ($1 + 1)::timestamp AT TIME ZONE 'UTC'",
+            ))
+            .bind::<SqlDate, _>(day)
+            .execute(conn)
+            .await?;
+            diesel::sql_query("UPDATE usage_sealed SET through = $1").bind::<SqlDate, _>(day).execute(conn).await?;
+            Ok(Some(day))
+        })
+        .await
+        .map_err(from_diesel)
     }
 }

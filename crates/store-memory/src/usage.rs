@@ -1,0 +1,192 @@
+//! The usage port in memory: the ledger as recorded, and reports that count the live jobs of
+//! unsealed days plus the rollup, which holds purged jobs and whole sealed days, as the Postgres
+//! store does, so that both answer every report alike.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use genjobs_domain::credits::Credits;
+use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::job::{Job, JobState, UpstreamRef};
+use genjobs_domain::ports::{LedgerRecord, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore};
+use time::{Date, OffsetDateTime};
+
+use super::MemoryStore;
+
+/// What a report counts of a job: its creation day, user, model and provider.
+type Group = (Date, UserId, String, Option<String>);
+
+/// What usage reports count besides the live jobs.
+#[derive(Debug, Default)]
+pub(super) struct Rollup {
+    counted: BTreeMap<Group, Counts>,
+    /// The last sealed day: reports read it, and every day before it, from `counted` alone.
+    sealed_through: Option<Date>,
+}
+
+impl Rollup {
+    fn is_sealed(&self, day: Date) -> bool {
+        self.sealed_through.is_some_and(|through| day <= through)
+    }
+
+    fn add(&mut self, job: &Job) {
+        self.counted.entry(group_of(job)).or_default().add(Counts::of(job));
+    }
+}
+
+/// Jobs counted as a usage report counts them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    jobs: u64,
+    succeeded: u64,
+    failed: u64,
+    canceled: u64,
+    credits_spent: u64,
+}
+
+impl Counts {
+    fn of(job: &Job) -> Counts {
+        let is = |state: JobState| u64::from(job.state() == state);
+        Counts {
+            jobs: 1,
+            succeeded: is(JobState::Succeeded),
+            failed: is(JobState::Failed),
+            canceled: is(JobState::Canceled),
+            credits_spent: job.credits_actual().map_or(0, Credits::get),
+        }
+    }
+
+    fn add(&mut self, other: Counts) {
+        self.jobs += other.jobs;
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.canceled += other.canceled;
+        self.credits_spent += other.credits_spent;
+    }
+}
+
+fn utc_day(at: OffsetDateTime) -> Date {
+    at.to_offset(time::UtcOffset::UTC).date()
+}
+
+fn group_of(job: &Job) -> Group {
+    (
+        utc_day(job.created_at()),
+        job.user_id(),
+        job.model().to_string(),
+        job.upstream().map(|upstream| upstream.provider().to_owned()),
+    )
+}
+
+#[async_trait]
+impl UsageStore for MemoryStore {
+    async fn ledger(
+        &self,
+        user_id: UserId,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRecord>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .ledger
+            .iter()
+            .rev()
+            .filter(|(owner, record)| *owner == user_id && before.is_none_or(|before| record.sequence < before))
+            .take(limit)
+            .map(|(_, record)| record.clone())
+            .collect())
+    }
+
+    async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
+        let state = self.state();
+        let live = state
+            .jobs
+            .values()
+            .map(|row| (group_of(&row.job), Counts::of(&row.job)))
+            .filter(|((day, ..), _)| !state.rollup.is_sealed(*day));
+        let rolled = state.rollup.counted.iter().map(|(group, counts)| (group.clone(), *counts));
+        type Key = (Option<Date>, Option<String>, Option<UserId>, Option<String>);
+        let mut groups: BTreeMap<Key, Counts> = BTreeMap::new();
+        for ((day, user, model, provider), counts) in live.chain(rolled) {
+            if query.user_id.is_some_and(|only| only != user) || !(query.from..=query.to).contains(&day) {
+                continue;
+            }
+            let key = match query.group_by {
+                UsageGrouping::Day => (Some(day), None, None, None),
+                UsageGrouping::Model => (None, Some(model), None, None),
+                UsageGrouping::User => (None, None, Some(user), None),
+                UsageGrouping::DayAndModel => (Some(day), Some(model), None, None),
+                UsageGrouping::Provider => (None, None, None, provider),
+            };
+            groups.entry(key).or_default().add(counts);
+        }
+        Ok(groups
+            .into_iter()
+            .map(|((day, model, user_id, provider), c)| UsageRow {
+                day,
+                model,
+                user_id,
+                provider,
+                jobs: c.jobs,
+                succeeded: c.succeeded,
+                failed: c.failed,
+                canceled: c.canceled,
+                credits_spent: c.credits_spent,
+            })
+            .collect())
+    }
+
+    async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {
+        let mut state = self.state();
+        let mut expired: Vec<(OffsetDateTime, JobId)> = state
+            .jobs
+            .values()
+            .filter_map(|row| row.job.finished_at().filter(|at| *at < before).map(|at| (at, row.job.id())))
+            .filter(|(_, id)| !state.outbox.is_pending(*id))
+            .collect();
+        expired.sort_unstable();
+        expired.truncate(limit);
+        for (_, id) in &expired {
+            let Some(row) = state.jobs.remove(id) else { continue };
+            let job = row.job;
+            if let Some(ids) = state.jobs_by_user.get_mut(&job.user_id()) {
+                ids.remove(id);
+            }
+            if let Some(key) = job.upstream().map(UpstreamRef::key) {
+                state.jobs_by_upstream_key.remove(key);
+            }
+            state.idempotency.retain(|_, record| record.job_id != *id);
+            state.outbox.forget(*id);
+            if !state.rollup.is_sealed(utc_day(job.created_at())) {
+                state.rollup.add(&job);
+            }
+        }
+        Ok(expired.len())
+    }
+
+    async fn seal_usage_day(&self, now: OffsetDateTime) -> Result<Option<Date>, StoreError> {
+        let mut state = self.state();
+        let unsealed = |job: &Job| !state.rollup.is_sealed(utc_day(job.created_at()));
+        let Some(day) = state
+            .jobs
+            .values()
+            .map(|row| &row.job)
+            .filter(|job| unsealed(job))
+            .map(|job| utc_day(job.created_at()))
+            .min()
+        else {
+            return Ok(None);
+        };
+        let ended = day.next_day().unwrap_or(Date::MAX).midnight().assume_utc();
+        let on_day: Vec<Job> =
+            state.jobs.values().map(|row| &row.job).filter(|job| utc_day(job.created_at()) == day).cloned().collect();
+        if now < ended + SEAL_AFTER || on_day.iter().any(|job| !job.state().is_final()) {
+            return Ok(None);
+        }
+        for job in &on_day {
+            state.rollup.add(job);
+        }
+        state.rollup.sealed_through = Some(day);
+        Ok(Some(day))
+    }
+}
