@@ -57,9 +57,28 @@ pub struct DataView<T> {
     pub data: Vec<T>,
 }
 
-/// `{status}` of `/healthz` and `/readyz`.
+/// `{status}` of `/healthz` and `/readyz`; `/readyz?verbose` adds each provider's breaker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Status {
     /// `ok` (alive) or `ready`.
     pub status: String,
+    /// With `/readyz?verbose` only: each configured provider, in the order routes try them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<ProviderStatus>,
+}
+
+/// A configured provider as the router sees it: a provider that keeps refusing connections (5
+/// refusals in a row) is passed by while it cools down, then one submission probes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProviderStatus {
+    /// The provider's name (`fal`, `replicate`).
+    pub provider: String,
+    /// `closed` (submissions go to it), `open` (cooling down: passed by) or `half_open` (the
+    /// next submission probes it).
+    pub breaker: String,
+    /// Refusals in a row since it last answered.
+    pub refusals_in_a_row: u32,
+    /// While `open`: seconds until the next submission probes it again (rounded up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_in_secs: Option<u64>,
 }

@@ -18,7 +18,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use genjobs_api::{Status, StreamEvent, WebhookPayload};
+use genjobs_api::{ProviderStatus, Status, StreamEvent, WebhookPayload};
 
 use crate::error::Envelope;
 use crate::openai::OpenAiEnvelope;
@@ -75,7 +75,7 @@ use crate::routes;
         openai::video_content,
         openai::list_models,
     ),
-    components(schemas(StreamEvent, Envelope, Status, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload)),
+    components(schemas(StreamEvent, Envelope, Status, ProviderStatus, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload)),
     modifiers(&Conventions),
     tags(
         (name = "generations", description = "Submit image and video jobs"),

@@ -27,8 +27,8 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
-    UpstreamReport, UpstreamStatus,
+    BreakerState, CancelOutcome, Delivery, NotificationRejected, PollFailure, ProviderAvailability, ResultFailure,
+    SubmitFailure, UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use metrics::{counter, gauge};
 use tokio::time::Instant;
@@ -87,6 +87,14 @@ impl Breaker {
     /// Any other answer: the provider takes requests, the breaker closes.
     fn answered(&mut self) {
         *self = Self::default();
+    }
+
+    fn state(&self, now: Instant) -> BreakerState {
+        match self.cooling_until {
+            None => BreakerState::Closed,
+            Some(until) if now < until => BreakerState::Open { cools_for: until - now },
+            Some(_) => BreakerState::HalfOpen,
+        }
     }
 }
 
@@ -147,6 +155,21 @@ impl UpstreamProvider for RoutedUpstream {
 
     fn serves(&self, provider: &str) -> bool {
         self.provider(provider).is_some()
+    }
+
+    fn availability(&self) -> Vec<ProviderAvailability> {
+        let now = Instant::now();
+        let breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+        self.providers()
+            .map(|provider| {
+                let breaker = breakers.get(provider.name());
+                ProviderAvailability {
+                    provider: provider.name().to_owned(),
+                    breaker: breaker.map_or(BreakerState::Closed, |breaker| breaker.state(now)),
+                    refusals_in_a_row: breaker.map_or(0, |breaker| breaker.refusals_in_a_row),
+                }
+            })
+            .collect()
     }
 
     /// A key is refused when any provider the job could go to refuses it: which route takes the

@@ -12,7 +12,8 @@ use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::ports::{
-    Delivery, MockUpstreamProvider, NotificationRejected, PollFailure, SubmitFailure, UpstreamProvider, UpstreamStatus,
+    BreakerState, Delivery, MockUpstreamProvider, NotificationRejected, PollFailure, SubmitFailure, UpstreamProvider,
+    UpstreamStatus,
 };
 use genjobs_runtime::RoutedUpstream;
 use serde_json::json;
@@ -116,8 +117,15 @@ async fn a_provider_that_keeps_refusing_cools_down_then_one_submission_probes_it
     for _ in 0..3 {
         assert_eq!(routed.submit(id, &model(), &input()).await, Ok(sent.clone()), "refused at fal, taken at replicate");
     }
+    let breakers = |routed: &RoutedUpstream| -> Vec<(String, BreakerState, u32)> {
+        routed.availability().into_iter().map(|p| (p.provider, p.breaker, p.refusals_in_a_row)).collect()
+    };
+    let open = BreakerState::Open { cools_for: genjobs_runtime::COOL_DOWN };
+    assert_eq!(breakers(&routed), [("fal".into(), open, 5), ("replicate".into(), BreakerState::Closed, 0)]);
     // Cooling down: fal is passed by without a call (its mock allows no seventh).
     assert_eq!(routed.submit(id, &model(), &input()).await, Ok(sent.clone()));
     tokio::time::advance(genjobs_runtime::COOL_DOWN).await;
+    assert_eq!(breakers(&routed)[0].1, BreakerState::HalfOpen, "the next submission probes fal");
     assert_eq!(routed.submit(id, &model(), &input()).await, Ok(UpstreamRef::new("fal", "f")), "the probe closes it");
+    assert_eq!(breakers(&routed)[0], ("fal".into(), BreakerState::Closed, 0));
 }

@@ -176,3 +176,26 @@ async fn operators_read_usage_by_the_provider_that_took_each_job() {
         "provider,jobs,succeeded,failed,canceled,credits_spent\n,1,0,0,1,0\nreplicate,1,1,0,0,6\n"
     );
 }
+
+#[tokio::test]
+async fn readyz_verbose_shows_a_provider_that_keeps_refusing_as_cooling_down() {
+    let sim = replicate_sim();
+    let app = app(&sim, false).await;
+    let user = app.create_user(100, json!({"rate_limit_per_minute": 1000, "max_concurrent_jobs": 3})).await;
+    // fal refuses each job twice (one retry): by the third job, five refusals in a row or more
+    // (the driver may send the three at once).
+    let ids =
+        [flux(&app, &user.key, "one").await, flux(&app, &user.key, "two").await, flux(&app, &user.key, "three").await];
+    for id in &ids {
+        app.final_unwatched(&user.key, id).await;
+    }
+    let plain: Value = app.client.get(app.url("/readyz")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(plain, json!({"status": "ready"}), "the plain answer stays as the spec writes it");
+    let verbose: Value = app.client.get(app.url("/readyz?verbose")).send().await.unwrap().json().await.unwrap();
+    let providers = verbose["providers"].as_array().unwrap();
+    assert_eq!((verbose["status"].as_str(), providers.len()), (Some("ready"), 2), "{verbose}");
+    assert_eq!((&providers[0]["provider"], &providers[0]["breaker"]), (&json!("fal"), &json!("open")), "{verbose}");
+    assert!(providers[0]["refusals_in_a_row"].as_u64().unwrap() >= 5, "{verbose}");
+    assert!((1..=30).contains(&providers[0]["probe_in_secs"].as_u64().unwrap()), "{verbose}");
+    assert_eq!(providers[1], json!({"provider": "replicate", "breaker": "closed", "refusals_in_a_row": 0}));
+}

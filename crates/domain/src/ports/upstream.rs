@@ -127,6 +127,32 @@ pub enum NotificationRejected {
     Unavailable(String),
 }
 
+/// Whether a provider takes submissions now, as the router's circuit breaker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Submissions go to the provider.
+    Closed,
+    /// The provider refused too often in a row: submissions pass it by for `cools_for` more.
+    Open {
+        /// Until the next submission probes it again.
+        cools_for: std::time::Duration,
+    },
+    /// The cool-down is over: the next submission probes the provider, and its answer closes or
+    /// opens the breaker.
+    HalfOpen,
+}
+
+/// A configured provider and its breaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderAvailability {
+    /// The provider's name.
+    pub provider: String,
+    /// Its breaker.
+    pub breaker: BreakerState,
+    /// Refusals in a row since it last answered.
+    pub refusals_in_a_row: u32,
+}
+
 /// The upstream provider that runs the jobs. Provider-neutral: it is given a validated request
 /// for a catalog model and answers with an opaque [`UpstreamRef`]; which endpoint serves the
 /// model, how fields are named and translated, and where to poll are the adapter's own.
@@ -145,6 +171,17 @@ pub trait UpstreamProvider: Send + Sync {
     /// several providers, any of theirs.
     fn serves(&self, provider: &str) -> bool {
         provider == self.name()
+    }
+
+    /// Each provider behind this adapter and whether it takes submissions now: one adapter alone
+    /// has no breaker and is always [`BreakerState::Closed`]; an adapter that routes over several
+    /// answers for each, in the order it tries them.
+    fn availability(&self) -> Vec<ProviderAvailability> {
+        vec![ProviderAvailability {
+            provider: self.name().to_owned(),
+            breaker: BreakerState::Closed,
+            refusals_in_a_row: 0,
+        }]
     }
 
     /// The first key of `extra` (in key order) that a request to `model` may not set: a

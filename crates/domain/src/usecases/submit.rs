@@ -10,7 +10,8 @@ use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
 use crate::job::{Job, JobState};
 use crate::ports::{
-    AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, StoreError, UpstreamProvider,
+    AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability, StoreError,
+    UpstreamProvider,
 };
 use crate::request::{GenerationRequest, InvalidRequest};
 
@@ -160,6 +161,12 @@ impl Submissions {
     pub fn provider_of<'m>(&self, model: &'m Model) -> &'m str {
         let configured = model.routes.iter().find(|route| self.ports.upstream.serves(&route.provider));
         configured.or(model.routes.first()).map_or("", |route| route.provider.as_str())
+    }
+
+    /// Where submissions can go now: each configured provider and its breaker.
+    #[must_use]
+    pub fn provider_availability(&self) -> Vec<ProviderAvailability> {
+        self.ports.upstream.availability()
     }
 
     /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).

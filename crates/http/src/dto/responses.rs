@@ -3,8 +3,8 @@
 //! keeps internally.
 
 use genjobs_api::{
-    Account, CancelReceipt, CreatedUser, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt,
-    StreamEvent, User,
+    Account, CancelReceipt, CreatedUser, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, ProviderStatus,
+    Quote, Receipt, StreamEvent, User,
 };
 use genjobs_domain::job::{self, Job as DomainJob};
 use genjobs_domain::output::{OutputCopy, OutputItem};
@@ -187,6 +187,24 @@ pub fn created_user_view(account: &ports::Account, api_key: &str) -> CreatedUser
         credits_available: account.balances.available.get(),
         rate_limit_per_minute: account.limits.rate_limit_per_minute,
         max_concurrent_jobs: account.limits.max_concurrent_jobs,
+    }
+}
+
+/// A provider's breaker, as `/readyz?verbose` shows it.
+#[must_use]
+pub fn provider_status_view(p: ports::ProviderAvailability) -> ProviderStatus {
+    let (breaker, probe_in) = match p.breaker {
+        ports::BreakerState::Closed => ("closed", None),
+        ports::BreakerState::Open { cools_for } => {
+            ("open", Some(cools_for.as_secs() + u64::from(cools_for.subsec_nanos() > 0)))
+        }
+        ports::BreakerState::HalfOpen => ("half_open", None),
+    };
+    ProviderStatus {
+        provider: p.provider,
+        breaker: breaker.to_owned(),
+        refusals_in_a_row: p.refusals_in_a_row,
+        probe_in_secs: probe_in,
     }
 }
 

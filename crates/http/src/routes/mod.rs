@@ -36,7 +36,9 @@ use crate::auth::{Authenticated, Operator};
 use crate::body::read_json;
 use crate::dto::model_view;
 use crate::dto::requests::{generation_request, request_fingerprint};
-use crate::dto::responses::{account_view, cancel_view, event_view, job_page_view, job_view, receipt_view};
+use crate::dto::responses::{
+    account_view, cancel_view, event_view, job_page_view, job_view, provider_status_view, receipt_view,
+};
 use crate::error::ApiError;
 use crate::links::OutputLinks;
 use crate::telemetry::{Held, OpenConnection};
@@ -325,21 +327,29 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The process serves", body = Status)))]
 pub async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(Status { status: "ok".to_owned() })
+    HttpResponse::Ok().json(Status { status: "ok".to_owned(), providers: Vec::new() })
 }
 
 /// Readiness
 ///
 /// `{"status":"ready"}` when the store answers and its migrations are current; 503 otherwise,
-/// and while the process drains. No key, no rate limit.
+/// and while the process drains. With `?verbose`, also each configured provider's circuit
+/// breaker (a provider cooling down does not make the replica unready: its jobs wait or take
+/// another route). No key, no rate limit.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
+    params(("verbose" = Option<String>, Query, description = "Any value: add `providers`, each provider's breaker")),
     responses((status = 200, description = "Ready to serve", body = Status)))]
-pub async fn readyz(state: web::Data<AppState>) -> Handled {
+pub async fn readyz(state: web::Data<AppState>, query: Query) -> Handled {
     if state.drain.is_draining() {
         return Err(genjobs_domain::ports::StoreError::Unavailable("the process is draining".into()).into());
     }
     state.services.admin.readiness().await?;
-    Ok(HttpResponse::Ok().json(Status { status: "ready".to_owned() }))
+    let providers = if query.contains_key("verbose") {
+        state.services.submissions.provider_availability().into_iter().map(provider_status_view).collect()
+    } else {
+        Vec::new()
+    };
+    Ok(HttpResponse::Ok().json(Status { status: "ready".to_owned(), providers }))
 }
 
 /// Metrics
