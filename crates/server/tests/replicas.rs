@@ -1,6 +1,7 @@
 //! Several `genjobs` processes on one Postgres database, sharing one simulated provider: a job
 //! submitted through one replica streams to completion through another; a replica killed with
-//! SIGKILL has its jobs finished by the other; a process killed and restarted loses nothing.
+//! SIGKILL has its jobs finished by the other; a process killed and restarted loses nothing; of
+//! four, the one drained by SIGTERM hands its jobs to the other three.
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
@@ -234,6 +235,40 @@ async fn a_replica_drained_by_sigterm_ends_its_streams_and_hands_its_jobs_over_w
     let done = job(&b, &key, &id, 30).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(sim.stats().routes["submit"], 1, "the job was never submitted twice");
+    assert_ledger_balances(&db, &user_id, 100).await;
+}
+
+/// Four replicas on one database; the one driving every job is drained by SIGTERM: the three
+/// others finish all its jobs long before its leases (60 s) could run out, none submitted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_four_replicas_the_one_drained_hands_all_its_jobs_to_the_other_three() {
+    let (db, sim) = (TestDatabase::new().await, sim());
+    let long_lease = [("GENJOBS_LEASE_SECS", "60")];
+    let mut a = Replica::start_with(&db, &sim, &long_lease);
+    let (user_id, key) = create_user(&a, 100).await;
+    let mut ids = Vec::new();
+    for n in 0..8 {
+        ids.push(submit(&a, &key, &format!("handover {n} [sim:run=8000]")).await);
+    }
+    for id in &ids {
+        let running =
+            eventually(Duration::from_secs(10), async || job(&a, &key, id, 0).await["state"] == "running").await;
+        assert!(running, "replica a never started {id}");
+    }
+    let others: Vec<Replica> = (0..3).map(|_| Replica::start_with(&db, &sim, &long_lease)).collect();
+
+    Command::new("kill").args(["-TERM", &a.child.id().to_string()]).status().unwrap();
+    let status = tokio::task::spawn_blocking(move || (a.child.wait().unwrap(), a));
+    let (status, _a) = tokio::time::timeout(Duration::from_secs(10), status).await.expect("a exits").unwrap();
+    assert!(status.success(), "{status:?}");
+    let exited = std::time::Instant::now();
+
+    for (n, id) in ids.iter().enumerate() {
+        let done = job(&others[n % 3], &key, id, 30).await;
+        assert_eq!(done["state"], "succeeded", "{done}");
+    }
+    assert!(exited.elapsed() < Duration::from_secs(30), "finished {:?} after a exited", exited.elapsed());
+    assert_eq!(sim.stats().routes["submit"], 8, "no job was submitted twice");
     assert_ledger_balances(&db, &user_id, 100).await;
 }
 
