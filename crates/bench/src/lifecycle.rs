@@ -163,7 +163,7 @@ pub(crate) async fn copy_throughput(bytes: usize) -> Result<CopyResult, Failure>
 }
 
 /// What one job costs Postgres from accept to final.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub(crate) struct JobCost {
     /// Jobs measured.
     pub jobs: usize,
@@ -180,12 +180,32 @@ pub(crate) struct JobCost {
     pub relaxed_commits_per_job: f64,
     /// Rows inserted, updated or deleted per job.
     pub rows_written_per_job: f64,
+    /// Bytes of WAL written per job (`pg_current_wal_lsn`, cluster-wide, idle rate subtracted).
+    pub wal_bytes_per_job: f64,
+    /// Rows inserted, updated or deleted per job in each table that had any
+    /// (`pg_stat_user_tables`), most first.
+    pub rows_by_table: Vec<(String, f64)>,
 }
 
-/// The database's counters: commits, rows written, and the cluster's WAL flushes.
-fn counters(server: &str, database: &str) -> Result<[f64; 3], Failure> {
+/// Rows inserted, updated or deleted so far in each table of `database`.
+fn rows_by_table(server: &str, database: &str) -> Result<Vec<(String, f64)>, Failure> {
+    let url = super::database_url(server, database);
+    let sql = "SELECT relname || '|' || (n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables ORDER BY relname";
+    let output = Command::new("psql").args([url.as_str(), "-qtAc", sql]).output()?;
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (table, rows) = line.split_once('|')?;
+            Some((table.to_owned(), rows.parse().ok()?))
+        })
+        .collect())
+}
+
+/// The database's counters: commits, rows written, and the cluster's WAL flushes and bytes.
+fn counters(server: &str, database: &str) -> Result<[f64; 4], Failure> {
     let sql = format!(
-        "SELECT d.xact_commit, d.tup_inserted + d.tup_updated + d.tup_deleted, w.wal_sync \
+        "SELECT d.xact_commit, d.tup_inserted + d.tup_updated + d.tup_deleted, w.wal_sync, \
+         pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') \
          FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = '{database}'"
     );
     let output = Command::new("psql").args([server, "-qtAc", &sql]).output()?;
@@ -213,6 +233,7 @@ pub(crate) async fn job_cost(bin: &Path, server: &str, jobs: usize) -> Result<Jo
     let idle_end = (counters(server, database)?, Instant::now());
     let idle_secs = (idle_end.1 - idle_start.1).as_secs_f64();
     let commits_before = job_commits(&app.base).await?;
+    let tables_before = rows_by_table(server, database)?;
 
     let started = Instant::now();
     for _ in 0..jobs {
@@ -231,6 +252,15 @@ pub(crate) async fn job_cost(bin: &Path, server: &str, jobs: usize) -> Result<Jo
     let commits_after = job_commits(&app.base).await?;
     tokio::time::sleep(STATS_SETTLE).await;
     let end = counters(server, database)?;
+    let mut tables: Vec<(String, f64)> = rows_by_table(server, database)?
+        .into_iter()
+        .filter_map(|(table, rows)| {
+            let before = tables_before.iter().find(|(t, _)| *t == table).map_or(0.0, |(_, r)| *r);
+            let per_job = (rows - before) / jobs as f64;
+            (per_job > 0.0).then_some((table, per_job))
+        })
+        .collect();
+    tables.sort_by(|a, b| b.1.total_cmp(&a.1));
     let run_secs = started.elapsed().as_secs_f64();
     let commits = |i: usize| (commits_after[i] - commits_before[i]) / jobs as f64;
     let per_job = |i: usize| {
@@ -242,6 +272,8 @@ pub(crate) async fn job_cost(bin: &Path, server: &str, jobs: usize) -> Result<Jo
         commits_per_job: per_job(0),
         rows_written_per_job: per_job(1),
         wal_syncs_per_job: per_job(2),
+        wal_bytes_per_job: per_job(3),
+        rows_by_table: tables,
         durable_commits_per_job: commits(0),
         relaxed_commits_per_job: commits(1),
     })

@@ -80,6 +80,7 @@ pub fn write(
         "open_loop_p99_ms": f.submissions_open.p99_ms,
         "commits_per_job": f.job_cost.commits_per_job,
         "durable_commits_per_job": f.job_cost.durable_commits_per_job,
+        "wal_bytes_per_job": f.job_cost.wal_bytes_per_job,
         "copy_ratio": f.copy.store_mb_per_sec / f.copy.cp_mb_per_sec.max(f64::EPSILON),
         "figures": f,
     });
@@ -209,15 +210,18 @@ pub fn write(
     let j = &f.job_cost;
     let _ = writeln!(
         md,
-        "| 9 | one job from accept to final, no progress ({} jobs, one at a time): durable job commits (genjobs' count); relaxed ones; all commits, reads included (Postgres); WAL flushes; rows written | {:.2}; {:.2}; {:.2}; {:.2}; {:.2} | | | ≤ 3 durable commits | {} |\n",
+        "| 9 | one job from accept to final, no progress ({} jobs, one at a time): durable job commits (genjobs' count); relaxed ones; all commits, reads included (Postgres); WAL flushes; WAL bytes; rows written | {:.2}; {:.2}; {:.2}; {:.2}; {:.0}; {:.2} | | | ≤ 3 durable commits | {} |\n",
         j.jobs,
         j.durable_commits_per_job,
         j.relaxed_commits_per_job,
         j.commits_per_job,
         j.wal_syncs_per_job,
+        j.wal_bytes_per_job,
         j.rows_written_per_job,
         verdict(j.durable_commits_per_job <= 3.0)
     );
+    let tables: Vec<String> = j.rows_by_table.iter().map(|(table, rows)| format!("`{table}` {rows:.2}")).collect();
+    let _ = writeln!(md, "Row 9's rows written per job, by table: {}.\n", tables.join(", "));
 
     let _ = writeln!(md, "## History\n");
     let _ = writeln!(
