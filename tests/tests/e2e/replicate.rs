@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use genjobs::Config;
-use genjobs_tests::{ADMIN_TOKEN, TestApp, fast_config, webhook_config};
+use genjobs_tests::{ADMIN_TOKEN, Answer, TestApp, WebhookReceiver, fast_config, webhook_config};
 use genjobs_upstream_replicate::ReplicateArgs;
 use genjobs_upstream_replicate_sim::{RunningSim, SimConfig, spawn};
 use reqwest::StatusCode;
@@ -85,6 +85,53 @@ async fn fails_and_refunds(prompt: &str) -> RunningSim {
     let account = app.user(&user.id).await;
     assert_eq!((account["credits_available"].as_u64(), account["credits_spent"].as_u64()), (Some(100), Some(0)));
     sim
+}
+
+/// genjobs with fal standing in as a server that answers every request with `status`, and
+/// Replicate at `sim`; returns the stand-in too, to count what fal was sent.
+async fn app_with_fal_answering(sim: &RunningSim, status: u16) -> (TestApp, WebhookReceiver) {
+    let fal = WebhookReceiver::start(vec![Answer::Status(status); 8]).await;
+    let replicate = ReplicateArgs {
+        replicate_url: sim.api_url(),
+        replicate_token: Some(SimConfig::default().token),
+        replicate_webhook_secret: None,
+    };
+    let url = fal.url.trim_end_matches("/hook").to_owned();
+    (spawn_app_with(Config { upstream_url: Some(url), replicate, ..fast_config() }).await, fal)
+}
+
+#[tokio::test]
+async fn a_429_502_or_503_from_fal_sends_the_job_to_replicate_after_one_retry() {
+    for status in [429, 502, 503] {
+        let sim = replicate_sim();
+        let (app, fal) = app_with_fal_answering(&sim, status).await;
+        let user = app.create_user(100, json!({})).await;
+        let id = flux(&app, &user.key, "a lighthouse").await;
+        let job = app.final_unwatched(&user.key, &id).await;
+        assert_eq!(
+            (job["state"].as_str(), job["upstream"].as_str()),
+            (Some("succeeded"), Some("replicate")),
+            "{status}: {job}"
+        );
+        assert_eq!(fal.received().len(), 2, "{status}: tried once more at fal first");
+        assert_eq!(sim.create_calls().len(), 1, "{status}");
+        let account = app.user(&user.id).await;
+        assert_eq!((account["credits_spent"].as_u64(), account["credits_held"].as_u64()), (Some(6), Some(0)));
+    }
+}
+
+#[tokio::test]
+async fn a_500_from_fal_is_ambiguous_and_the_job_never_goes_to_replicate() {
+    let sim = replicate_sim();
+    let (app, fal) = app_with_fal_answering(&sim, 500).await;
+    let user = app.create_user(100, json!({})).await;
+    let id = flux(&app, &user.key, "a lighthouse").await;
+    let job = app.final_unwatched(&user.key, &id).await;
+    assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("failed"), None), "{job}");
+    assert_eq!(fal.received().len(), 1, "a request fal may have taken is never sent again");
+    assert!(sim.create_calls().is_empty(), "never sent to a second provider");
+    let account = app.user(&user.id).await;
+    assert_eq!((account["credits_available"].as_u64(), account["credits_held"].as_u64()), (Some(100), Some(0)));
 }
 
 #[tokio::test]
