@@ -95,7 +95,7 @@ fn reporting(key: &'static str, outcome: Result<Vec<OutputItem>, ResultFailure>)
     let mut upstream = MockUpstreamProvider::new();
     upstream
         .expect_read_notification()
-        .returning(move |_, _| Ok(UpstreamReport { key: key.into(), outcome: outcome.clone() }));
+        .returning(move |_, _| Ok(UpstreamReport { key: key.into(), outcome: outcome.clone(), delivery_id: None }));
     upstream
 }
 
@@ -115,6 +115,40 @@ async fn a_delivery_ends_its_job_once_however_often_it_comes() {
     let spent = stored.credits_actual().unwrap();
     let expected = Balances { available: Credits::new(100 - spent.get()), held: Credits::new(0), spent };
     assert_eq!(balances(&world).await, expected);
+}
+
+/// A provider whose deliveries report `key` as ended, each signed with the delivery id `id`.
+fn reporting_as(key: &'static str, id: &'static str) -> MockUpstreamProvider {
+    let mut upstream = MockUpstreamProvider::new();
+    upstream.expect_read_notification().returning(move |_, _| {
+        Ok(UpstreamReport {
+            key: key.into(),
+            outcome: Ok(vec![image("https://cdn/a.png")]),
+            delivery_id: Some(id.into()),
+        })
+    });
+    upstream
+}
+
+#[tokio::test]
+async fn a_signed_delivery_answered_once_is_refused_as_a_replay() {
+    let world = world(reporting_as("req-1", "msg_1"), None).await;
+    let first = world.notifications.upstream_notification(&Delivery::default()).await;
+    assert_eq!(first, Ok(NotificationOutcome::Applied(JobState::Succeeded)));
+    let replay = world.notifications.upstream_notification(&Delivery::default()).await;
+    assert!(
+        matches!(replay, Err(NotificationError::Rejected(NotificationRejected::InvalidSignature(_)))),
+        "{replay:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_delivery_refused_for_an_unknown_job_is_read_again_when_it_comes_again() {
+    let world = world(reporting_as("req-early", "msg_2"), None).await;
+    for _ in 0..2 {
+        let early = world.notifications.upstream_notification(&Delivery::default()).await;
+        assert_eq!(early, Err(NotificationError::UnknownJob), "not remembered: the job may be recorded by then");
+    }
 }
 
 #[tokio::test]

@@ -132,7 +132,7 @@ impl Verifier {
             "ERROR" => Err(failure(body.payload.as_ref(), body.error)),
             other => return Err(NotificationRejected::Malformed(format!("unknown status {other:?}"))),
         };
-        Ok(UpstreamReport { key: body.request_id, outcome })
+        Ok(UpstreamReport { key: body.request_id, outcome, delivery_id: None })
     }
 
     /// Checks the headers and the signature; returns the signed request id.

@@ -74,7 +74,7 @@ impl Verifier {
         delivery: &Delivery,
         now: OffsetDateTime,
     ) -> Result<UpstreamReport, NotificationRejected> {
-        self.verify(delivery, now)?;
+        let delivery_id = self.verify(delivery, now)?;
         let prediction: Prediction = serde_json::from_slice(&delivery.body)
             .map_err(|e| NotificationRejected::Malformed(format!("the body is not a prediction: {e}")))?;
         let outcome = match prediction.phase().map_err(NotificationRejected::Malformed)? {
@@ -87,10 +87,11 @@ impl Verifier {
                 )));
             }
         };
-        Ok(UpstreamReport { key: prediction.id, outcome })
+        Ok(UpstreamReport { key: prediction.id, outcome, delivery_id: Some(delivery_id) })
     }
 
-    fn verify(&self, delivery: &Delivery, now: OffsetDateTime) -> Result<(), NotificationRejected> {
+    /// The delivery's `webhook-id`, once its signature and timestamp are verified.
+    fn verify(&self, delivery: &Delivery, now: OffsetDateTime) -> Result<String, NotificationRejected> {
         let header = |name: &str| {
             delivery.header(name).ok_or_else(|| NotificationRejected::InvalidSignature(format!("no {name} header")))
         };
@@ -116,7 +117,7 @@ impl Verifier {
             .filter_map(|entry| entry.split_once(','))
             .any(|(version, signature)| version == "v1" && bool::from(signature.as_bytes().ct_eq(expected)));
         if matches {
-            Ok(())
+            Ok(id.to_owned())
         } else {
             Err(NotificationRejected::InvalidSignature("no v1 signature of the delivery matches the secret".into()))
         }
@@ -153,7 +154,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let body = r#"{"id": "p1", "status": "succeeded", "output": "https://r/out.png"}"#;
         let report = verifier().read(&signed(body, now.unix_timestamp() - 299), now).unwrap();
-        assert_eq!(report.key, "p1");
+        assert_eq!((report.key.as_str(), report.delivery_id.as_deref()), ("p1", Some("msg_1")));
         assert_eq!(report.outcome.unwrap()[0].url, "https://r/out.png");
         assert_eq!(verifier().url(), "https://gen.example/api/upstream/replicate/webhook");
     }

@@ -89,6 +89,9 @@ pub struct UpstreamReport {
     pub key: String,
     /// How the job ended: its outputs, or why it failed.
     pub outcome: Result<Vec<OutputItem>, ResultFailure>,
+    /// The delivery's own id, when the provider's scheme signs one (Standard Webhooks'
+    /// `webhook-id`): a delivery answered once is refused when it comes again (a replay).
+    pub delivery_id: Option<String>,
 }
 
 /// One delivery as it arrived: its headers (names in lowercase) and its raw body.

@@ -1,9 +1,13 @@
 //! Notifications the provider pushes when a job ends (webhooks): verified by the provider
 //! adapter, then applied exactly as the driver applies a poll's answer, by compare-and-set, so
 //! that a duplicate delivery, a delivery racing a poll or one arriving after a cancel moves no
-//! credit twice.
+//! credit twice. A delivery whose signed id this process has answered before is refused as a
+//! replay (another replica finds its job final and changes nothing).
 
-use std::sync::Arc;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use time::OffsetDateTime;
 
 use super::Ports;
 use super::outputs::keep_outputs;
@@ -11,6 +15,7 @@ use super::steps::ending_trigger;
 use crate::job::{JobState, TransitionError};
 use crate::ports::{
     Clock, Commit, Delivery, JobEvents, JobStore, NotificationRejected, OutputStore, StoreError, UpstreamProvider,
+    UpstreamReport,
 };
 
 /// How often a notification re-reads a job that changed under it before giving up (the provider
@@ -43,10 +48,48 @@ pub enum NotificationError {
     Store(#[from] StoreError),
 }
 
+/// How long the id of a delivery answered once is remembered: longer than a signature stays
+/// fresh (300 s either way for Standard Webhooks), so that a replay is refused until its
+/// timestamp would be.
+const REPLAY_WINDOW: time::Duration = time::Duration::minutes(10);
+
+/// The ids of the deliveries answered in the last [`REPLAY_WINDOW`]. Only answered ones: a
+/// delivery refused for a job not recorded yet, or for a store that failed, is applied when the
+/// provider delivers it again.
+#[derive(Default)]
+struct Answered {
+    ids: HashSet<String>,
+    oldest_first: VecDeque<(OffsetDateTime, String)>,
+}
+
+impl Answered {
+    fn forget_before(&mut self, cut: OffsetDateTime) {
+        while let Some((at, _)) = self.oldest_first.front()
+            && *at < cut
+        {
+            if let Some((_, id)) = self.oldest_first.pop_front() {
+                self.ids.remove(&id);
+            }
+        }
+    }
+
+    fn contains(&mut self, id: &str, now: OffsetDateTime) -> bool {
+        self.forget_before(now - REPLAY_WINDOW);
+        self.ids.contains(id)
+    }
+
+    fn remember(&mut self, id: String, now: OffsetDateTime) {
+        if self.ids.insert(id.clone()) {
+            self.oldest_first.push_back((now, id));
+        }
+    }
+}
+
 /// What the provider pushes.
 #[derive(Clone)]
 pub struct ProviderNotifications {
     ports: NotificationPorts,
+    answered: Arc<Mutex<Answered>>,
 }
 
 /// The ports of [`ProviderNotifications`].
@@ -70,7 +113,7 @@ impl ProviderNotifications {
             events: Arc::clone(&ports.events),
             clock: Arc::clone(&ports.clock),
         };
-        Self { ports }
+        Self { ports, answered: Arc::default() }
     }
 
     /// Whether `provider`, as a webhook's path names it, is one whose notifications are read here.
@@ -84,7 +127,29 @@ impl ProviderNotifications {
     /// # Errors
     /// See [`NotificationError`].
     pub async fn upstream_notification(&self, delivery: &Delivery) -> Result<NotificationOutcome, NotificationError> {
-        let report = self.ports.upstream.read_notification(delivery, self.ports.clock.now()).await?;
+        let now = self.ports.clock.now();
+        let mut report = self.ports.upstream.read_notification(delivery, now).await?;
+        let delivery_id = report.delivery_id.take();
+        if let Some(id) = &delivery_id
+            && self.answered_lock().contains(id, now)
+        {
+            return Err(NotificationRejected::InvalidSignature(format!("the delivery {id} was received before")).into());
+        }
+        let applied = self.apply(report).await;
+        if applied.is_ok()
+            && let Some(id) = delivery_id
+        {
+            self.answered_lock().remember(id, now);
+        }
+        applied
+    }
+
+    fn answered_lock(&self) -> std::sync::MutexGuard<'_, Answered> {
+        self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Applies the end `report` gives to its job.
+    async fn apply(&self, report: UpstreamReport) -> Result<NotificationOutcome, NotificationError> {
         let mut job = self.ports.jobs.job_by_upstream_key(&report.key).await?.ok_or(NotificationError::UnknownJob)?;
         if job.state().is_final() {
             return Ok(NotificationOutcome::AlreadyFinal(job.state()));
