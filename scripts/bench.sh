@@ -10,6 +10,9 @@ fail() { echo "bench: $*" >&2; exit 1; }
 if ! command -v pgbench >/dev/null; then
   apt-get update -qq && apt-get install -y -qq postgresql-client || fail "cannot install pgbench"
 fi
+if ! command -v wrk >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq wrk || fail "cannot install wrk"
+fi
 if [ ! -x /usr/sbin/pgbouncer ]; then
   apt-get update -qq && apt-get install -y -qq pgbouncer || fail "cannot install pgbouncer"
 fi
@@ -30,5 +33,7 @@ timeout 900 target/release/genjobs-bench
 timeout 2400 target/release/genjobs-bench usage
 # 1, 2 and 4 replicas, directly and through PgBouncer: docs/benchmarks-replicas.md.
 timeout 900 target/release/genjobs-bench replicas
+# One replica as an outside load test measures it (wrk): docs/benchmarks-outside.md.
+timeout 600 target/release/genjobs-bench outside
 # Webhooks to clients: latency to a receiver, and memory over 100,000 undelivered events.
 timeout 600 target/release/genjobs-bench client-webhooks

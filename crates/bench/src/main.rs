@@ -210,6 +210,14 @@ async fn run_replicas() -> Result<(), Failure> {
     replicas::run(&bin, &server, &sim.base).await
 }
 
+/// `genjobs-bench outside`: one replica under wrk, against pgbench and a constant-JSON server.
+async fn run_outside() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let sim = spawn_simulator(&bin, "3600000").await?;
+    outside::run(&bin, &server, &sim.base, env_number("BENCH_SECONDS", 10)).await
+}
+
 /// `genjobs-bench client-webhooks`: only the webhooks to clients.
 async fn run_client_webhooks() -> Result<(), Failure> {
     let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
@@ -417,6 +425,7 @@ async fn run() -> Result<(), Failure> {
 
 mod client_webhooks;
 mod lifecycle;
+mod outside;
 mod pgbench;
 mod replicas;
 mod report;
@@ -428,6 +437,7 @@ async fn main() -> std::process::ExitCode {
         Some("usage") => run_usage().await,
         Some("replicas") => run_replicas().await,
         Some("client-webhooks") => run_client_webhooks().await,
+        Some("outside") => run_outside().await,
         _ => run().await,
     };
     match outcome {

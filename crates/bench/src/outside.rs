@@ -1,0 +1,227 @@
+//! `genjobs-bench outside`: one replica measured as an outside load test measures it, all in one
+//! run: wrk with 32 connections, each request with the key of one of 100 users at random; for
+//! submissions, pgbench running genjobs' accept transaction with `-M prepared` over the same 100
+//! accounts as the baseline; for reads of jobs on Postgres, a constant-JSON actix-web server as
+//! the ceiling. Writes `docs/benchmarks-outside.md`.
+
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use genjobs_bench::scenarios::{self, Api};
+
+use super::report::verdict;
+use super::{Failure, create_users, fresh_database, pgbench, progress, spawn_genjobs};
+
+const CLIENTS: usize = 32;
+const USERS: usize = 100;
+
+/// What wrk measured of one run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Wrk {
+    per_sec: f64,
+    p99_ms: f64,
+    /// Answers other than 2xx or 3xx, and socket errors.
+    errors: u64,
+}
+
+/// Reads wrk's summary (`--latency`): requests per second, the 99th percentile, the errors.
+fn parse_wrk(text: &str) -> Option<Wrk> {
+    let per_sec = text.lines().find_map(|l| l.trim().strip_prefix("Requests/sec:"))?.trim().parse().ok()?;
+    let p99 = text.lines().find_map(|l| l.trim().strip_prefix("99%"))?.trim();
+    let p99_ms = if let Some(us) = p99.strip_suffix("us") {
+        us.parse::<f64>().ok()? / 1000.0
+    } else if let Some(ms) = p99.strip_suffix("ms") {
+        ms.parse().ok()?
+    } else {
+        p99.strip_suffix('s')?.parse::<f64>().ok()? * 1000.0
+    };
+    let count = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .map_or(0, |rest| rest.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u64>().ok()).sum())
+    };
+    Some(Wrk { per_sec, p99_ms, errors: count("Non-2xx or 3xx responses:") + count("Socket errors:") })
+}
+
+/// Runs wrk against `url` for `seconds`, with `script` when given.
+fn wrk(url: &str, script: Option<&Path>, seconds: u64) -> Result<Wrk, Failure> {
+    let mut command = Command::new("wrk");
+    command.args(["-t", "2", "-c", &CLIENTS.to_string(), "-d", &format!("{seconds}s"), "--latency"]);
+    if let Some(script) = script {
+        command.arg("-s").arg(script);
+    }
+    let output = command.arg(url).output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    parse_wrk(&text)
+        .ok_or_else(|| format!("unexpected wrk output: {text}{}", String::from_utf8_lossy(&output.stderr)).into())
+}
+
+/// A Lua list of strings.
+fn lua_list(items: &[String]) -> String {
+    items.iter().map(|item| format!("{item:?}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A wrk script submitting an image job with the key of one of `keys` at random.
+fn submit_script(dir: &Path, keys: &[String]) -> Result<PathBuf, Failure> {
+    let path = dir.join("submit.lua");
+    std::fs::write(
+        &path,
+        format!(
+            "local keys = {{{}}}\n\
+             request = function()\n\
+               local key = keys[math.random(#keys)]\n\
+               return wrk.format(\"POST\", \"/api/v1/images/generations\", \
+                 {{[\"Authorization\"] = \"Bearer \" .. key, [\"Content-Type\"] = \"application/json\"}}, \
+                 '{{\"prompt\": \"bench\"}}')\n\
+             end\n",
+            lua_list(keys)
+        ),
+    )?;
+    Ok(path)
+}
+
+/// A wrk script reading one of `jobs` (id, its owner's key) at random.
+fn read_script(dir: &Path, jobs: &[(String, String)]) -> Result<PathBuf, Failure> {
+    let (ids, keys): (Vec<String>, Vec<String>) = jobs.iter().cloned().unzip();
+    let path = dir.join("read.lua");
+    std::fs::write(
+        &path,
+        format!(
+            "local ids = {{{}}}\nlocal keys = {{{}}}\n\
+             request = function()\n\
+               local i = math.random(#ids)\n\
+               return wrk.format(\"GET\", \"/api/v1/jobs/\" .. ids[i], {{[\"Authorization\"] = \"Bearer \" .. keys[i]}})\n\
+             end\n",
+            lua_list(&ids),
+            lua_list(&keys)
+        ),
+    )?;
+    Ok(path)
+}
+
+/// Runs the scenario and writes `docs/benchmarks-outside.md`.
+pub(super) async fn run(bin: &Path, server: &str, sim: &str, seconds: u64) -> Result<(), Failure> {
+    let dir = std::env::temp_dir().join(format!("genjobs-bench-outside-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let url = fresh_database(server, "genjobs_bench_outside")?;
+    let envs = [
+        ("DATABASE_URL", url.clone()),
+        ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
+        ("GENJOBS_DB_POOL_SIZE", CLIENTS.to_string()),
+    ];
+
+    progress("outside 1/3 submissions with wrk, then pgbench -M prepared over the same accounts");
+    let app = spawn_genjobs(bin, &envs)?;
+    let users = create_users(&app.base, USERS).await?;
+    let keys: Vec<String> = users.iter().map(|(_, key)| key.clone()).collect();
+    let submissions = wrk(&app.base, Some(&submit_script(&dir, &keys)?), seconds)?;
+    drop(app);
+    let prepared = pgbench::scripts(&dir, &users, true)?;
+    let pgbench_tps = pgbench::run(&url, &prepared, CLIENTS, seconds, true)?;
+
+    progress("outside 2/3 reads of jobs on Postgres with wrk");
+    let url = fresh_database(server, "genjobs_bench_outside_reads")?;
+    let app = spawn_genjobs(bin, &[("DATABASE_URL", url), envs[1].clone()])?;
+    let users = create_users(&app.base, USERS).await?;
+    let mut jobs = Vec::new();
+    for (_, key) in &users {
+        let api = Api::new(&app.base, key, 2);
+        for id in scenarios::submit_many(&api, 2, 2, "read me").await {
+            jobs.push((id, key.clone()));
+        }
+    }
+    let reads = wrk(&app.base, Some(&read_script(&dir, &jobs)?), seconds)?;
+    drop(app);
+
+    progress("outside 3/3 the ceiling: a constant-JSON actix-web server");
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    // The ceiling serves any job id the same constant body.
+    let base = format!("http://{}/api/v1/jobs/ceiling", listener.local_addr()?);
+    let ceiling_server = genjobs_bench::baseline::server(listener, 2)?;
+    let handle = ceiling_server.handle();
+    tokio::spawn(ceiling_server);
+    let ceiling = wrk(&base, None, seconds)?;
+    handle.stop(false).await;
+    std::fs::remove_dir_all(&dir)?;
+    for name in ["genjobs_bench_outside", "genjobs_bench_outside_reads"] {
+        super::psql(server, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+    }
+
+    let measured = Outside { submissions, pgbench_tps, reads, ceiling, jobs: jobs.len() };
+    write(Path::new("docs/benchmarks-outside.md"), &measured, seconds)?;
+    progress(&format!(
+        "   submissions {:.0}/s (p99 {:.1} ms) against pgbench {:.0}; reads {:.0}/s against {:.0}; wrote docs/benchmarks-outside.md",
+        submissions.per_sec, submissions.p99_ms, pgbench_tps, reads.per_sec, ceiling.per_sec
+    ));
+    Ok(())
+}
+
+struct Outside {
+    submissions: Wrk,
+    pgbench_tps: f64,
+    reads: Wrk,
+    ceiling: Wrk,
+    jobs: usize,
+}
+
+fn write(path: &Path, m: &Outside, seconds: u64) -> std::io::Result<()> {
+    let submit_ratio = m.submissions.per_sec / m.pgbench_tps.max(f64::EPSILON);
+    let read_ratio = m.reads.per_sec / m.ceiling.per_sec.max(f64::EPSILON);
+    let mut doc = String::from("# One replica, measured from outside\n\n");
+    let _ = writeln!(
+        doc,
+        "Written by `genjobs-bench outside` (`just bench` runs it). One release build of genjobs on Postgres, \
+         loaded by wrk (2 threads, {CLIENTS} connections, {seconds} s a run, each request with the key of one of \
+         {USERS} users at random), next to its baselines measured in the same run on this 2-core machine, which \
+         genjobs, Postgres, the simulator and wrk share. Submissions: `POST /api/v1/images/generations`; their \
+         baseline is pgbench running genjobs' accept transaction with `-M prepared` over the same {USERS} accounts \
+         ({CLIENTS} clients). Reads: `GET /api/v1/jobs/{{id}}` of {} jobs on the Postgres store, by their owners; \
+         their ceiling is a constant-JSON actix-web server under the same wrk.\n",
+        m.jobs
+    );
+    doc.push_str("| what | genjobs (p99) | baseline (same run) | ratio | target | |\n|---|---|---|---|---|---|\n");
+    let _ = writeln!(
+        doc,
+        "| submissions/s | {:.0} ({:.1} ms), {} errors | pgbench `-M prepared`: {:.0} tps | {submit_ratio:.2} | ≥ 0.6, p99 ≤ 50 ms | {} |",
+        m.submissions.per_sec,
+        m.submissions.p99_ms,
+        m.submissions.errors,
+        m.pgbench_tps,
+        verdict(submit_ratio >= 0.6 && m.submissions.p99_ms <= 50.0 && m.submissions.errors == 0)
+    );
+    let _ = writeln!(
+        doc,
+        "| GET job/s, Postgres store | {:.0} ({:.1} ms), {} errors | constant JSON: {:.0} ({:.1} ms) | {read_ratio:.2} | ≥ 0.35 | {} |",
+        m.reads.per_sec,
+        m.reads.p99_ms,
+        m.reads.errors,
+        m.ceiling.per_sec,
+        m.ceiling.p99_ms,
+        verdict(read_ratio >= 0.35 && m.reads.errors == 0)
+    );
+    std::fs::write(path, doc)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::float_cmp, reason = "test: exact values parsed from text")]
+
+    use super::*;
+
+    #[test]
+    fn wrk_summaries_are_read_in_every_unit() {
+        let text = "Running 10s test @ http://127.0.0.1:1\n  Latency Distribution\n     50%  1.20ms\n     99%  43.61ms\n\
+                    Non-2xx or 3xx responses: 12\nRequests/sec:   2340.55\nTransfer/sec:  1.2MB\n";
+        let read = parse_wrk(text).unwrap();
+        assert_eq!((read.per_sec, read.p99_ms, read.errors), (2340.55, 43.61, 12));
+        let micro = parse_wrk("     99%  850.00us\nRequests/sec: 1.0\n").unwrap();
+        assert!((micro.p99_ms - 0.85).abs() < 1e-9);
+        let secs =
+            parse_wrk("     99%    1.50s\nSocket errors: connect 0, read 3, write 0, timeout 2\nRequests/sec: 1.0\n")
+                .unwrap();
+        assert_eq!((secs.p99_ms, secs.errors), (1500.0, 5));
+        assert!(parse_wrk("no summary").is_none());
+    }
+}
