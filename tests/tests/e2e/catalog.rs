@@ -109,71 +109,26 @@ async fn a_faulty_document_is_refused_with_the_json_path_of_its_fault() {
     let app = spawn_app().await;
     let base = app.admin_model("nano-banana").await;
     let video = app.admin_model("kling-2.1-master").await;
+    // flux-pro's second route runs at Replicate, checked against that model's published schema.
+    let flux = app.admin_model("flux-pro").await;
+    assert_eq!(flux["routes"][1]["provider"], "replicate", "{flux}");
+    let changed = |document: &Value, change: fn(&mut Value)| {
+        let mut document = document.clone();
+        change(&mut document);
+        document
+    };
     let cases: Vec<(Value, &str)> = vec![
-        (
-            {
-                let mut d = base.clone();
-                d["routes"][0]["endpoint"] = json!("fal-ai/no-such-model");
-                d
-            },
-            "routes[0].endpoint",
-        ),
-        (
-            {
-                let mut d = base.clone();
-                d["routes"][0]["params"]["seed"] = json!("random_seed");
-                d
-            },
-            "routes[0].params.seed",
-        ),
-        (
-            {
-                let mut d = base.clone();
-                d["routes"][0]["provider"] = json!("nowhere");
-                d
-            },
-            "routes[0].provider",
-        ),
-        (
-            {
-                let mut d = base.clone();
-                d["price"] = json!({"per": "image"});
-                d
-            },
-            "price.credits",
-        ),
-        (
-            {
-                let mut d = base.clone();
-                d["price"]["credits"] = json!(-3);
-                d
-            },
-            "price.credits",
-        ),
-        (
-            {
-                let mut d = video.clone();
-                d["price"] = json!({"per": "image", "credits": 1});
-                d
-            },
-            "price.per",
-        ),
-        (
-            {
-                let mut d = base.clone();
-                d["routes"] = json!([]);
-                d
-            },
-            "routes",
-        ),
-        (
-            {
-                let mut d = base.clone();
-                d["fields"][1]["default"] = json!("7:5");
-                d
-            },
-            "fields[1].default",
-        ),
+        (changed(&flux, |d| d["routes"][1]["model"] = json!("black-forest-labs/flux-nope")), "routes[1].model"),
+        (changed(&flux, |d| d["routes"][1]["params"]["seed"] = json!("random_seed")), "routes[1].params.seed"),
+        (changed(&flux, |d| d["routes"][1]["fixed"]["output_format"] = json!("webp")), "routes[1].fixed.output_format"),
+        (changed(&base, |d| d["routes"][0]["endpoint"] = json!("fal-ai/no-such-model")), "routes[0].endpoint"),
+        (changed(&base, |d| d["routes"][0]["params"]["seed"] = json!("random_seed")), "routes[0].params.seed"),
+        (changed(&base, |d| d["routes"][0]["provider"] = json!("nowhere")), "routes[0].provider"),
+        (changed(&base, |d| d["price"] = json!({"per": "image"})), "price.credits"),
+        (changed(&base, |d| d["price"]["credits"] = json!(-3)), "price.credits"),
+        (changed(&video, |d| d["price"] = json!({"per": "image", "credits": 1})), "price.per"),
+        (changed(&base, |d| d["routes"] = json!([])), "routes"),
+        (changed(&base, |d| d["fields"][1]["default"] = json!("7:5")), "fields[1].default"),
     ];
     for (document, param) in cases {
         let error =
