@@ -142,8 +142,10 @@ impl RoutedUpstream {
         found
     }
 
-    fn unconfigured(upstream: &UpstreamRef) -> String {
-        format!("the provider {:?} of this job is not configured here", upstream.provider())
+    /// The configured provider that has the job at `upstream`, or why there is none.
+    fn holder(&self, upstream: &UpstreamRef) -> Result<&Arc<dyn UpstreamProvider>, String> {
+        self.provider(upstream.provider())
+            .ok_or_else(|| format!("the provider {:?} of this job is not configured here", upstream.provider()))
     }
 }
 
@@ -227,8 +229,7 @@ impl UpstreamProvider for RoutedUpstream {
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
-        let provider =
-            self.provider(upstream.provider()).ok_or_else(|| PollFailure::Transient(Self::unconfigured(upstream)))?;
+        let provider = self.holder(upstream).map_err(PollFailure::Transient)?;
         provider.status(job_id, upstream).await
     }
 
@@ -238,20 +239,17 @@ impl UpstreamProvider for RoutedUpstream {
         upstream: &UpstreamRef,
         modality: Modality,
     ) -> Result<Vec<OutputItem>, ResultFailure> {
-        let provider =
-            self.provider(upstream.provider()).ok_or_else(|| ResultFailure::Transient(Self::unconfigured(upstream)))?;
+        let provider = self.holder(upstream).map_err(ResultFailure::Transient)?;
         provider.result(job_id, upstream, modality).await
     }
 
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
-        let provider =
-            self.provider(upstream.provider()).ok_or_else(|| PollFailure::Transient(Self::unconfigured(upstream)))?;
+        let provider = self.holder(upstream).map_err(PollFailure::Transient)?;
         provider.cancel(job_id, upstream).await
     }
 
     async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
-        let provider =
-            self.provider(upstream.provider()).ok_or_else(|| PollFailure::Transient(Self::unconfigured(upstream)))?;
+        let provider = self.holder(upstream).map_err(PollFailure::Transient)?;
         provider.cancel_unless_done(job_id, upstream).await
     }
 

@@ -36,31 +36,29 @@ pub fn usage_row_view(group_by: UsageGrouping, row: ports::UsageRow) -> UsageRow
     }
 }
 
+/// A CSV column of a group: its header (the JSON field's name) and its value in a row.
+type GroupColumn = (&'static str, fn(&UsageRow) -> Option<&str>);
+
+const DAY: GroupColumn = ("day", |row| row.day.as_deref());
+const MODEL: GroupColumn = ("model", |row| row.model.as_deref());
+const USER: GroupColumn = ("user_id", |row| row.user_id.as_deref());
+const PROVIDER: GroupColumn = ("provider", |row| row.provider.as_ref().and_then(Option::as_deref));
+
 /// The rows as CSV: a header naming the JSON fields (the group's columns first), one line a row;
 /// a group's value that JSON gives as null (the jobs no provider took) is an empty field.
 #[must_use]
 pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRow]) -> String {
-    let group: &[&str] = match group_by {
-        UsageGrouping::Day => &["day"],
-        UsageGrouping::Model => &["model"],
-        UsageGrouping::User => &["user_id"],
-        UsageGrouping::DayAndModel => &["day", "model"],
-        UsageGrouping::Provider => &["provider"],
+    let group: &[GroupColumn] = match group_by {
+        UsageGrouping::Day => &[DAY],
+        UsageGrouping::Model => &[MODEL],
+        UsageGrouping::User => &[USER],
+        UsageGrouping::DayAndModel => &[DAY, MODEL],
+        UsageGrouping::Provider => &[PROVIDER],
     };
-    let mut csv = format!("{},jobs,succeeded,failed,canceled,credits_spent\n", group.join(","));
+    let header: Vec<&str> = group.iter().map(|(name, _)| *name).collect();
+    let mut csv = format!("{},jobs,succeeded,failed,canceled,credits_spent\n", header.join(","));
     for row in rows {
-        let key: Vec<String> = group
-            .iter()
-            .map(|column| {
-                let value = match *column {
-                    "day" => row.day.as_deref(),
-                    "model" => row.model.as_deref(),
-                    "user_id" => row.user_id.as_deref(),
-                    _ => row.provider.as_ref().and_then(Option::as_deref),
-                };
-                value.map(csv_field).unwrap_or_default()
-            })
-            .collect();
+        let key: Vec<String> = group.iter().map(|(_, value)| value(row).map(csv_field).unwrap_or_default()).collect();
         csv.push_str(&format!(
             "{},{},{},{},{},{}\n",
             key.join(","),

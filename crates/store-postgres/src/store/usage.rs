@@ -61,22 +61,30 @@ struct Counted {
 /// `jobs_user_id_created_at` or `jobs_created_at` index.
 #[must_use]
 pub fn usage_statement(group_by: UsageGrouping, one_user: bool) -> String {
-    let (day, model, user, provider) = match group_by {
-        UsageGrouping::Day => ("day", "NULL::text", "NULL::uuid", "NULL::text"),
-        UsageGrouping::Model => ("NULL::date", "model", "NULL::uuid", "NULL::text"),
-        UsageGrouping::User => ("NULL::date", "NULL::text", "user_id", "NULL::text"),
-        UsageGrouping::DayAndModel => ("day", "model", "NULL::uuid", "NULL::text"),
-        UsageGrouping::Provider => ("NULL::date", "NULL::text", "NULL::uuid", "provider"),
+    let (by_day, by_model, by_user, by_provider) = match group_by {
+        UsageGrouping::Day => (true, false, false, false),
+        UsageGrouping::Model => (false, true, false, false),
+        UsageGrouping::User => (false, false, true, false),
+        UsageGrouping::DayAndModel => (true, true, false, false),
+        UsageGrouping::Provider => (false, false, false, true),
     };
-    let live_day = if day == "day" { "(created_at AT TIME ZONE 'UTC')::date" } else { day };
-    let live_provider = if provider == "provider" { "coalesce(upstream ->> 'provider', '')" } else { provider };
+    // Each group column as the live jobs and the rollup give it, or a typed NULL when the report
+    // is not grouped by it.
+    let column = |grouped: bool, live: &'static str, rolled: &'static str, null: &'static str| {
+        if grouped { (live, rolled) } else { (null, null) }
+    };
+    let (live_day, day) = column(by_day, "(created_at AT TIME ZONE 'UTC')::date", "day", "NULL::date");
+    let (live_model, model) = column(by_model, "model", "model", "NULL::text");
+    let (live_user, user) = column(by_user, "user_id", "user_id", "NULL::uuid");
+    let (live_provider, provider) =
+        column(by_provider, "coalesce(upstream ->> 'provider', '')", "provider", "NULL::text");
     let one = if one_user { " AND user_id = $3" } else { "" };
     format!(
         "SELECT day, model, user_id, nullif(provider, '') AS provider, sum(jobs)::int8 AS jobs,
             sum(succeeded)::int8 AS succeeded, sum(failed)::int8 AS failed, sum(canceled)::int8 AS canceled,
             sum(credits_spent)::int8 AS credits_spent
          FROM (
-            SELECT {live_day} AS day, {model} AS model, {user} AS user_id, {live_provider} AS provider,
+            SELECT {live_day} AS day, {live_model} AS model, {live_user} AS user_id, {live_provider} AS provider,
                 count(*) AS jobs,
                 count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
                 count(*) FILTER (WHERE state = 'failed') AS failed,
