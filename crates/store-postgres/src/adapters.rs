@@ -39,7 +39,11 @@ impl Drop for PgAdapters {
 
 fn prune_idempotency(store: Arc<PgStore>) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(IDEMPOTENCY_PRUNE_INTERVAL);
+        // The first prune waits one interval: replicas started together (a rolling deploy)
+        // would otherwise all prune at once, and a store opened for one unit of work (the
+        // command line, a test) would race its own writes with a prune it never asked for.
+        let first = tokio::time::Instant::now() + IDEMPOTENCY_PRUNE_INTERVAL;
+        let mut every = tokio::time::interval_at(first, IDEMPOTENCY_PRUNE_INTERVAL);
         loop {
             every.tick().await;
             let before = time::OffsetDateTime::now_utc() - IDEMPOTENCY_RETENTION;
