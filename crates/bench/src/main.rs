@@ -429,6 +429,7 @@ mod outside;
 mod pgbench;
 mod replicas;
 mod report;
+mod statements;
 mod usage_scale;
 
 #[tokio::main]

@@ -12,7 +12,7 @@ use std::process::Command;
 use genjobs_bench::scenarios::{self, Api};
 
 use super::report::verdict;
-use super::{Failure, create_users, fresh_database, pgbench, progress, spawn_genjobs};
+use super::{Failure, create_users, fresh_database, pgbench, progress, spawn_genjobs, statements};
 
 const CLIENTS: usize = 32;
 const USERS: usize = 100;
@@ -116,7 +116,16 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str, seconds: u64) -> Re
     let app = spawn_genjobs(bin, &envs)?;
     let users = create_users(&app.base, USERS).await?;
     let keys: Vec<String> = users.iter().map(|(_, key)| key.clone()).collect();
+    let profiled = statements::available(&url)?;
+    let commits_before = if profiled { statements::start(&url)? } else { 0 };
     let submissions = wrk(&app.base, Some(&submit_script(&dir, &keys)?), seconds)?;
+    let profile = if profiled {
+        let jobs = statements::count(&url, "SELECT count(*) FROM jobs")?;
+        Some(statements::read(&url, commits_before, jobs)?)
+    } else {
+        progress("   no statement profile: the server does not load pg_stat_statements");
+        None
+    };
     drop(app);
     let prepared = pgbench::scripts(&dir, &users, true)?;
     let pgbench_tps = pgbench::run(&url, &prepared, CLIENTS, seconds, true)?;
@@ -151,11 +160,27 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str, seconds: u64) -> Re
 
     let measured = Outside { submissions, pgbench_tps, reads, ceiling, jobs: jobs.len() };
     write(Path::new("docs/benchmarks-outside.md"), &measured, seconds)?;
+    if let Some(profile) = profile {
+        write_profile(Path::new("docs/benchmarks-outside-statements.md"), &profile, seconds)?;
+    }
     progress(&format!(
         "   submissions {:.0}/s (p99 {:.1} ms) against pgbench {:.0}; reads {:.0}/s against {:.0}; wrote docs/benchmarks-outside.md",
         submissions.per_sec, submissions.p99_ms, pgbench_tps, reads.per_sec, ceiling.per_sec
     ));
     Ok(())
+}
+
+fn write_profile(path: &Path, profile: &statements::Profile, seconds: u64) -> std::io::Result<()> {
+    let doc = format!(
+        "# Where Postgres spends a submission's time\n\n\
+         Written by `genjobs-bench outside` when its server loads `pg_stat_statements` (the shared \
+         development server does not; see `docs/scaling.md` for a scratch cluster that does): the statements \
+         of genjobs' database during the {seconds} s submissions run under wrk, per job accepted in the run, the \
+         costliest first. The simulator holds every job for an hour, so a job here is accepted, handed to the \
+         driver, sent and recorded as running.\n\n{}",
+        statements::table(profile)
+    );
+    std::fs::write(path, doc)
 }
 
 struct Outside {
