@@ -1,5 +1,8 @@
 //! Job change notifications across replicas: `pg_notify` on publish, and one dedicated connection
-//! per process that `LISTEN`s and wakes the local [`EventHub`]. The same connection hears key
+//! per process that `LISTEN`s and wakes the local [`EventHub`]. Notifications that arrive while
+//! others are being sent go together in one statement ([`Grouped`]): under load a driver
+//! publishes a change per job step, and one round trip each held a pooled connection that
+//! submissions waited for. The same connection hears key
 //! revocations and drops them from the key cache, and catalog changes, which wake the
 //! process's catalog followers.
 
@@ -18,6 +21,7 @@ use genjobs_runtime::EventHub;
 use tokio::task::JoinHandle;
 
 use crate::cache::{JobCache, KeyCache};
+use crate::group::Grouped;
 use crate::pool::{Pooler, open_connection};
 use crate::session::Session;
 use crate::store::{CATALOG_CHANNEL, CatalogSignal, KEYS_CHANNEL};
@@ -33,13 +37,20 @@ pub struct PgEvents {
     hub: Arc<EventHub>,
     pool: Pool<AsyncPgConnection>,
     pooler: Pooler,
+    sending: Grouped<Notification, Result<(), String>>,
+}
+
+/// A notification waiting for its group.
+struct Notification {
+    channel: &'static str,
+    job_id: JobId,
 }
 
 impl PgEvents {
     /// Events published through `pool` and delivered to `hub` by [`listen`].
     #[must_use]
     pub fn new(hub: Arc<EventHub>, pool: Pool<AsyncPgConnection>) -> Self {
-        Self { hub, pool, pooler: Pooler::None }
+        Self { hub, pool, pooler: Pooler::None, sending: Grouped::default() }
     }
 
     /// Publishes through a pooler of kind `pooler` (see [`Pooler`]); `NOTIFY` is sent when its
@@ -84,10 +95,25 @@ impl JobEvents for PgEvents {
 }
 
 impl PgEvents {
-    async fn notify(&self, channel: &str, job_id: JobId) -> Result<(), String> {
-        let notify = diesel::sql_query("SELECT pg_notify($1, $2)")
-            .bind::<diesel::sql_types::Text, _>(channel)
-            .bind::<diesel::sql_types::Text, _>(job_id.to_string());
+    async fn notify(&self, channel: &'static str, job_id: JobId) -> Result<(), String> {
+        self.sending
+            .join(
+                Notification { channel, job_id },
+                async |group: &[Notification]| self.send(group).await,
+                |sent, _| sent.clone(),
+            )
+            .await
+            .unwrap_or_else(|| Err("the notification was interrupted".into()))
+    }
+
+    async fn send(&self, group: &[Notification]) -> Result<(), String> {
+        let channels: Vec<&str> = group.iter().map(|n| n.channel).collect();
+        let payloads: Vec<String> = group.iter().map(|n| n.job_id.to_string()).collect();
+        let notify = diesel::sql_query(
+            "SELECT pg_notify(channel, payload) FROM unnest($1::text[], $2::text[]) AS n(channel, payload)",
+        )
+        .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(channels)
+        .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(payloads);
         Session::run(&self.pool, self.pooler, async |conn| notify.execute(conn).await)
             .await
             .map(|_| ())
