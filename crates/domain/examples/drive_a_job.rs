@@ -197,6 +197,12 @@ impl JobEvents for ChangeLog {
     fn subscribe_watches(&self) -> BoxStream<'static, JobId> {
         stream::pending().boxed()
     }
+
+    fn announce_webhook(&self) {}
+
+    fn subscribe_webhooks(&self) -> BoxStream<'static, ()> {
+        stream::pending().boxed()
+    }
 }
 
 /// The system's time.

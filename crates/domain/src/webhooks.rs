@@ -145,6 +145,12 @@ pub struct WebhookEvent {
 }
 
 impl WebhookEvent {
+    /// Whether the commit that made `job` final recorded an event: the client gave a URL.
+    #[must_use]
+    pub fn is_recorded_for(job: &crate::job::Job) -> bool {
+        job.webhook_url().is_some() && EventType::of(job.state()).is_some()
+    }
+
     /// The event a job's final commit records, due at once.
     #[must_use]
     pub fn of_final_job(job: &crate::job::Job, url: String, now: OffsetDateTime) -> Option<Self> {

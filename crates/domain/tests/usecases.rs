@@ -288,6 +288,20 @@ async fn cancel_retries_on_a_stale_version_releases_once_and_wakes_waiters() {
 }
 
 #[tokio::test]
+async fn a_job_that_ends_wakes_the_webhook_dispatcher_only_when_its_client_gave_a_url() {
+    for (url, announcements) in [(Some("https://hooks.example.com/done"), 1), (None, 0)] {
+        let mut mocks = Mocks::new();
+        let running = submitted_job().with_webhook_url(url.map(str::to_owned));
+        let id = running.id();
+        mocks.jobs.expect_job().returning(move |_| Ok(Some(running.clone())));
+        mocks.jobs.expect_commit().returning(applied);
+        mocks.events.expect_publish().returning(|_| ());
+        mocks.events.expect_announce_webhook().times(announcements).returning(|| ());
+        mocks.services(Settings::default()).cancellations.cancel(&caller(), id).await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn cancel_asks_the_provider_to_stop_only_when_configured() {
     let mut mocks = Mocks::new();
     let running = submitted_job();

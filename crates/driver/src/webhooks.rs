@@ -2,8 +2,10 @@
 //! through the domain's [`WebhookDeliveries`]. Every replica runs one.
 //!
 //! It sleeps until the earliest event can be claimed, not on a coarse tick, and wakes at once
-//! when a job changes (a final commit records an event; a redelivery publishes the job too) or
-//! a delivery ends, so that an attempt starts close to its due time. Deliveries run as tasks of
+//! when this process records an event or asks a redelivery ([`JobEvents::announce_webhook`]),
+//! or a delivery ends, so that an attempt starts close to its due time. Other job changes do not
+//! wake it: under load they came several per job, and each look at the outbox costs the store
+//! two statements. Deliveries run as tasks of
 //! one [`JoinSet`], at most [`DispatchSettings::max_in_flight`] at once and
 //! [`genjobs_domain::usecases::DeliverySettings::per_host`] per destination host.
 
@@ -14,6 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
+#[cfg(doc)]
+use genjobs_domain::ports::JobEvents;
 use genjobs_domain::usecases::WebhookDeliveries;
 use genjobs_domain::webhooks::destination_host;
 use tokio::task::JoinSet;
@@ -31,7 +35,7 @@ pub struct WebhookDispatcher {
 enum Woke {
     /// A delivery to this host ended.
     Delivered(String),
-    /// Time to look at the outbox again, or a job changed.
+    /// Time to look at the outbox again, or an event was announced.
     Look,
     /// The service stops.
     Shutdown,
@@ -49,7 +53,7 @@ impl WebhookDispatcher {
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) {
         let ports = self.deliveries.ports();
         let mut shutdown = pin!(shutdown);
-        let mut changes = ports.events.subscribe_all();
+        let mut announced = ports.events.subscribe_webhooks();
         let mut in_flight: JoinSet<String> = JoinSet::new();
         let mut per_host: HashMap<String, usize> = HashMap::new();
         let mut draining = false;
@@ -89,7 +93,7 @@ impl WebhookDispatcher {
                     }
                 },
                 () = ports.clock.sleep(nap) => Woke::Look,
-                Some(_) = changes.next() => Woke::Look,
+                Some(()) = announced.next() => Woke::Look,
                 () = &mut shutdown, if !draining => Woke::Shutdown,
             };
             match woke {
@@ -108,8 +112,8 @@ impl WebhookDispatcher {
                 }
                 Woke::Shutdown => draining = true,
                 Woke::Look => {
-                    // Many jobs change at once under load: one look serves all of them.
-                    while let Some(Some(_)) = changes.next().now_or_never() {}
+                    // Many jobs end at once under load: one look serves all of them.
+                    while let Some(Some(())) = announced.next().now_or_never() {}
                 }
             }
         }

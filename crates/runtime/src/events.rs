@@ -6,8 +6,8 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::ports::{JobChanges, JobEvents};
-use tokio::sync::broadcast;
-use tokio_stream::wrappers::BroadcastStream;
+use tokio::sync::{broadcast, watch};
+use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 
 /// In-process job change notifications: one broadcast channel per watched job.
 ///
@@ -18,6 +18,7 @@ pub struct EventHub {
     channels: Mutex<Channels>,
     every_change: broadcast::Sender<JobId>,
     watches: broadcast::Sender<JobId>,
+    webhooks: watch::Sender<()>,
 }
 
 impl Default for EventHub {
@@ -26,6 +27,8 @@ impl Default for EventHub {
             channels: Mutex::default(),
             every_change: broadcast::channel(4096).0,
             watches: broadcast::channel(4096).0,
+            // Announcements not yet seen are one wake-up: a dispatcher looks at the whole outbox.
+            webhooks: watch::channel(()).0,
         }
     }
 }
@@ -107,11 +110,21 @@ impl JobEvents for EventHub {
     fn subscribe_watches(&self) -> BoxStream<'static, JobId> {
         BroadcastStream::new(self.watches.subscribe()).filter_map(|id| std::future::ready(id.ok())).boxed()
     }
+
+    fn announce_webhook(&self) {
+        self.webhooks.send_replace(());
+    }
+
+    fn subscribe_webhooks(&self) -> BoxStream<'static, ()> {
+        WatchStream::from_changes(self.webhooks.subscribe()).boxed()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use futures_util::FutureExt;
 
     use super::*;
 
@@ -170,5 +183,18 @@ mod tests {
             hub.publish(id).await;
         }
         assert_eq!(tokio::time::timeout(Duration::from_secs(1), changes.next()).await.unwrap(), Some(()));
+    }
+
+    #[tokio::test]
+    async fn webhook_announcements_wake_their_subscribers_once_for_many() {
+        let hub = EventHub::new();
+        let mut announced = hub.subscribe_webhooks();
+        hub.publish(job()).await;
+        assert!(announced.next().now_or_never().is_none(), "a job change is no announcement");
+        for _ in 0..3 {
+            hub.announce_webhook();
+        }
+        assert_eq!(announced.next().now_or_never(), Some(Some(())));
+        assert!(announced.next().now_or_never().is_none(), "three announcements before a look are one wake-up");
     }
 }

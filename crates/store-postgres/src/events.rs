@@ -92,6 +92,14 @@ impl JobEvents for PgEvents {
     fn subscribe_watches(&self) -> BoxStream<'static, JobId> {
         self.hub.subscribe_watches()
     }
+
+    fn announce_webhook(&self) {
+        self.hub.announce_webhook();
+    }
+
+    fn subscribe_webhooks(&self) -> BoxStream<'static, ()> {
+        self.hub.subscribe_webhooks()
+    }
 }
 
 impl PgEvents {

@@ -40,6 +40,15 @@ pub trait JobEvents: Send + Sync {
     /// The ids of the jobs someone announces waiting on ([`JobEvents::watch`]) from now on. A
     /// slow reader may miss some: such a job is polled at the slower cadence meanwhile.
     fn subscribe_watches(&self) -> BoxStream<'static, JobId>;
+
+    /// Tells this process's client webhook dispatcher that an event may be due now: a final
+    /// commit recorded one, or a redelivery was asked. Only this process hears it; the
+    /// dispatchers of other replicas find the event at their next look at the outbox.
+    fn announce_webhook(&self);
+
+    /// This process's [`JobEvents::announce_webhook`] from now on. A slow reader may miss
+    /// some, but wakes at least once after them.
+    fn subscribe_webhooks(&self) -> BoxStream<'static, ()>;
 }
 
 /// How long a job counts as watched after a waiter last announced itself; waiters announce

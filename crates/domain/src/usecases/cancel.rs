@@ -76,7 +76,7 @@ impl Cancellations {
             match self.ports.jobs.commit(transition).await? {
                 Commit::Applied(job) => {
                     tracing::info!(job_id = %id, credits_released = %job.credits_held(), "job canceled");
-                    super::telemetry::job_finished(&job);
+                    super::job_ended(self.ports.events.as_ref(), &job);
                     self.ports.events.publish(id).await;
                     self.stop_upstream(&job).await;
                     return Ok(CancelReceipt { id, state: job.state(), canceled_at: job.canceled_at().unwrap_or(now) });

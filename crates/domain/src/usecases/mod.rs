@@ -83,6 +83,15 @@ pub struct Ports {
     pub ids: Arc<dyn IdSource>,
 }
 
+/// What follows the commit that made `job` final: its metrics, and this process's webhook
+/// dispatcher woken when the commit recorded an event for the client.
+pub(crate) fn job_ended(events: &dyn JobEvents, job: &crate::job::Job) {
+    telemetry::job_finished(job);
+    if crate::webhooks::WebhookEvent::is_recorded_for(job) {
+        events.announce_webhook();
+    }
+}
+
 /// Settings of the use cases (the contract's configuration table).
 #[derive(Debug, Clone)]
 pub struct Settings {

@@ -129,8 +129,7 @@ impl ClientWebhooks {
             return Err(WebhookQueryError::UnknownEvent);
         }
         tracing::info!(job_id = %id, event_id = %event, "webhook redelivery requested");
-        // Wakes the dispatchers, which listen to job changes.
-        self.ports.events.publish(id).await;
+        self.ports.events.announce_webhook();
         Ok(())
     }
 }

@@ -142,7 +142,7 @@ impl JobSteps {
                 if changes_state {
                     self.ports.events.publish(stored.id()).await;
                     if stored.state().is_final() {
-                        crate::usecases::telemetry::job_finished(&stored);
+                        crate::usecases::job_ended(self.ports.events.as_ref(), &stored);
                     }
                 }
                 (!stored.state().is_final()).then_some(stored)
