@@ -43,6 +43,28 @@ pub(crate) fn run(
     seconds: u64,
     prepared: bool,
 ) -> Result<f64, Failure> {
+    let output = closed_loop(scripts, clients, seconds, prepared).arg(url).output()?;
+    tps(&output)
+}
+
+/// As [`run`], and the 99th percentile of the transactions' times in milliseconds, from
+/// pgbench's log of each transaction written under `log_dir`.
+pub(crate) fn run_logged(
+    url: &str,
+    scripts: &[PathBuf],
+    clients: usize,
+    seconds: u64,
+    log_dir: &Path,
+) -> Result<(f64, f64), Failure> {
+    let prefix = log_dir.join("closed-loop");
+    let output =
+        closed_loop(scripts, clients, seconds, true).arg("--log").arg("--log-prefix").arg(&prefix).arg(url).output()?;
+    let tps = tps(&output)?;
+    let latencies_us = logged_latencies(log_dir, "closed-loop", false)?;
+    Ok((tps, percentile_ms(&latencies_us, 0.99)))
+}
+
+fn closed_loop(scripts: &[PathBuf], clients: usize, seconds: u64, prepared: bool) -> Command {
     let mut command = Command::new("pgbench");
     command.args(["-n", "-c", &clients.to_string(), "-j", "2", "-T", &seconds.to_string()]);
     if prepared {
@@ -51,11 +73,39 @@ pub(crate) fn run(
     for script in scripts {
         command.arg("-f").arg(format!("{}@1", script.display()));
     }
-    let output = command.arg(url).output()?;
+    command
+}
+
+fn tps(output: &std::process::Output) -> Result<f64, Failure> {
     let text = String::from_utf8_lossy(&output.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("tps = ").and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()))
         .ok_or_else(|| format!("no tps in pgbench output: {text}{}", String::from_utf8_lossy(&output.stderr)).into())
+}
+
+/// The times of the transactions pgbench logged under `log_dir` with `prefix`, in microseconds,
+/// sorted, each with its lag behind the schedule added when `with_lag`; the logs are removed.
+fn logged_latencies(log_dir: &Path, prefix: &str, with_lag: bool) -> Result<Vec<u32>, Failure> {
+    let mut latencies_us = Vec::new();
+    for entry in std::fs::read_dir(log_dir)? {
+        let path = entry?.path();
+        if !path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)) {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path)?.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let lag = if with_lag { fields.get(6).and_then(|v| v.parse::<u32>().ok()) } else { Some(0) };
+            if let (Some(Ok(time)), Some(lag)) = (fields.get(2).map(|v| v.parse::<u32>()), lag) {
+                latencies_us.push(time.saturating_add(lag));
+            }
+        }
+        std::fs::remove_file(&path)?;
+    }
+    if latencies_us.is_empty() {
+        return Err("pgbench logged no transaction".into());
+    }
+    latencies_us.sort_unstable();
+    Ok(latencies_us)
 }
 
 /// Runs `scripts` at a fixed `rate` (transactions per second, an open loop: pgbench schedules
@@ -81,25 +131,6 @@ pub(crate) fn run_at_rate(
     if !output.status.success() {
         return Err(format!("pgbench at a fixed rate failed: {}", String::from_utf8_lossy(&output.stderr)).into());
     }
-    let mut latencies_us = Vec::new();
-    for entry in std::fs::read_dir(log_dir)? {
-        let path = entry?.path();
-        if !path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("open-loop")) {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path)?.lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if let (Some(Ok(time)), Some(Ok(lag))) =
-                (fields.get(2).map(|v| v.parse::<u32>()), fields.get(6).map(|v| v.parse::<u32>()))
-            {
-                latencies_us.push(time.saturating_add(lag));
-            }
-        }
-        std::fs::remove_file(&path)?;
-    }
-    if latencies_us.is_empty() {
-        return Err("pgbench logged no transaction".into());
-    }
-    latencies_us.sort_unstable();
+    let latencies_us = logged_latencies(log_dir, "open-loop", true)?;
     Ok((percentile_ms(&latencies_us, 0.50), percentile_ms(&latencies_us, 0.99)))
 }
