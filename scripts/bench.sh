@@ -31,9 +31,12 @@ cargo build --release -q -p genjobs -p genjobs-upstream-sim -p genjobs-bench
 timeout 900 target/release/genjobs-bench
 # Usage reports over 10 million generated jobs: its own report, docs/benchmarks-usage.md.
 timeout 2400 target/release/genjobs-bench usage
+# The next two also show where Postgres spends its time, on a cluster that loads pg_stat_statements.
+profiled="$(scripts/profiled-postgres.sh)"
 # 1, 2 and 4 replicas, directly and through PgBouncer: docs/benchmarks-replicas.md.
-timeout 900 target/release/genjobs-bench replicas
-# One replica as an outside load test measures it (wrk): docs/benchmarks-outside.md.
-timeout 600 target/release/genjobs-bench outside
+DATABASE_URL="$profiled" timeout 900 target/release/genjobs-bench replicas
+# One replica as an outside load test measures it (wrk): docs/benchmarks-outside.md, and its
+# statements in docs/benchmarks-outside-statements.md.
+DATABASE_URL="$profiled" timeout 600 target/release/genjobs-bench outside
 # Webhooks to clients: latency to a receiver, and memory over 100,000 undelivered events.
 timeout 600 target/release/genjobs-bench client-webhooks

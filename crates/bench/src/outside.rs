@@ -190,8 +190,8 @@ fn write_profile(
 ) -> std::io::Result<()> {
     let doc = format!(
         "# Where Postgres spends a submission's time\n\n\
-         Written by `genjobs-bench outside` when its server loads `pg_stat_statements` (the shared \
-         development server does not; see `docs/scaling.md` for a scratch cluster that does): the statements \
+         Written by `genjobs-bench outside` when its server loads `pg_stat_statements` (`just bench` \
+         starts a cluster that does, `scripts/profiled-postgres.sh`): the statements \
          of genjobs' database during the {seconds} s submissions run under wrk, per job accepted in the run, the \
          costliest first. The simulator holds every job for an hour, so a job here is accepted, handed to the \
          driver, sent and recorded as running. Below it, the same for pgbench's accept transaction run \

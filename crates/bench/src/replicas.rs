@@ -1,7 +1,8 @@
 //! `genjobs-bench replicas`: submissions and job reads per second with 1, 2 and 4 replicas on
 //! one Postgres, directly and through PgBouncer in transaction mode (`GENJOBS_DATABASE_POOLER=
 //! transaction`), all in one run; with the CPU each side used and the wait events Postgres's
-//! active sessions showed, to say what limits the rate. Writes `docs/benchmarks-replicas.md`.
+//! active sessions showed, to say what limits the rate, and where the server loads
+//! `pg_stat_statements` the statements each job cost. Writes `docs/benchmarks-replicas.md`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -14,7 +15,7 @@ use genjobs_bench::load::{LoadResult, closed_loop};
 use genjobs_bench::scenarios::{self, Api};
 use serde_json::json;
 
-use super::{Failure, Process, create_users, env_number, fresh_database, progress, psql, spawn_genjobs};
+use super::{Failure, Process, create_users, env_number, fresh_database, progress, psql, spawn_genjobs, statements};
 
 /// One configuration's figures.
 struct Row {
@@ -27,6 +28,8 @@ struct Row {
     postgres_cores: f64,
     /// The wait events seen most often on active sessions while submitting.
     waits: String,
+    /// The statements of the submissions run, where the server collects them.
+    statements: Option<statements::Profile>,
 }
 
 /// CPU time of every process named `postgres` (the server and its backends), in seconds.
@@ -104,6 +107,8 @@ async fn measure(bin: &Path, server: &str, sim: &str, replicas: usize, pooled: b
     let bases: Arc<Vec<String>> = Arc::new(running.iter().map(|r| r.base.clone()).collect());
     let users = create_users(&bases[0], 64).await?;
     let keys: Arc<Vec<String>> = Arc::new(users.iter().map(|(_, k)| k.clone()).collect());
+    let profiled = statements::available(&url)?;
+    let commits_before = if profiled { statements::start(&url)? } else { 0 };
     let (cpu_before, pg_before) = (replicas_cpu(&running), postgres_cpu());
     let http = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap_or_default();
     let (submit_bases, submit_keys, submit_http) = (Arc::clone(&bases), Arc::clone(&keys), http.clone());
@@ -119,6 +124,12 @@ async fn measure(bin: &Path, server: &str, sim: &str, replicas: usize, pooled: b
         }),
     )
     .await;
+    let statements = if profiled {
+        let jobs = statements::count(&url, "SELECT count(*) FROM jobs")?;
+        Some(statements::read(&url, commits_before, jobs)?)
+    } else {
+        None
+    };
     let reader = Api::new(&bases[0], &keys[0], clients);
     let ids: Arc<Vec<String>> = Arc::new(scenarios::submit_many(&reader, 200, 8, "read me").await);
     let (read_bases, key) = (Arc::clone(&bases), keys[0].clone());
@@ -137,6 +148,7 @@ async fn measure(bin: &Path, server: &str, sim: &str, replicas: usize, pooled: b
         replica_cores: (replicas_cpu(&running) - cpu_before) / wall,
         postgres_cores: (postgres_cpu() - pg_before) / wall,
         waits,
+        statements,
     };
     drop(running);
     psql(server, "DROP DATABASE IF EXISTS genjobs_bench_replicas WITH (FORCE)")?;
@@ -169,7 +181,9 @@ fn write(path: &Path, rows: &[Row]) -> std::io::Result<()> {
          Postgres, directly and through PgBouncer 1.18 in transaction mode, each replica with an equal share of 32 \
          database sessions; all in one run on this 2-core machine, which the replicas, Postgres, PgBouncer and the \
          load generator share. CPU is cores used on average during the load; waits are what Postgres's active \
-         sessions were doing, sampled every 100 ms while submitting.\n\n\
+         sessions were doing, sampled every 100 ms while submitting. Where the server loads `pg_stat_statements` \
+         (`just bench` starts one that does), the statements of each submissions run follow the tables, per job \
+         accepted.\n\n\
          | path | replicas | submissions/s (p99) | reads/s (p99) | replicas' CPU | Postgres CPU | waits while submitting |\n\
          |---|---|---|---|---|---|---|\n",
     );
@@ -200,6 +214,16 @@ fn write(path: &Path, rows: &[Row]) -> std::io::Result<()> {
                 four.reads.per_sec / one.reads.per_sec.max(f64::EPSILON)
             );
         }
+    }
+    for (r, profile) in rows.iter().filter_map(|r| r.statements.as_ref().map(|profile| (r, profile))) {
+        let _ = write!(
+            doc,
+            "\n## Statements per job: {}, {} replica{}\n\n{}",
+            if r.pooled { "PgBouncer" } else { "direct" },
+            r.replicas,
+            if r.replicas == 1 { "" } else { "s" },
+            statements::table(profile)
+        );
     }
     std::fs::write(path, doc)
 }

@@ -1,7 +1,8 @@
 //! Where Postgres spends its time during a run, from `pg_stat_statements`: the statements of one
 //! database, per job accepted in the run, and the commits per job. Read only where the server
-//! loads the extension (`shared_preload_libraries`); the shared development server does not, so
-//! the profile is taken on a scratch cluster (see `docs/benchmarks-outside-statements.md`).
+//! loads the extension (`shared_preload_libraries`): the shared development server does not, so
+//! `just bench` runs the benchmarks that profile on a cluster of its own that does
+//! (`scripts/profiled-postgres.sh`).
 
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
@@ -9,7 +10,7 @@ use std::process::{Command, Stdio};
 use super::Failure;
 
 /// How many statements the profile lists, the costliest first.
-const TOP: usize = 12;
+const TOP: usize = 20;
 
 /// A statement's share of one run.
 #[derive(Debug, Clone, PartialEq)]
