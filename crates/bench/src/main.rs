@@ -214,8 +214,9 @@ async fn run_replicas() -> Result<(), Failure> {
 async fn run_outside() -> Result<(), Failure> {
     let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
     let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let profiled = std::env::var("BENCH_PROFILED_DATABASE_URL").ok();
     let sim = spawn_simulator(&bin, "3600000").await?;
-    outside::run(&bin, &server, &sim.base, env_number("BENCH_SECONDS", 10)).await
+    outside::run(&bin, &server, profiled.as_deref(), &sim.base, env_number("BENCH_SECONDS", 10)).await
 }
 
 /// `genjobs-bench client-webhooks`: only the webhooks to clients.

@@ -101,50 +101,75 @@ fn read_script(dir: &Path, jobs: &[(String, String)]) -> Result<PathBuf, Failure
     Ok(path)
 }
 
-/// Runs the scenario and writes `docs/benchmarks-outside.md`.
-pub(super) async fn run(bin: &Path, server: &str, sim: &str, seconds: u64) -> Result<(), Failure> {
-    let dir = std::env::temp_dir().join(format!("genjobs-bench-outside-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+/// What one submissions run measured: genjobs under wrk, then pgbench over the same accounts;
+/// with each side's statements where they were profiled.
+struct Submissions {
+    genjobs: Wrk,
+    pgbench_tps: f64,
+    pgbench_p99_ms: f64,
+    statements: Option<(statements::Profile, statements::Profile)>,
+}
+
+/// Submissions with wrk, then pgbench `-M prepared` over the same accounts, on a fresh database
+/// of `server`; each side's statements too when `profiled`.
+async fn submissions_run(
+    bin: &Path,
+    server: &str,
+    sim: &str,
+    dir: &Path,
+    seconds: u64,
+    profiled: bool,
+) -> Result<Submissions, Failure> {
     let url = fresh_database(server, "genjobs_bench_outside")?;
     let envs = [
         ("DATABASE_URL", url.clone()),
         ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
         ("GENJOBS_DB_POOL_SIZE", CLIENTS.to_string()),
     ];
-
-    progress("outside 1/3 submissions with wrk, then pgbench -M prepared over the same accounts");
     let app = spawn_genjobs(bin, &envs)?;
     let users = create_users(&app.base, USERS).await?;
     let keys: Vec<String> = users.iter().map(|(_, key)| key.clone()).collect();
-    let profiled = statements::available(&url)?;
-    let commits_before = if profiled { statements::start(&url)? } else { 0 };
-    let submissions = wrk(&app.base, Some(&submit_script(&dir, &keys)?), seconds)?;
-    let profile = if profiled {
-        let jobs = statements::count(&url, "SELECT count(*) FROM jobs")?;
-        Some(statements::read(&url, commits_before, jobs)?)
-    } else {
-        progress("   no statement profile: the server does not load pg_stat_statements");
-        None
-    };
-    drop(app);
-    let prepared = pgbench::scripts(&dir, &users, true)?;
-    let baseline_start = if profiled {
-        Some((statements::start(&url)?, statements::count(&url, "SELECT count(*) FROM jobs")?))
-    } else {
-        None
-    };
-    let (pgbench_tps, pgbench_p99_ms) = pgbench::run_logged(&url, &prepared, CLIENTS, seconds, &dir)?;
-    let baseline_profile = match baseline_start {
-        Some((commits_before, jobs_before)) => {
-            let jobs = statements::count(&url, "SELECT count(*) FROM jobs")?.saturating_sub(jobs_before);
-            Some(statements::read(&url, commits_before, jobs)?)
-        }
+    // The fresh database needs the extension's views too.
+    let profiled = profiled && statements::available(&url)?;
+    let count_jobs = || statements::count(&url, "SELECT count(*) FROM jobs");
+    let start = if profiled { Some((statements::start(&url)?, count_jobs()?)) } else { None };
+    let genjobs = wrk(&app.base, Some(&submit_script(dir, &keys)?), seconds)?;
+    let genjobs_profile = match start {
+        Some((commits, jobs)) => Some(statements::read(&url, commits, count_jobs()?.saturating_sub(jobs))?),
         None => None,
     };
+    drop(app);
+    let prepared = pgbench::scripts(dir, &users, true)?;
+    let start = if profiled { Some((statements::start(&url)?, count_jobs()?)) } else { None };
+    let (pgbench_tps, pgbench_p99_ms) = pgbench::run_logged(&url, &prepared, CLIENTS, seconds, dir)?;
+    let pgbench_profile = match start {
+        Some((commits, jobs)) => Some(statements::read(&url, commits, count_jobs()?.saturating_sub(jobs))?),
+        None => None,
+    };
+    super::psql(server, "DROP DATABASE IF EXISTS genjobs_bench_outside WITH (FORCE)")?;
+    Ok(Submissions { genjobs, pgbench_tps, pgbench_p99_ms, statements: genjobs_profile.zip(pgbench_profile) })
+}
 
-    progress("outside 2/3 reads of jobs on Postgres with wrk");
+/// Runs the scenario on `server` and writes `docs/benchmarks-outside.md`; then, given a server
+/// that loads `pg_stat_statements` (`profiled`), runs the submissions once more there and writes
+/// where Postgres spent their time to `docs/benchmarks-outside-statements.md`. The table's runs
+/// are not profiled: counting every statement slows the reads measurably.
+pub(super) async fn run(
+    bin: &Path,
+    server: &str,
+    profiled: Option<&str>,
+    sim: &str,
+    seconds: u64,
+) -> Result<(), Failure> {
+    let dir = std::env::temp_dir().join(format!("genjobs-bench-outside-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    progress("outside 1/4 submissions with wrk, then pgbench -M prepared over the same accounts");
+    let Submissions { genjobs: submissions, pgbench_tps, pgbench_p99_ms, .. } =
+        submissions_run(bin, server, sim, &dir, seconds, false).await?;
+
+    progress("outside 2/4 reads of jobs on Postgres with wrk");
     let url = fresh_database(server, "genjobs_bench_outside_reads")?;
-    let app = spawn_genjobs(bin, &[("DATABASE_URL", url), envs[1].clone()])?;
+    let app = spawn_genjobs(bin, &[("DATABASE_URL", url), ("GENJOBS_UPSTREAM_URL", sim.to_owned())])?;
     let users = create_users(&app.base, USERS).await?;
     let mut jobs = Vec::new();
     for (_, key) in &users {
@@ -156,7 +181,7 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str, seconds: u64) -> Re
     let reads = wrk(&app.base, Some(&read_script(&dir, &jobs)?), seconds)?;
     drop(app);
 
-    progress("outside 3/3 the ceiling: a constant-JSON actix-web server");
+    progress("outside 3/4 the ceiling: a constant-JSON actix-web server");
     let listener = TcpListener::bind("127.0.0.1:0")?;
     // The ceiling serves any job id the same constant body.
     let base = format!("http://{}/api/v1/jobs/ceiling", listener.local_addr()?);
@@ -165,37 +190,49 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str, seconds: u64) -> Re
     tokio::spawn(ceiling_server);
     let ceiling = wrk(&base, None, seconds)?;
     handle.stop(false).await;
-    std::fs::remove_dir_all(&dir)?;
-    for name in ["genjobs_bench_outside", "genjobs_bench_outside_reads"] {
-        super::psql(server, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
-    }
+    super::psql(server, "DROP DATABASE IF EXISTS genjobs_bench_outside_reads WITH (FORCE)")?;
 
     let measured = Outside { submissions, pgbench_tps, pgbench_p99_ms, reads, ceiling, jobs: jobs.len() };
     write(Path::new("docs/benchmarks-outside.md"), &measured, seconds)?;
-    if let (Some(genjobs), Some(baseline)) = (profile, baseline_profile) {
-        write_profile(Path::new("docs/benchmarks-outside-statements.md"), &genjobs, &baseline, seconds)?;
-    }
     progress(&format!(
         "   submissions {:.0}/s (p99 {:.1} ms) against pgbench {:.0} (p99 {:.1} ms); reads {:.0}/s against {:.0}; wrote docs/benchmarks-outside.md",
         submissions.per_sec, submissions.p99_ms, pgbench_tps, pgbench_p99_ms, reads.per_sec, ceiling.per_sec
     ));
+    match profiled {
+        Some(profiled) if statements::available(profiled)? => {
+            progress("outside 4/4 the submissions again, with the statements of each side");
+            let run = submissions_run(bin, profiled, sim, &dir, seconds, true).await?;
+            if let Some((genjobs, baseline)) = &run.statements {
+                write_profile(Path::new("docs/benchmarks-outside-statements.md"), &run, genjobs, baseline, seconds)?;
+                progress("   wrote docs/benchmarks-outside-statements.md");
+            }
+        }
+        _ => progress("outside 4/4 skipped: no server that loads pg_stat_statements (BENCH_PROFILED_DATABASE_URL)"),
+    }
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
 
 fn write_profile(
     path: &Path,
+    run: &Submissions,
     genjobs: &statements::Profile,
     baseline: &statements::Profile,
     seconds: u64,
 ) -> std::io::Result<()> {
     let doc = format!(
         "# Where Postgres spends a submission's time\n\n\
-         Written by `genjobs-bench outside` when its server loads `pg_stat_statements` (`just bench` \
-         starts a cluster that does, `scripts/profiled-postgres.sh`): the statements \
-         of genjobs' database during the {seconds} s submissions run under wrk, per job accepted in the run, the \
-         costliest first. The simulator holds every job for an hour, so a job here is accepted, handed to the \
-         driver, sent and recorded as running. Below it, the same for pgbench's accept transaction run \
-         next, the baseline.\n\n## genjobs\n\n{}\n## pgbench `-M prepared`, the baseline\n\n{}",
+         Written by `genjobs-bench outside` after its table, from a submissions run of its own on a server that \
+         loads `pg_stat_statements` (`just bench` starts one, `scripts/profiled-postgres.sh`; the table's runs are \
+         not profiled, since counting every statement slows the reads): the statements of genjobs' database during \
+         {seconds} s of submissions under wrk ({:.0}/s, p99 {:.1} ms), per job accepted, the costliest first. The \
+         simulator holds every job for an hour, so a job here is accepted, handed to the driver, sent and recorded \
+         as running. Below it, the same for pgbench's accept transaction run next ({:.0} tps, p99 {:.1} ms), the \
+         baseline.\n\n## genjobs\n\n{}\n## pgbench `-M prepared`, the baseline\n\n{}",
+        run.genjobs.per_sec,
+        run.genjobs.p99_ms,
+        run.pgbench_tps,
+        run.pgbench_p99_ms,
         statements::table(genjobs),
         statements::table(baseline),
     );
