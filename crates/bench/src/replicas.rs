@@ -85,7 +85,7 @@ async fn measure(bin: &Path, server: &str, sim: &str, replicas: usize, pooled: b
     let url = fresh_database(server, "genjobs_bench_replicas")?;
     let (database_url, pooler) = if pooled {
         let server_addr = url.split('@').nth(1).and_then(|rest| rest.split('/').next()).unwrap_or("127.0.0.1:5432");
-        let bouncer = genjobs_test_postgres::pgbouncer(server_addr);
+        let bouncer = genjobs_test_postgres::pgbouncer_as_deployed(server_addr);
         (url.replacen(server_addr, &bouncer.addr.to_string(), 1), "transaction")
     } else {
         (url.clone(), "none")

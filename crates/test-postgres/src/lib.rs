@@ -14,7 +14,7 @@
 
 mod pgbouncer;
 
-pub use pgbouncer::{Pgbouncer, pgbouncer};
+pub use pgbouncer::{Pgbouncer, pgbouncer, pgbouncer_as_deployed};
 
 use std::path::Path;
 use std::time::Duration;

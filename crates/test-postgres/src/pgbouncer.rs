@@ -30,10 +30,27 @@ pub struct Pgbouncer {
 /// get it.
 pub fn pgbouncer(server: &str) -> &'static Pgbouncer {
     static RUNNING: OnceLock<Pgbouncer> = OnceLock::new();
-    RUNNING.get_or_init(|| start(server).unwrap_or_else(|e| panic!("cannot start PgBouncer for the pooled tests: {e}")))
+    RUNNING.get_or_init(|| {
+        start(server, "server_check_delay = 0")
+            .unwrap_or_else(|e| panic!("cannot start PgBouncer for the pooled tests: {e}"))
+    })
 }
 
-fn start(server: &str) -> Result<Pgbouncer, String> {
+/// As [`pgbouncer`], configured as operators run it, for benchmarks: the tests' pooler checks
+/// every server connection before it lends it (`server_check_delay = 0`), a round trip more per
+/// transaction; PgBouncer's default checks only connections idle for 30 s.
+///
+/// # Panics
+/// As [`pgbouncer`].
+pub fn pgbouncer_as_deployed(server: &str) -> &'static Pgbouncer {
+    static RUNNING: OnceLock<Pgbouncer> = OnceLock::new();
+    RUNNING
+        .get_or_init(|| start(server, "").unwrap_or_else(|e| panic!("cannot start PgBouncer for the benchmark: {e}")))
+}
+
+/// Starts a pooler in front of `server` with `extra`, lines of its settings, after the common
+/// ones.
+fn start(server: &str, extra: &str) -> Result<Pgbouncer, String> {
     let binary = BINARIES.iter().map(Path::new).find(|p| p.exists()).ok_or_else(|| {
         "pgbouncer is missing (looked for /usr/sbin/pgbouncer); `cargo xtask test` installs it".to_owned()
     })?;
@@ -49,7 +66,7 @@ fn start(server: &str) -> Result<Pgbouncer, String> {
         &format!(
             "[databases]\n* = host={host} port={port}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {}\n\
              unix_socket_dir =\nauth_type = trust\nauth_file = {}\npool_mode = transaction\n\
-             max_client_conn = 5000\ndefault_pool_size = 20\nserver_check_delay = 0\n\
+             max_client_conn = 5000\ndefault_pool_size = 20\n{extra}\n\
              ignore_startup_parameters = extra_float_digits\nlogfile = {}\n",
             addr.port(),
             users.display(),
