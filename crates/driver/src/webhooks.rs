@@ -5,8 +5,8 @@
 //! when this process records an event or asks a redelivery ([`JobEvents::announce_webhook`]),
 //! or a delivery ends, so that an attempt starts close to its due time. Other job changes do not
 //! wake it: under load they came several per job, and each look at the outbox costs the store
-//! two statements. Deliveries run as tasks of
-//! one [`JoinSet`], at most [`DispatchSettings::max_in_flight`] at once and
+//! two statements. Deliveries run as tasks of one [`JoinSet`], at most
+//! [`DispatchSettings::max_in_flight`] at once and
 //! [`genjobs_domain::usecases::DeliverySettings::per_host`] per destination host.
 
 use std::collections::HashMap;

@@ -2,9 +2,8 @@
 //! per process that `LISTEN`s and wakes the local [`EventHub`]. Notifications that arrive while
 //! others are being sent go together in one statement ([`Grouped`]): under load a driver
 //! publishes a change per job step, and one round trip each held a pooled connection that
-//! submissions waited for. The same connection hears key
-//! revocations and drops them from the key cache, and catalog changes, which wake the
-//! process's catalog followers.
+//! submissions waited for. The same connection hears key revocations and drops them from the
+//! key cache, and catalog changes, which wake the process's catalog followers.
 
 use std::str::FromStr;
 use std::sync::Arc;
