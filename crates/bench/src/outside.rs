@@ -131,21 +131,16 @@ async fn submissions_run(
     let keys: Vec<String> = users.iter().map(|(_, key)| key.clone()).collect();
     // The fresh database needs the extension's views too.
     let profiled = profiled && statements::available(&url)?;
-    let count_jobs = || statements::count(&url, "SELECT count(*) FROM jobs");
-    let start = if profiled { Some((statements::start(&url)?, count_jobs()?)) } else { None };
+    let window = || profiled.then(|| statements::Window::open(&url)).transpose();
+    let close = |window: Option<statements::Window>| window.map(|w| w.close(&url)).transpose();
+    let opened = window()?;
     let genjobs = wrk(&app.base, Some(&submit_script(dir, &keys)?), seconds)?;
-    let genjobs_profile = match start {
-        Some((commits, jobs)) => Some(statements::read(&url, commits, count_jobs()?.saturating_sub(jobs))?),
-        None => None,
-    };
+    let genjobs_profile = close(opened)?;
     drop(app);
     let prepared = pgbench::scripts(dir, &users, true)?;
-    let start = if profiled { Some((statements::start(&url)?, count_jobs()?)) } else { None };
+    let opened = window()?;
     let (pgbench_tps, pgbench_p99_ms) = pgbench::run_logged(&url, &prepared, CLIENTS, seconds, dir)?;
-    let pgbench_profile = match start {
-        Some((commits, jobs)) => Some(statements::read(&url, commits, count_jobs()?.saturating_sub(jobs))?),
-        None => None,
-    };
+    let pgbench_profile = close(opened)?;
     super::psql(server, "DROP DATABASE IF EXISTS genjobs_bench_outside WITH (FORCE)")?;
     Ok(Submissions { genjobs, pgbench_tps, pgbench_p99_ms, statements: genjobs_profile.zip(pgbench_profile) })
 }

@@ -107,8 +107,7 @@ async fn measure(bin: &Path, server: &str, sim: &str, replicas: usize, pooled: b
     let bases: Arc<Vec<String>> = Arc::new(running.iter().map(|r| r.base.clone()).collect());
     let users = create_users(&bases[0], 64).await?;
     let keys: Arc<Vec<String>> = Arc::new(users.iter().map(|(_, k)| k.clone()).collect());
-    let profiled = statements::available(&url)?;
-    let commits_before = if profiled { statements::start(&url)? } else { 0 };
+    let window = if statements::available(&url)? { Some(statements::Window::open(&url)?) } else { None };
     let (cpu_before, pg_before) = (replicas_cpu(&running), postgres_cpu());
     let http = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap_or_default();
     let (submit_bases, submit_keys, submit_http) = (Arc::clone(&bases), Arc::clone(&keys), http.clone());
@@ -124,12 +123,7 @@ async fn measure(bin: &Path, server: &str, sim: &str, replicas: usize, pooled: b
         }),
     )
     .await;
-    let statements = if profiled {
-        let jobs = statements::count(&url, "SELECT count(*) FROM jobs")?;
-        Some(statements::read(&url, commits_before, jobs)?)
-    } else {
-        None
-    };
+    let statements = window.map(|window| window.close(&url)).transpose()?;
     let reader = Api::new(&bases[0], &keys[0], clients);
     let ids: Arc<Vec<String>> = Arc::new(scenarios::submit_many(&reader, 200, 8, "read me").await);
     let (read_bases, key) = (Arc::clone(&bases), keys[0].clone());

@@ -51,7 +51,7 @@ pub(crate) fn available(url: &str) -> Result<bool, Failure> {
 }
 
 /// The one number `sql` selects.
-pub(crate) fn count(url: &str, sql: &str) -> Result<u64, Failure> {
+fn count(url: &str, sql: &str) -> Result<u64, Failure> {
     let text = query(url, sql)?;
     text.trim().parse().map_err(|_| format!("not a count from {sql}: {text}").into())
 }
@@ -60,18 +60,34 @@ fn commits(url: &str) -> Result<u64, Failure> {
     count(url, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
 }
 
-/// The start of a run: statement statistics emptied, and the commit count so far.
-pub(crate) fn start(url: &str) -> Result<u64, Failure> {
-    query(url, "SELECT pg_stat_statements_reset()")?;
-    // The statistics collector reports commits with a delay of up to a second.
-    query(url, "SELECT pg_stat_force_next_flush()")?;
-    commits(url)
+fn jobs(url: &str) -> Result<u64, Failure> {
+    count(url, "SELECT count(*) FROM jobs")
 }
 
-/// The run's profile, since [`start`] returned `commits_before`, for `jobs` jobs accepted.
-pub(crate) fn read(url: &str, commits_before: u64, jobs: u64) -> Result<Profile, Failure> {
-    query(url, "SELECT pg_stat_force_next_flush()")?;
-    let commits = commits(url)?.saturating_sub(commits_before);
+/// A run being profiled: what the database had counted when it began.
+pub(crate) struct Window {
+    commits: u64,
+    jobs: u64,
+}
+
+impl Window {
+    /// Begins a run on the database of `url`: its statement statistics emptied, its commits and
+    /// jobs so far noted.
+    pub(crate) fn open(url: &str) -> Result<Self, Failure> {
+        query(url, "SELECT pg_stat_statements_reset()")?;
+        // The statistics collector reports commits with a delay of up to a second.
+        query(url, "SELECT pg_stat_force_next_flush()")?;
+        Ok(Self { commits: commits(url)?, jobs: jobs(url)? })
+    }
+
+    /// The run's profile, per job accepted since [`Window::open`].
+    pub(crate) fn close(self, url: &str) -> Result<Profile, Failure> {
+        query(url, "SELECT pg_stat_force_next_flush()")?;
+        read(url, commits(url)?.saturating_sub(self.commits), jobs(url)?.saturating_sub(self.jobs))
+    }
+}
+
+fn read(url: &str, commits: u64, jobs: u64) -> Result<Profile, Failure> {
     let text = query(
         url,
         "SELECT s.calls, s.total_exec_time, s.rows, regexp_replace(s.query, '\\s+', ' ', 'g') \
