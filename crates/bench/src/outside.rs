@@ -129,8 +129,6 @@ async fn submissions_run(
     let app = spawn_genjobs(bin, &envs)?;
     let users = create_users(&app.base, USERS).await?;
     let keys: Vec<String> = users.iter().map(|(_, key)| key.clone()).collect();
-    // The fresh database needs the extension's views too.
-    let profiled = profiled && statements::available(&url)?;
     let window = || profiled.then(|| statements::Window::open(&url)).transpose();
     let close = |window: Option<statements::Window>| window.map(|w| w.close(&url)).transpose();
     let opened = window()?;

@@ -47,7 +47,7 @@ pub(crate) fn run(
     tps(&output)
 }
 
-/// As [`run`], and the 99th percentile of the transactions' times in milliseconds, from
+/// As [`run`] with `-M prepared`, and the 99th percentile of the transactions' times in milliseconds, from
 /// pgbench's log of each transaction written under `log_dir`.
 pub(crate) fn run_logged(
     url: &str,

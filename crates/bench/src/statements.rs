@@ -40,14 +40,9 @@ fn query(url: &str, sql: &str) -> Result<String, Failure> {
     }
 }
 
-/// Whether the server of `url` collects statement statistics; if so, makes them readable from its
-/// database.
+/// Whether the server of `url` collects statement statistics.
 pub(crate) fn available(url: &str) -> Result<bool, Failure> {
-    if !query(url, "SHOW shared_preload_libraries")?.contains("pg_stat_statements") {
-        return Ok(false);
-    }
-    query(url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
-    Ok(true)
+    Ok(query(url, "SHOW shared_preload_libraries")?.contains("pg_stat_statements"))
 }
 
 /// The one number `sql` selects.
@@ -71,9 +66,11 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    /// Begins a run on the database of `url`: its statement statistics emptied, its commits and
-    /// jobs so far noted.
+    /// Begins a run on the database of `url`, on a server that collects statement statistics
+    /// ([`available`]): the statistics made readable from the database and emptied, its commits
+    /// and jobs so far noted.
     pub(crate) fn open(url: &str) -> Result<Self, Failure> {
+        query(url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
         query(url, "SELECT pg_stat_statements_reset()")?;
         // The statistics collector reports commits with a delay of up to a second.
         query(url, "SELECT pg_stat_force_next_flush()")?;
