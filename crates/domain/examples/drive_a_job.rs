@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use genjobs_domain::catalog::{Catalog, Model};
 use genjobs_domain::credits::{Balances, CreditMovement, Credits};
-use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::ids::{JobId, LeaseId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{Job, Transition, UpstreamRef};
 use genjobs_domain::modality::Modality;
@@ -66,7 +66,7 @@ impl JobStore for OneAccountStore {
         &self,
         job: Job,
         _: Option<IdempotencyClaim>,
-        _: Option<OffsetDateTime>,
+        _: Option<LeaseId>,
         _: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         let available = self.balances().available;
@@ -115,22 +115,21 @@ impl JobStore for OneAccountStore {
         Ok(UnfinishedJobs::default())
     }
 
-    /// Nothing to claim: this example steps its one job itself.
-    async fn claim_due(&self, _: OffsetDateTime, _: OffsetDateTime, _: usize) -> Result<Vec<Job>, StoreError> {
+    /// No driver holds leases here: this example steps its one job itself.
+    async fn start_lease(&self, _: LeaseId, _: OffsetDateTime, _: OffsetDateTime) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn renew_lease(&self, _: LeaseId, _: OffsetDateTime, _: OffsetDateTime) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    async fn end_lease(&self, _: LeaseId) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn claim_due(&self, _: LeaseId, _: OffsetDateTime, _: usize) -> Result<Vec<Job>, StoreError> {
         Ok(Vec::new())
-    }
-
-    async fn renew_leases(
-        &self,
-        jobs: Vec<JobId>,
-        _: OffsetDateTime,
-        _: OffsetDateTime,
-    ) -> Result<Vec<JobId>, StoreError> {
-        Ok(jobs)
-    }
-
-    async fn release_leases(&self, jobs: Vec<JobId>, _: OffsetDateTime) -> Result<usize, StoreError> {
-        Ok(jobs.len())
     }
 }
 

@@ -75,6 +75,12 @@ uuid_id!(
     /// Identifies a user (an account holding credits and keys).
     UserId
 );
+uuid_id!(
+    /// Identifies a driver's lease: every job the driver claims, or is handed, is under it, and
+    /// one renewal keeps them all. A lease that ran out never lives again; the driver goes on
+    /// under a new one.
+    LeaseId
+);
 
 /// A model id as found in the catalog, e.g. `seedance-2.0-fast`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize, serde::Serialize)]

@@ -7,9 +7,10 @@
 //! why it may use tokio and the domain may not.
 //!
 //! ## Layout
-//! - [`jobs`]: [`JobDriver`], which claims due jobs under a lease, holds them in memory with
-//!   their schedule, steps each at its time, renews the leases in batches, takes the jobs this
-//!   process's gateway hands over, and hands everything back when it stops.
+//! - [`jobs`]: [`JobDriver`], which claims due jobs under a lease of its own, holds them in
+//!   memory with their schedule, steps each at its time, renews its one lease, takes the jobs
+//!   this process's gateway hands over, and ends its lease when it stops so that others take
+//!   everything over at once.
 //! - [`webhooks`]: [`WebhookDispatcher`], which claims due client webhook events within each
 //!   destination host's slots and delivers them.
 //! - [`catalog`]: [`follow_catalog`], which reloads the catalog in effect when the store

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{PausedClock, one_image};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::{ApiKey, JobId, UserId};
+use genjobs_domain::ids::{ApiKey, JobId, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobState, Trigger, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::*;
@@ -96,6 +96,13 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
     ids
 }
 
+/// The lease of another driver, started at `now` for long enough.
+async fn another_driver(setup: &Setup, now: time::OffsetDateTime) -> LeaseId {
+    let lease = LeaseId::new_at(now);
+    setup.store.start_lease(lease, now, now + time::Duration::minutes(5)).await.unwrap();
+    lease
+}
+
 async fn states(setup: &Setup, ids: &[JobId]) -> Vec<JobState> {
     let mut states = Vec::new();
     for id in ids {
@@ -152,7 +159,7 @@ async fn a_held_job_keeps_its_lease_and_is_not_claimed_twice() {
     let running = tokio::spawn(async move { driver.run().await });
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let now = setup.clock.now();
-    let stolen = setup.store.claim_due(now, now + time::Duration::seconds(10), 10).await.unwrap();
+    let stolen = setup.store.claim_due(another_driver(&setup, now).await, now, 10).await.unwrap();
     running.abort();
     assert!(stolen.is_empty(), "renewals kept the leases past their 600 ms: {} claimable", stolen.len());
     assert_eq!(states(&setup, &ids).await, vec![JobState::Running; 3]);
@@ -172,13 +179,14 @@ async fn a_stopping_driver_hands_its_jobs_back_for_another_to_claim_at_once() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let now = setup.clock.now();
-    assert!(setup.store.claim_due(now, now + time::Duration::seconds(10), 10).await.unwrap().is_empty());
+    let other = another_driver(&setup, now).await;
+    assert!(setup.store.claim_due(other, now, 10).await.unwrap().is_empty());
 
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(1), running).await.expect("the driver stops").unwrap();
     let polls = setup.status_calls.load(Ordering::SeqCst);
     let now = setup.clock.now() + Duration::from_millis(20);
-    let taken = setup.store.claim_due(now, now + time::Duration::seconds(10), 10).await.unwrap();
+    let taken = setup.store.claim_due(other, now, 10).await.unwrap();
     assert_eq!(taken.len(), ids.len(), "every held job is claimable one poll interval later, not a lease later");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(setup.status_calls.load(Ordering::SeqCst), polls, "a stopped driver polls nothing");

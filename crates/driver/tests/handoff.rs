@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use common::{PausedClock, one_image};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::{ApiKey, JobId, UserId};
+use genjobs_domain::ids::{ApiKey, JobId, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobErrorCode, JobState, Transition, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::*;
@@ -30,7 +30,7 @@ use time::OffsetDateTime;
 /// What reached the store: the leases and starts of accepts, every commit, every claimed job.
 #[derive(Default)]
 struct Seen {
-    accepts: Vec<(bool, Option<OffsetDateTime>)>,
+    accepts: Vec<(bool, Option<LeaseId>)>,
     commits: Vec<(JobState, bool, bool)>,
     claimed: Vec<JobId>,
 }
@@ -47,11 +47,11 @@ impl JobStore for Recording {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
-        lease_until: Option<OffsetDateTime>,
+        lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
-        self.seen.lock().unwrap().accepts.push((job.submit_attempted(), lease_until));
-        self.store.accept(job, idempotency, lease_until, now).await
+        self.seen.lock().unwrap().accepts.push((job.submit_attempted(), lease));
+        self.store.accept(job, idempotency, lease, now).await
     }
     async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
         self.store.job(id).await
@@ -73,26 +73,24 @@ impl JobStore for Recording {
     async fn count_unfinished(&self) -> Result<UnfinishedJobs, StoreError> {
         self.store.count_unfinished().await
     }
-    async fn claim_due(
+    async fn start_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime) -> Result<(), StoreError> {
+        self.store.start_lease(lease, now, until).await
+    }
+    async fn renew_lease(
         &self,
+        lease: LeaseId,
         now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError> {
-        let claimed = self.store.claim_due(now, lease_until, limit).await?;
+        until: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.store.renew_lease(lease, now, until).await
+    }
+    async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.store.end_lease(lease).await
+    }
+    async fn claim_due(&self, lease: LeaseId, now: OffsetDateTime, limit: usize) -> Result<Vec<Job>, StoreError> {
+        let claimed = self.store.claim_due(lease, now, limit).await?;
         self.seen.lock().unwrap().claimed.extend(claimed.iter().map(Job::id));
         Ok(claimed)
-    }
-    async fn renew_leases(
-        &self,
-        jobs: Vec<JobId>,
-        now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-    ) -> Result<Vec<JobId>, StoreError> {
-        self.store.renew_leases(jobs, now, lease_until).await
-    }
-    async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError> {
-        self.store.release_leases(jobs, now).await
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use genjobs_domain::catalog::{Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
-use genjobs_domain::ids::{ApiKey, JobId, ModelId, UserId};
+use genjobs_domain::ids::{ApiKey, JobId, LeaseId, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, UpstreamRef};
 use genjobs_domain::modality::Modality;
@@ -250,74 +250,83 @@ pub async fn commit_of_a_missing_job_says_so<S: Store>(store: Arc<S>) {
     assert_eq!(store.commit(transition).await.unwrap(), Commit::Missing);
 }
 
-/// A due job is claimed once; it comes back only after its lease ends, and a commit by the
-/// driver holding it keeps the lease.
+/// A new driver's lease, started at `at` and living until `until`.
+pub async fn started_lease<S: Store + ?Sized>(store: &S, at: OffsetDateTime, until: OffsetDateTime) -> LeaseId {
+    let lease = LeaseId::new_at(at);
+    store.start_lease(lease, at, until).await.expect("start a lease");
+    lease
+}
+
+/// A due job is claimed once; another driver gets it only after the lease it is under ran out,
+/// and a commit by the driver holding it keeps it under the lease.
 pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let job = accepted(&*store, id, 1).await;
     let t0 = now() + Duration::milliseconds(1);
-    let lease = t0 + Duration::seconds(30);
-    let first = store.claim_due(t0, lease, 10).await.unwrap();
+    let until = t0 + Duration::seconds(30);
+    let holder = started_lease(&*store, t0, until).await;
+    let other = started_lease(&*store, t0, until + Duration::hours(1)).await;
+    let first = store.claim_due(holder, t0, 10).await.unwrap();
     assert_eq!(first.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![job.id()]);
-    assert!(store.claim_due(t0, lease, 10).await.unwrap().is_empty(), "leased jobs are not claimed twice");
+    assert!(store.claim_due(other, t0, 10).await.unwrap().is_empty(), "a job under a live lease is not claimed twice");
 
     let attempted = step(&*store, &first[0], Trigger::SubmitStarted { next_poll_at: now() }).await;
     let soon = now() + Duration::seconds(1);
     step(&*store, &attempted, Trigger::SubmitNotReached { next_poll_at: soon }).await;
     let later = soon + Duration::seconds(5);
-    assert!(
-        store.claim_due(later, later + Duration::seconds(30), 10).await.unwrap().is_empty(),
-        "the commit kept the lease"
-    );
+    assert!(store.claim_due(other, later, 10).await.unwrap().is_empty(), "the commit kept the job under its lease");
 
-    let after_lease = lease + Duration::seconds(1);
-    let again = store.claim_due(after_lease, after_lease + Duration::seconds(30), 10).await.unwrap();
-    assert_eq!(again.len(), 1, "an expired lease makes the job claimable again");
+    let after_lease = until + Duration::seconds(1);
+    let again = store.claim_due(other, after_lease, 10).await.unwrap();
+    assert_eq!(again.len(), 1, "a lease that ran out makes the job claimable again");
     assert!(!again[0].submit_attempted(), "with what was committed meanwhile");
 }
 
-/// Renewing extends the leases the caller still has, and leaves out final jobs and leases that
-/// ran out (another driver may have the job).
-pub async fn renewing_extends_only_live_leases_of_open_jobs<S: Store>(store: Arc<S>) {
-    let limits = Limits { max_concurrent_jobs: 10, ..LIMITS };
-    let id = user_with(&*store, 100, limits).await;
-    let (open, finished, expired) =
-        (accepted(&*store, id, 1).await, accepted(&*store, id, 1).await, accepted(&*store, id, 1).await);
-    let t0 = now() + Duration::milliseconds(1);
-    let claimed = store.claim_due(t0, t0 + Duration::seconds(10), 10).await.unwrap();
-    assert_eq!(claimed.len(), 3);
-    let held = |id: JobId| claimed.iter().find(|j| j.id() == id).cloned().unwrap();
-    step(&*store, &held(finished.id()), Trigger::Cancel).await;
-
-    let renewed = store
-        .renew_leases(vec![open.id(), finished.id()], t0 + Duration::seconds(5), t0 + Duration::seconds(60))
-        .await
-        .unwrap();
-    assert_eq!(renewed, vec![open.id()]);
-    let late = t0 + Duration::seconds(11);
-    assert!(store.renew_leases(vec![expired.id()], late, late + Duration::seconds(60)).await.unwrap().is_empty());
-    let reclaimed = store.claim_due(late, late + Duration::seconds(30), 10).await.unwrap();
-    assert_eq!(reclaimed.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![expired.id()], "only the lease that ran out");
-}
-
-/// A driver that stops hands its jobs back: each lease it still holds ends at once, so another
-/// driver claims the job at its poll time; final jobs and leases that ran out are left alone.
-pub async fn released_leases_make_held_jobs_claimable_at_once<S: Store>(store: Arc<S>) {
+/// A lease lives while it is renewed, whatever it holds; one that ran out never lives again and
+/// claims nothing, and its open jobs are another driver's to claim; final ones are nobody's.
+pub async fn a_renewed_lease_keeps_its_jobs_and_one_that_ran_out_never_lives_again<S: Store>(store: Arc<S>) {
     let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
     let (open, finished) = (accepted(&*store, id, 1).await, accepted(&*store, id, 1).await);
     let t0 = now() + Duration::milliseconds(1);
-    let claimed = store.claim_due(t0, t0 + Duration::seconds(30), 10).await.unwrap();
+    let holder = started_lease(&*store, t0, t0 + Duration::seconds(10)).await;
+    let claimed = store.claim_due(holder, t0, 10).await.unwrap();
     assert_eq!(claimed.len(), 2);
     let held = |id: JobId| claimed.iter().find(|j| j.id() == id).cloned().unwrap();
     step(&*store, &held(finished.id()), Trigger::Cancel).await;
-    assert!(store.claim_due(t0, t0 + Duration::seconds(30), 10).await.unwrap().is_empty());
 
-    let released = store.release_leases(vec![open.id(), finished.id()], t0).await.unwrap();
-    assert_eq!(released, 1, "only the open job's lease");
-    let taken = store.claim_due(t0, t0 + Duration::seconds(30), 10).await.unwrap();
+    assert!(store.renew_lease(holder, t0 + Duration::seconds(5), t0 + Duration::seconds(20)).await.unwrap());
+    let other = started_lease(&*store, t0, t0 + Duration::minutes(5)).await;
+    let renewed = t0 + Duration::seconds(15);
+    assert!(store.claim_due(other, renewed, 10).await.unwrap().is_empty(), "the renewal kept its jobs");
+
+    let late = t0 + Duration::seconds(21);
+    assert!(!store.renew_lease(holder, late, late + Duration::seconds(60)).await.unwrap(), "it ran out");
+    assert!(store.claim_due(holder, late, 10).await.unwrap().is_empty(), "a lease that ran out claims nothing");
+    let taken = store.claim_due(other, late, 10).await.unwrap();
+    assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "only the open job");
+    let never = LeaseId::new_at(t0);
+    assert!(!store.renew_lease(never, t0, t0 + Duration::seconds(60)).await.unwrap(), "never started");
+    assert!(store.claim_due(never, t0, 10).await.unwrap().is_empty(), "a lease never started claims nothing");
+}
+
+/// A driver that stops ends its lease: every open job under it is claimable at once by another
+/// driver, and the ended lease never lives again.
+pub async fn an_ended_lease_makes_its_jobs_claimable_at_once<S: Store>(store: Arc<S>) {
+    let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
+    let (open, finished) = (accepted(&*store, id, 1).await, accepted(&*store, id, 1).await);
+    let t0 = now() + Duration::milliseconds(1);
+    let holder = started_lease(&*store, t0, t0 + Duration::seconds(30)).await;
+    let claimed = store.claim_due(holder, t0, 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let held = |id: JobId| claimed.iter().find(|j| j.id() == id).cloned().unwrap();
+    step(&*store, &held(finished.id()), Trigger::Cancel).await;
+    let other = started_lease(&*store, t0, t0 + Duration::seconds(30)).await;
+    assert!(store.claim_due(other, t0, 10).await.unwrap().is_empty());
+
+    store.end_lease(holder).await.unwrap();
+    let taken = store.claim_due(other, t0, 10).await.unwrap();
     assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "claimable without waiting");
-    let late = t0 + Duration::seconds(31);
-    assert_eq!(store.release_leases(vec![open.id()], late).await.unwrap(), 0, "a lease that ran out is not ours");
+    assert!(!store.renew_lease(holder, t0, t0 + Duration::seconds(30)).await.unwrap(), "ended for good");
 }
 
 /// Open jobs are counted by state; final ones are not counted.
@@ -342,9 +351,10 @@ pub async fn claim_skips_final_and_future_jobs<S: Store>(store: Arc<S>) {
     let later = now() + Duration::hours(1);
     store.accept(new_job(id, 1, later), None, None, now()).await.expect("future job");
     let t = now() + Duration::milliseconds(1);
-    let claimed = store.claim_due(t, t + Duration::seconds(30), 2).await.unwrap();
+    let lease = started_lease(&*store, t, t + Duration::seconds(30)).await;
+    let claimed = store.claim_due(lease, t, 2).await.unwrap();
     assert_eq!(claimed.len(), 2);
-    let rest = store.claim_due(t, t + Duration::seconds(30), 10).await.unwrap();
+    let rest = store.claim_due(lease, t, 10).await.unwrap();
     assert_eq!(rest.len(), 1);
     assert!(claimed.iter().chain(&rest).all(|j| j.state() == JobState::Queued && j.id() != canceled.id()));
 }

@@ -9,7 +9,8 @@
 //! The catalog's documents (`catalog`) sit behind a mutex of their own.
 //!
 //! Due jobs are kept in a time-ordered index, so that the driver's claim costs O(log n) per job
-//! rather than a scan of every job.
+//! rather than a scan of every job; a job under a driver's lease (`leases`) leaves the index
+//! until the lease runs out or ends.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -18,14 +19,15 @@ mod catalog;
 
 use async_trait::async_trait;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
-use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
+use genjobs_domain::ids::{JobId, KeyPrefix, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition, UpstreamRef};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
     IdempotencyClaim, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
 };
-use time::OffsetDateTime;
+use time::{Duration, OffsetDateTime};
 
+mod leases;
 mod outbox;
 mod usage;
 
@@ -46,7 +48,7 @@ struct State {
     idempotency: HashMap<(UserId, String), IdempotencyRecord>,
     idempotency_size_after_last_prune: usize,
     due: BTreeSet<(OffsetDateTime, JobId)>,
-    leased: BTreeSet<(OffsetDateTime, JobId)>,
+    leases: leases::Leases,
     /// Every credit movement, oldest first; a record's sequence is its position plus one.
     ledger: Vec<(UserId, LedgerRecord)>,
     /// What usage reports count besides the live jobs: purged jobs and sealed days.
@@ -66,7 +68,7 @@ struct User {
 #[derive(Debug, Clone)]
 struct JobRow {
     job: Job,
-    lease_until: Option<OffsetDateTime>,
+    lease: Option<LeaseId>,
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +111,16 @@ impl State {
     fn index(&mut self, job: &Job) {
         if let (false, Some(at)) = (job.state().is_final(), job.next_poll_at()) {
             self.due.insert((at, job.id()));
+        }
+    }
+
+    /// Jobs no lease covers any more: claimable at their next poll time.
+    fn free(&mut self, jobs: impl IntoIterator<Item = JobId>) {
+        for id in jobs {
+            let Some(row) = self.jobs.get_mut(&id) else { continue };
+            row.lease = None;
+            let job = row.job.clone();
+            self.index(&job);
         }
     }
 
@@ -211,7 +223,7 @@ impl JobStore for MemoryStore {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
-        lease_until: Option<OffsetDateTime>,
+        lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         let mut state = self.state();
@@ -250,12 +262,12 @@ impl JobStore for MemoryStore {
             );
         }
         state.jobs_by_user.entry(job.user_id()).or_default().insert(job.id());
-        match lease_until {
-            Some(until) => _ = state.leased.insert((until, job.id())),
+        match lease {
+            Some(lease) => state.leases.put(lease, job.id()),
             None => state.index(&job),
         }
         state.record(job.user_id(), Some(job.id()), LedgerMovement::Hold(job.credits_held()));
-        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until });
+        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease });
         Ok(Accepted::Created(job))
     }
 
@@ -299,15 +311,15 @@ impl JobStore for MemoryStore {
         if let Some(at) = row.job.next_poll_at() {
             state.due.remove(&(at, row.job.id()));
         }
-        if row.lease_until.is_none() || job.state().is_final() {
+        if row.lease.is_none() || job.state().is_final() {
             state.index(&job);
         }
         if job.state().is_final()
-            && let Some(until) = row.lease_until
+            && let Some(lease) = row.lease
         {
-            state.leased.remove(&(until, job.id()));
+            state.leases.take_out(lease, job.id());
         }
-        let lease_until = if job.state().is_final() { None } else { row.lease_until };
+        let lease = if job.state().is_final() { None } else { row.lease };
         if job.state().is_final() && !row.job.state().is_final() {
             state.outbox.record_final(&job, OffsetDateTime::now_utc());
         }
@@ -317,7 +329,7 @@ impl JobStore for MemoryStore {
         {
             state.jobs_by_upstream_key.insert(key.to_owned(), job.id());
         }
-        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease_until });
+        state.jobs.insert(job.id(), JobRow { job: job.clone(), lease });
         Ok(Commit::Applied(job))
     }
 
@@ -343,71 +355,48 @@ impl JobStore for MemoryStore {
         Ok(counts)
     }
 
-    async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError> {
+    async fn start_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime) -> Result<(), StoreError> {
         let mut state = self.state();
-        let mut released = 0;
-        for id in jobs {
-            let Some(row) = state.jobs.get_mut(&id) else { continue };
-            let Some(until) = row.lease_until.filter(|until| *until > now && !row.job.state().is_final()) else {
-                continue;
-            };
-            row.lease_until = None;
-            let job = row.job.clone();
-            state.leased.remove(&(until, id));
-            state.index(&job);
-            released += 1;
-        }
-        Ok(released)
+        let forgotten = state.leases.forget_older_than(now - Duration::DAY);
+        state.free(forgotten);
+        state.leases.start(lease, until);
+        Ok(())
     }
 
-    async fn claim_due(
+    async fn renew_lease(
         &self,
+        lease: LeaseId,
         now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError> {
+        until: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        Ok(self.state().leases.renew(lease, now, until))
+    }
+
+    async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
         let mut state = self.state();
-        let expired: Vec<_> = state.leased.range(..=(now, JobId::from_uuid(uuid_max()))).copied().collect();
-        for (until, id) in expired {
-            state.leased.remove(&(until, id));
-            if let Some(row) = state.jobs.get_mut(&id) {
-                row.lease_until = None;
-                let job = row.job.clone();
-                state.index(&job);
-            }
+        let covered = state.leases.end(lease);
+        state.free(covered);
+        Ok(())
+    }
+
+    async fn claim_due(&self, lease: LeaseId, now: OffsetDateTime, limit: usize) -> Result<Vec<Job>, StoreError> {
+        let mut state = self.state();
+        if !state.leases.lives(lease, now) {
+            return Ok(Vec::new());
         }
+        let ran_out = state.leases.run_out(now);
+        state.free(ran_out);
         let due: Vec<_> = state.due.range(..=(now, JobId::from_uuid(uuid_max()))).take(limit).copied().collect();
         let mut claimed = Vec::with_capacity(due.len());
         for entry in due {
             state.due.remove(&entry);
             if let Some(row) = state.jobs.get_mut(&entry.1) {
-                row.lease_until = Some(lease_until);
+                row.lease = Some(lease);
                 claimed.push(row.job.clone());
-                state.leased.insert((lease_until, entry.1));
+                state.leases.put(lease, entry.1);
             }
         }
         Ok(claimed)
-    }
-
-    async fn renew_leases(
-        &self,
-        jobs: Vec<JobId>,
-        now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-    ) -> Result<Vec<JobId>, StoreError> {
-        let mut state = self.state();
-        let mut open = Vec::with_capacity(jobs.len());
-        for id in jobs {
-            let Some(row) = state.jobs.get_mut(&id) else { continue };
-            let Some(previous) = row.lease_until.filter(|until| *until > now && !row.job.state().is_final()) else {
-                continue;
-            };
-            row.lease_until = Some(lease_until);
-            state.leased.remove(&(previous, id));
-            state.leased.insert((lease_until, id));
-            open.push(id);
-        }
-        Ok(open)
     }
 }
 

@@ -37,6 +37,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    job_leases (id) {
+        id -> Uuid,
+        lives_until -> Timestamptz,
+    }
+}
+
+diesel::table! {
     jobs (id) {
         id -> Uuid,
         user_id -> Uuid,
@@ -58,12 +65,12 @@ diesel::table! {
         next_poll_at -> Nullable<Timestamptz>,
         poll_failures -> Int4,
         version -> Int8,
-        lease_until -> Nullable<Timestamptz>,
         upstream_key -> Nullable<Text>,
         queue_position -> Nullable<Int4>,
         webhook_url -> Nullable<Text>,
         rate_per -> Text,
         rate_credits -> Int8,
+        lease_id -> Nullable<Uuid>,
     }
 }
 
@@ -158,6 +165,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_keys,
     client_webhook_events,
     idempotency_keys,
+    job_leases,
     jobs,
     ledger,
     models,

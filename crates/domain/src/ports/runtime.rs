@@ -8,7 +8,7 @@ use futures_util::stream::BoxStream;
 use time::OffsetDateTime;
 
 use super::StoreError;
-use crate::ids::{ApiKey, JobId, UserId};
+use crate::ids::{ApiKey, JobId, LeaseId, UserId};
 use crate::job::Job;
 
 /// Notifications that a job changed; each item means "read the job again".
@@ -29,7 +29,8 @@ pub trait JobEvents: Send + Sync {
     fn subscribe(&self, job_id: JobId) -> JobChanges;
 
     /// The ids of all jobs that change from now on, for the driver to let go of jobs canceled
-    /// while it holds them. A slow reader may miss some; the driver's lease renewal catches up.
+    /// while it holds them. A slow reader may miss some: the driver then lets such a job go when a
+    /// step of its own finds it changed.
     fn subscribe_all(&self) -> BoxStream<'static, JobId>;
 
     /// Tells the drivers that someone waits on the job now (a long-poll or a stream), so that
@@ -55,6 +56,16 @@ pub trait JobEvents: Send + Sync {
 /// themselves again well before.
 pub const WATCH_TTL: Duration = Duration::from_secs(30);
 
+/// The lease of the driver that takes handed jobs, and how long it lasts without renewal: a
+/// handed job not sent that long after its accept was interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenLease {
+    /// The lease a handed job goes under.
+    pub id: LeaseId,
+    /// How long the lease lasts without renewal.
+    pub length: Duration,
+}
+
 /// The driver of this process, to which its submissions pass the jobs they accept so that they are
 /// sent at once, without a claim and without a write of their own
 /// ([`crate::usecases::Submissions::with_handoff`]; the `genjobs-driver` crate implements it).
@@ -64,9 +75,9 @@ pub const WATCH_TTL: Duration = Duration::from_secs(30);
 /// submission then withdraws its start, for any driver to send the job.
 #[cfg_attr(feature = "mocks", mockall::automock)]
 pub trait JobHandoff: Send + Sync {
-    /// How long a handed job is leased to the driver; `None` while no driver takes jobs
+    /// The driver's lease that a handed job goes under; `None` while no driver takes jobs
     /// (stopping, or gone).
-    fn open_lease(&self) -> Option<Duration>;
+    fn open_lease(&self) -> Option<OpenLease>;
 
     /// Passes an accepted job, its submission started and leased to the driver, for it to send.
     ///

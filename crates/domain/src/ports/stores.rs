@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use crate::credits::{Balances, Credits};
-use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, UserId};
+use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, LeaseId, UserId};
 use crate::job::{Job, Transition};
 
 /// A store that cannot answer.
@@ -230,9 +230,9 @@ pub struct UnfinishedJobs {
 pub trait JobStore: Send + Sync {
     /// Accepts a job in one atomic step: replays an idempotent retry, checks the credits
     /// (first) and the concurrent-job limit, holds `job.credits_held`, inserts the job and
-    /// records the idempotency claim. With `lease_until`, the new job is leased to the caller's
-    /// driver until then, as [`JobStore::claim_due`] would lease it, in the same step; a replayed
-    /// job's lease is left as it is.
+    /// records the idempotency claim. With `lease`, the new job is put under the caller's
+    /// driver's lease in the same step, as [`JobStore::claim_due`] would claim it; a replayed
+    /// job stays under whatever lease it is.
     ///
     /// # Errors
     /// [`AcceptError::InsufficientCredits`], [`AcceptError::ConcurrencyLimit`],
@@ -241,7 +241,7 @@ pub trait JobStore: Send + Sync {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
-        lease_until: Option<OffsetDateTime>,
+        lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError>;
 
@@ -262,8 +262,8 @@ pub trait JobStore: Send + Sync {
     /// - when [`Transition::frees_slot`], one fewer non-final job counted against the owner's
     ///   concurrent-job limit.
     ///
-    /// Whether the write waits for the disk may follow [`Transition::is_recomputable`]. The job's
-    /// lease is left as it is: the driver holding it keeps it.
+    /// Whether the write waits for the disk may follow [`Transition::is_recomputable`]. The job
+    /// stays under its lease: the driver holding it keeps it.
     ///
     /// # Errors
     /// [`StoreError::Internal`] when the movement does not fit the balances (a broken ledger).
@@ -278,27 +278,23 @@ pub trait JobStore: Send + Sync {
     /// The jobs not yet final, counted by state, across every replica of the store.
     async fn count_unfinished(&self) -> Result<UnfinishedJobs, StoreError>;
 
-    /// Claims up to `limit` non-final jobs whose `next_poll_at` has come and whose lease (if
-    /// any) has run out, leasing them until `lease_until` so that no other driver takes them.
-    async fn claim_due(
-        &self,
-        now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError>;
+    /// Starts `lease`, a driver's new lease, until `until`: the jobs it claims or is handed under
+    /// it are that driver's while the lease lives. Forgets the leases that ran out more than a day
+    /// before `now` (a driver that died does not end its own).
+    async fn start_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime) -> Result<(), StoreError>;
 
-    /// Extends to `lease_until` the leases of those of `jobs` whose lease has not run out by
-    /// `now` and which are not final; returns them. The others are no longer the caller's: final,
-    /// or possibly claimed by another driver after the lease ran out.
-    async fn renew_leases(
-        &self,
-        jobs: Vec<JobId>,
-        now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-    ) -> Result<Vec<JobId>, StoreError>;
+    /// Extends `lease` to `until` if it still lives at `now`, and says so. `false` when it ran
+    /// out, ended or never started: the jobs under it are no longer the caller's (another driver
+    /// may have claimed them), and the lease never lives again.
+    async fn renew_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime)
+    -> Result<bool, StoreError>;
 
-    /// Hands `jobs` back: ends at `now` the lease of each that the caller still holds (lease not
-    /// run out, not final), so that any driver may claim it at its next poll time instead of
-    /// after the lease. The rest are left alone. Returns how many were released.
-    async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError>;
+    /// Ends `lease` at once, for a driver that stops: every open job under it is claimable at its
+    /// next poll time rather than after the lease would have run out.
+    async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError>;
+
+    /// Claims up to `limit` non-final jobs whose `next_poll_at` has come and which are under no
+    /// lease that lives at `now`, putting them under `lease`, so that no other driver takes them
+    /// while it lives. Claims nothing unless `lease` itself lives at `now`.
+    async fn claim_due(&self, lease: LeaseId, now: OffsetDateTime, limit: usize) -> Result<Vec<Job>, StoreError>;
 }

@@ -201,16 +201,16 @@ impl Submissions {
         );
         let job = job.with_webhook_url(request.webhook_url.clone());
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
-        let (job, lease_until) = match &self.handoff {
+        let (job, lease) = match &self.handoff {
             Some(handoff) => super::handoff::started(handoff.as_ref(), job, now),
             None => (job, None),
         };
-        match self.ports.jobs.accept(job, claim, lease_until, now).await {
+        match self.ports.jobs.accept(job, claim, lease, now).await {
             Ok(Accepted::Created(job)) => {
                 tracing::info!(job_id = %job.id(), user_id = %job.user_id(), model = %job.model(), credits_held = %job.credits_held(), "job accepted");
                 super::telemetry::job_accepted(&job);
                 let receipt = Receipt::of(&job);
-                if let Some(handoff) = self.handoff.as_ref().filter(|_| lease_until.is_some())
+                if let Some(handoff) = self.handoff.as_ref().filter(|_| lease.is_some())
                     && let Err(job) = handoff.send(job)
                 {
                     super::handoff::withdraw(self.ports.jobs.as_ref(), self.ports.clock.as_ref(), vec![*job]).await;

@@ -1,5 +1,5 @@
 //! The jobs a driver holds in memory, with their schedule: polls come from here, not from the
-//! database, while the driver keeps each job's lease.
+//! database, while the driver's lease lives.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -73,29 +73,35 @@ impl Held {
         }
     }
 
-    pub(super) fn all_ids(&self) -> Vec<JobId> {
-        self.jobs.keys().chain(&self.advancing).copied().collect()
+    /// Whether the job is held, being advanced or not.
+    pub(super) fn holds(&self, id: JobId) -> bool {
+        self.jobs.contains_key(&id) || self.advancing.contains(&id)
+    }
+
+    /// How many jobs are held, those being advanced included.
+    pub(super) fn count(&self) -> usize {
+        self.jobs.len() + self.advancing.len()
     }
 
     pub(super) fn next_due(&self) -> Option<OffsetDateTime> {
         self.schedule.first().map(|(at, _)| *at)
     }
 
-    /// Lets go of the jobs of a renewal that the store no longer counts as this driver's; jobs
-    /// claimed since the renewal was sent are not concerned. A job being advanced is let go
-    /// when its step ends.
-    pub(super) fn release_unrenewed(&mut self, sent: &[JobId], renewed: &[JobId]) {
-        let renewed: HashSet<_> = renewed.iter().collect();
-        for id in sent.iter().filter(|id| !renewed.contains(id)) {
-            if self.advancing.contains(id) {
-                self.lost.insert(*id);
-            } else {
-                self.forget(*id);
-            }
-        }
+    /// Lets go of every job: the lease they were under ran out, so other drivers may have taken
+    /// them. A job being advanced is let go when its step ends.
+    pub(super) fn let_go_all(&mut self) {
+        self.lost.extend(self.advancing.iter().copied());
+        self.jobs.clear();
+        self.schedule.clear();
+        self.handed.clear();
     }
 
+    /// Lets go of a job that became final elsewhere; one being advanced is let go when its step
+    /// ends, since a poll that changes nothing hands it back unwritten.
     pub(super) fn forget(&mut self, id: JobId) {
+        if self.advancing.contains(&id) {
+            self.lost.insert(id);
+        }
         self.handed.remove(&id);
         if let Some((due, _)) = self.jobs.remove(&id) {
             self.schedule.remove(&(due, id));

@@ -1,13 +1,14 @@
 //! The job driver: moves every job forward from what the provider says. Each driver claims due
 //! jobs from the store under a lease, holds them in memory (`held.rs`), and steps each at its
-//! cadence ([`JobSteps::step`], the domain's use case); it renews the leases of everything it
-//! holds in one batch every third of a lease. Several replicas share the work this way without
-//! doing a job twice, and a replica that dies has its jobs claimed by another once their leases
-//! run out. Waiters never poll the provider themselves; they wake on the events the steps
-//! publish.
+//! cadence ([`JobSteps::step`], the domain's use case). Every job it holds is under one lease of
+//! its own, which it renews every third of a lease: one row, however many jobs it holds. Several
+//! replicas share the work this way without doing a job twice, and a replica that dies has its
+//! jobs claimed by another once its lease runs out. Should this driver's lease run out (the
+//! database out of reach for a lease), it lets go of everything and goes on under a new one.
+//! Waiters never poll the provider themselves; they wake on the events the steps publish.
 //!
 //! Jobs accepted by this process come straight from its gateway ([`JobDriver::handoff`]),
-//! already leased to this driver and marked as being submitted, so that a fresh job costs no
+//! already under this driver's lease and marked as being submitted, so that a fresh job costs no
 //! claim and no write before it is sent.
 //!
 //! Claims, renewals, steps and checks are tasks of one [`JoinSet`], so that they run in parallel
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
 use genjobs_domain::catalog::LiveCatalog;
-use genjobs_domain::ids::JobId;
+use genjobs_domain::ids::{JobId, LeaseId};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{JobHandoff, StoreError, WATCH_TTL};
 use genjobs_domain::usecases::{Cadence, JobSteps, Ports};
@@ -51,8 +52,8 @@ pub struct JobDriver {
 enum Done {
     /// A claim of due jobs.
     Claimed(Result<Vec<Job>, StoreError>),
-    /// A renewal of the leases of the jobs sent; those still held.
-    Renewed(Vec<JobId>, Result<Vec<JobId>, StoreError>),
+    /// A start or renewal of the driver's lease: until when it lives, or `None` when it ran out.
+    Leased(Result<Option<OffsetDateTime>, StoreError>),
     /// A job's step ended; the job to keep holding, if any.
     Stepped(JobId, Option<Box<Job>>),
     /// A job changed elsewhere; whether it is final now.
@@ -93,48 +94,63 @@ impl JobDriver {
     }
 
     /// Runs until dropped: claims due jobs, advances each held job at its time (at most
-    /// `max_in_flight` at once) and renews the leases of what it holds.
+    /// `max_in_flight` at once) and renews its lease.
     pub async fn run(&self) {
         self.run_until(std::future::pending()).await;
     }
 
     /// As [`JobDriver::run`] until `shutdown` completes; then drains: claims nothing more and
     /// starts no step, lets the steps in flight end (a provider call is never cut in half), and
-    /// hands every held job back so that another replica takes it over at once rather than after
+    /// ends its lease so that another replica takes every held job over at once rather than after
     /// a lease; handed jobs not yet sent are withdrawn first, so that the next driver sends them.
     pub async fn run_until(&self, shutdown: impl Future<Output = ()>) {
         let ports = self.steps.ports();
-        let lease = self.settings.steps.lease;
+        let length = self.settings.steps.lease;
         let mut shutdown = pin!(shutdown);
         let mut draining = false;
         let mut held = Held::default();
         let mut work: JoinSet<Done> = JoinSet::new();
-        let mut inbox = self.inbox.take();
+        let (mut inbox, mut lease) = match self.inbox.take() {
+            Some((inbox, lease)) => (Some(inbox), lease),
+            None => (None, LeaseId::new_at(ports.clock.now())),
+        };
+        let handing = inbox.is_some();
+        let mut lives_until: Option<OffsetDateTime> = None;
         let mut changes = ports.events.subscribe_all();
         let mut watches = ports.events.subscribe_watches();
         let mut watched: HashMap<JobId, OffsetDateTime> = HashMap::new();
         let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
         let now = ports.clock.now();
-        let (mut next_claim, mut next_renewal) = (now, now + lease / 3);
+        let (mut next_claim, mut next_renewal) = (now, now);
         loop {
             let now = ports.clock.now();
             if draining && work.is_empty() {
                 break;
             }
-            if !draining && !claiming && now >= next_claim && held.jobs.len() + advancing < self.settings.max_held {
+            let leased = lives_until.is_some_and(|until| until > now);
+            if !draining
+                && leased
+                && !claiming
+                && now >= next_claim
+                && held.jobs.len() + advancing < self.settings.max_held
+            {
                 claiming = true;
-                let (jobs, until, batch) = (Arc::clone(&ports.jobs), now + lease, self.settings.batch);
+                let (jobs, batch) = (Arc::clone(&ports.jobs), self.settings.batch);
                 spawn(&mut work, Done::Claimed(Err(panicked())), async move {
-                    Done::Claimed(jobs.claim_due(now, until, batch).await)
+                    Done::Claimed(jobs.claim_due(lease, now, batch).await)
                 });
             }
-            if !renewing && now >= next_renewal {
+            if !renewing && now >= next_renewal && !(draining && lives_until.is_none()) {
                 renewing = true;
                 watched.retain(|_, until| *until > now);
-                let (jobs, ids, until) = (Arc::clone(&ports.jobs), held.all_ids(), now + lease);
-                spawn(&mut work, Done::Renewed(ids.clone(), Err(panicked())), async move {
-                    let renewed = jobs.renew_leases(ids.clone(), now, until).await;
-                    Done::Renewed(ids, renewed)
+                let (jobs, until, started) = (Arc::clone(&ports.jobs), now + length, lives_until.is_some());
+                spawn(&mut work, Done::Leased(Err(panicked())), async move {
+                    let lives = if started {
+                        jobs.renew_lease(lease, now, until).await
+                    } else {
+                        jobs.start_lease(lease, now, until).await.map(|()| true)
+                    };
+                    Done::Leased(lives.map(|lives| lives.then_some(until)))
                 });
             }
             while !draining && advancing < self.settings.max_in_flight {
@@ -175,7 +191,7 @@ impl JobDriver {
             };
             let now = ports.clock.now();
             match woke {
-                Woke::Changed(changed) if held.jobs.contains_key(&changed) => {
+                Woke::Changed(changed) if held.holds(changed) => {
                     let steps = Arc::clone(&self.steps);
                     spawn(&mut work, Done::Checked(changed, false), async move {
                         Done::Checked(changed, steps.is_final(changed).await)
@@ -205,13 +221,27 @@ impl JobDriver {
                         Err(e) => tracing::warn!(error = %e, "could not claim due jobs"),
                     }
                 }
-                Woke::Done(Done::Renewed(sent, renewed)) => {
+                Woke::Done(Done::Leased(lives)) => {
                     renewing = false;
-                    next_renewal = now + lease / 3;
-                    match renewed {
-                        Ok(still_open) => held.release_unrenewed(&sent, &still_open),
+                    next_renewal = now + length / 3;
+                    match lives {
+                        Ok(Some(until)) => lives_until = Some(until),
+                        Ok(None) => {
+                            tracing::warn!(%lease, held = held.count(), "the driver's lease ran out; its jobs are let go for any driver");
+                            held.let_go_all();
+                            lease = LeaseId::new_at(now);
+                            lives_until = None;
+                            next_renewal = now;
+                            if handing {
+                                self.inbox.lease_under(lease);
+                            }
+                        }
+                        Err(e) if lives_until.is_none() => {
+                            tracing::warn!(error = %e, "could not start the driver's lease; nothing is claimed until it starts");
+                            next_renewal = now + self.settings.idle_tick;
+                        }
                         Err(e) => {
-                            tracing::warn!(error = %e, "could not renew leases; other replicas may take jobs over")
+                            tracing::warn!(error = %e, "could not renew the driver's lease; other replicas may take its jobs over")
                         }
                     }
                 }
@@ -238,7 +268,9 @@ impl JobDriver {
             tracing::info!(jobs = unsent.len(), "driver stopping; unsent jobs withdrawn for other drivers");
             self.steps.withdraw(unsent).await;
         }
-        self.steps.hand_back(held.all_ids()).await;
+        if lives_until.is_some() {
+            self.steps.hand_back(lease, held.count()).await;
+        }
     }
 
     /// The time between two polls of a job: the poll interval while someone watches it or when

@@ -22,18 +22,18 @@ macro_rules! job_columns {
         fixed { $($fixed:ident: $fixed_rust:ty => $fixed_sql:ty as $fixed_pg:literal,)* }
         changing { $($col:ident: $rust:ty => $sql:ty as $pg:literal,)* }
     ) => {
-        /// A row of `jobs`. `lease_until` belongs to the driver holding the job: an accept
+        /// A row of `jobs`. `lease_id` names the lease of the driver holding the job: an accept
         /// writes the accepting driver's, if any, and a transition leaves it as it is.
         #[derive(Debug, Clone, Queryable, QueryableByName, Selectable, Insertable)]
         #[diesel(table_name = jobs, check_for_backend(diesel::pg::Pg))]
         pub(crate) struct JobRow {
             $(pub $fixed: $fixed_rust,)*
             $(pub $col: $rust,)*
-            pub lease_until: Option<OffsetDateTime>,
+            pub lease_id: Option<Uuid>,
         }
 
         /// The columns an accept writes.
-        const INSERTED: &[&str] = &[$(stringify!($fixed),)* $(stringify!($col),)* "lease_until"];
+        const INSERTED: &[&str] = &[$(stringify!($fixed),)* $(stringify!($col),)* "lease_id"];
 
         /// The columns a transition may change.
         const CHANGING: &[&str] = &[$(stringify!($col),)*];
@@ -50,8 +50,8 @@ macro_rules! job_columns {
                     out.push_bind_param::<$sql, _>(&row.$col)?;
                     out.push_sql(concat!("::", $pg, " AS ", stringify!($col), ", "));
                 )*
-                out.push_bind_param::<Nullable<Timestamptz>, _>(&row.lease_until)?;
-                out.push_sql("::timestamptz AS lease_until)");
+                out.push_bind_param::<Nullable<SqlUuid>, _>(&row.lease_id)?;
+                out.push_sql("::uuid AS lease_id)");
                 out.push_sql(&ACCEPT_REST);
                 Ok(())
             }
@@ -188,9 +188,9 @@ impl Query for UpdateMany {
 const UPDATE_MANY_SET: &str = "WITH t AS (SELECT * FROM unnest(";
 
 /// The group update after its arrays: locks the rows in the order of their ids (every
-/// statement that locks several jobs does, renewals too, so that two of them never wait for
-/// each other whatever plan joins them), applies each whose stored version is still the
-/// expected one, and returns the ids applied.
+/// statement that locks several jobs does, so that two of them never wait for each other
+/// whatever plan joins them), applies each whose stored version is still the expected one, and
+/// returns the ids applied.
 static UPDATE_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let set: Vec<String> = CHANGING.iter().map(|c| format!("{c} = t.{c}")).collect();
     format!(
@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(INSERTED.len(), 26, "jobs has 26 columns, and an accept writes them all");
         let row = row();
         let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
-        assert!(accept.contains("$26::timestamptz AS lease_until") && !accept.contains("$27"), "{accept}");
+        assert!(accept.contains("$26::uuid AS lease_id") && !accept.contains("$27"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

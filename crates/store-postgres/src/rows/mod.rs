@@ -83,7 +83,7 @@ impl JobRow {
             poll_failures: i32::try_from(job.poll_failures()).unwrap_or(i32::MAX),
             version: i64::try_from(job.version())
                 .map_err(|e| StoreError::Internal(format!("version out of range: {e}")))?,
-            lease_until: None,
+            lease_id: None,
         })
     }
 

@@ -5,6 +5,7 @@
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
+use genjobs_domain::ids::LeaseId;
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{AcceptError, Accepted, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
 use time::OffsetDateTime;
@@ -39,11 +40,11 @@ impl PgStore {
         &self,
         job: &Job,
         idempotency: Option<&IdempotencyClaim>,
-        lease_until: Option<OffsetDateTime>,
+        lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Result<Accepted, Refusal>, StoreError> {
         let mut conn = self.conn().await?;
-        let row = JobRow { lease_until, ..JobRow::from_job(job)? };
+        let row = JobRow { lease_id: lease.map(|l| l.as_uuid()), ..JobRow::from_job(job)? };
         let held = amount(job.credits_held())?;
         let user_id = job.user_id().as_uuid();
         let fresh_after = now - IDEMPOTENCY_RETENTION;
@@ -147,10 +148,10 @@ impl PgStore {
     async fn accept_in_one_statement(
         &self,
         job: Job,
-        lease_until: Option<OffsetDateTime>,
+        lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
-        let row = JobRow { lease_until, ..JobRow::from_job(&job)? };
+        let row = JobRow { lease_id: lease.map(|l| l.as_uuid()), ..JobRow::from_job(&job)? };
         let mut attempt = 1;
         loop {
             let seen: Option<(i64, i32, i32, i64)> =
@@ -166,7 +167,7 @@ impl PgStore {
                 return Err(refusal(available, limit, job.credits_held()));
             }
             if attempt == ACCEPT_ATTEMPTS {
-                return match self.try_accept(&job, None, lease_until, now).await? {
+                return match self.try_accept(&job, None, lease, now).await? {
                     Ok(accepted) => Ok(accepted),
                     Err(Refusal::Accept(refusal)) => Err(refusal),
                     Err(Refusal::RetryIdempotency) => {
@@ -201,14 +202,14 @@ impl PgStore {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
-        lease_until: Option<OffsetDateTime>,
+        lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         if idempotency.is_none() {
-            return self.accept_in_one_statement(job, lease_until, now).await;
+            return self.accept_in_one_statement(job, lease, now).await;
         }
         for _ in 0..ACCEPT_ATTEMPTS {
-            match self.try_accept(&job, idempotency.as_ref(), lease_until, now).await? {
+            match self.try_accept(&job, idempotency.as_ref(), lease, now).await? {
                 Ok(accepted) => return Ok(accepted),
                 Err(Refusal::Accept(refusal)) => return Err(refusal),
                 Err(Refusal::RetryIdempotency) => continue,

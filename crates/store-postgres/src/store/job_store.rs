@@ -3,10 +3,10 @@
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Timestamptz};
+use diesel::sql_types::{BigInt, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
-use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::ids::{JobId, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition};
 use genjobs_domain::ports::{AcceptError, Accepted, Commit, IdempotencyClaim, JobStore, StoreError, UnfinishedJobs};
 use time::OffsetDateTime;
@@ -15,7 +15,7 @@ use super::PgStore;
 use crate::error::from_diesel;
 use crate::pool::{Durability, count_job_commit};
 use crate::rows::{JobRow, Settle, UpdateMany};
-use crate::schema::jobs;
+use crate::schema::{job_leases, jobs};
 
 #[derive(QueryableByName)]
 struct Version {
@@ -29,10 +29,10 @@ impl JobStore for PgStore {
         &self,
         job: Job,
         idempotency: Option<IdempotencyClaim>,
-        lease_until: Option<OffsetDateTime>,
+        lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
-        self.accept_job(job, idempotency, lease_until, now).await
+        self.accept_job(job, idempotency, lease, now).await
     }
 
     async fn job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
@@ -149,14 +149,9 @@ impl JobStore for PgStore {
         }
     }
 
-    async fn claim_due(
-        &self,
-        now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-        limit: usize,
-    ) -> Result<Vec<Job>, StoreError> {
+    async fn claim_due(&self, lease: LeaseId, now: OffsetDateTime, limit: usize) -> Result<Vec<Job>, StoreError> {
         let claim = diesel::sql_query(CLAIM_DUE)
-            .bind::<Timestamptz, _>(lease_until)
+            .bind::<diesel::sql_types::Uuid, _>(lease.as_uuid())
             .bind::<Timestamptz, _>(now)
             .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX));
         let rows: Vec<JobRow> = self.in_session(async |conn| claim.load(conn).await).await?;
@@ -166,30 +161,40 @@ impl JobStore for PgStore {
         rows.into_iter().map(JobRow::into_job).collect()
     }
 
-    async fn renew_leases(
+    async fn start_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime) -> Result<(), StoreError> {
+        let start = diesel::sql_query(START_LEASE)
+            .bind::<diesel::sql_types::Uuid, _>(lease.as_uuid())
+            .bind::<Timestamptz, _>(until)
+            .bind::<Timestamptz, _>(now - time::Duration::DAY);
+        self.in_session(async |conn| start.execute(conn).await).await?;
+        count_job_commit(Durability::Durable);
+        Ok(())
+    }
+
+    async fn renew_lease(
         &self,
-        jobs: Vec<JobId>,
+        lease: LeaseId,
         now: OffsetDateTime,
-        lease_until: OffsetDateTime,
-    ) -> Result<Vec<JobId>, StoreError> {
-        if jobs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<uuid::Uuid> = jobs.iter().map(JobId::as_uuid).collect();
-        // A lost renewal only lets another driver take a job over early, so it need not wait
+        until: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let renew = diesel::update(
+            job_leases::table.filter(job_leases::id.eq(lease.as_uuid())).filter(job_leases::lives_until.gt(now)),
+        )
+        .set(job_leases::lives_until.eq(until));
+        // A lost renewal only lets other drivers take the jobs over early, so it need not wait
         // for the disk.
         let mut session = self.relaxed_session().await?;
-        let renewed: Vec<Renewed> = diesel::sql_query(RENEW_LEASES)
-            .bind::<Timestamptz, _>(lease_until)
-            .bind::<Array<diesel::sql_types::Uuid>, _>(ids)
-            .bind::<Timestamptz, _>(now)
-            .bind::<Array<diesel::sql_types::Text>, _>(OPEN_STATES.to_vec())
-            .load(&mut *session)
-            .await
-            .map_err(from_diesel)?;
+        let renewed = renew.execute(&mut *session).await.map_err(from_diesel)?;
         session.finish().await?;
         count_job_commit(self.relaxed_durability);
-        Ok(renewed.into_iter().map(|r| JobId::from_uuid(r.id)).collect())
+        Ok(renewed == 1)
+    }
+
+    async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
+        let end = diesel::delete(job_leases::table.find(lease.as_uuid()));
+        self.in_session(async |conn| end.execute(conn).await).await?;
+        count_job_commit(Durability::Durable);
+        Ok(())
     }
 
     async fn count_unfinished(&self) -> Result<UnfinishedJobs, StoreError> {
@@ -210,51 +215,26 @@ impl JobStore for PgStore {
         };
         Ok(UnfinishedJobs { queued: count(JobState::Queued), running: count(JobState::Running) })
     }
-
-    async fn release_leases(&self, jobs: Vec<JobId>, now: OffsetDateTime) -> Result<usize, StoreError> {
-        let ids: Vec<uuid::Uuid> = jobs.iter().map(JobId::as_uuid).collect();
-        let release = diesel::update(
-            jobs::table
-                .filter(jobs::id.eq_any(ids))
-                .filter(jobs::lease_until.gt(now))
-                .filter(jobs::state.eq_any(OPEN_STATES)),
-        )
-        .set(jobs::lease_until.eq(None::<OffsetDateTime>));
-        let released = self.in_session(async |conn| release.execute(conn).await).await?;
-        count_job_commit(Durability::Durable);
-        Ok(released)
-    }
 }
 
-/// Extends the live leases of the jobs given, locking their rows in the order of their ids as
-/// group commits lock theirs, so that a renewal and a group commit never wait for each other.
-const RENEW_LEASES: &str = "
-UPDATE jobs SET lease_until = $1
-WHERE id IN (
-    SELECT id FROM jobs
-    WHERE id = ANY($2) AND lease_until > $3 AND state = ANY($4)
-    ORDER BY id
-    FOR NO KEY UPDATE
-)
-RETURNING id";
-
-#[derive(QueryableByName)]
-struct Renewed {
-    #[diesel(sql_type = diesel::sql_types::Uuid)]
-    id: uuid::Uuid,
-}
-
-/// Jobs a driver may still hold: not final.
-const OPEN_STATES: [&str; 2] = ["queued", "running"];
-
-/// Leases due jobs that no other driver holds; `SKIP LOCKED` lets replicas claim side by side.
+/// Puts under the lease `$1`, if it lives, due jobs under no lease that lives: those of leases
+/// that ran out, ended or were forgotten are free. `SKIP LOCKED` lets replicas claim side by
+/// side; the live leases are few, so Postgres looks them up once per claim (a hashed subplan).
 const CLAIM_DUE: &str = "
-UPDATE jobs SET lease_until = $1
+UPDATE jobs SET lease_id = $1
 WHERE id IN (
     SELECT id FROM jobs
-    WHERE next_poll_at <= $2 AND (lease_until IS NULL OR lease_until < $2)
+    WHERE next_poll_at <= $2
+      AND (lease_id IS NULL OR lease_id NOT IN (SELECT id FROM job_leases WHERE lives_until > $2))
+      AND EXISTS (SELECT 1 FROM job_leases WHERE id = $1 AND lives_until > $2)
     ORDER BY next_poll_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
 RETURNING *";
+
+/// Starts a new lease (one started before is left as it is, so that a lease never lives
+/// again), and forgets the leases that ran out before `$3`.
+const START_LEASE: &str = "
+WITH forgotten AS (DELETE FROM job_leases WHERE lives_until < $3)
+INSERT INTO job_leases (id, lives_until) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING";

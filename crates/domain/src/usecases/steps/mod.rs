@@ -19,7 +19,7 @@ pub(crate) use outcome::ending_trigger;
 
 use super::Ports;
 use crate::catalog::LiveCatalog;
-use crate::ids::JobId;
+use crate::ids::{JobId, LeaseId};
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
 use crate::ports::{PollFailure, SubmitFailure, UpstreamStatus};
 
@@ -38,8 +38,8 @@ pub struct StepSettings {
     pub poll_interval: Duration,
     /// A job not final this long after acceptance fails with `UPSTREAM_TIMEOUT`.
     pub job_timeout: Duration,
-    /// How long a claimed job is reserved for one driver without renewal; another driver takes
-    /// it over after. A submission being sent is marked in flight for this long.
+    /// How long a driver's lease lasts without renewal; another driver takes its jobs over after.
+    /// A submission being sent is marked in flight for this long.
     pub lease: Duration,
 }
 
@@ -80,15 +80,12 @@ impl JobSteps {
         &self.settings
     }
 
-    /// Releases the leases of `jobs`, held by a driver that stops, so that another driver takes
-    /// them over at once rather than after a lease.
-    pub async fn hand_back(&self, jobs: Vec<JobId>) {
-        let count = jobs.len();
-        match self.ports.jobs.release_leases(jobs, self.ports.clock.now()).await {
-            Ok(released) => tracing::info!(held = count, released, "driver stopped; jobs handed back"),
-            Err(e) => {
-                tracing::warn!(held = count, error = %e, "driver stopped; leases not released, they will run out")
-            }
+    /// Ends `lease`, that of a driver that stops holding `held` jobs, so that other drivers take
+    /// them over at once rather than after the lease runs out.
+    pub async fn hand_back(&self, lease: LeaseId, held: usize) {
+        match self.ports.jobs.end_lease(lease).await {
+            Ok(()) => tracing::info!(held, "driver stopped; jobs handed back"),
+            Err(e) => tracing::warn!(held, error = %e, "driver stopped; its lease was not ended, it will run out"),
         }
     }
 
@@ -105,8 +102,8 @@ impl JobSteps {
         self.step(job, Cadence { due, interval: self.settings.poll_interval }, false).await
     }
 
-    /// Undoes the started submission of jobs handed to a driver that never sent them, and ends
-    /// their lease, so that any driver submits them at once (see [`crate::ports::JobHandoff`]).
+    /// Undoes the started submission of jobs handed to a driver that never sent them, so that
+    /// any driver submits them once their lease ends (see [`crate::ports::JobHandoff`]).
     pub async fn withdraw(&self, jobs: Vec<Job>) {
         super::handoff::withdraw(self.ports.jobs.as_ref(), self.ports.clock.as_ref(), jobs).await;
     }
