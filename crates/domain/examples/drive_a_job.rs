@@ -120,8 +120,14 @@ impl JobStore for OneAccountStore {
         Ok(())
     }
 
-    async fn renew_lease(&self, _: LeaseId, _: OffsetDateTime, _: OffsetDateTime) -> Result<bool, StoreError> {
-        Ok(true)
+    async fn renew_lease(
+        &self,
+        _: LeaseId,
+        _: Vec<JobId>,
+        _: OffsetDateTime,
+        _: OffsetDateTime,
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        Ok(Some(Vec::new()))
     }
 
     async fn end_lease(&self, _: LeaseId) -> Result<(), StoreError> {

@@ -79,10 +79,11 @@ impl JobStore for Recording {
     async fn renew_lease(
         &self,
         lease: LeaseId,
+        held: Vec<JobId>,
         now: OffsetDateTime,
         until: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        self.store.renew_lease(lease, now, until).await
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        self.store.renew_lease(lease, held, now, until).await
     }
     async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
         self.store.end_lease(lease).await

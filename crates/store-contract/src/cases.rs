@@ -282,30 +282,40 @@ pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: A
     assert!(!again[0].submit_attempted(), "with what was committed meanwhile");
 }
 
-/// A lease lives while it is renewed, whatever it holds; one that ran out never lives again and
-/// claims nothing, and its open jobs are another driver's to claim; final ones are nobody's.
+/// A lease lives while it is renewed, whatever it holds. A renewal frees the open jobs under it
+/// that its driver no longer holds (let go after a failed commit) and names the held jobs it
+/// does not cover (final). A lease that ran out never lives again and claims nothing, and its
+/// open jobs are another driver's to claim.
 pub async fn a_renewed_lease_keeps_its_jobs_and_one_that_ran_out_never_lives_again<S: Store>(store: Arc<S>) {
     let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
-    let (open, finished) = (accepted(&*store, id, 1).await, accepted(&*store, id, 1).await);
+    let (open, finished, dropped) =
+        (accepted(&*store, id, 1).await, accepted(&*store, id, 1).await, accepted(&*store, id, 1).await);
     let t0 = now() + Duration::milliseconds(1);
     let holder = started_lease(&*store, t0, t0 + Duration::seconds(10)).await;
     let claimed = store.claim_due(holder, t0, 10).await.unwrap();
-    assert_eq!(claimed.len(), 2);
+    assert_eq!(claimed.len(), 3);
     let held = |id: JobId| claimed.iter().find(|j| j.id() == id).cloned().unwrap();
     step(&*store, &held(finished.id()), Trigger::Cancel).await;
 
-    assert!(store.renew_lease(holder, t0 + Duration::seconds(5), t0 + Duration::seconds(20)).await.unwrap());
+    let renewal = store.renew_lease(
+        holder,
+        vec![open.id(), finished.id()],
+        t0 + Duration::seconds(5),
+        t0 + Duration::seconds(20),
+    );
+    assert_eq!(renewal.await.unwrap(), Some(vec![finished.id()]), "the final job is not held any more");
     let other = started_lease(&*store, t0, t0 + Duration::minutes(5)).await;
     let renewed = t0 + Duration::seconds(15);
-    assert!(store.claim_due(other, renewed, 10).await.unwrap().is_empty(), "the renewal kept its jobs");
+    let freed = store.claim_due(other, renewed, 10).await.unwrap();
+    assert_eq!(freed.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![dropped.id()], "only the job let go of");
 
     let late = t0 + Duration::seconds(21);
-    assert!(!store.renew_lease(holder, late, late + Duration::seconds(60)).await.unwrap(), "it ran out");
+    assert_eq!(store.renew_lease(holder, vec![open.id()], late, late + Duration::seconds(60)).await.unwrap(), None);
     assert!(store.claim_due(holder, late, 10).await.unwrap().is_empty(), "a lease that ran out claims nothing");
     let taken = store.claim_due(other, late, 10).await.unwrap();
-    assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "only the open job");
+    assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "taken over once it ran out");
     let never = LeaseId::new_at(t0);
-    assert!(!store.renew_lease(never, t0, t0 + Duration::seconds(60)).await.unwrap(), "never started");
+    assert_eq!(store.renew_lease(never, Vec::new(), t0, t0 + Duration::seconds(60)).await.unwrap(), None);
     assert!(store.claim_due(never, t0, 10).await.unwrap().is_empty(), "a lease never started claims nothing");
 }
 
@@ -326,7 +336,8 @@ pub async fn an_ended_lease_makes_its_jobs_claimable_at_once<S: Store>(store: Ar
     store.end_lease(holder).await.unwrap();
     let taken = store.claim_due(other, t0, 10).await.unwrap();
     assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "claimable without waiting");
-    assert!(!store.renew_lease(holder, t0, t0 + Duration::seconds(30)).await.unwrap(), "ended for good");
+    let ended = store.renew_lease(holder, vec![open.id()], t0, t0 + Duration::seconds(30)).await.unwrap();
+    assert_eq!(ended, None, "ended for good");
 }
 
 /// Open jobs are counted by state; final ones are not counted.

@@ -36,14 +36,25 @@ impl Leases {
         }
     }
 
-    pub(crate) fn renew(&mut self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime) -> bool {
-        match self.0.get_mut(&lease).filter(|l| l.lives(now)) {
-            Some(live) => {
-                live.until = Some(until);
-                true
-            }
-            None => false,
+    /// Extends a live lease and reconciles it with the jobs its driver holds: takes out the
+    /// jobs it covers that the driver does not hold (for the caller to free), and answers those
+    /// of `held` it does not cover. `None` when the lease does not live.
+    pub(crate) fn renew(
+        &mut self,
+        lease: LeaseId,
+        held: &[JobId],
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> Option<(Vec<JobId>, Vec<JobId>)> {
+        let live = self.0.get_mut(&lease).filter(|l| l.lives(now))?;
+        live.until = Some(until);
+        let holding: HashSet<&JobId> = held.iter().collect();
+        let strays: Vec<JobId> = live.jobs.iter().filter(|id| !holding.contains(id)).copied().collect();
+        for id in &strays {
+            live.jobs.remove(id);
         }
+        let not_covered = held.iter().filter(|id| !live.jobs.contains(id)).copied().collect();
+        Some((strays, not_covered))
     }
 
     /// Ends a lease; the jobs it covered.

@@ -366,10 +366,14 @@ impl JobStore for MemoryStore {
     async fn renew_lease(
         &self,
         lease: LeaseId,
+        held: Vec<JobId>,
         now: OffsetDateTime,
         until: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        Ok(self.state().leases.renew(lease, now, until))
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        let mut state = self.state();
+        let Some((strays, not_covered)) = state.leases.renew(lease, &held, now, until) else { return Ok(None) };
+        state.free(strays);
+        Ok(Some(not_covered))
     }
 
     async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {

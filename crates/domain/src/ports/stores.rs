@@ -283,11 +283,20 @@ pub trait JobStore: Send + Sync {
     /// before `now` (a driver that died does not end its own).
     async fn start_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime) -> Result<(), StoreError>;
 
-    /// Extends `lease` to `until` if it still lives at `now`, and says so. `false` when it ran
-    /// out, ended or never started: the jobs under it are no longer the caller's (another driver
-    /// may have claimed them), and the lease never lives again.
-    async fn renew_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime)
-    -> Result<bool, StoreError>;
+    /// Extends `lease` to `until` if it still lives at `now`, and reconciles it with `held`, the
+    /// jobs the caller holds: an open job under the lease that the caller does not hold (it let
+    /// it go after a failed or stale commit) is freed, for any driver to claim at its next poll
+    /// time; and the jobs of `held` that are not open under the lease (final, or taken over) are
+    /// returned, for the caller to let go. `None` when the lease ran out, ended or never
+    /// started: the jobs under it are no longer the caller's (another driver may have claimed
+    /// them), and the lease never lives again.
+    async fn renew_lease(
+        &self,
+        lease: LeaseId,
+        held: Vec<JobId>,
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> Result<Option<Vec<JobId>>, StoreError>;
 
     /// Ends `lease` at once, for a driver that stops: every open job under it is claimable at its
     /// next poll time rather than after the lease would have run out.

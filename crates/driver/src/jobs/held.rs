@@ -20,10 +20,14 @@ pub(super) struct Held {
 }
 
 impl Held {
+    /// Holds a job, in place of the copy already held if any (a job freed by a renewal while
+    /// it was being handed over may be claimed again), so that it has one place in the schedule.
     pub(super) fn keep(&mut self, job: Job, now: OffsetDateTime) {
-        let due = job.next_poll_at().unwrap_or(now);
-        self.schedule.insert((due, job.id()));
-        self.jobs.insert(job.id(), (due, job));
+        let (id, due) = (job.id(), job.next_poll_at().unwrap_or(now));
+        if let Some((before, _)) = self.jobs.insert(id, (due, job)) {
+            self.schedule.remove(&(before, id));
+        }
+        self.schedule.insert((due, id));
     }
 
     /// A job just accepted by this process, to be sent now: its next poll time, as stored, is
@@ -76,6 +80,10 @@ impl Held {
     /// Whether the job is held, being advanced or not.
     pub(super) fn holds(&self, id: JobId) -> bool {
         self.jobs.contains_key(&id) || self.advancing.contains(&id)
+    }
+
+    pub(super) fn all_ids(&self) -> Vec<JobId> {
+        self.jobs.keys().chain(&self.advancing).copied().collect()
     }
 
     /// How many jobs are held, those being advanced included.

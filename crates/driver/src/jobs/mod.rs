@@ -3,8 +3,10 @@
 //! cadence ([`JobSteps::step`], the domain's use case). Every job it holds is under one lease of
 //! its own, which it renews every third of a lease: one row, however many jobs it holds. Several
 //! replicas share the work this way without doing a job twice, and a replica that dies has its
-//! jobs claimed by another once its lease runs out. Should this driver's lease run out (the
-//! database out of reach for a lease), it lets go of everything and goes on under a new one.
+//! jobs claimed by another once its lease runs out. A job the driver lets go of while its lease
+//! lives (a commit that failed, a task that panicked) is freed by the next renewal, which sends
+//! the ids the driver holds. Should this driver's lease run out (the database out of reach for a
+//! lease), it lets go of everything and goes on under a new one.
 //! Waiters never poll the provider themselves; they wake on the events the steps publish.
 //!
 //! Jobs accepted by this process come straight from its gateway ([`JobDriver::handoff`]),
@@ -52,8 +54,9 @@ pub struct JobDriver {
 enum Done {
     /// A claim of due jobs.
     Claimed(Result<Vec<Job>, StoreError>),
-    /// A start or renewal of the driver's lease: until when it lives, or `None` when it ran out.
-    Leased(Result<Option<OffsetDateTime>, StoreError>),
+    /// A start or renewal of the driver's lease: until when it lives and the held jobs it does
+    /// not cover, or `None` when it ran out.
+    Leased(Result<Option<(OffsetDateTime, Vec<JobId>)>, StoreError>),
     /// A job's step ended; the job to keep holding, if any.
     Stepped(JobId, Option<Box<Job>>),
     /// A job changed elsewhere; whether it is final now.
@@ -128,9 +131,12 @@ impl JobDriver {
                 break;
             }
             let leased = lives_until.is_some_and(|until| until > now);
+            // A claim and a renewal never run side by side: jobs claimed meanwhile would be
+            // under the lease but not among the held jobs the renewal reconciles.
             if !draining
                 && leased
                 && !claiming
+                && !renewing
                 && now >= next_claim
                 && held.jobs.len() + advancing < self.settings.max_held
             {
@@ -140,17 +146,19 @@ impl JobDriver {
                     Done::Claimed(jobs.claim_due(lease, now, batch).await)
                 });
             }
-            if !renewing && now >= next_renewal && !(draining && lives_until.is_none()) {
+            // A draining driver starts no lease; it renews the one it has while steps end.
+            let renewal_due = now >= next_renewal && (lives_until.is_some() || !draining);
+            if !renewing && !claiming && renewal_due {
                 renewing = true;
                 watched.retain(|_, until| *until > now);
-                let (jobs, until, started) = (Arc::clone(&ports.jobs), now + length, lives_until.is_some());
+                let (jobs, until) = (Arc::clone(&ports.jobs), now + length);
+                let held_ids = lives_until.is_some().then(|| held.all_ids());
                 spawn(&mut work, Done::Leased(Err(panicked())), async move {
-                    let lives = if started {
-                        jobs.renew_lease(lease, now, until).await
-                    } else {
-                        jobs.start_lease(lease, now, until).await.map(|()| true)
+                    let lives = match held_ids {
+                        Some(ids) => jobs.renew_lease(lease, ids, now, until).await,
+                        None => jobs.start_lease(lease, now, until).await.map(|()| Some(Vec::new())),
                     };
-                    Done::Leased(lives.map(|lives| lives.then_some(until)))
+                    Done::Leased(lives.map(|lives| lives.map(|not_covered| (until, not_covered))))
                 });
             }
             while !draining && advancing < self.settings.max_in_flight {
@@ -225,7 +233,12 @@ impl JobDriver {
                     renewing = false;
                     next_renewal = now + length / 3;
                     match lives {
-                        Ok(Some(until)) => lives_until = Some(until),
+                        Ok(Some((until, not_covered))) => {
+                            lives_until = Some(until);
+                            for id in not_covered {
+                                held.forget(id);
+                            }
+                        }
                         Ok(None) => {
                             tracing::warn!(%lease, held = held.count(), "the driver's lease ran out; its jobs are let go for any driver");
                             held.let_go_all();
@@ -288,7 +301,7 @@ impl JobDriver {
 fn spawn(work: &mut JoinSet<Done>, instead: Done, task: impl Future<Output = Done> + Send + 'static) {
     work.spawn(AssertUnwindSafe(task).catch_unwind().map(|ended| {
         ended.unwrap_or_else(|_| {
-            tracing::error!("a driver task panicked; its job is let go and its lease runs out");
+            tracing::error!("a driver task panicked; its job is let go, and the next lease renewal frees it");
             instead
         })
     }));

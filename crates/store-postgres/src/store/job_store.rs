@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::ids::{JobId, LeaseId, UserId};
@@ -174,20 +174,26 @@ impl JobStore for PgStore {
     async fn renew_lease(
         &self,
         lease: LeaseId,
+        held: Vec<JobId>,
         now: OffsetDateTime,
         until: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        let renew = diesel::update(
-            job_leases::table.filter(job_leases::id.eq(lease.as_uuid())).filter(job_leases::lives_until.gt(now)),
-        )
-        .set(job_leases::lives_until.eq(until));
+    ) -> Result<Option<Vec<JobId>>, StoreError> {
+        let held: Vec<uuid::Uuid> = held.iter().map(JobId::as_uuid).collect();
+        let renew = diesel::sql_query(RENEW_LEASE)
+            .bind::<diesel::sql_types::Uuid, _>(lease.as_uuid())
+            .bind::<Timestamptz, _>(until)
+            .bind::<Timestamptz, _>(now)
+            .bind::<Array<diesel::sql_types::Uuid>, _>(held);
         // A lost renewal only lets other drivers take the jobs over early, so it need not wait
         // for the disk.
         let mut session = self.relaxed_session().await?;
-        let renewed = renew.execute(&mut *session).await.map_err(from_diesel)?;
+        let renewal: Renewal = renew.get_result(&mut *session).await.map_err(from_diesel)?;
         session.finish().await?;
         count_job_commit(self.relaxed_durability);
-        Ok(renewed == 1)
+        if renewal.freed > 0 {
+            tracing::info!(%lease, jobs = renewal.freed, "jobs under the lease that its driver let go of are free again");
+        }
+        Ok(renewal.lives.then(|| renewal.not_covered.into_iter().map(JobId::from_uuid).collect()))
     }
 
     async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
@@ -232,6 +238,42 @@ WHERE id IN (
     FOR UPDATE SKIP LOCKED
 )
 RETURNING *";
+
+/// Extends the lease `$1` to `$2` if it lives at `$3`; frees the open jobs under it that its
+/// driver does not hold (`$4`), locking them in the order of their ids as group commits lock
+/// theirs; answers whether it lives and which held jobs it does not cover (final or taken).
+const RENEW_LEASE: &str = "
+WITH lease AS (
+    UPDATE job_leases SET lives_until = $2 WHERE id = $1 AND lives_until > $3 RETURNING id
+), strays AS (
+    UPDATE jobs SET lease_id = NULL
+    WHERE id IN (
+        SELECT id FROM jobs
+        WHERE lease_id = (SELECT id FROM lease) AND next_poll_at IS NOT NULL
+          AND id NOT IN (SELECT unnest($4::uuid[]))
+        ORDER BY id
+        FOR NO KEY UPDATE
+    )
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lives,
+    (SELECT count(*) FROM strays) AS freed,
+    ARRAY(
+        SELECT held.id FROM unnest($4::uuid[]) AS held(id)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM jobs WHERE jobs.id = held.id AND jobs.lease_id = $1 AND jobs.next_poll_at IS NOT NULL
+        )
+    ) AS not_covered";
+
+#[derive(QueryableByName)]
+struct Renewal {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    lives: bool,
+    #[diesel(sql_type = BigInt)]
+    freed: i64,
+    #[diesel(sql_type = Array<diesel::sql_types::Uuid>)]
+    not_covered: Vec<uuid::Uuid>,
+}
 
 /// Starts a new lease (one started before is left as it is, so that a lease never lives
 /// again), and forgets the leases that ran out before `$3`.

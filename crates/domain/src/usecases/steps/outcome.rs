@@ -85,7 +85,7 @@ impl JobSteps {
         match self.try_commit(job, trigger).await {
             Ok(kept) => kept,
             Err(e) => {
-                tracing::warn!(job_id = %job.id(), trigger = name, error = %e, "could not commit; the lease will run out and the step repeat");
+                tracing::warn!(job_id = %job.id(), trigger = name, error = %e, "could not commit; the job is let go, for a driver to claim and step again");
                 None
             }
         }
