@@ -126,6 +126,7 @@ impl JobStore for OneAccountStore {
         _: Vec<JobId>,
         _: OffsetDateTime,
         _: OffsetDateTime,
+        _: OffsetDateTime,
     ) -> Result<Option<Vec<JobId>>, StoreError> {
         Ok(Some(Vec::new()))
     }

@@ -80,10 +80,11 @@ impl JobStore for Recording {
         &self,
         lease: LeaseId,
         held: Vec<JobId>,
+        settled_before: OffsetDateTime,
         now: OffsetDateTime,
         until: OffsetDateTime,
     ) -> Result<Option<Vec<JobId>>, StoreError> {
-        self.store.renew_lease(lease, held, now, until).await
+        self.store.renew_lease(lease, held, settled_before, now, until).await
     }
     async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
         self.store.end_lease(lease).await

@@ -283,8 +283,8 @@ pub async fn claim_returns_due_jobs_once_until_the_lease_ends<S: Store>(store: A
 }
 
 /// A lease lives while it is renewed, whatever it holds. A renewal frees the open jobs under it
-/// that its driver no longer holds (let go after a failed commit) and names the held jobs it
-/// does not cover (final). A lease that ran out never lives again and claims nothing, and its
+/// that its driver no longer holds (let go after a failed commit), but none accepted after its
+/// cutoff, and names the held jobs it does not cover (final). A lease that ran out never lives again and claims nothing, and its
 /// open jobs are another driver's to claim.
 pub async fn a_renewed_lease_keeps_its_jobs_and_one_that_ran_out_never_lives_again<S: Store>(store: Arc<S>) {
     let id = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
@@ -296,10 +296,16 @@ pub async fn a_renewed_lease_keeps_its_jobs_and_one_that_ran_out_never_lives_aga
     assert_eq!(claimed.len(), 3);
     let held = |id: JobId| claimed.iter().find(|j| j.id() == id).cloned().unwrap();
     step(&*store, &held(finished.id()), Trigger::Cancel).await;
+    // Accepted under the lease after the renewal's cutoff: maybe still on its way to the driver.
+    let handed = match store.accept(new_job(id, 1, t0 + Duration::seconds(2)), None, Some(holder), t0).await {
+        Ok(Accepted::Created(job)) => job,
+        other => panic!("accept: {other:?}"),
+    };
 
     let renewal = store.renew_lease(
         holder,
         vec![open.id(), finished.id()],
+        t0 + Duration::seconds(1),
         t0 + Duration::seconds(5),
         t0 + Duration::seconds(20),
     );
@@ -308,14 +314,18 @@ pub async fn a_renewed_lease_keeps_its_jobs_and_one_that_ran_out_never_lives_aga
     let renewed = t0 + Duration::seconds(15);
     let freed = store.claim_due(other, renewed, 10).await.unwrap();
     assert_eq!(freed.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![dropped.id()], "only the job let go of");
+    let next = store.renew_lease(holder, vec![open.id(), handed.id()], t0, renewed, t0 + Duration::seconds(20));
+    assert_eq!(next.await.unwrap(), Some(Vec::new()), "the job handed over is still the holder's");
 
     let late = t0 + Duration::seconds(21);
-    assert_eq!(store.renew_lease(holder, vec![open.id()], late, late + Duration::seconds(60)).await.unwrap(), None);
+    let ran_out = store.renew_lease(holder, vec![open.id(), handed.id()], late, late, late + Duration::seconds(60));
+    assert_eq!(ran_out.await.unwrap(), None);
     assert!(store.claim_due(holder, late, 10).await.unwrap().is_empty(), "a lease that ran out claims nothing");
-    let taken = store.claim_due(other, late, 10).await.unwrap();
-    assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "taken over once it ran out");
+    let mut taken: Vec<_> = store.claim_due(other, late, 10).await.unwrap().iter().map(|j| j.id()).collect();
+    taken.sort();
+    assert_eq!(taken, vec![open.id(), handed.id()], "taken over once it ran out");
     let never = LeaseId::new_at(t0);
-    assert_eq!(store.renew_lease(never, Vec::new(), t0, t0 + Duration::seconds(60)).await.unwrap(), None);
+    assert_eq!(store.renew_lease(never, Vec::new(), t0, t0, t0 + Duration::seconds(60)).await.unwrap(), None);
     assert!(store.claim_due(never, t0, 10).await.unwrap().is_empty(), "a lease never started claims nothing");
 }
 
@@ -336,7 +346,7 @@ pub async fn an_ended_lease_makes_its_jobs_claimable_at_once<S: Store>(store: Ar
     store.end_lease(holder).await.unwrap();
     let taken = store.claim_due(other, t0, 10).await.unwrap();
     assert_eq!(taken.iter().map(|j| j.id()).collect::<Vec<_>>(), vec![open.id()], "claimable without waiting");
-    let ended = store.renew_lease(holder, vec![open.id()], t0, t0 + Duration::seconds(30)).await.unwrap();
+    let ended = store.renew_lease(holder, vec![open.id()], t0, t0, t0 + Duration::seconds(30)).await.unwrap();
     assert_eq!(ended, None, "ended for good");
 }
 

@@ -367,12 +367,19 @@ impl JobStore for MemoryStore {
         &self,
         lease: LeaseId,
         held: Vec<JobId>,
+        settled_before: OffsetDateTime,
         now: OffsetDateTime,
         until: OffsetDateTime,
     ) -> Result<Option<Vec<JobId>>, StoreError> {
         let mut state = self.state();
         let Some((strays, not_covered)) = state.leases.renew(lease, &held, now, until) else { return Ok(None) };
-        state.free(strays);
+        let (settled, fresh): (Vec<JobId>, Vec<JobId>) = strays
+            .into_iter()
+            .partition(|id| state.jobs.get(id).is_some_and(|row| row.job.created_at() < settled_before));
+        for id in fresh {
+            state.leases.put(lease, id);
+        }
+        state.free(settled);
         Ok(Some(not_covered))
     }
 

@@ -285,15 +285,17 @@ pub trait JobStore: Send + Sync {
 
     /// Extends `lease` to `until` if it still lives at `now`, and reconciles it with `held`, the
     /// jobs the caller holds: an open job under the lease that the caller does not hold (it let
-    /// it go after a failed or stale commit) is freed, for any driver to claim at its next poll
-    /// time; and the jobs of `held` that are not open under the lease (final, or taken over) are
-    /// returned, for the caller to let go. `None` when the lease ran out, ended or never
-    /// started: the jobs under it are no longer the caller's (another driver may have claimed
-    /// them), and the lease never lives again.
+    /// it go after a failed or stale commit) and that was accepted before `settled_before` is
+    /// freed, for any driver to claim at its next poll time (a job accepted since may still be on
+    /// its way to the caller, handed over); and the jobs of `held` that are not open under the
+    /// lease (final, or taken over) are returned, for the caller to let go. `None` when the lease
+    /// ran out, ended or never started: the jobs under it are no longer the caller's (another
+    /// driver may have claimed them), and the lease never lives again.
     async fn renew_lease(
         &self,
         lease: LeaseId,
         held: Vec<JobId>,
+        settled_before: OffsetDateTime,
         now: OffsetDateTime,
         until: OffsetDateTime,
     ) -> Result<Option<Vec<JobId>>, StoreError>;

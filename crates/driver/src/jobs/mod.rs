@@ -152,10 +152,12 @@ impl JobDriver {
                 renewing = true;
                 watched.retain(|_, until| *until > now);
                 let (jobs, until) = (Arc::clone(&ports.jobs), now + length);
+                // Jobs accepted in the last third of a lease are never freed as strays: a job
+                // handed over may still be on its way here.
                 let held_ids = lives_until.is_some().then(|| held.all_ids());
                 spawn(&mut work, Done::Leased(Err(panicked())), async move {
                     let lives = match held_ids {
-                        Some(ids) => jobs.renew_lease(lease, ids, now, until).await,
+                        Some(ids) => jobs.renew_lease(lease, ids, now - length / 3, now, until).await,
                         None => jobs.start_lease(lease, now, until).await.map(|()| Some(Vec::new())),
                     };
                     Done::Leased(lives.map(|lives| lives.map(|not_covered| (until, not_covered))))

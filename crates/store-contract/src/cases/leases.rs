@@ -32,7 +32,7 @@ pub async fn an_accept_with_a_lease_is_the_accepting_drivers_until_it_runs_out<S
     let claimed: Vec<_> = store.claim_due(other, t1, 10).await.unwrap().iter().map(|j| j.id()).collect();
     assert_eq!(claimed, vec![free], "only the job accepted without a lease");
 
-    let renewal = store.renew_lease(holder, leased.clone(), t1, t0 + Duration::seconds(20)).await.unwrap();
+    let renewal = store.renew_lease(holder, leased.clone(), t1, t1, t0 + Duration::seconds(20)).await.unwrap();
     assert_eq!(renewal, Some(Vec::new()), "the accept's lease renews and covers both jobs");
     let t2 = t0 + Duration::seconds(15);
     assert!(store.claim_due(other, t2, 10).await.unwrap().is_empty(), "renewed");

@@ -175,6 +175,7 @@ impl JobStore for PgStore {
         &self,
         lease: LeaseId,
         held: Vec<JobId>,
+        settled_before: OffsetDateTime,
         now: OffsetDateTime,
         until: OffsetDateTime,
     ) -> Result<Option<Vec<JobId>>, StoreError> {
@@ -183,7 +184,8 @@ impl JobStore for PgStore {
             .bind::<diesel::sql_types::Uuid, _>(lease.as_uuid())
             .bind::<Timestamptz, _>(until)
             .bind::<Timestamptz, _>(now)
-            .bind::<Array<diesel::sql_types::Uuid>, _>(held);
+            .bind::<Array<diesel::sql_types::Uuid>, _>(held)
+            .bind::<Timestamptz, _>(settled_before);
         // A lost renewal only lets other drivers take the jobs over early, so it need not wait
         // for the disk.
         let mut session = self.relaxed_session().await?;
@@ -240,8 +242,9 @@ WHERE id IN (
 RETURNING *";
 
 /// Extends the lease `$1` to `$2` if it lives at `$3`; frees the open jobs under it that its
-/// driver does not hold (`$4`), locking them in the order of their ids as group commits lock
-/// theirs; answers whether it lives and which held jobs it does not cover (final or taken).
+/// driver does not hold (`$4`) and that were accepted before `$5`, locking them in the order of
+/// their ids as group commits lock theirs; answers whether it lives and which held jobs it does
+/// not cover (final or taken).
 const RENEW_LEASE: &str = "
 WITH lease AS (
     UPDATE job_leases SET lives_until = $2 WHERE id = $1 AND lives_until > $3 RETURNING id
@@ -250,7 +253,7 @@ WITH lease AS (
     WHERE id IN (
         SELECT id FROM jobs
         WHERE lease_id = (SELECT id FROM lease) AND next_poll_at IS NOT NULL
-          AND id NOT IN (SELECT unnest($4::uuid[]))
+          AND created_at < $5 AND id NOT IN (SELECT unnest($4::uuid[]))
         ORDER BY id
         FOR NO KEY UPDATE
     )
