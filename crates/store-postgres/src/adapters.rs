@@ -69,8 +69,10 @@ pub fn connect(settings: &PgSettings) -> Result<PgAdapters, SetupError> {
         keys: Arc::new(KeyCache::new(settings.key_cache_ttl)),
         jobs: Arc::new(JobCache::new(settings.job_cache_ttl)),
         catalog: Arc::default(),
+        origin: uuid::Uuid::new_v4().to_string(),
     };
     let listener = listen(settings.direct_url().to_owned(), listeners.clone());
+    let events = Arc::new(PgEvents::new(&listeners, pool.clone()).with_pooler(settings.pooler));
     let store = PgStore::new(pool.clone(), Arc::clone(&listeners.keys))
         .with_pooler(settings.pooler)
         .with_relaxed_writes(relaxed_pool(settings)?)
@@ -80,7 +82,7 @@ pub fn connect(settings: &PgSettings) -> Result<PgAdapters, SetupError> {
     Ok(PgAdapters {
         pruner: prune_idempotency(Arc::clone(&store)),
         store,
-        events: Arc::new(PgEvents::new(listeners.hub, pool.clone()).with_pooler(settings.pooler)),
+        events,
         rate_limiter: Arc::new(PgRateLimiter::new(pool).with_pooler(settings.pooler)),
         keys: listeners.keys,
         listener,

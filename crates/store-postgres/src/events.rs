@@ -25,7 +25,8 @@ use crate::pool::{Pooler, open_connection};
 use crate::session::Session;
 use crate::store::{CATALOG_CHANNEL, CatalogSignal, KEYS_CHANNEL};
 
-/// The `NOTIFY` channel of changed jobs; the payload is the job id.
+/// The `NOTIFY` channel of changed jobs; the payload is the job id, then the publishing
+/// process's origin (see [`Listeners::origin`]).
 pub const JOBS_CHANNEL: &str = "genjobs_jobs";
 
 /// The `NOTIFY` channel of watched jobs (someone waits on them); the payload is the job id.
@@ -34,6 +35,7 @@ pub const WATCHES_CHANNEL: &str = "genjobs_watches";
 /// Job events over Postgres.
 pub struct PgEvents {
     hub: Arc<EventHub>,
+    origin: String,
     pool: Pool<AsyncPgConnection>,
     pooler: Pooler,
     sending: Grouped<Notification, Result<(), String>>,
@@ -46,10 +48,12 @@ struct Notification {
 }
 
 impl PgEvents {
-    /// Events published through `pool` and delivered to `hub` by [`listen`].
+    /// Events published through `pool` and delivered to the `hub` of `listeners` by [`listen`],
+    /// which knows this process's changes by their origin.
     #[must_use]
-    pub fn new(hub: Arc<EventHub>, pool: Pool<AsyncPgConnection>) -> Self {
-        Self { hub, pool, pooler: Pooler::None, sending: Grouped::default() }
+    pub fn new(listeners: &Listeners, pool: Pool<AsyncPgConnection>) -> Self {
+        let (hub, origin) = (Arc::clone(&listeners.hub), listeners.origin.clone());
+        Self { hub, origin, pool, pooler: Pooler::None, sending: Grouped::default() }
     }
 
     /// Publishes through a pooler of kind `pooler` (see [`Pooler`]); `NOTIFY` is sent when its
@@ -63,8 +67,8 @@ impl PgEvents {
 #[async_trait]
 impl JobEvents for PgEvents {
     async fn publish(&self, job_id: JobId) {
-        // Local waiters wake at once; other replicas through NOTIFY (this one hears it too,
-        // which costs a spurious re-read, not a missed one).
+        // Local waiters wake at once; other replicas through NOTIFY, which this one hears too
+        // and knows by its origin.
         self.hub.notify(job_id);
         if let Err(error) = self.notify(JOBS_CHANNEL, job_id).await {
             tracing::warn!(job_id = %job_id, %error, "could not notify other replicas; they will see the change at their next check");
@@ -115,7 +119,13 @@ impl PgEvents {
 
     async fn send(&self, group: &[Notification]) -> Result<(), String> {
         let channels: Vec<&str> = group.iter().map(|n| n.channel).collect();
-        let payloads: Vec<String> = group.iter().map(|n| n.job_id.to_string()).collect();
+        let payloads: Vec<String> = group
+            .iter()
+            .map(|n| match n.channel {
+                JOBS_CHANNEL => format!("{} {}", n.job_id, self.origin),
+                _ => n.job_id.to_string(),
+            })
+            .collect();
         let notify = diesel::sql_query(
             "SELECT pg_notify(channel, payload) FROM unnest($1::text[], $2::text[]) AS n(channel, payload)",
         )
@@ -139,6 +149,10 @@ pub struct Listeners {
     pub jobs: Arc<JobCache>,
     /// Wakes the catalog followers.
     pub catalog: Arc<CatalogSignal>,
+    /// This process among the replicas: a job change it published itself already woke its
+    /// waiters and left its cache current, so its echo is not acted on again (it used to cost a
+    /// re-read of the job by the driver holding it for every step that changed a job).
+    pub origin: String,
 }
 
 /// Listens for job changes and key revocations until aborted, reconnecting after a failure.
@@ -159,7 +173,7 @@ pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
 }
 
 async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Result<(), String> {
-    let Listeners { hub, keys, jobs, catalog } = listeners;
+    let Listeners { hub, keys, jobs, catalog, origin } = listeners;
     let mut conn = open_connection(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
     for channel in [JOBS_CHANNEL, WATCHES_CHANNEL, KEYS_CHANNEL, CATALOG_CHANNEL] {
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
@@ -175,14 +189,20 @@ async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Re
     while let Some(notification) = notifications.next().await {
         let notification = notification.map_err(|e| e.to_string())?;
         match notification.channel.as_str() {
-            JOBS_CHANNEL => match uuid::Uuid::from_str(&notification.payload) {
-                Ok(id) => {
-                    // Evict first, so that the woken waiters read the new state.
-                    jobs.forget(&JobId::from_uuid(id));
-                    hub.notify(JobId::from_uuid(id));
+            JOBS_CHANNEL => {
+                let (id, from) = notification.payload.split_once(' ').unwrap_or((&notification.payload, ""));
+                if from == origin.as_str() {
+                    continue;
                 }
-                Err(_) => tracing::warn!(payload = %notification.payload, "malformed job notification"),
-            },
+                match uuid::Uuid::from_str(id) {
+                    Ok(id) => {
+                        // Evict first, so that the woken waiters read the new state.
+                        jobs.forget(&JobId::from_uuid(id));
+                        hub.notify(JobId::from_uuid(id));
+                    }
+                    Err(_) => tracing::warn!(payload = %notification.payload, "malformed job notification"),
+                }
+            }
             WATCHES_CHANNEL => match uuid::Uuid::from_str(&notification.payload) {
                 Ok(id) => hub.notify_watch(JobId::from_uuid(id)),
                 Err(_) => tracing::warn!(payload = %notification.payload, "malformed watch notification"),
