@@ -104,8 +104,9 @@ impl Held {
         self.handed.clear();
     }
 
-    /// Lets go of a job that became final elsewhere; one being advanced is let go when its step
-    /// ends, since a poll that changes nothing hands it back unwritten.
+    /// Lets go of a job that became final elsewhere or is no longer under this driver's lease;
+    /// one being advanced is let go when its step ends, since a poll that changes nothing hands it
+    /// back unwritten.
     pub(super) fn forget(&mut self, id: JobId) {
         if self.advancing.contains(&id) {
             self.lost.insert(id);
