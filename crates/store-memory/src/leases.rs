@@ -36,9 +36,9 @@ impl Leases {
         }
     }
 
-    /// Extends a live lease and reconciles it with the jobs its driver holds: takes out the
-    /// jobs it covers that the driver does not hold (for the caller to free), and answers those
-    /// of `held` it does not cover. `None` when the lease does not live.
+    /// Extends a live lease; the jobs it covers that its driver does not hold (for the caller to
+    /// take out and free, those it judges settled), and those of `held` it does not cover.
+    /// `None` when the lease does not live.
     pub(crate) fn renew(
         &mut self,
         lease: LeaseId,
@@ -49,10 +49,7 @@ impl Leases {
         let live = self.0.get_mut(&lease).filter(|l| l.lives(now))?;
         live.until = Some(until);
         let holding: HashSet<&JobId> = held.iter().collect();
-        let strays: Vec<JobId> = live.jobs.iter().filter(|id| !holding.contains(id)).copied().collect();
-        for id in &strays {
-            live.jobs.remove(id);
-        }
+        let strays = live.jobs.iter().filter(|id| !holding.contains(id)).copied().collect();
         let not_covered = held.iter().filter(|id| !live.jobs.contains(id)).copied().collect();
         Some((strays, not_covered))
     }

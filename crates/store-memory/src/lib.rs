@@ -373,11 +373,12 @@ impl JobStore for MemoryStore {
     ) -> Result<Option<Vec<JobId>>, StoreError> {
         let mut state = self.state();
         let Some((strays, not_covered)) = state.leases.renew(lease, &held, now, until) else { return Ok(None) };
-        let (settled, fresh): (Vec<JobId>, Vec<JobId>) = strays
+        let settled: Vec<JobId> = strays
             .into_iter()
-            .partition(|id| state.jobs.get(id).is_some_and(|row| row.job.created_at() < settled_before));
-        for id in fresh {
-            state.leases.put(lease, id);
+            .filter(|id| state.jobs.get(id).is_some_and(|row| row.job.created_at() < settled_before))
+            .collect();
+        for id in &settled {
+            state.leases.take_out(lease, *id);
         }
         state.free(settled);
         Ok(Some(not_covered))
