@@ -145,32 +145,41 @@ impl Service {
 
     /// Serves until SIGTERM or SIGINT (or [`Service::drain`]), then drains in order: stop
     /// accepting connections and end open streams and long-polls (clients reconnect elsewhere),
-    /// let the requests in flight finish within the shutdown timeout, let the driver end the
-    /// provider calls it has started and hand its jobs back to the other replicas, and stop.
+    /// let the driver end the provider calls it has started and hand its jobs back to the other
+    /// replicas and the webhook dispatcher end its deliveries, then let the requests in flight
+    /// finish within the shutdown timeout, and stop.
     ///
     /// # Errors
     /// When the server fails.
     pub async fn run(self) -> std::io::Result<()> {
         let (drain, handle) = (self.drain.clone(), self.server.handle());
-        let drained = tokio::spawn(async move {
+        let (driver, dispatcher) = (self.driver, self.dispatcher);
+        let background = async {
             tokio::select! {
                 () = drain.started() => {}
                 () = termination() => drain.start(),
             }
             tracing::info!("draining: no new connections; streams and long-polls end now");
+            handle.pause().await;
+            // The HTTP workers stop last: a pooled connection runs on the runtime that made it,
+            // often a worker's, and would close under the driver's and the dispatcher's last
+            // commits (a submission recorded seconds later, notifications lost).
+            if let Err(e) = driver.await {
+                tracing::error!(error = %e, "the job driver ended abnormally");
+            }
+            if let Err(e) = dispatcher.await {
+                tracing::error!(error = %e, "the webhook dispatcher ended abnormally");
+            }
             handle.stop(true).await;
-        });
-        let served = self.server.await;
-        self.drain.start();
-        drained.abort();
-        if let Err(e) = self.driver.await {
-            tracing::error!(error = %e, "the job driver ended abnormally");
-        }
+        };
+        let serving = async {
+            let served = self.server.await;
+            self.drain.start();
+            served
+        };
+        let (served, ()) = tokio::join!(serving, background);
         if let Some(retention) = self.retention {
             retention.abort();
-        }
-        if let Err(e) = self.dispatcher.await {
-            tracing::error!(error = %e, "the webhook dispatcher ended abnormally");
         }
         drop(self.catalog_follower);
         drop(self.usage_sealer);
