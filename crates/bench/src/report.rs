@@ -98,7 +98,8 @@ pub fn write(
     let _ = writeln!(md, "- Machine: {}", machine());
     let _ = writeln!(
         md,
-        "- Load: closed loop, {clients} clients, {seconds} s per run, reqwest (HTTP/1.1 keep-alive); genjobs logs at `warn`; Postgres store unless said otherwise; poll interval 2 s; for submissions, genjobs' pool has as many connections as pgbench has clients\n"
+        "- Load: closed loop, {clients} clients, {seconds} s per run, reqwest (HTTP/1.1 keep-alive); genjobs logs at `warn`; Postgres store unless said otherwise; poll interval 2 s; genjobs runs with its default pool ({} connections) everywhere\n",
+        genjobs_store_postgres::PgSettings::default().pool_size
     );
     let _ = writeln!(md, "| # | what | genjobs | baseline (same run) | ratio | target | |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
