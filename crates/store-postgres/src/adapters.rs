@@ -8,8 +8,9 @@ use genjobs_domain::ports::IDEMPOTENCY_RETENTION;
 use genjobs_runtime::EventHub;
 use tokio::task::JoinHandle;
 
-use crate::cache::{JobCache, KeyCache};
+use crate::cache::KeyCache;
 use crate::events::{Listeners, PgEvents, listen};
+use crate::job_cache::JobCache;
 use crate::pool::{PgSettings, SetupError, pool, relaxed_pool};
 use crate::rate_limit::PgRateLimiter;
 use crate::store::{IDEMPOTENCY_PRUNE_INTERVAL, PgStore};
@@ -24,6 +25,8 @@ pub struct PgAdapters {
     pub rate_limiter: Arc<PgRateLimiter>,
     /// The key cache, for callers that evict keys themselves.
     pub keys: Arc<KeyCache>,
+    /// The job cache, which tells whether it is serving (its listener connected).
+    pub jobs: Arc<JobCache>,
     /// The `LISTEN` task; it runs until aborted.
     pub listener: JoinHandle<()>,
     /// The task that prunes old idempotency records; it runs until aborted.
@@ -67,24 +70,31 @@ pub fn connect(settings: &PgSettings) -> Result<PgAdapters, SetupError> {
     let listeners = Listeners {
         hub: Arc::new(EventHub::new()),
         keys: Arc::new(KeyCache::new(settings.key_cache_ttl)),
-        jobs: Arc::new(JobCache::new(settings.job_cache_ttl)),
+        jobs: Arc::new(JobCache::new(settings.job_cache_entries)),
         catalog: Arc::default(),
         origin: uuid::Uuid::new_v4().to_string(),
     };
     let listener = listen(settings.direct_url().to_owned(), listeners.clone());
-    let events = Arc::new(PgEvents::new(&listeners, pool.clone()).with_pooler(settings.pooler));
+    let events = Arc::new(
+        PgEvents::new(&listeners, pool.clone()).with_pooler(settings.pooler).with_deadline(settings.statement_timeout),
+    );
     let store = PgStore::new(pool.clone(), Arc::clone(&listeners.keys))
         .with_pooler(settings.pooler)
+        .with_deadline(settings.statement_timeout)
         .with_relaxed_writes(relaxed_pool(settings)?)
-        .with_job_cache(listeners.jobs)
+        .with_job_cache(Arc::clone(&listeners.jobs))
+        .with_row_announcements(Arc::clone(&events))
         .with_catalog_signal(listeners.catalog);
     let store = Arc::new(store);
     Ok(PgAdapters {
         pruner: prune_idempotency(Arc::clone(&store)),
         store,
         events,
-        rate_limiter: Arc::new(PgRateLimiter::new(pool).with_pooler(settings.pooler)),
+        rate_limiter: Arc::new(
+            PgRateLimiter::new(pool).with_pooler(settings.pooler).with_deadline(settings.statement_timeout),
+        ),
         keys: listeners.keys,
+        jobs: listeners.jobs,
         listener,
     })
 }

@@ -29,7 +29,8 @@ pub struct PgArgs {
     #[arg(long, env = "GENJOBS_DB_CONNECT_TIMEOUT_MS", default_value_t = millis(PgSettings::default().connect_timeout),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
     pub db_connect_timeout_ms: u64,
-    /// Statement timeout of every connection.
+    /// Deadline of every unit of work on the database, kept by the client (so through a pooler
+    /// too): past it the request answers 503.
     #[arg(long, env = "GENJOBS_DB_STATEMENT_TIMEOUT_MS",
         default_value_t = millis(PgSettings::default().statement_timeout),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Postgres")]
@@ -38,10 +39,11 @@ pub struct PgArgs {
     #[arg(long, env = "GENJOBS_KEY_CACHE_SECS", default_value_t = PgSettings::default().key_cache_ttl.as_secs(),
         help_heading = "Postgres")]
     pub key_cache_secs: u64,
-    /// Lifetime of a cached job read; state changes evict it at once on every replica.
-    #[arg(long, env = "GENJOBS_JOB_CACHE_MS", default_value_t = millis(PgSettings::default().job_cache_ttl),
+    /// Jobs kept in memory and read with no query; every change evicts them on every replica
+    /// (0: none).
+    #[arg(long, env = "GENJOBS_JOB_CACHE_ENTRIES", default_value_t = PgSettings::default().job_cache_entries as u64,
         help_heading = "Postgres")]
-    pub job_cache_ms: u64,
+    pub job_cache_entries: u64,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -60,7 +62,7 @@ impl PgArgs {
             connect_timeout: Duration::from_millis(self.db_connect_timeout_ms),
             statement_timeout: Duration::from_millis(self.db_statement_timeout_ms),
             key_cache_ttl: Duration::from_secs(self.key_cache_secs),
-            job_cache_ttl: Duration::from_millis(self.job_cache_ms),
+            job_cache_entries: usize::try_from(self.job_cache_entries).unwrap_or(usize::MAX),
             ..PgSettings::default()
         }
     }

@@ -6,15 +6,13 @@
 
 use std::collections::HashSet;
 
-use diesel_async::AsyncPgConnection;
-use diesel_async::pooled_connection::deadpool::Pool;
 use genjobs_domain::ports::StoreError;
 use uuid::Uuid;
 
 use crate::group::Grouped;
-use crate::pool::{Durability, Pooler, count_job_commit};
+use crate::pool::{Durability, count_job_commit};
 use crate::rows::{JobRow, update_rows};
-use crate::session::Session;
+use crate::session::Db;
 
 /// A transition waiting for its group: the row to write if the stored job still has
 /// `expected_version`.
@@ -33,8 +31,7 @@ impl GroupCommit {
     /// Commits `row` if the stored job still has `expected_version`; whether it applied.
     pub(crate) async fn commit(
         &self,
-        pool: &Pool<AsyncPgConnection>,
-        pooler: Pooler,
+        db: &Db,
         durability: Durability,
         row: JobRow,
         expected_version: i64,
@@ -43,7 +40,7 @@ impl GroupCommit {
             .join(
                 Pending { row, expected_version },
                 async |group: &[Pending]| {
-                    let written = write(pool, pooler, group).await;
+                    let written = write(db, group).await;
                     if written.is_ok() {
                         count_job_commit(durability);
                     }
@@ -56,8 +53,8 @@ impl GroupCommit {
     }
 }
 
-async fn write(pool: &Pool<AsyncPgConnection>, pooler: Pooler, group: &[Pending]) -> Result<HashSet<Uuid>, StoreError> {
+async fn write(db: &Db, group: &[Pending]) -> Result<HashSet<Uuid>, StoreError> {
     let rows: Vec<(&JobRow, i64)> = group.iter().map(|p| (&p.row, p.expected_version)).collect();
-    let written = Session::run(pool, pooler, async |conn| update_rows(conn, &rows).await).await?;
+    let written = db.run(async |conn| update_rows(conn, &rows).await).await?;
     Ok(written.into_iter().collect())
 }

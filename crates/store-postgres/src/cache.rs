@@ -1,14 +1,13 @@
-//! [`TtlCache`]: the one pattern behind every per-process cache of the Postgres adapters (API
-//! keys, job reads, leased rate-limit tokens): entries trusted for a fixed time after they were
-//! put, evicted early by `NOTIFY` where another replica can change what they hold.
+//! [`TtlCache`]: the pattern behind the per-process caches of the Postgres adapters that trust an
+//! entry for a fixed time (API keys, leased rate-limit tokens), evicted early by `NOTIFY` where
+//! another replica can change what they hold. Jobs are kept differently, see `job_cache`.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use genjobs_domain::ids::{JobId, KeyPrefix};
-use genjobs_domain::job::Job;
+use genjobs_domain::ids::KeyPrefix;
 use genjobs_domain::ports::Credential;
 
 /// Entries beyond which expired ones are swept on the next insert, bounding memory.
@@ -77,19 +76,6 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
 /// Credentials looked up recently, so that authentication does not cost a round trip on every
 /// request. Shared with the event listener, which drops revoked keys as `NOTIFY` announces them.
 pub type KeyCache = TtlCache<KeyPrefix, Vec<Credential>>;
-
-/// Jobs read recently, so that many waiters of one job (streams ticking, long-polls woken)
-/// cost one database read per job rather than one each. Local commits refresh it; the event
-/// listener evicts a job as soon as another replica announces a new state.
-pub type JobCache = TtlCache<JobId, Job>;
-
-impl JobCache {
-    /// Keeps `job` unless a newer version is already kept: a slow read never overwrites a
-    /// commit that finished after it started.
-    pub fn keep(&self, job: &Job) {
-        self.put_unless(job.id(), job.clone(), |kept| kept.version() > job.version());
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,10 @@
 //! publishes a change per job step, and one round trip each held a pooled connection that
 //! submissions waited for. The same connection hears key revocations and drops them from the
 //! key cache, and catalog changes, which wake the process's catalog followers.
+//!
+//! The job cache serves reads with no query only while this connection is known to hear every
+//! change: it is told the moment the connection is lost or found, and an idle connection is
+//! checked every [`HEARTBEAT`], so that one that died silently is found within two of them.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -19,15 +23,24 @@ use genjobs_domain::ports::{JobChanges, JobEvents};
 use genjobs_runtime::EventHub;
 use tokio::task::JoinHandle;
 
-use crate::cache::{JobCache, KeyCache};
+use crate::cache::KeyCache;
 use crate::group::Grouped;
+use crate::job_cache::JobCache;
 use crate::pool::{Pooler, open_connection};
-use crate::session::Session;
+use crate::session::Db;
 use crate::store::{CATALOG_CHANNEL, CatalogSignal, KEYS_CHANNEL};
 
 /// The `NOTIFY` channel of changed jobs; the payload is the job id, then the publishing
 /// process's origin (see [`Listeners::origin`]).
 pub const JOBS_CHANNEL: &str = "genjobs_jobs";
+
+/// The `NOTIFY` channel of jobs changed without a new state (progress, a withdrawn submission),
+/// which only evicts them from the caches; the payload is as on [`JOBS_CHANNEL`].
+pub const JOB_ROWS_CHANNEL: &str = "genjobs_job_rows";
+
+/// How long the listener waits idle before it checks its connection, and how long that check
+/// may take.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// The `NOTIFY` channel of watched jobs (someone waits on them); the payload is the job id.
 pub const WATCHES_CHANNEL: &str = "genjobs_watches";
@@ -36,8 +49,7 @@ pub const WATCHES_CHANNEL: &str = "genjobs_watches";
 pub struct PgEvents {
     hub: Arc<EventHub>,
     origin: String,
-    pool: Pool<AsyncPgConnection>,
-    pooler: Pooler,
+    db: Db,
     sending: Grouped<Notification, Result<(), String>>,
 }
 
@@ -53,14 +65,20 @@ impl PgEvents {
     #[must_use]
     pub fn new(listeners: &Listeners, pool: Pool<AsyncPgConnection>) -> Self {
         let (hub, origin) = (Arc::clone(&listeners.hub), listeners.origin.clone());
-        Self { hub, origin, pool, pooler: Pooler::None, sending: Grouped::default() }
+        Self { hub, origin, db: Db::new(pool), sending: Grouped::default() }
     }
 
     /// Publishes through a pooler of kind `pooler` (see [`Pooler`]); `NOTIFY` is sent when its
     /// transaction commits, as on a direct connection.
     #[must_use]
     pub fn with_pooler(self, pooler: Pooler) -> Self {
-        Self { pooler, ..self }
+        Self { db: Db { pooler, ..self.db }, ..self }
+    }
+
+    /// Gives up a notification after `deadline` (see [`crate::PgSettings::statement_timeout`]).
+    #[must_use]
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        Self { db: Db { deadline, ..self.db }, ..self }
     }
 }
 
@@ -106,6 +124,14 @@ impl JobEvents for PgEvents {
 }
 
 impl PgEvents {
+    /// Tells every replica that job `job_id` changed without a new state, so that their caches
+    /// drop it; its waiters are not woken.
+    pub(crate) async fn announce_row(&self, job_id: JobId) {
+        if let Err(error) = self.notify(JOB_ROWS_CHANNEL, job_id).await {
+            tracing::warn!(job_id = %job_id, %error, "could not announce a job's change to other replicas; their caches are dropped when their listeners reconnect");
+        }
+    }
+
     async fn notify(&self, channel: &'static str, job_id: JobId) -> Result<(), String> {
         self.sending
             .join(
@@ -122,7 +148,7 @@ impl PgEvents {
         let payloads: Vec<String> = group
             .iter()
             .map(|n| match n.channel {
-                JOBS_CHANNEL => format!("{} {}", n.job_id, self.origin),
+                JOBS_CHANNEL | JOB_ROWS_CHANNEL => format!("{} {}", n.job_id, self.origin),
                 _ => n.job_id.to_string(),
             })
             .collect();
@@ -131,10 +157,7 @@ impl PgEvents {
         )
         .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(channels)
         .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(payloads);
-        Session::run(&self.pool, self.pooler, async |conn| notify.execute(conn).await)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        self.db.run(async |conn| notify.execute(conn).await).await.map(|_| ()).map_err(|e| e.to_string())
     }
 }
 
@@ -156,13 +179,15 @@ pub struct Listeners {
 }
 
 /// Listens for job changes and key revocations until aborted, reconnecting after a failure.
-/// After a reconnection the caches are emptied and every local waiter is woken, since
-/// notifications may have been missed.
+/// While it is disconnected the job cache serves nothing; after a reconnection the caches are
+/// emptied and every local waiter is woken, since notifications may have been missed.
 pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut reconnecting = false;
         loop {
-            match listen_once(&url, &listeners, reconnecting).await {
+            let ended = listen_once(&url, &listeners, reconnecting).await;
+            listeners.jobs.lost();
+            match ended {
                 Ok(()) => tracing::warn!("notification stream ended; reconnecting"),
                 Err(error) => tracing::warn!(%error, "notification listener failed; reconnecting"),
             }
@@ -175,30 +200,45 @@ pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
 async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Result<(), String> {
     let Listeners { hub, keys, jobs, catalog, origin } = listeners;
     let mut conn = open_connection(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
-    for channel in [JOBS_CHANNEL, WATCHES_CHANNEL, KEYS_CHANNEL, CATALOG_CHANNEL] {
+    for channel in [JOBS_CHANNEL, JOB_ROWS_CHANNEL, WATCHES_CHANNEL, KEYS_CHANNEL, CATALOG_CHANNEL] {
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
     }
+    jobs.listening();
     if reconnecting {
-        jobs.clear();
         keys.clear();
         hub.notify_all();
         catalog.changed();
     }
     tracing::info!("listening for job changes and key revocations");
-    let mut notifications = std::pin::pin!(conn.notifications_stream());
-    while let Some(notification) = notifications.next().await {
-        let notification = notification.map_err(|e| e.to_string())?;
+    loop {
+        let next = {
+            let mut notifications = std::pin::pin!(conn.notifications_stream());
+            tokio::time::timeout(HEARTBEAT, notifications.next()).await
+        };
+        let notification = match next {
+            Ok(Some(notification)) => notification.map_err(|e| e.to_string())?,
+            Ok(None) => return Ok(()),
+            Err(_idle) => {
+                // Notifications that arrive meanwhile wait in the connection's queue.
+                let check = diesel::sql_query("SELECT 1").execute(&mut conn);
+                tokio::time::timeout(HEARTBEAT, check)
+                    .await
+                    .map_err(|_| "the listening connection did not answer its heartbeat".to_owned())?
+                    .map_err(|e| e.to_string())?;
+                continue;
+            }
+        };
         match notification.channel.as_str() {
-            JOBS_CHANNEL => {
+            channel @ (JOBS_CHANNEL | JOB_ROWS_CHANNEL) => {
                 let (id, from) = notification.payload.split_once(' ').unwrap_or((&notification.payload, ""));
-                if from == origin.as_str() {
-                    continue;
-                }
                 match uuid::Uuid::from_str(id) {
+                    Ok(_) if from == origin.as_str() => {}
                     Ok(id) => {
                         // Evict first, so that the woken waiters read the new state.
                         jobs.forget(&JobId::from_uuid(id));
-                        hub.notify(JobId::from_uuid(id));
+                        if channel == JOBS_CHANNEL {
+                            hub.notify(JobId::from_uuid(id));
+                        }
                     }
                     Err(_) => tracing::warn!(payload = %notification.payload, "malformed job notification"),
                 }
@@ -212,5 +252,4 @@ async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Re
             _ => {}
         }
     }
-    Ok(())
 }

@@ -19,7 +19,9 @@
 //! - `session`: one unit of work on a pooled connection; through a transaction pooler
 //!   (`GENJOBS_DATABASE_POOLER=transaction`) it is an explicit transaction, so that PgBouncer
 //!   keeps every prepared statement on the server connection it was prepared on.
-//! - `cache`: [`TtlCache`], behind the key cache, the job read cache and leased rate-limit tokens.
+//! - `cache`: [`TtlCache`], behind the key cache and leased rate-limit tokens.
+//! - `job_cache`: [`JobCache`], the jobs a replica has seen, served with no query while the
+//!   listener hears every change.
 //! - `group`: callers that arrive during a write go together in the next one; behind `batch`,
 //!   the group commit of transitions that move no credits, and the notifications of `events`.
 //! - `events`: [`PgEvents`]: `pg_notify` on publish, grouped, and a `LISTEN`ing connection per
@@ -38,6 +40,7 @@ mod cache;
 mod error;
 mod events;
 mod group;
+mod job_cache;
 mod pool;
 mod rate_limit;
 mod rows;
@@ -48,8 +51,9 @@ mod store;
 
 pub use adapters::{PgAdapters, connect};
 pub use args::PgArgs;
-pub use cache::{JobCache, KeyCache, TtlCache};
-pub use events::{JOBS_CHANNEL, Listeners, PgEvents, listen};
+pub use cache::{KeyCache, TtlCache};
+pub use events::{HEARTBEAT, JOB_ROWS_CHANNEL, JOBS_CHANNEL, Listeners, PgEvents, listen};
+pub use job_cache::{JobCache, Reading};
 pub use pool::{
     Durability, MIGRATIONS, PgSettings, Pooler, SetupError, open_connection, pool, relaxed_pool, run_migrations,
 };

@@ -58,16 +58,18 @@ pub struct PgSettings {
     pub pool_timeout: Duration,
     /// How long connecting may take (`GENJOBS_DB_CONNECT_TIMEOUT_MS`).
     pub connect_timeout: Duration,
-    /// `statement_timeout` of every connection (`GENJOBS_DB_STATEMENT_TIMEOUT_MS`).
+    /// The deadline of every unit of work, from asking the pool for a connection to the end of
+    /// its last statement, kept by the client so that it holds through a pooler that queues
+    /// the work while the database is out of reach; also the `statement_timeout` of every
+    /// direct connection (`GENJOBS_DB_STATEMENT_TIMEOUT_MS`).
     pub statement_timeout: Duration,
     /// How long a looked-up API key is trusted without asking the database again; revocations
     /// reach every replica at once through `NOTIFY`, this bounds a missed notification
     /// (`GENJOBS_KEY_CACHE_SECS`).
     pub key_cache_ttl: Duration,
-    /// How long a read job is served from memory. State changes reach every replica at once
-    /// through `NOTIFY` and evict it; this bounds how stale progress alone can be
-    /// (`GENJOBS_JOB_CACHE_MS`; 0 turns the cache off).
-    pub job_cache_ttl: Duration,
+    /// Jobs kept in memory at most, served with no query while the listener hears every
+    /// change (`GENJOBS_JOB_CACHE_ENTRIES`; 0 turns the cache off).
+    pub job_cache_entries: usize,
 }
 
 impl PgSettings {
@@ -85,8 +87,8 @@ impl PgSettings {
 }
 
 impl Default for PgSettings {
-    /// No URL yet; 16 connections, 2 s to get one, 5 s to connect, 5 s per statement, keys
-    /// cached for 5 s, job reads for 500 ms.
+    /// No URL yet; 16 connections, 2 s to get one, 5 s to connect, 3 s per unit of work, keys
+    /// cached for 5 s, 20,000 jobs kept.
     fn default() -> Self {
         Self {
             url: String::new(),
@@ -95,9 +97,9 @@ impl Default for PgSettings {
             pool_size: 16,
             pool_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
-            statement_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(3),
             key_cache_ttl: Duration::from_secs(5),
-            job_cache_ttl: Duration::from_millis(500),
+            job_cache_entries: 20_000,
         }
     }
 }

@@ -15,7 +15,7 @@ use genjobs_domain::ports::{RateDecision, RateLimiter, StoreError};
 
 use crate::cache::TtlCache;
 use crate::pool::Pooler;
-use crate::session::Session;
+use crate::session::Db;
 
 /// How long a replica may spend the tokens of one lease.
 pub const LEASE_LIFETIME: Duration = Duration::from_secs(1);
@@ -28,8 +28,7 @@ fn lease_size(per_minute: u32) -> u32 {
 
 /// The shared rate limiter.
 pub struct PgRateLimiter {
-    pool: Pool<AsyncPgConnection>,
-    pooler: Pooler,
+    db: Db,
     /// Tokens left of each user's current lease.
     leases: TtlCache<UserId, u32>,
 }
@@ -38,13 +37,20 @@ impl PgRateLimiter {
     /// A limiter over `pool`.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>) -> Self {
-        Self { pool, pooler: Pooler::None, leases: TtlCache::new(LEASE_LIFETIME) }
+        Self { db: Db::new(pool), leases: TtlCache::new(LEASE_LIFETIME) }
     }
 
     /// Works through a pooler of kind `pooler` (see [`Pooler`]).
     #[must_use]
     pub fn with_pooler(self, pooler: Pooler) -> Self {
-        Self { pooler, ..self }
+        Self { db: Db { pooler, ..self.db }, ..self }
+    }
+
+    /// Gives up a lease's statement after `deadline` (see
+    /// [`crate::PgSettings::statement_timeout`]).
+    #[must_use]
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        Self { db: Db { deadline, ..self.db }, ..self }
     }
 
     fn spend_leased(&self, user_id: UserId) -> bool {
@@ -102,7 +108,7 @@ impl RateLimiter for PgRateLimiter {
             .bind::<SqlUuid, _>(user_id.as_uuid())
             .bind::<Double, _>(capacity)
             .bind::<Integer, _>(lease);
-        let bucket: Bucket = Session::run(&self.pool, self.pooler, async |conn| take.get_result(conn).await).await?;
+        let bucket: Bucket = self.db.run(async |conn| take.get_result(conn).await).await?;
         if bucket.allowed && bucket.taken >= 1 {
             self.leases.put(user_id, u32::try_from(bucket.taken - 1).unwrap_or(0));
             return Ok(RateDecision::Allowed);

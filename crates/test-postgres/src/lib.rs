@@ -12,9 +12,11 @@
 //! [`TestDatabase::pooled`] gives a database reached through a PgBouncer in transaction mode
 //! (`pgbouncer`), so that the store's suites run a second time the way operators deploy it.
 
+mod gate;
 mod pgbouncer;
 
-pub use pgbouncer::{Pgbouncer, pgbouncer, pgbouncer_as_deployed};
+pub use gate::Gate;
+pub use pgbouncer::{Pgbouncer, pgbouncer, pgbouncer_as_deployed, pgbouncer_of_its_own};
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,6 +43,8 @@ pub struct TestDatabase {
     admin_url: String,
     /// The URL through the test PgBouncer, for a [`TestDatabase::pooled`] one.
     pooled_url: Option<String>,
+    /// The URL `LISTEN` uses when not [`TestDatabase::url`].
+    listen_url: Option<String>,
 }
 
 /// `url` with its database name replaced by `name`.
@@ -150,7 +154,7 @@ impl TestDatabase {
         )
         .await
         .expect("the wait ends on a success");
-        TestDatabase { url: with_database(&admin_url, &name), name, admin_url, pooled_url: None }
+        TestDatabase { url: with_database(&admin_url, &name), name, admin_url, pooled_url: None, listen_url: None }
     }
 
     /// [`TestDatabase::new`], reached through the test process's PgBouncer in transaction mode:
@@ -167,6 +171,22 @@ impl TestDatabase {
         db
     }
 
+    /// [`TestDatabase::new`], reached through a [`Gate`] that the test can close: the pool
+    /// through a PgBouncer of its own behind the gate, `LISTEN` through the gate directly, as an
+    /// operator deploys a pooler; closing the gate makes the database unreachable for both.
+    ///
+    /// # Panics
+    /// As [`TestDatabase::pooled`].
+    pub async fn pooled_behind_gate() -> (TestDatabase, Gate) {
+        let mut db = TestDatabase::new().await;
+        let server = server_of(&db.url);
+        let gate = Gate::open_to(&server).await;
+        let pooler = pgbouncer_of_its_own(&gate.addr.to_string());
+        db.pooled_url = Some(db.url.replacen(&server, &pooler.addr.to_string(), 1));
+        db.listen_url = Some(db.url.replacen(&server, &gate.addr.to_string(), 1));
+        (db, gate)
+    }
+
     /// Settings for a pool on this database: direct, or through PgBouncer for a pooled one.
     #[must_use]
     pub fn settings(&self) -> PgSettings {
@@ -175,7 +195,7 @@ impl TestDatabase {
             Some(url) => PgSettings {
                 url: url.clone(),
                 pooler: Pooler::Transaction,
-                listen_url: Some(self.url.clone()),
+                listen_url: Some(self.listen_url.clone().unwrap_or_else(|| self.url.clone())),
                 ..direct
             },
             None => direct,

@@ -31,7 +31,7 @@ pub struct Pgbouncer {
 pub fn pgbouncer(server: &str) -> &'static Pgbouncer {
     static RUNNING: OnceLock<Pgbouncer> = OnceLock::new();
     RUNNING.get_or_init(|| {
-        start(server, "server_check_delay = 0")
+        start(server, "server_check_delay = 0", "tests")
             .unwrap_or_else(|e| panic!("cannot start PgBouncer for the pooled tests: {e}"))
     })
 }
@@ -44,19 +44,32 @@ pub fn pgbouncer(server: &str) -> &'static Pgbouncer {
 /// As [`pgbouncer`].
 pub fn pgbouncer_as_deployed(server: &str) -> &'static Pgbouncer {
     static RUNNING: OnceLock<Pgbouncer> = OnceLock::new();
-    RUNNING
-        .get_or_init(|| start(server, "").unwrap_or_else(|e| panic!("cannot start PgBouncer for the benchmark: {e}")))
+    RUNNING.get_or_init(|| {
+        start(server, "", "deployed").unwrap_or_else(|e| panic!("cannot start PgBouncer for the benchmark: {e}"))
+    })
+}
+
+/// A pooler of its own in front of `server`, configured as [`pgbouncer`]'s, that tries to log
+/// in to the server again a second after it failed (PgBouncer's default waits 15 s): for a test
+/// that makes the database unreachable behind it (see [`crate::Gate`]) and then reachable again.
+///
+/// # Panics
+/// As [`pgbouncer`].
+pub fn pgbouncer_of_its_own(server: &str) -> Pgbouncer {
+    let name = format!("own-{}", free_port().map_or(0, |addr| addr.port()));
+    start(server, "server_check_delay = 0\nserver_login_retry = 1", &name)
+        .unwrap_or_else(|e| panic!("cannot start PgBouncer for the test: {e}"))
 }
 
 /// Starts a pooler in front of `server` with `extra`, lines of its settings, after the common
-/// ones.
-fn start(server: &str, extra: &str) -> Result<Pgbouncer, String> {
+/// ones; `name` tells its files from those of the process's other poolers.
+fn start(server: &str, extra: &str, name: &str) -> Result<Pgbouncer, String> {
     let binary = BINARIES.iter().map(Path::new).find(|p| p.exists()).ok_or_else(|| {
         "pgbouncer is missing (looked for /usr/sbin/pgbouncer); `cargo xtask test` installs it".to_owned()
     })?;
     let (host, port) = server.rsplit_once(':').unwrap_or((server, "5432"));
     let addr = free_port()?;
-    let dir = std::env::temp_dir().join(format!("genjobs-pgbouncer-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("genjobs-pgbouncer-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let users = dir.join("users.txt");
     write(&users, "\"postgres\" \"\"\n")?;

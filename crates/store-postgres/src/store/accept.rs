@@ -43,99 +43,107 @@ impl PgStore {
         lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Result<Accepted, Refusal>, StoreError> {
-        let mut conn = self.conn().await?;
-        let row = JobRow { lease_id: lease.map(|l| l.as_uuid()), ..JobRow::from_job(job)? };
-        let held = amount(job.credits_held())?;
-        let user_id = job.user_id().as_uuid();
-        let fresh_after = now - IDEMPOTENCY_RETENTION;
-        let outcome = conn
-            .transaction(async |conn| -> Result<Accepted, TxError<Refusal>> {
-                if let Some(claim) = idempotency {
-                    let earlier: Option<(String, uuid::Uuid, OffsetDateTime)> = idempotency_keys::table
-                        .find((user_id, &claim.key))
-                        .select((idempotency_keys::fingerprint, idempotency_keys::job_id, idempotency_keys::created_at))
+        self.within(async {
+            let mut conn = self.conn().await?;
+            let row = JobRow { lease_id: lease.map(|l| l.as_uuid()), ..JobRow::from_job(job)? };
+            let held = amount(job.credits_held())?;
+            let user_id = job.user_id().as_uuid();
+            let fresh_after = now - IDEMPOTENCY_RETENTION;
+            let outcome = conn
+                .transaction(async |conn| -> Result<Accepted, TxError<Refusal>> {
+                    if let Some(claim) = idempotency {
+                        let earlier: Option<(String, uuid::Uuid, OffsetDateTime)> = idempotency_keys::table
+                            .find((user_id, &claim.key))
+                            .select((
+                                idempotency_keys::fingerprint,
+                                idempotency_keys::job_id,
+                                idempotency_keys::created_at,
+                            ))
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        if let Some((_, _, created_at)) = earlier.as_ref().filter(|(_, _, at)| *at <= fresh_after) {
+                            diesel::delete(
+                                idempotency_keys::table
+                                    .find((user_id, &claim.key))
+                                    .filter(idempotency_keys::created_at.eq(*created_at)),
+                            )
+                            .execute(conn)
+                            .await?;
+                        } else if let Some((fingerprint, job_id, _)) = earlier {
+                            if fingerprint != claim.fingerprint {
+                                return Err(TxError::Refused(Refusal::Accept(AcceptError::IdempotencyConflict)));
+                            }
+                            let original = jobs::table.find(job_id).select(JobRow::as_select()).first(conn).await?;
+                            let original =
+                                original.into_job().map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
+                            return Ok(Accepted::Replayed(original));
+                        }
+                    }
+                    // The account is locked and checked in this transaction, so that a refusal names
+                    // the check that refused it.
+                    let account: Option<(i64, i32, i32)> = users::table
+                        .find(user_id)
+                        .select((users::credits_available, users::active_jobs, users::max_concurrent_jobs))
+                        .for_update()
                         .first(conn)
                         .await
                         .optional()?;
-                    if let Some((_, _, created_at)) = earlier.as_ref().filter(|(_, _, at)| *at <= fresh_after) {
-                        diesel::delete(
-                            idempotency_keys::table
-                                .find((user_id, &claim.key))
-                                .filter(idempotency_keys::created_at.eq(*created_at)),
-                        )
-                        .execute(conn)
-                        .await?;
-                    } else if let Some((fingerprint, job_id, _)) = earlier {
-                        if fingerprint != claim.fingerprint {
-                            return Err(TxError::Refused(Refusal::Accept(AcceptError::IdempotencyConflict)));
-                        }
-                        let original = jobs::table.find(job_id).select(JobRow::as_select()).first(conn).await?;
-                        let original = original.into_job().map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
-                        return Ok(Accepted::Replayed(original));
+                    let Some((available, active, limit)) = account else {
+                        return Err(TxError::Refused(Refusal::Accept(AcceptError::UnknownUser)));
+                    };
+                    if available < held || active >= limit {
+                        return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
                     }
-                }
-                // The account is locked and checked in this transaction, so that a refusal names
-                // the check that refused it.
-                let account: Option<(i64, i32, i32)> = users::table
-                    .find(user_id)
-                    .select((users::credits_available, users::active_jobs, users::max_concurrent_jobs))
-                    .for_update()
-                    .first(conn)
-                    .await
-                    .optional()?;
-                let Some((available, active, limit)) = account else {
-                    return Err(TxError::Refused(Refusal::Accept(AcceptError::UnknownUser)));
-                };
-                if available < held || active >= limit {
-                    return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
-                }
-                diesel::update(users::table.find(user_id))
-                    .set((
-                        users::credits_available.eq(users::credits_available - held),
-                        users::credits_held.eq(users::credits_held + held),
-                        users::active_jobs.eq(users::active_jobs + 1),
-                    ))
-                    .execute(conn)
-                    .await?;
-                diesel::insert_into(jobs::table).values(&row).execute(conn).await?;
-                diesel::insert_into(ledger::table)
-                    .values((
-                        ledger::user_id.eq(user_id),
-                        ledger::job_id.eq(Some(row.id)),
-                        ledger::kind.eq("hold"),
-                        ledger::amount.eq(held),
-                    ))
-                    .execute(conn)
-                    .await?;
-                if let Some(claim) = idempotency {
-                    let recorded = diesel::insert_into(idempotency_keys::table)
-                        .values((
-                            idempotency_keys::user_id.eq(user_id),
-                            idempotency_keys::key.eq(&claim.key),
-                            idempotency_keys::fingerprint.eq(&claim.fingerprint),
-                            idempotency_keys::job_id.eq(row.id),
-                            idempotency_keys::created_at.eq(now),
+                    diesel::update(users::table.find(user_id))
+                        .set((
+                            users::credits_available.eq(users::credits_available - held),
+                            users::credits_held.eq(users::credits_held + held),
+                            users::active_jobs.eq(users::active_jobs + 1),
                         ))
-                        .on_conflict_do_nothing()
                         .execute(conn)
                         .await?;
-                    if recorded == 0 {
-                        return Err(TxError::Refused(Refusal::RetryIdempotency));
+                    diesel::insert_into(jobs::table).values(&row).execute(conn).await?;
+                    diesel::insert_into(ledger::table)
+                        .values((
+                            ledger::user_id.eq(user_id),
+                            ledger::job_id.eq(Some(row.id)),
+                            ledger::kind.eq("hold"),
+                            ledger::amount.eq(held),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    if let Some(claim) = idempotency {
+                        let recorded = diesel::insert_into(idempotency_keys::table)
+                            .values((
+                                idempotency_keys::user_id.eq(user_id),
+                                idempotency_keys::key.eq(&claim.key),
+                                idempotency_keys::fingerprint.eq(&claim.fingerprint),
+                                idempotency_keys::job_id.eq(row.id),
+                                idempotency_keys::created_at.eq(now),
+                            ))
+                            .on_conflict_do_nothing()
+                            .execute(conn)
+                            .await?;
+                        if recorded == 0 {
+                            return Err(TxError::Refused(Refusal::RetryIdempotency));
+                        }
                     }
+                    Ok(Accepted::Created(job.clone()))
+                })
+                .await;
+            match outcome {
+                Ok(accepted) => {
+                    if matches!(accepted, Accepted::Created(_)) {
+                        count_job_commit(Durability::Durable);
+                    }
+                    Ok(Ok(accepted))
                 }
-                Ok(Accepted::Created(job.clone()))
-            })
-            .await;
-        match outcome {
-            Ok(accepted) => {
-                if matches!(accepted, Accepted::Created(_)) {
-                    count_job_commit(Durability::Durable);
-                }
-                Ok(Ok(accepted))
+                Err(TxError::Refused(refusal)) => Ok(Err(refusal)),
+                Err(TxError::Db(e)) => Err(from_diesel(e)),
             }
-            Err(TxError::Refused(refusal)) => Ok(Err(refusal)),
-            Err(TxError::Db(e)) => Err(from_diesel(e)),
-        }
+        })
+        .await
     }
 
     /// Accepts a job without an idempotency key in one statement (so one round trip and one
@@ -159,7 +167,7 @@ impl PgStore {
             let Some((available, active, limit, inserted)) = seen else { return Err(AcceptError::UnknownUser) };
             if inserted == 1 {
                 count_job_commit(Durability::Durable);
-                self.jobs_cache.keep(&job);
+                self.jobs_cache.keep_new(&job);
                 return Ok(Accepted::Created(job));
             }
             let passed = available >= amount(job.credits_held())? && active < limit;

@@ -42,82 +42,91 @@ impl AccountStore for PgStore {
         limits: Limits,
         key: StoredKey,
     ) -> Result<Account, AccountError> {
-        let granted = amount(credits_granted)?;
-        let to_i32 = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
-        let mut conn = self.conn().await?;
-        let created = conn
-            .transaction(async |conn| -> Result<bool, diesel::result::Error> {
-                diesel::insert_into(users::table)
-                    .values((
-                        users::id.eq(user_id.as_uuid()),
-                        users::name.eq(&name),
-                        users::credits_available.eq(granted),
-                        users::credits_held.eq(0),
-                        users::credits_spent.eq(0),
-                        users::credits_granted.eq(granted),
-                        users::rate_limit_per_minute.eq(to_i32(limits.rate_limit_per_minute)),
-                        users::max_concurrent_jobs.eq(to_i32(limits.max_concurrent_jobs)),
-                        users::active_jobs.eq(0),
-                    ))
-                    .execute(conn)
-                    .await?;
-                diesel::insert_into(ledger::table)
-                    .values((
-                        ledger::user_id.eq(user_id.as_uuid()),
-                        ledger::kind.eq("grant"),
-                        ledger::amount.eq(granted),
-                    ))
-                    .execute(conn)
-                    .await?;
-                if insert_key(conn, &key).await? == 0 {
-                    return Err(diesel::result::Error::RollbackTransaction);
-                }
-                Ok(true)
-            })
-            .await;
-        match created {
-            Ok(_) => {}
-            Err(diesel::result::Error::RollbackTransaction) => return Err(AccountError::KeyPrefixTaken),
-            Err(e) => return Err(from_diesel(e).into()),
-        }
-        drop(conn);
-        self.keys.forget(&key.prefix);
-        self.account(user_id).await?.ok_or(AccountError::UnknownUser)
+        self.within(async {
+            let granted = amount(credits_granted)?;
+            let to_i32 = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+            let mut conn = self.conn().await?;
+            let created = conn
+                .transaction(async |conn| -> Result<bool, diesel::result::Error> {
+                    diesel::insert_into(users::table)
+                        .values((
+                            users::id.eq(user_id.as_uuid()),
+                            users::name.eq(&name),
+                            users::credits_available.eq(granted),
+                            users::credits_held.eq(0),
+                            users::credits_spent.eq(0),
+                            users::credits_granted.eq(granted),
+                            users::rate_limit_per_minute.eq(to_i32(limits.rate_limit_per_minute)),
+                            users::max_concurrent_jobs.eq(to_i32(limits.max_concurrent_jobs)),
+                            users::active_jobs.eq(0),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    diesel::insert_into(ledger::table)
+                        .values((
+                            ledger::user_id.eq(user_id.as_uuid()),
+                            ledger::kind.eq("grant"),
+                            ledger::amount.eq(granted),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    if insert_key(conn, &key).await? == 0 {
+                        return Err(diesel::result::Error::RollbackTransaction);
+                    }
+                    Ok(true)
+                })
+                .await;
+            match created {
+                Ok(_) => {}
+                Err(diesel::result::Error::RollbackTransaction) => return Err(AccountError::KeyPrefixTaken),
+                Err(e) => return Err(from_diesel(e).into()),
+            }
+            drop(conn);
+            self.keys.forget(&key.prefix);
+            self.account(user_id).await?.ok_or(AccountError::UnknownUser)
+        })
+        .await
     }
 
     async fn add_key(&self, key: StoredKey) -> Result<(), AccountError> {
-        let owner = key.user_id.as_uuid();
-        let mut session = self.session().await?;
-        let exists: i64 = users::table.find(owner).count().get_result(&mut *session).await.map_err(from_diesel)?;
-        if exists == 0 {
-            return Err(AccountError::UnknownUser);
-        }
-        if insert_key(&mut session, &key).await.map_err(from_diesel)? == 0 {
-            return Err(AccountError::KeyPrefixTaken);
-        }
-        session.finish().await?;
-        self.keys.forget(&key.prefix);
-        Ok(())
+        self.within(async {
+            let owner = key.user_id.as_uuid();
+            let mut session = self.session().await?;
+            let exists: i64 = users::table.find(owner).count().get_result(&mut *session).await.map_err(from_diesel)?;
+            if exists == 0 {
+                return Err(AccountError::UnknownUser);
+            }
+            if insert_key(&mut session, &key).await.map_err(from_diesel)? == 0 {
+                return Err(AccountError::KeyPrefixTaken);
+            }
+            session.finish().await?;
+            self.keys.forget(&key.prefix);
+            Ok(())
+        })
+        .await
     }
 
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError> {
-        let mut session = self.session().await?;
-        let revoked = diesel::update(api_keys::table.find(prefix.as_str()).filter(api_keys::revoked_at.is_null()))
-            .set(api_keys::revoked_at.eq(Some(OffsetDateTime::now_utc())))
-            .execute(&mut *session)
-            .await
-            .map_err(from_diesel)?;
-        if revoked > 0 {
-            diesel::sql_query("SELECT pg_notify($1, $2)")
-                .bind::<diesel::sql_types::Text, _>(KEYS_CHANNEL)
-                .bind::<diesel::sql_types::Text, _>(prefix.as_str())
+        self.within(async {
+            let mut session = self.session().await?;
+            let revoked = diesel::update(api_keys::table.find(prefix.as_str()).filter(api_keys::revoked_at.is_null()))
+                .set(api_keys::revoked_at.eq(Some(OffsetDateTime::now_utc())))
                 .execute(&mut *session)
                 .await
                 .map_err(from_diesel)?;
-        }
-        session.finish().await?;
-        self.keys.forget(prefix);
-        Ok(revoked > 0)
+            if revoked > 0 {
+                diesel::sql_query("SELECT pg_notify($1, $2)")
+                    .bind::<diesel::sql_types::Text, _>(KEYS_CHANNEL)
+                    .bind::<diesel::sql_types::Text, _>(prefix.as_str())
+                    .execute(&mut *session)
+                    .await
+                    .map_err(from_diesel)?;
+            }
+            session.finish().await?;
+            self.keys.forget(prefix);
+            Ok(revoked > 0)
+        })
+        .await
     }
 
     async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
@@ -156,42 +165,49 @@ impl AccountStore for PgStore {
     }
 
     async fn grant(&self, user_id: UserId, grant: i64) -> Result<Account, AccountError> {
-        let mut conn = self.conn().await?;
-        let applied = conn
-            .transaction(async |conn| -> Result<bool, diesel::result::Error> {
-                // Bounds written so that Postgres never computes past the bigint range: a grant
-                // keeps the total within i64::MAX, a negative one keeps `available` at 0 or more.
-                let fits = users::table
-                    .find(user_id.as_uuid())
-                    .filter(users::credits_granted.le(i64::MAX.saturating_sub(grant.max(0))))
-                    .filter(users::credits_available.ge(grant.saturating_neg().max(0)));
-                let updated = diesel::update(fits)
-                    .set((
-                        users::credits_available.eq(users::credits_available + grant),
-                        users::credits_granted.eq(users::credits_granted + grant),
-                    ))
-                    .execute(conn)
-                    .await?;
-                if updated == 0 {
-                    return Ok(false);
+        self.within(async {
+            let mut conn = self.conn().await?;
+            let applied = conn
+                .transaction(async |conn| -> Result<bool, diesel::result::Error> {
+                    // Bounds written so that Postgres never computes past the bigint range: a grant
+                    // keeps the total within i64::MAX, a negative one keeps `available` at 0 or more.
+                    let fits = users::table
+                        .find(user_id.as_uuid())
+                        .filter(users::credits_granted.le(i64::MAX.saturating_sub(grant.max(0))))
+                        .filter(users::credits_available.ge(grant.saturating_neg().max(0)));
+                    let updated = diesel::update(fits)
+                        .set((
+                            users::credits_available.eq(users::credits_available + grant),
+                            users::credits_granted.eq(users::credits_granted + grant),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    if updated == 0 {
+                        return Ok(false);
+                    }
+                    diesel::insert_into(ledger::table)
+                        .values((
+                            ledger::user_id.eq(user_id.as_uuid()),
+                            ledger::kind.eq("grant"),
+                            ledger::amount.eq(grant),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    Ok(true)
+                })
+                .await
+                .map_err(from_diesel)?;
+            drop(conn);
+            let account = self.account(user_id).await?.ok_or(AccountError::UnknownUser)?;
+            match (applied, grant >= 0) {
+                (true, _) => Ok(account),
+                (false, true) => Err(AccountError::GrantTooLarge { amount: grant }),
+                (false, false) => {
+                    Err(AccountError::GrantBelowZero { available: account.balances.available, amount: grant })
                 }
-                diesel::insert_into(ledger::table)
-                    .values((ledger::user_id.eq(user_id.as_uuid()), ledger::kind.eq("grant"), ledger::amount.eq(grant)))
-                    .execute(conn)
-                    .await?;
-                Ok(true)
-            })
-            .await
-            .map_err(from_diesel)?;
-        drop(conn);
-        let account = self.account(user_id).await?.ok_or(AccountError::UnknownUser)?;
-        match (applied, grant >= 0) {
-            (true, _) => Ok(account),
-            (false, true) => Err(AccountError::GrantTooLarge { amount: grant }),
-            (false, false) => {
-                Err(AccountError::GrantBelowZero { available: account.balances.available, amount: grant })
             }
-        }
+        })
+        .await
     }
 
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {

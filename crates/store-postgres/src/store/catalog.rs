@@ -130,74 +130,93 @@ async fn announce(conn: &mut AsyncPgConnection, id: &ModelId) -> QueryResult<()>
 #[async_trait]
 impl CatalogStore for PgStore {
     async fn list_models(&self) -> Result<Vec<StoredModel>, StoreError> {
-        let mut session = self.session().await?;
-        let rows: Vec<ModelRow> = models::table
-            .order(models::position)
-            .select(ModelRow::as_select())
-            .load(&mut *session)
-            .await
-            .map_err(from_diesel)?;
-        session.finish().await?;
-        rows.into_iter().map(ModelRow::into_stored).collect()
+        self.within(async {
+            let mut session = self.session().await?;
+            let rows: Vec<ModelRow> = models::table
+                .order(models::position)
+                .select(ModelRow::as_select())
+                .load(&mut *session)
+                .await
+                .map_err(from_diesel)?;
+            session.finish().await?;
+            rows.into_iter().map(ModelRow::into_stored).collect()
+        })
+        .await
     }
 
     async fn get_model(&self, id: &ModelId) -> Result<Option<StoredModel>, StoreError> {
-        let mut session = self.session().await?;
-        let row: Option<ModelRow> = models::table
-            .find(id.as_str())
-            .filter(models::deleted_at.is_null())
-            .select(ModelRow::as_select())
-            .first(&mut *session)
-            .await
-            .optional()
-            .map_err(from_diesel)?;
-        session.finish().await?;
-        row.map(ModelRow::into_stored).transpose()
+        self.within(async {
+            let mut session = self.session().await?;
+            let row: Option<ModelRow> = models::table
+                .find(id.as_str())
+                .filter(models::deleted_at.is_null())
+                .select(ModelRow::as_select())
+                .first(&mut *session)
+                .await
+                .optional()
+                .map_err(from_diesel)?;
+            session.finish().await?;
+            row.map(ModelRow::into_stored).transpose()
+        })
+        .await
     }
 
     async fn put_model(&self, id: &ModelId, document: &ModelDocument) -> Result<PutOutcome, StoreError> {
-        let mut conn = self.conn().await?;
-        let replaced = conn.transaction(async |conn| upsert(conn, id, document).await).await.map_err(from_diesel)?;
-        Ok(if replaced { PutOutcome::Replaced } else { PutOutcome::Created })
+        self.within(async {
+            let mut conn = self.conn().await?;
+            let replaced =
+                conn.transaction(async |conn| upsert(conn, id, document).await).await.map_err(from_diesel)?;
+            Ok(if replaced { PutOutcome::Replaced } else { PutOutcome::Created })
+        })
+        .await
     }
 
     async fn delete_model(&self, id: &ModelId) -> Result<bool, StoreError> {
-        let mut conn = self.conn().await?;
-        conn.transaction(async |conn| tombstone(conn, id).await).await.map_err(from_diesel)
+        self.within(async {
+            let mut conn = self.conn().await?;
+            conn.transaction(async |conn| tombstone(conn, id).await).await.map_err(from_diesel)
+        })
+        .await
     }
 
     async fn apply_models(&self, changes: &CatalogChanges) -> Result<(), StoreError> {
-        let mut conn = self.conn().await?;
-        conn.transaction(async |conn| -> QueryResult<()> {
-            for (id, document) in &changes.puts {
-                upsert(conn, id, document).await?;
-            }
-            for id in &changes.deletes {
-                tombstone(conn, id).await?;
-            }
-            Ok(())
+        self.within(async {
+            let mut conn = self.conn().await?;
+            conn.transaction(async |conn| -> QueryResult<()> {
+                for (id, document) in &changes.puts {
+                    upsert(conn, id, document).await?;
+                }
+                for id in &changes.deletes {
+                    tombstone(conn, id).await?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(from_diesel)
         })
         .await
-        .map_err(from_diesel)
     }
 
     async fn seed_models(&self, documents: &[(ModelId, ModelDocument)]) -> Result<bool, StoreError> {
-        let mut conn = self.conn().await?;
-        conn.transaction(async |conn| -> QueryResult<bool> {
-            // Replicas starting together take turns; the first fills the table, the others
-            // find it filled.
-            diesel::sql_query("LOCK TABLE models IN SHARE ROW EXCLUSIVE MODE").execute(conn).await?;
-            let held: i64 = models::table.count().get_result(conn).await?;
-            if held > 0 {
-                return Ok(false);
-            }
-            for (id, document) in documents {
-                upsert(conn, id, document).await?;
-            }
-            Ok(true)
+        self.within(async {
+            let mut conn = self.conn().await?;
+            conn.transaction(async |conn| -> QueryResult<bool> {
+                // Replicas starting together take turns; the first fills the table, the others
+                // find it filled.
+                diesel::sql_query("LOCK TABLE models IN SHARE ROW EXCLUSIVE MODE").execute(conn).await?;
+                let held: i64 = models::table.count().get_result(conn).await?;
+                if held > 0 {
+                    return Ok(false);
+                }
+                for (id, document) in documents {
+                    upsert(conn, id, document).await?;
+                }
+                Ok(true)
+            })
+            .await
+            .map_err(from_diesel)
         })
         .await
-        .map_err(from_diesel)
     }
 
     fn catalog_changes(&self) -> BoxStream<'static, ()> {

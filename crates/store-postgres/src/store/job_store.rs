@@ -15,7 +15,7 @@ use super::PgStore;
 use crate::error::from_diesel;
 use crate::pool::{Durability, count_job_commit};
 use crate::rows::{JobRow, Settle, UpdateMany};
-use crate::schema::{job_leases, jobs};
+use crate::schema::jobs;
 
 #[derive(QueryableByName)]
 struct Version {
@@ -39,10 +39,11 @@ impl JobStore for PgStore {
         if let Some(job) = self.jobs_cache.get(&id) {
             return Ok(Some(job));
         }
+        let reading = self.jobs_cache.reading(id);
         let row = self.repeatable(|conn: &mut AsyncPgConnection| Self::job_row(conn, id)).await?;
         let job = row.map(JobRow::into_job).transpose()?;
         if let Some(job) = &job {
-            self.jobs_cache.keep(job);
+            reading.keep(job);
         }
         Ok(job)
     }
@@ -91,15 +92,17 @@ impl JobStore for PgStore {
         let row = JobRow::from_job(transition.job())?;
         let expected = i64::try_from(transition.expected_version()).unwrap_or(i64::MAX);
         let frees_slot = transition.frees_slot();
+        let announced_by_caller = transition.changes_state();
+        let reading = self.jobs_cache.reading(transition.job().id());
         let movement = transition.movement().map(Self::movement_columns).transpose()?;
         // A change that moves no credits joins a group commit (one statement for every change
         // waiting on the same flush); a recomputable one goes through connections that do not
         // wait for the disk. One that moves credits is a statement of its own.
         let applied = match movement {
             None if transition.is_recomputable() => {
-                self.relaxed_group.commit(&self.relaxed, self.pooler, self.relaxed_durability, row, expected).await?
+                self.relaxed_group.commit(&self.relaxed, self.relaxed_durability, row, expected).await?
             }
-            None => self.durable_group.commit(&self.pool, self.pooler, Durability::Durable, row, expected).await?,
+            None => self.durable_group.commit(&self.db, Durability::Durable, row, expected).await?,
             Some((kind, amount, released, held, spent)) => {
                 let settle = Settle {
                     update: UpdateMany::of(&[(&row, expected)]),
@@ -118,15 +121,18 @@ impl JobStore for PgStore {
         };
         let job = transition.into_job();
         if applied {
-            self.jobs_cache.keep(&job);
+            reading.keep(&job);
+            if !announced_by_caller {
+                // The use cases announce new states; any other change (progress, a withdrawn
+                // submission) is announced here, so that other replicas' caches drop it.
+                self.announce_row(job.id()).await;
+            }
             return Ok(Commit::Applied(job));
         }
-        let mut session = self.session().await?;
-        let current = Self::load_job(&mut session, job.id()).await?;
-        session.finish().await?;
-        Ok(match current {
+        let current = self.in_session(async |conn| Self::job_row(conn, job.id()).await).await?;
+        Ok(match current.map(JobRow::into_job).transpose()? {
             Some(current) => {
-                self.jobs_cache.keep(&current);
+                reading.keep(&current);
                 Commit::Stale(current)
             }
             None => Commit::Missing,
@@ -161,11 +167,10 @@ impl JobStore for PgStore {
         rows.into_iter().map(JobRow::into_job).collect()
     }
 
-    async fn start_lease(&self, lease: LeaseId, now: OffsetDateTime, until: OffsetDateTime) -> Result<(), StoreError> {
+    async fn start_lease(&self, lease: LeaseId, _now: OffsetDateTime, until: OffsetDateTime) -> Result<(), StoreError> {
         let start = diesel::sql_query(START_LEASE)
             .bind::<diesel::sql_types::Uuid, _>(lease.as_uuid())
-            .bind::<Timestamptz, _>(until)
-            .bind::<Timestamptz, _>(now - time::Duration::DAY);
+            .bind::<Timestamptz, _>(until);
         self.in_session(async |conn| start.execute(conn).await).await?;
         count_job_commit(Durability::Durable);
         Ok(())
@@ -179,6 +184,7 @@ impl JobStore for PgStore {
         now: OffsetDateTime,
         until: OffsetDateTime,
     ) -> Result<Option<Vec<JobId>>, StoreError> {
+        self.within(async {
         let held: Vec<uuid::Uuid> = held.iter().map(JobId::as_uuid).collect();
         let renew = diesel::sql_query(RENEW_LEASE)
             .bind::<diesel::sql_types::Uuid, _>(lease.as_uuid())
@@ -196,10 +202,12 @@ impl JobStore for PgStore {
             tracing::info!(%lease, jobs = renewal.freed, "jobs under the lease that its driver let go of are free again");
         }
         Ok(renewal.lives.then(|| renewal.not_covered.into_iter().map(JobId::from_uuid).collect()))
+        })
+        .await
     }
 
     async fn end_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
-        let end = diesel::delete(job_leases::table.find(lease.as_uuid()));
+        let end = diesel::sql_query(END_LEASE).bind::<diesel::sql_types::Uuid, _>(lease.as_uuid());
         self.in_session(async |conn| end.execute(conn).await).await?;
         count_job_commit(Durability::Durable);
         Ok(())
@@ -225,15 +233,33 @@ impl JobStore for PgStore {
     }
 }
 
-/// Puts under the lease `$1`, if it lives, due jobs under no lease that lives: those of leases
-/// that ran out, ended or were forgotten are free. `SKIP LOCKED` lets replicas claim side by
-/// side; the live leases are few, so Postgres looks them up once per claim (a hashed subplan).
+/// Puts under the lease `$1`, if it lives, due jobs under no lease that lives: those under no
+/// lease, found through `jobs_unleased_due`, and those of leases that ran out (the jobs of a
+/// replica that died). Jobs under a live lease are never read: walking the driver's own held
+/// jobs (all due, as far as the table knows) on every tick was the claim's whole cost. Only
+/// while a lease lies dead does the claim walk the due jobs for its ones (the uncorrelated
+/// `EXISTS` gates that scan off otherwise), and a dead lease with no open job left is forgotten.
+/// `SKIP LOCKED` lets replicas claim side by side.
 const CLAIM_DUE: &str = "
+WITH dead AS (
+    SELECT id FROM job_leases WHERE lives_until <= $2
+), forgotten AS (
+    DELETE FROM job_leases USING dead
+    WHERE job_leases.id = dead.id
+      AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.lease_id = dead.id AND jobs.next_poll_at IS NOT NULL)
+)
 UPDATE jobs SET lease_id = $1
 WHERE id IN (
     SELECT id FROM jobs
-    WHERE next_poll_at <= $2
-      AND (lease_id IS NULL OR lease_id NOT IN (SELECT id FROM job_leases WHERE lives_until > $2))
+    WHERE id IN (
+        (SELECT id FROM jobs WHERE lease_id IS NULL AND next_poll_at <= $2 ORDER BY next_poll_at LIMIT $3)
+        UNION ALL
+        (SELECT id FROM jobs
+         WHERE EXISTS (SELECT 1 FROM dead) AND next_poll_at <= $2 AND lease_id IN (SELECT id FROM dead)
+         ORDER BY next_poll_at LIMIT $3)
+    )
+      AND next_poll_at <= $2
+      AND (lease_id IS NULL OR lease_id IN (SELECT id FROM dead))
       AND EXISTS (SELECT 1 FROM job_leases WHERE id = $1 AND lives_until > $2)
     ORDER BY next_poll_at
     LIMIT $3
@@ -279,7 +305,21 @@ struct Renewal {
 }
 
 /// Starts a new lease (one started before is left as it is, so that a lease never lives
-/// again), and forgets the leases that ran out before `$3`.
+/// again), and frees the open jobs that name a lease no longer kept (ended or forgotten before
+/// its jobs were freed, or from before leases were forgotten by claims), which no claim would
+/// find otherwise. Rare enough (a driver starts a lease when it starts and when it lost one) to
+/// walk the open jobs.
 const START_LEASE: &str = "
-WITH forgotten AS (DELETE FROM job_leases WHERE lives_until < $3)
+WITH orphans AS (
+    UPDATE jobs SET lease_id = NULL
+    WHERE next_poll_at IS NOT NULL AND lease_id IS NOT NULL AND lease_id <> $1
+      AND NOT EXISTS (SELECT 1 FROM job_leases WHERE job_leases.id = jobs.lease_id)
+)
 INSERT INTO job_leases (id, lives_until) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING";
+
+/// Ends the lease `$1` and frees its open jobs for any driver to claim.
+const END_LEASE: &str = "
+WITH freed AS (
+    UPDATE jobs SET lease_id = NULL WHERE lease_id = $1 AND next_poll_at IS NOT NULL
+)
+DELETE FROM job_leases WHERE id = $1";

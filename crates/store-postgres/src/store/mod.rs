@@ -27,7 +27,6 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use genjobs_domain::ids::{JobId, UserId};
-use genjobs_domain::job::Job;
 use genjobs_domain::ports::StoreError;
 
 pub use accept::IDEMPOTENCY_PRUNE_INTERVAL;
@@ -37,55 +36,65 @@ pub use ledger::LedgerTotals;
 pub use usage::usage_statement;
 
 use crate::batch::GroupCommit;
-use crate::cache::{JobCache, KeyCache};
+use crate::cache::KeyCache;
 use crate::error::{from_diesel, from_pool, is_lost_connection};
+use crate::events::PgEvents;
+use crate::job_cache::JobCache;
 use crate::pool::{Durability, Pooler};
 use crate::rows::{JobRow, UserRow};
 use crate::schema::{jobs, users};
+use crate::session::Db;
 use crate::session::Session;
 
 /// The Postgres store.
 #[derive(Clone)]
 pub struct PgStore {
-    pool: Pool<AsyncPgConnection>,
-    relaxed: Pool<AsyncPgConnection>,
+    db: Db,
+    relaxed: Db,
     keys: Arc<KeyCache>,
     jobs_cache: Arc<JobCache>,
     durable_group: Arc<GroupCommit>,
     relaxed_group: Arc<GroupCommit>,
     relaxed_durability: Durability,
-    pooler: Pooler,
     catalog_signal: Arc<CatalogSignal>,
+    row_announcements: Option<Arc<PgEvents>>,
 }
 
 impl PgStore {
     /// A store over `pool`, caching keys in `keys`, with no job cache and every write durable.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>, keys: Arc<KeyCache>) -> Self {
+        let db = Db::new(pool);
         Self {
-            relaxed: pool.clone(),
-            pool,
+            relaxed: db.clone(),
+            db,
             keys,
-            jobs_cache: Arc::new(JobCache::new(Duration::ZERO)),
+            jobs_cache: Arc::new(JobCache::new(0)),
             durable_group: Arc::default(),
             relaxed_group: Arc::default(),
             relaxed_durability: Durability::Durable,
-            pooler: Pooler::None,
             catalog_signal: Arc::default(),
+            row_announcements: None,
         }
     }
 
     /// Works through a pooler of kind `pooler` (see [`Pooler`]).
     #[must_use]
     pub fn with_pooler(self, pooler: Pooler) -> Self {
-        Self { pooler, ..self }
+        Self { db: Db { pooler, ..self.db }, relaxed: Db { pooler, ..self.relaxed }, ..self }
+    }
+
+    /// Gives up each unit of work after `deadline` (see [`PgSettings::statement_timeout`]).
+    #[must_use]
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        Self { db: Db { deadline, ..self.db }, relaxed: Db { deadline, ..self.relaxed }, ..self }
     }
 
     /// Commits recomputable transitions through `relaxed` (connections with
     /// `synchronous_commit = off`).
     #[must_use]
     pub fn with_relaxed_writes(self, relaxed: Pool<AsyncPgConnection>) -> Self {
-        Self { relaxed, relaxed_durability: Durability::Relaxed, ..self }
+        Self { relaxed: Db { pool: relaxed, ..self.db.clone() }, relaxed_durability: Durability::Relaxed, ..self }
     }
 
     /// Serves job reads from `cache`.
@@ -94,17 +103,31 @@ impl PgStore {
         Self { jobs_cache: cache, ..self }
     }
 
+    /// Announces through `events` the changes of jobs that the use cases do not announce (all
+    /// but new states), so that every replica's job cache drops them.
+    #[must_use]
+    pub fn with_row_announcements(self, events: Arc<PgEvents>) -> Self {
+        Self { row_announcements: Some(events), ..self }
+    }
+
+    /// Tells the other replicas that job `id` changed without a new state.
+    pub(super) async fn announce_row(&self, id: JobId) {
+        if let Some(events) = &self.row_announcements {
+            events.announce_row(id).await;
+        }
+    }
+
     /// The pool, for adapters that share it.
     #[must_use]
     pub fn pool(&self) -> &Pool<AsyncPgConnection> {
-        &self.pool
+        &self.db.pool
     }
 
     /// Records both pools' connections in use and idle, and the callers waiting for one, as
     /// `genjobs_db_pool_connections{pool, state}` and `genjobs_db_pool_waiting{pool}`; `pool` is
     /// `durable` (commits wait for the disk) or `relaxed`.
     pub fn record_pool_gauges(&self) {
-        for (name, pool) in [("durable", &self.pool), ("relaxed", &self.relaxed)] {
+        for (name, pool) in [("durable", &self.db.pool), ("relaxed", &self.relaxed.pool)] {
             let status = pool.status();
             let in_use = status.size.saturating_sub(status.available);
             metrics::gauge!("genjobs_db_pool_connections", "pool" => name, "state" => "in_use").set(in_use as f64);
@@ -114,27 +137,36 @@ impl PgStore {
         }
     }
 
-    /// A bare connection, for work that is one explicit transaction from start to end.
+    /// Runs `work`, a unit of work of this store, within the deadline (see [`Db::within`]).
+    pub(super) async fn within<T, E: From<StoreError>>(
+        &self,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        self.db.within(work).await
+    }
+
+    /// A bare connection, for work that is one explicit transaction from start to end: a
+    /// transaction given up half-way leaves its connection broken, and the pool drops it.
     pub(super) async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
-        self.pool.get().await.map_err(from_pool)
+        self.db.pool.get().await.map_err(from_pool)
     }
 
     /// A session on the durable pool: see [`Session`].
     pub(super) async fn session(&self) -> Result<Session, StoreError> {
-        Session::start(&self.pool, self.pooler).await
+        self.db.session().await
     }
 
     /// A session on the relaxed pool.
     pub(super) async fn relaxed_session(&self) -> Result<Session, StoreError> {
-        Session::start(&self.relaxed, self.pooler).await
+        self.relaxed.session().await
     }
 
-    /// Runs `work` in a session of the durable pool and finishes it.
+    /// Runs `work` in a session of the durable pool and finishes it, within the deadline.
     pub(super) async fn in_session<T>(
         &self,
         work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<T, diesel::result::Error>,
     ) -> Result<T, StoreError> {
-        Session::run(&self.pool, self.pooler, work).await
+        self.db.run(work).await
     }
 
     /// Runs a statement that is safe to repeat (a read, or a write of a fixed value), once more
@@ -145,13 +177,14 @@ impl PgStore {
         mut statement: impl for<'c> FnMut(&'c mut AsyncPgConnection) -> BoxFuture<'c, Result<T, diesel::result::Error>>
         + Send,
     ) -> Result<T, StoreError> {
-        let mut session = self.session().await?;
-        let done = match statement(&mut session).await {
+        self.within(async {
+            let mut session = self.session().await?;
+            let done = match statement(&mut session).await {
             Err(e) if is_lost_connection(&e) => {
                 // What ends one session (a restart, a failover) ends the idle ones too: drop them
                 // all, so that the retry gets a new connection rather than another dead one.
                 session.discard();
-                self.pool.retain(|_, _| false);
+                self.db.pool.retain(|_, _| false);
                 tracing::warn!(error = %e, "a database session was ended; running the statement again on a new one");
                 session = self.session().await?;
                 statement(&mut session).await
@@ -159,8 +192,10 @@ impl PgStore {
             done => done,
         }
         .map_err(from_diesel)?;
-        session.finish().await?;
-        Ok(done)
+            session.finish().await?;
+            Ok(done)
+        })
+        .await
     }
 
     /// The row of job `id`, as a statement [`PgStore::repeatable`] can run again.
@@ -182,9 +217,5 @@ impl PgStore {
             .first(conn)
             .map(OptionalExtension::optional)
             .boxed()
-    }
-
-    pub(super) async fn load_job(conn: &mut AsyncPgConnection, id: JobId) -> Result<Option<Job>, StoreError> {
-        Self::job_row(conn, id).await.map_err(from_diesel)?.map(JobRow::into_job).transpose()
     }
 }

@@ -123,7 +123,8 @@ fn roll_up(counted: &str) -> String {
 /// transaction holds and jobs whose client webhook is still to be delivered; drops their
 /// idempotency records and delivered webhook events, and adds what usage counted of them to the
 /// rollup unless their day is sealed (`$3`, the last sealed day, already counts them), all in one
-/// statement. Returns one row per job removed.
+/// statement, and announces each removed job so that every replica's job cache drops it. Returns
+/// one row per job removed.
 fn purge_final_jobs_statement() -> String {
     format!(
         "WITH doomed AS (
@@ -142,8 +143,10 @@ fn purge_final_jobs_statement() -> String {
         ), rolled AS (
             {}
         )
-        SELECT id FROM removed",
-        roll_up("removed WHERE $3::date IS NULL OR (created_at AT TIME ZONE 'UTC')::date > $3")
+        SELECT removed.id FROM removed
+        CROSS JOIN LATERAL (SELECT pg_notify('{}', removed.id::text)) AS announced",
+        roll_up("removed WHERE $3::date IS NULL OR (created_at AT TIME ZONE 'UTC')::date > $3"),
+        crate::events::JOB_ROWS_CHANNEL
     )
 }
 
@@ -226,87 +229,97 @@ impl UsageStore for PgStore {
     }
 
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
-        let start = query.from.with_time(Time::MIDNIGHT).assume_utc();
-        let end = query.to.next_day().unwrap_or(query.to).with_time(Time::MIDNIGHT).assume_utc();
-        let statement = diesel::sql_query(usage_statement(query.group_by, query.user_id.is_some()))
-            .bind::<Timestamptz, _>(start)
-            .bind::<Timestamptz, _>(end);
-        let mut session = self.session().await?;
-        let rows: Vec<Counted> = match query.user_id {
-            Some(user) => statement.bind::<SqlUuid, _>(user.as_uuid()).load(&mut *session).await,
-            None => statement.load(&mut *session).await,
-        }
-        .map_err(from_diesel)?;
-        session.finish().await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| UsageRow {
-                day: row.day,
-                model: row.model,
-                user_id: row.user_id.map(UserId::from_uuid),
-                provider: row.provider,
-                jobs: count(row.jobs),
-                succeeded: count(row.succeeded),
-                failed: count(row.failed),
-                canceled: count(row.canceled),
-                credits_spent: count(row.credits_spent),
-            })
-            .collect())
+        self.within(async {
+            let start = query.from.with_time(Time::MIDNIGHT).assume_utc();
+            let end = query.to.next_day().unwrap_or(query.to).with_time(Time::MIDNIGHT).assume_utc();
+            let statement = diesel::sql_query(usage_statement(query.group_by, query.user_id.is_some()))
+                .bind::<Timestamptz, _>(start)
+                .bind::<Timestamptz, _>(end);
+            let mut session = self.session().await?;
+            let rows: Vec<Counted> = match query.user_id {
+                Some(user) => statement.bind::<SqlUuid, _>(user.as_uuid()).load(&mut *session).await,
+                None => statement.load(&mut *session).await,
+            }
+            .map_err(from_diesel)?;
+            session.finish().await?;
+            Ok(rows
+                .into_iter()
+                .map(|row| UsageRow {
+                    day: row.day,
+                    model: row.model,
+                    user_id: row.user_id.map(UserId::from_uuid),
+                    provider: row.provider,
+                    jobs: count(row.jobs),
+                    succeeded: count(row.succeeded),
+                    failed: count(row.failed),
+                    canceled: count(row.canceled),
+                    credits_spent: count(row.credits_spent),
+                })
+                .collect())
+        })
+        .await
     }
 
     async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut conn = self.conn().await?;
-        let removed = conn
-            .transaction(async |conn| -> Result<Vec<Removed>, diesel::result::Error> {
-                // Held until the purge commits, so that no seal counts these jobs' day meanwhile.
-                let sealed: Sealed = diesel::sql_query(SHARE_SEALED_DAYS).get_result(conn).await?;
-                diesel::sql_query(purge_final_jobs_statement())
-                    .bind::<Timestamptz, _>(before)
-                    .bind::<BigInt, _>(limit)
-                    .bind::<Nullable<SqlDate>, _>(sealed.through)
-                    .load(conn)
-                    .await
-            })
-            .await
-            .map_err(from_diesel)?;
-        for job in &removed {
-            self.jobs_cache.forget(&JobId::from_uuid(job.id));
-        }
-        Ok(removed.len())
+        self.within(async {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let mut conn = self.conn().await?;
+            let removed = conn
+                .transaction(async |conn| -> Result<Vec<Removed>, diesel::result::Error> {
+                    // Held until the purge commits, so that no seal counts these jobs' day meanwhile.
+                    let sealed: Sealed = diesel::sql_query(SHARE_SEALED_DAYS).get_result(conn).await?;
+                    diesel::sql_query(purge_final_jobs_statement())
+                        .bind::<Timestamptz, _>(before)
+                        .bind::<BigInt, _>(limit)
+                        .bind::<Nullable<SqlDate>, _>(sealed.through)
+                        .load(conn)
+                        .await
+                })
+                .await
+                .map_err(from_diesel)?;
+            for job in &removed {
+                self.jobs_cache.forget(&JobId::from_uuid(job.id));
+            }
+            Ok(removed.len())
+        })
+        .await
     }
 
     async fn seal_usage_day(&self, now: OffsetDateTime) -> Result<Option<Date>, StoreError> {
-        let mut conn = self.conn().await?;
-        conn.transaction(async |conn| -> Result<Option<Date>, diesel::result::Error> {
-            let Some(sealed) = diesel::sql_query(LOCK_SEALED_DAYS).get_result::<Sealed>(conn).await.optional()? else {
-                return Ok(None);
-            };
-            let oldest: Found = diesel::sql_query(OLDEST_UNSEALED_DAY)
-                .bind::<Nullable<SqlDate>, _>(sealed.through)
-                .get_result(conn)
-                .await?;
-            let Some(day) = oldest.day else { return Ok(None) };
-            let ended = day.next_day().unwrap_or(Date::MAX).midnight().assume_utc();
-            if now < ended + SEAL_AFTER {
-                return Ok(None);
-            }
-            let open: Unfinished =
-                diesel::sql_query(DAY_HAS_UNFINISHED_JOBS).bind::<SqlDate, _>(day).get_result(conn).await?;
-            if open.unfinished {
-                return Ok(None);
-            }
-            diesel::sql_query(roll_up(
-                "jobs WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' \
+        self.within(async {
+            let mut conn = self.conn().await?;
+            conn.transaction(async |conn| -> Result<Option<Date>, diesel::result::Error> {
+                let Some(sealed) = diesel::sql_query(LOCK_SEALED_DAYS).get_result::<Sealed>(conn).await.optional()?
+                else {
+                    return Ok(None);
+                };
+                let oldest: Found = diesel::sql_query(OLDEST_UNSEALED_DAY)
+                    .bind::<Nullable<SqlDate>, _>(sealed.through)
+                    .get_result(conn)
+                    .await?;
+                let Some(day) = oldest.day else { return Ok(None) };
+                let ended = day.next_day().unwrap_or(Date::MAX).midnight().assume_utc();
+                if now < ended + SEAL_AFTER {
+                    return Ok(None);
+                }
+                let open: Unfinished =
+                    diesel::sql_query(DAY_HAS_UNFINISHED_JOBS).bind::<SqlDate, _>(day).get_result(conn).await?;
+                if open.unfinished {
+                    return Ok(None);
+                }
+                diesel::sql_query(roll_up(
+                    "jobs WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' \
                  AND created_at < ($1 + 1)::timestamp AT TIME ZONE 'UTC'",
-            ))
-            .bind::<SqlDate, _>(day)
-            .execute(conn)
-            .await?;
-            diesel::sql_query("UPDATE usage_sealed SET through = $1").bind::<SqlDate, _>(day).execute(conn).await?;
-            Ok(Some(day))
+                ))
+                .bind::<SqlDate, _>(day)
+                .execute(conn)
+                .await?;
+                diesel::sql_query("UPDATE usage_sealed SET through = $1").bind::<SqlDate, _>(day).execute(conn).await?;
+                Ok(Some(day))
+            })
+            .await
+            .map_err(from_diesel)
         })
         .await
-        .map_err(from_diesel)
     }
 }

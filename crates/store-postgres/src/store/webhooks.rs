@@ -16,7 +16,6 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::PgStore;
-use crate::error::from_diesel;
 use crate::schema::client_webhook_events;
 
 /// A row of `client_webhook_events`, all but its lease.
@@ -128,8 +127,7 @@ impl WebhookStore for PgStore {
             limits.in_flight.iter().map(|(host, n)| (host.as_str(), count(*n))).unzip();
         // Enough rows to find each free host's share without locking the whole backlog.
         let window = limits.total.saturating_mul(4).max(64);
-        let mut session = self.session().await?;
-        let rows: Vec<EventRow> = diesel::sql_query(format!("{CLAIM_DUE}{EVENT_COLUMNS}"))
+        let claim = diesel::sql_query(format!("{CLAIM_DUE}{EVENT_COLUMNS}"))
             .bind::<Timestamptz, _>(lease_until)
             .bind::<Timestamptz, _>(now)
             .bind::<BigInt, _>(count(limits.total))
@@ -137,38 +135,26 @@ impl WebhookStore for PgStore {
             .bind::<BigInt, _>(count(window))
             .bind::<BigInt, _>(count(limits.per_host))
             .bind::<Array<Text>, _>(hosts)
-            .bind::<Array<BigInt>, _>(in_flight)
-            .load(&mut *session)
-            .await
-            .map_err(from_diesel)?;
-        session.finish().await?;
-        events(rows)
+            .bind::<Array<BigInt>, _>(in_flight);
+        events(self.in_session(async |conn| claim.load(conn).await).await?)
     }
 
     async fn defer_events(&self, events: Vec<JobId>, until: OffsetDateTime) -> Result<(), StoreError> {
-        let mut session = self.session().await?;
         let ids: Vec<Uuid> = events.iter().map(JobId::as_uuid).collect();
-        diesel::sql_query("UPDATE client_webhook_events SET lease_until = $1 WHERE job_id = ANY($2)")
+        let defer = diesel::sql_query("UPDATE client_webhook_events SET lease_until = $1 WHERE job_id = ANY($2)")
             .bind::<Timestamptz, _>(until)
-            .bind::<Array<SqlUuid>, _>(ids)
-            .execute(&mut *session)
-            .await
-            .map_err(from_diesel)?;
-        session.finish().await?;
+            .bind::<Array<SqlUuid>, _>(ids);
+        self.in_session(async |conn| defer.execute(conn).await).await?;
         Ok(())
     }
 
     async fn fix_event_body(&self, job_id: JobId, body: Vec<u8>) -> Result<Vec<u8>, StoreError> {
-        let mut session = self.session().await?;
-        let kept: Vec<Sealed> = diesel::sql_query(
+        let fix = diesel::sql_query(
             "UPDATE client_webhook_events SET body = COALESCE(body, $1) WHERE job_id = $2 RETURNING body AS sealed",
         )
         .bind::<Bytea, _>(body)
-        .bind::<SqlUuid, _>(job_id.as_uuid())
-        .load(&mut *session)
-        .await
-        .map_err(from_diesel)?;
-        session.finish().await?;
+        .bind::<SqlUuid, _>(job_id.as_uuid());
+        let kept: Vec<Sealed> = self.in_session(async |conn| fix.load(conn).await).await?;
         kept.into_iter().next().and_then(|row| row.sealed).ok_or_else(|| StoreError::Internal("no such event".into()))
     }
 
@@ -178,11 +164,10 @@ impl WebhookStore for PgStore {
         attempt: Attempt,
         next_attempt_at: Option<OffsetDateTime>,
     ) -> Result<(), StoreError> {
-        let mut session = self.session().await?;
         let delivered = attempt.delivered();
         let at = attempt.at;
         let json = serde_json::json!([AttemptJson { at, status: attempt.status, error: attempt.error }]);
-        diesel::sql_query(
+        let record = diesel::sql_query(
             "UPDATE client_webhook_events SET attempts = attempts || $1, \
              delivered_at = CASE WHEN $2 THEN $3 ELSE delivered_at END, next_attempt_at = $4, lease_until = NULL \
              WHERE job_id = $5",
@@ -191,53 +176,35 @@ impl WebhookStore for PgStore {
         .bind::<Bool, _>(delivered)
         .bind::<Timestamptz, _>(at)
         .bind::<Nullable<Timestamptz>, _>(next_attempt_at)
-        .bind::<SqlUuid, _>(job_id.as_uuid())
-        .execute(&mut *session)
-        .await
-        .map_err(from_diesel)?;
-        session.finish().await?;
+        .bind::<SqlUuid, _>(job_id.as_uuid());
+        self.in_session(async |conn| record.execute(conn).await).await?;
         Ok(())
     }
 
     async fn webhook_events(&self, job_id: JobId) -> Result<Vec<WebhookEvent>, StoreError> {
-        let mut session = self.session().await?;
-        let rows: Vec<EventRow> =
+        let read =
             diesel::sql_query(format!("SELECT {EVENT_COLUMNS} FROM client_webhook_events e WHERE e.job_id = $1"))
-                .bind::<SqlUuid, _>(job_id.as_uuid())
-                .load(&mut *session)
-                .await
-                .map_err(from_diesel)?;
-        session.finish().await?;
-        events(rows)
+                .bind::<SqlUuid, _>(job_id.as_uuid());
+        events(self.in_session(async |conn| read.load(conn).await).await?)
     }
 
     async fn redeliver(&self, job_id: JobId, now: OffsetDateTime) -> Result<bool, StoreError> {
-        let mut session = self.session().await?;
-        let updated = diesel::sql_query("UPDATE client_webhook_events SET next_attempt_at = $1 WHERE job_id = $2")
+        let redeliver = diesel::sql_query("UPDATE client_webhook_events SET next_attempt_at = $1 WHERE job_id = $2")
             .bind::<Timestamptz, _>(now)
-            .bind::<SqlUuid, _>(job_id.as_uuid())
-            .execute(&mut *session)
-            .await
-            .map_err(from_diesel)?;
-        session.finish().await?;
-        Ok(updated > 0)
+            .bind::<SqlUuid, _>(job_id.as_uuid());
+        Ok(self.in_session(async |conn| redeliver.execute(conn).await).await? > 0)
     }
 
     async fn outbox_state(&self) -> Result<OutboxState, StoreError> {
-        let mut session = self.session().await?;
-        let row: OutboxRow = diesel::sql_query(OUTBOX_STATE).get_result(&mut *session).await.map_err(from_diesel)?;
-        session.finish().await?;
+        let row: OutboxRow =
+            self.in_session(async |conn| diesel::sql_query(OUTBOX_STATE).get_result(conn).await).await?;
         Ok(OutboxState { next_claimable_at: row.next_claimable_at, oldest_pending_since: row.oldest_pending_since })
     }
 
     async fn webhook_secret(&self, user_id: UserId) -> Result<Option<Vec<u8>>, StoreError> {
-        let mut session = self.session().await?;
-        let rows: Vec<Sealed> = diesel::sql_query("SELECT sealed FROM webhook_secrets WHERE user_id = $1")
-            .bind::<SqlUuid, _>(user_id.as_uuid())
-            .load(&mut *session)
-            .await
-            .map_err(from_diesel)?;
-        session.finish().await?;
+        let read = diesel::sql_query("SELECT sealed FROM webhook_secrets WHERE user_id = $1")
+            .bind::<SqlUuid, _>(user_id.as_uuid());
+        let rows: Vec<Sealed> = self.in_session(async |conn| read.load(conn).await).await?;
         Ok(rows.into_iter().next().and_then(|row| row.sealed))
     }
 
@@ -247,20 +214,16 @@ impl WebhookStore for PgStore {
         sealed: Vec<u8>,
         replace: bool,
     ) -> Result<Vec<u8>, StoreError> {
-        let mut session = self.session().await?;
         // Without `replace`, the conflict's no-op update returns the secret already there.
-        let kept: Vec<Sealed> = diesel::sql_query(
+        let keep = diesel::sql_query(
             "INSERT INTO webhook_secrets (user_id, sealed) VALUES ($1, $2) ON CONFLICT (user_id) DO UPDATE \
              SET sealed = CASE WHEN $3 THEN EXCLUDED.sealed ELSE webhook_secrets.sealed END, updated_at = now() \
              RETURNING sealed",
         )
         .bind::<SqlUuid, _>(user_id.as_uuid())
         .bind::<Bytea, _>(sealed)
-        .bind::<Bool, _>(replace)
-        .load(&mut *session)
-        .await
-        .map_err(from_diesel)?;
-        session.finish().await?;
+        .bind::<Bool, _>(replace);
+        let kept: Vec<Sealed> = self.in_session(async |conn| keep.load(conn).await).await?;
         kept.into_iter().next().and_then(|row| row.sealed).ok_or_else(|| StoreError::Internal("secret not kept".into()))
     }
 }

@@ -20,10 +20,11 @@ use genjobs_test_postgres::TestDatabase;
 use genjobs_test_wait::eventually;
 use time::OffsetDateTime;
 
-/// A replica as the binary builds it, with caches long enough that only `NOTIFY` can refresh them.
+/// A replica as the binary builds it, with a key cache long enough that only `NOTIFY` can
+/// refresh it (the job cache is refreshed only by `NOTIFY` anyway).
 fn replica(db: &TestDatabase) -> PgAdapters {
     let long = Duration::from_secs(60);
-    connect(&PgSettings { key_cache_ttl: long, job_cache_ttl: long, ..db.settings() }).unwrap()
+    connect(&PgSettings { key_cache_ttl: long, ..db.settings() }).unwrap()
 }
 
 async fn user(store: &PgStore, credits: u64, max_concurrent_jobs: u32) -> (UserId, ApiKey) {
@@ -348,6 +349,85 @@ async fn a_job_cached_on_one_replica_is_evicted_when_another_changes_its_state()
     assert!(seen, "b kept serving the stale job");
 }
 
+/// `job` sent and running at 10 %, committed on `store`.
+async fn running(store: &PgStore, job: Job) -> Job {
+    let (start, sent) = submission();
+    let job = advance(store, advance(store, job, start).await.unwrap(), sent).await.unwrap();
+    advance(store, job, Trigger::UpstreamRunning { progress: 10, next_poll_at: OffsetDateTime::now_utc() })
+        .await
+        .unwrap()
+}
+
+/// A change that is not a new state (progress) is announced by the store itself, so that a job
+/// cached on another replica shows it within the long-poll's re-read interval.
+#[tokio::test]
+async fn a_cached_job_shows_progress_made_on_another_replica_within_the_poll_interval() {
+    let db = crate::database().await;
+    let (a, b) = (replica(&db), replica(&db));
+    hears(&a, &b).await;
+    let (id, _) = user(&a.store, 50, 4).await;
+    let Accepted::Created(job) = b.store.accept(new_job(id, 10), None, None, OffsetDateTime::now_utc()).await.unwrap()
+    else {
+        panic!()
+    };
+    let job = running(&b.store, job).await;
+    assert_eq!(a.store.job(job.id()).await.unwrap().unwrap().progress(), 10, "now cached on a");
+    let further = Trigger::UpstreamRunning { progress: 40, next_poll_at: OffsetDateTime::now_utc() };
+    let changed = job.apply(further, OffsetDateTime::now_utc()).unwrap();
+    assert!(!changed.changes_state(), "the change announced by the store, not by the use case");
+    assert!(matches!(b.store.commit(changed).await.unwrap(), Commit::Applied(_)));
+    let seen = eventually(Duration::from_secs(2), async || {
+        a.store.job(job.id()).await.unwrap().is_some_and(|j| j.progress() == 40)
+    })
+    .await;
+    assert!(seen, "a kept serving the progress it had cached");
+}
+
+/// The cache serves kept jobs with no query, so a row changed behind its back (here by SQL,
+/// announcing nothing) stays as kept while the listener hears; once the listener's connection
+/// is lost, whatever it may have missed is read afresh, before and after it reconnects.
+#[tokio::test]
+async fn a_read_after_the_listener_lost_its_connection_is_fresh() {
+    let db = crate::database().await;
+    let a = replica(&db);
+    assert!(eventually(Duration::from_secs(10), async || a.jobs.is_serving()).await, "the listener never listened");
+    let (id, _) = user(&a.store, 50, 4).await;
+    let Accepted::Created(job) = a.store.accept(new_job(id, 10), None, None, OffsetDateTime::now_utc()).await.unwrap()
+    else {
+        panic!()
+    };
+    let job = running(&a.store, job).await;
+    assert_eq!(a.store.job(job.id()).await.unwrap().unwrap().progress(), 10);
+    let mut admin =
+        genjobs_store_postgres::open_connection(&db.url, Duration::from_secs(5), Duration::from_secs(5)).await.unwrap();
+    let set_progress = |progress: i16| {
+        diesel::sql_query("UPDATE jobs SET progress = $1, version = version + 1 WHERE id = $2")
+            .bind::<diesel::sql_types::SmallInt, _>(progress)
+            .bind::<diesel::sql_types::Uuid, _>(job.id().as_uuid())
+    };
+    set_progress(20).execute(&mut admin).await.unwrap();
+    assert_eq!(a.store.job(job.id()).await.unwrap().unwrap().progress(), 10, "served from memory, with no query");
+
+    terminate_every_session(&db).await;
+    assert!(eventually(Duration::from_secs(5), async || !a.jobs.is_serving()).await, "the loss went unnoticed");
+    let mut admin =
+        genjobs_store_postgres::open_connection(&db.url, Duration::from_secs(5), Duration::from_secs(5)).await.unwrap();
+    set_progress(30).execute(&mut admin).await.unwrap();
+    // The pool's connections were ended too: through PgBouncer the first reads may be
+    // unavailable; the first one that answers must be fresh.
+    let mut first = None;
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            first = a.store.job(job.id()).await.ok().flatten().map(|j| j.progress());
+            first.is_some()
+        })
+        .await
+    );
+    assert_eq!(first, Some(30), "the job kept before the loss was served");
+    assert!(eventually(Duration::from_secs(10), async || a.jobs.is_serving()).await, "the listener never came back");
+    assert_eq!(a.store.job(job.id()).await.unwrap().unwrap().progress(), 30, "a stale job served after reconnecting");
+}
+
 #[tokio::test]
 async fn recomputable_and_durable_commits_both_apply() {
     let db = crate::database().await;
@@ -445,8 +525,7 @@ async fn terminate_every_session(db: &TestDatabase) {
 #[tokio::test]
 async fn a_session_terminated_under_the_pool_is_never_an_internal_error() {
     let db = crate::database().await;
-    let settings =
-        PgSettings { pool_size: 2, job_cache_ttl: Duration::ZERO, key_cache_ttl: Duration::ZERO, ..db.settings() };
+    let settings = PgSettings { pool_size: 2, job_cache_entries: 0, key_cache_ttl: Duration::ZERO, ..db.settings() };
     let r = connect(&settings).unwrap();
     let (id, key) = user(&r.store, 100, 8).await;
     let Accepted::Created(job) = r.store.accept(new_job(id, 1), None, None, OffsetDateTime::now_utc()).await.unwrap()
