@@ -29,6 +29,12 @@ soak *ARGS:
     cargo build -p genjobs -p genjobs-upstream-sim -p genjobs-upstream-replicate-sim -p genjobs-soak
     target/debug/genjobs-soak --bin-dir target/debug {{ARGS}}
 
+# One replica against the ceilings of ../shared/bench (GET, submissions, the database unreachable
+# behind PgBouncer); writes docs/benchmarks-ceilings.md. `just bench-ceilings --flame` also draws
+# docs/flame-submissions.svg.
+bench-ceilings *ARGS:
+    scripts/bench-ceilings.sh {{ARGS}}
+
 # Measure throughput, latency, streams and upstream economy; writes docs/benchmarks.md.
 bench:
     scripts/bench.sh

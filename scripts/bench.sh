@@ -40,3 +40,5 @@ DATABASE_URL="$profiled" timeout 900 target/release/genjobs-bench replicas
 BENCH_PROFILED_DATABASE_URL="$profiled" timeout 600 target/release/genjobs-bench outside
 # Webhooks to clients: latency to a receiver, and memory over 100,000 undelivered events.
 timeout 600 target/release/genjobs-bench client-webhooks
+# One replica against the ceilings of ../shared/bench: docs/benchmarks-ceilings.md.
+scripts/bench-ceilings.sh

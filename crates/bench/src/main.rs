@@ -219,6 +219,16 @@ async fn run_outside() -> Result<(), Failure> {
     outside::run(&bin, &server, profiled.as_deref(), &sim.base, env_number("BENCH_SECONDS", 10)).await
 }
 
+/// `genjobs-bench ceilings`: one replica against the ceilings of `../shared/bench`.
+async fn run_ceilings() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let profiled = std::env::var("BENCH_PROFILED_DATABASE_URL").ok();
+    let sim = spawn_simulator(&bin, "3600000").await?;
+    ceilings::run(&bin, &ceilings::shared(), &server, profiled.as_deref(), &sim.base, env_number("BENCH_SECONDS", 10))
+        .await
+}
+
 /// `genjobs-bench client-webhooks`: only the webhooks to clients.
 async fn run_client_webhooks() -> Result<(), Failure> {
     let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
@@ -421,6 +431,7 @@ async fn run() -> Result<(), Failure> {
     Ok(())
 }
 
+mod ceilings;
 mod client_webhooks;
 mod lifecycle;
 mod outside;
@@ -437,6 +448,7 @@ async fn main() -> std::process::ExitCode {
         Some("replicas") => run_replicas().await,
         Some("client-webhooks") => run_client_webhooks().await,
         Some("outside") => run_outside().await,
+        Some("ceilings") => run_ceilings().await,
         _ => run().await,
     };
     match outcome {

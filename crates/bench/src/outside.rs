@@ -19,11 +19,13 @@ const USERS: usize = 100;
 
 /// What wrk measured of one run.
 #[derive(Debug, Clone, Copy, Default)]
-struct Wrk {
-    per_sec: f64,
-    p99_ms: f64,
+pub(super) struct Wrk {
+    pub(super) per_sec: f64,
+    pub(super) p99_ms: f64,
     /// Answers other than 2xx or 3xx, and socket errors.
-    errors: u64,
+    pub(super) errors: u64,
+    /// Requests completed.
+    pub(super) requests: u64,
 }
 
 /// Reads wrk's summary (`--latency`): requests per second, the 99th percentile, the errors.
@@ -42,12 +44,26 @@ fn parse_wrk(text: &str) -> Option<Wrk> {
             .find_map(|l| l.trim().strip_prefix(prefix))
             .map_or(0, |rest| rest.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u64>().ok()).sum())
     };
-    Some(Wrk { per_sec, p99_ms, errors: count("Non-2xx or 3xx responses:") + count("Socket errors:") })
+    let requests = text
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in ").and_then(|(n, _)| n.trim().parse().ok()))
+        .unwrap_or(0);
+    Some(Wrk { per_sec, p99_ms, errors: count("Non-2xx or 3xx responses:") + count("Socket errors:"), requests })
 }
 
 /// Runs wrk against `url` for `seconds`, with `script` when given.
 fn wrk(url: &str, script: Option<&Path>, seconds: u64) -> Result<Wrk, Failure> {
+    run_wrk(Command::new("wrk"), url, script, seconds)
+}
+
+/// Runs wrk against `url` for `seconds` with `script`, which reads `envs`.
+pub(super) fn wrk_with(url: &str, script: &Path, envs: &[(&str, String)], seconds: u64) -> Result<Wrk, Failure> {
     let mut command = Command::new("wrk");
+    command.envs(envs.iter().map(|(name, value)| (*name, value)));
+    run_wrk(command, url, Some(script), seconds)
+}
+
+fn run_wrk(mut command: Command, url: &str, script: Option<&Path>, seconds: u64) -> Result<Wrk, Failure> {
     command.args(["-t", "2", "-c", &CLIENTS.to_string(), "-d", &format!("{seconds}s"), "--latency"]);
     if let Some(script) = script {
         command.arg("-s").arg(script);
@@ -289,9 +305,10 @@ mod tests {
     #[test]
     fn wrk_summaries_are_read_in_every_unit() {
         let text = "Running 10s test @ http://127.0.0.1:1\n  Latency Distribution\n     50%  1.20ms\n     99%  43.61ms\n\
+                    23406 requests in 10.00s, 1.2MB read\n\
                     Non-2xx or 3xx responses: 12\nRequests/sec:   2340.55\nTransfer/sec:  1.2MB\n";
         let read = parse_wrk(text).unwrap();
-        assert_eq!((read.per_sec, read.p99_ms, read.errors), (2340.55, 43.61, 12));
+        assert_eq!((read.per_sec, read.p99_ms, read.errors, read.requests), (2340.55, 43.61, 12, 23406));
         let micro = parse_wrk("     99%  850.00us\nRequests/sec: 1.0\n").unwrap();
         assert!((micro.p99_ms - 0.85).abs() < 1e-9);
         let secs =

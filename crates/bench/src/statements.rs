@@ -29,6 +29,8 @@ pub(crate) struct Profile {
     pub statements: Vec<Statement>,
     /// All statements' time, not only the listed ones.
     pub total_ms: f64,
+    /// All statements' calls, not only the listed ones'.
+    pub calls: u64,
 }
 
 fn query(url: &str, sql: &str) -> Result<String, Failure> {
@@ -94,7 +96,8 @@ fn read(url: &str, commits: u64, jobs: u64) -> Result<Profile, Failure> {
     )?;
     let all: Vec<Statement> = text.lines().filter_map(parse_row).collect();
     let total_ms = all.iter().map(|s| s.total_ms).sum();
-    Ok(Profile { jobs, commits, statements: all.into_iter().take(TOP).collect(), total_ms })
+    let calls = all.iter().map(|s| s.calls).sum();
+    Ok(Profile { jobs, commits, statements: all.into_iter().take(TOP).collect(), total_ms, calls })
 }
 
 fn parse_row(line: &str) -> Option<Statement> {
@@ -150,7 +153,7 @@ mod tests {
         let row = parse_row("200\t50.5\t200\tUPDATE users SET credits = $1 WHERE id = $2").unwrap();
         assert_eq!((row.calls, row.total_ms, row.rows), (200, 50.5, 200));
         assert!(parse_row("not\ta row").is_none());
-        let profile = Profile { jobs: 100, commits: 250, statements: vec![row], total_ms: 101.0 };
+        let profile = Profile { jobs: 100, commits: 250, statements: vec![row], total_ms: 101.0, calls: 200 };
         let text = table(&profile);
         assert!(text.contains("2.50 commits per job"), "{text}");
         assert!(
@@ -167,6 +170,7 @@ mod tests {
             commits: 1,
             statements: vec![Statement { calls: 1, total_ms: 1.0, rows: 1, query: long }],
             total_ms: 1.0,
+            calls: 1,
         });
         assert!(text.contains("SELECT a \\| b"), "{text}");
         assert!(text.contains(" …`"), "{text}");

@@ -1,0 +1,347 @@
+//! `genjobs-bench ceilings`: one replica against the ceilings of the shared bench folder
+//! (`../shared/bench` from the checkout: its `README.md` says what they are), all in one run, with
+//! the same wrk scripts on both sides: GET of a job against a constant-JSON actix-web server,
+//! submissions against the least a correct accept can do on the same stack, and the answers of a
+//! replica behind PgBouncer while the database is out of reach. Writes
+//! `docs/benchmarks-ceilings.md`; with a server that loads `pg_stat_statements`, the GET run is
+//! made there and counts the statements per GET.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use genjobs_bench::scenarios::{self, Api};
+use genjobs_test_postgres::{Gate, pgbouncer_of_its_own};
+
+use super::outside::{Wrk, wrk_with};
+use super::report::verdict;
+use super::{Failure, Process, create_users, free_port, fresh_database, progress, psql, spawn_genjobs, statements};
+
+/// Where the ceilings and their wrk scripts are, and the ceiling's binary.
+pub(super) struct Shared {
+    /// `../shared/bench` of the checkout.
+    pub dir: PathBuf,
+    /// The ceiling, built from `dir/ceiling` (`scripts/bench-ceilings.sh` builds it).
+    pub ceiling: PathBuf,
+}
+
+/// What one run measured.
+struct Ceilings {
+    reads: Wrk,
+    reads_ceiling: Wrk,
+    /// Statements per GET, where measured (`pg_stat_statements`), and the costliest ones.
+    statements_per_get: Option<(f64, statements::Profile)>,
+    submissions: Wrk,
+    submissions_ceiling: Wrk,
+    outage: Outage,
+}
+
+/// The answers of a replica behind PgBouncer while the database is out of reach.
+#[derive(Debug, Default)]
+struct Outage {
+    requests: usize,
+    unavailable: usize,
+    /// Requests that got no answer at all within the client's 30 s.
+    unanswered: usize,
+    first_503: Option<Duration>,
+    slowest: Duration,
+    /// From the database's return to the first 200.
+    recovered_after: Option<Duration>,
+}
+
+fn ceiling(shared: &Shared, envs: &[(&str, String)]) -> Result<Process, Failure> {
+    let port = free_port()?;
+    let mut command = Command::new(&shared.ceiling);
+    command.env("CEILING_PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let process = Process { child: command.spawn()?, base: format!("http://127.0.0.1:{port}") };
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(process.addr()).is_ok() {
+            return Ok(process);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err("the ceiling did not start".into())
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+fn lines(dir: &Path, name: &str, items: &[String]) -> Result<PathBuf, Failure> {
+    let path = dir.join(name);
+    std::fs::write(&path, items.join("\n") + "\n")?;
+    Ok(path)
+}
+
+/// GET of 100 running jobs of one user, genjobs then the constant ceiling, with `get.lua`.
+async fn reads(
+    bin: &Path,
+    shared: &Shared,
+    server: &str,
+    profiled: bool,
+    sim: &str,
+    dir: &Path,
+    seconds: u64,
+) -> Result<(Wrk, Wrk, Option<(f64, statements::Profile)>), Failure> {
+    let url = fresh_database(server, "genjobs_bench_ceiling_reads")?;
+    // Polls off, as in the shared README: the jobs stay running and nothing but the GETs
+    // touches the database.
+    let envs = [
+        ("DATABASE_URL", url.clone()),
+        ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
+        ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned()),
+    ];
+    let app = spawn_genjobs(bin, &envs)?;
+    let (_, key) = create_users(&app.base, 1).await?.remove(0);
+    let ids = scenarios::submit_many(&Api::new(&app.base, &key, 8), 100, 8, "read me").await;
+    let script = shared.dir.join("get.lua");
+    let files = [("IDS_FILE", path_text(&lines(dir, "ids.txt", &ids)?)), ("KEY", key.clone())];
+    // A warm-up second: every job read once, as a polling client has.
+    wrk_with(&app.base, &script, &files, 1)?;
+    let window = profiled.then(|| statements::Window::open(&url)).transpose()?;
+    let genjobs = wrk_with(&app.base, &script, &files, seconds)?;
+    let profile = window.map(|w| w.close(&url)).transpose()?;
+    drop(app);
+    psql(server, "DROP DATABASE IF EXISTS genjobs_bench_ceiling_reads WITH (FORCE)")?;
+    let constant = ceiling(shared, &[])?;
+    let ceiling = wrk_with(&constant.base, &script, &files, seconds)?;
+    let per_get = profile.map(|p| (p.calls as f64 / genjobs.requests.max(1) as f64, p));
+    Ok((genjobs, ceiling, per_get))
+}
+
+/// Submissions by 100 users, genjobs then the stack ceiling, with `post.lua`.
+async fn submissions(
+    bin: &Path,
+    shared: &Shared,
+    server: &str,
+    sim: &str,
+    dir: &Path,
+    seconds: u64,
+) -> Result<(Wrk, Wrk), Failure> {
+    let url = fresh_database(server, "genjobs_bench_ceiling_accept")?;
+    let envs = [
+        ("DATABASE_URL", url),
+        ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
+        ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned()),
+    ];
+    let app = spawn_genjobs(bin, &envs)?;
+    let keys: Vec<String> = create_users(&app.base, 100).await?.into_iter().map(|(_, key)| key).collect();
+    let script = shared.dir.join("post.lua");
+    let genjobs = wrk_with(&app.base, &script, &[("KEYS_FILE", path_text(&lines(dir, "keys.txt", &keys)?))], seconds)?;
+    drop(app);
+    psql(server, "DROP DATABASE IF EXISTS genjobs_bench_ceiling_accept WITH (FORCE)")?;
+
+    let url = fresh_database(server, "genjobs_bench_ceiling_stack")?;
+    let status = Command::new("psql")
+        .args([url.as_str(), "-qX", "-f"])
+        .arg(shared.dir.join("schema.sql"))
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        return Err("cannot load the ceiling's schema.sql".into());
+    }
+    let keys: Vec<String> = (1..=100).map(|i| format!("ceiling-key-{i}")).collect();
+    let stack = ceiling(shared, &[("CEILING_DATABASE_URL", url), ("CEILING_KEYS", keys.join(","))])?;
+    let ceiling =
+        wrk_with(&stack.base, &script, &[("KEYS_FILE", path_text(&lines(dir, "ceiling-keys.txt", &keys)?))], seconds)?;
+    drop(stack);
+    psql(server, "DROP DATABASE IF EXISTS genjobs_bench_ceiling_stack WITH (FORCE)")?;
+    Ok((genjobs, ceiling))
+}
+
+/// A replica behind PgBouncer, the database made unreachable behind the pooler for `seconds`
+/// while 32 clients list their jobs (a read that always asks the database), then back.
+async fn outage(bin: &Path, server: &str, sim: &str, seconds: u64) -> Result<Outage, Failure> {
+    let url = fresh_database(server, "genjobs_bench_ceiling_outage")?;
+    let host = url.split_once('@').map_or("127.0.0.1:5432", |(_, rest)| rest.split('/').next().unwrap_or(rest));
+    let gate = Gate::open_to(host).await;
+    let pooler = pgbouncer_of_its_own(&gate.addr.to_string());
+    let envs = [
+        ("DATABASE_URL", url.replacen(host, &pooler.addr.to_string(), 1)),
+        ("GENJOBS_DATABASE_POOLER", "transaction".to_owned()),
+        ("GENJOBS_DATABASE_LISTEN_URL", url.replacen(host, &gate.addr.to_string(), 1)),
+        ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
+    ];
+    let app = spawn_genjobs(bin, &envs)?;
+    let (_, key) = create_users(&app.base, 1).await?.remove(0);
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+    let list = format!("{}/api/v1/jobs", app.base);
+
+    gate.close();
+    let closed = Instant::now();
+    let until = closed + Duration::from_secs(seconds);
+    let workers = (0..32).map(|_| {
+        let (client, list, key) = (client.clone(), list.clone(), key.clone());
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while Instant::now() < until {
+                let sent = Instant::now();
+                let status = client.get(&list).bearer_auth(&key).send().await.map(|r| r.status().as_u16()).ok();
+                seen.push((status, sent.elapsed(), sent.elapsed() + (sent - closed)));
+            }
+            seen
+        })
+    });
+    let mut outage = Outage::default();
+    for worker in futures_util::future::join_all(workers).await {
+        for (status, took, at) in worker? {
+            outage.requests += 1;
+            outage.slowest = outage.slowest.max(took);
+            match status {
+                Some(503) => {
+                    outage.unavailable += 1;
+                    outage.first_503 = Some(outage.first_503.map_or(at, |first| first.min(at)));
+                }
+                None => outage.unanswered += 1,
+                Some(_) => {}
+            }
+        }
+    }
+    gate.open();
+    let opened = Instant::now();
+    while opened.elapsed() < Duration::from_secs(60) {
+        if client.get(&list).bearer_auth(&key).send().await.is_ok_and(|r| r.status().is_success()) {
+            outage.recovered_after = Some(opened.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(app);
+    drop(gate);
+    psql(server, "DROP DATABASE IF EXISTS genjobs_bench_ceiling_outage WITH (FORCE)")?;
+    Ok(outage)
+}
+
+/// Runs the three and writes `docs/benchmarks-ceilings.md`.
+pub(super) async fn run(
+    bin: &Path,
+    shared: &Shared,
+    server: &str,
+    profiled: Option<&str>,
+    sim: &str,
+    seconds: u64,
+) -> Result<(), Failure> {
+    let dir = std::env::temp_dir().join(format!("genjobs-bench-ceilings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let profiled = match profiled {
+        Some(url) if statements::available(url)? => Some(url),
+        _ => None,
+    };
+    progress("ceilings 1/3 GET of a job: genjobs, then the constant ceiling (get.lua)");
+    let (reads, reads_ceiling, statements_per_get) =
+        reads(bin, shared, profiled.unwrap_or(server), profiled.is_some(), sim, &dir, seconds).await?;
+    progress(&format!(
+        "   genjobs {:.0}/s (p99 {:.1} ms), ceiling {:.0}/s; {}",
+        reads.per_sec,
+        reads.p99_ms,
+        reads_ceiling.per_sec,
+        statements_per_get
+            .as_ref()
+            .map_or("statements not counted".to_owned(), |(n, _)| format!("{n:.4} statements per GET"))
+    ));
+    progress("ceilings 2/3 submissions: genjobs, then the stack ceiling (post.lua)");
+    let (submissions, submissions_ceiling) = submissions(bin, shared, server, sim, &dir, seconds).await?;
+    progress(&format!(
+        "   genjobs {:.0}/s (p99 {:.1} ms), ceiling {:.0}/s (p99 {:.1} ms)",
+        submissions.per_sec, submissions.p99_ms, submissions_ceiling.per_sec, submissions_ceiling.p99_ms
+    ));
+    progress("ceilings 3/3 the database unreachable behind PgBouncer");
+    let outage = outage(bin, server, sim, seconds).await?;
+    progress(&format!("   {outage:?}"));
+    std::fs::remove_dir_all(&dir)?;
+    let measured = Ceilings { reads, reads_ceiling, statements_per_get, submissions, submissions_ceiling, outage };
+    write(Path::new("docs/benchmarks-ceilings.md"), &measured, seconds)?;
+    progress("   wrote docs/benchmarks-ceilings.md");
+    Ok(())
+}
+
+fn write(path: &Path, m: &Ceilings, seconds: u64) -> std::io::Result<()> {
+    let read_ratio = m.reads.per_sec / m.reads_ceiling.per_sec.max(f64::EPSILON);
+    let submit_ratio = m.submissions.per_sec / m.submissions_ceiling.per_sec.max(f64::EPSILON);
+    let p99_ratio = m.submissions.p99_ms / m.submissions_ceiling.p99_ms.max(f64::EPSILON);
+    let o = &m.outage;
+    let mut doc = String::from("# One replica against the ceilings of its stack\n\n");
+    let _ = writeln!(
+        doc,
+        "Written by `genjobs-bench ceilings` (`just bench-ceilings`, and `just bench` after the rest). The ceilings \
+         and the wrk scripts are the shared bench folder's (`../shared/bench` beside the checkout; its README \
+         says what each is): wrk with 2 threads and 32 connections, {seconds} s a run, the same script on both \
+         sides, in one run on this 2-core machine, which genjobs, Postgres, the simulator and wrk share. Figures \
+         from a machine other people were loading at the same time are noisy; compare the ratios of one run.\n"
+    );
+    doc.push_str("| target | genjobs | ceiling, same run | ratio | target | |\n|---|---|---|---|---|---|\n");
+    let statements = m
+        .statements_per_get
+        .as_ref()
+        .map_or("not counted (no `pg_stat_statements`)".to_owned(), |(n, _)| format!("{n:.4} statements per GET"));
+    let _ = writeln!(
+        doc,
+        "| GET job/s, Postgres store, 100 running jobs (`get.lua`) | {:.0} (p99 {:.1} ms), {} errors; {statements} | \
+         constant JSON: {:.0} (p99 {:.1} ms) | {read_ratio:.2} | ≥ 0.6, p99 ≤ 10 ms, 0 statements per GET | {} |",
+        m.reads.per_sec,
+        m.reads.p99_ms,
+        m.reads.errors,
+        m.reads_ceiling.per_sec,
+        m.reads_ceiling.p99_ms,
+        verdict(
+            read_ratio >= 0.6
+                && m.reads.p99_ms <= 10.0
+                && m.reads.errors == 0
+                && m.statements_per_get.as_ref().is_some_and(|(n, _)| *n < 0.005)
+        )
+    );
+    let _ = writeln!(
+        doc,
+        "| submissions/s, 100 users (`post.lua`) | {:.0} (p99 {:.1} ms), {} errors | stack ceiling: {:.0} (p99 {:.1} ms) \
+         | {submit_ratio:.2}, p99 × {p99_ratio:.2} | ≥ 0.8, p99 ≤ 1.5 × | {} |",
+        m.submissions.per_sec,
+        m.submissions.p99_ms,
+        m.submissions.errors,
+        m.submissions_ceiling.per_sec,
+        m.submissions_ceiling.p99_ms,
+        verdict(submit_ratio >= 0.8 && p99_ratio <= 1.5 && m.submissions.errors == 0)
+    );
+    let ms = |d: Option<Duration>| d.map_or("never".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
+    let _ = writeln!(
+        doc,
+        "| database unreachable behind PgBouncer, 32 clients listing jobs for {seconds} s | first 503 after {}; \
+         {} requests, {} answered 503, {} unanswered, slowest {:.2} s; first 200 {} after the database came back | — | — | \
+         first 503 within 5 s, every request answered | {} |",
+        ms(o.first_503),
+        o.requests,
+        o.unavailable,
+        o.unanswered,
+        o.slowest.as_secs_f64(),
+        ms(o.recovered_after),
+        verdict(
+            o.first_503.is_some_and(|d| d <= Duration::from_secs(5))
+                && o.unanswered == 0
+                && o.requests > 0
+                && o.recovered_after.is_some()
+        )
+    );
+    if let Some((_, profile)) = &m.statements_per_get {
+        let _ = writeln!(
+            doc,
+            "\nThe statements of the GET run ({} GETs), all of them: what a GET of a cached job still costs is \
+             the rate limiter's token leases (a batch per user a second) and key look-ups (one per key per \
+             `GENJOBS_KEY_CACHE_SECS`), not reads of jobs.\n",
+            m.reads.requests
+        );
+        for s in &profile.statements {
+            let _ = writeln!(doc, "- {} calls, {:.1} ms: `{}`", s.calls, s.total_ms, s.query.replace('`', "'"));
+        }
+    }
+    std::fs::write(path, doc)
+}
+
+/// `../shared/bench` beside the checkout, and the ceiling built from it into
+/// `target/ceiling`.
+pub(super) fn shared() -> Shared {
+    let dir = PathBuf::from("../shared/bench");
+    Shared { ceiling: PathBuf::from("target/ceiling/release/ceiling"), dir }
+}
