@@ -24,6 +24,8 @@
 
 pub mod catalog;
 pub mod jobs;
+pub mod retention;
+pub mod sealing;
 pub mod settings;
 mod telemetry;
 pub mod webhooks;

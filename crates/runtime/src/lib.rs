@@ -8,16 +8,12 @@
 //! - [`MeteredUpstream`]: a provider decorator that counts and times every upstream call.
 //! - [`RoutedUpstream`]: one provider port over several providers, following each model's routes
 //!   with a safe fallback.
-//! - `retention`: the sweep that removes final jobs past `GENJOBS_JOB_RETENTION_DAYS`.
-//! - `sealing`: the check that seals finished usage days, so that reports stay cheap.
 
 mod clock;
 mod events;
 mod metered;
 mod rate_limit;
-pub mod retention;
 mod routes;
-pub mod sealing;
 
 pub use clock::SystemClock;
 pub use events::EventHub;

@@ -14,7 +14,7 @@ use genjobs_domain::webhooks::RetryPolicy;
 use genjobs_driver::{DispatchSettings, DriverSettings};
 use genjobs_http::HttpSettings;
 use genjobs_output_store::OutputStoreArgs;
-use genjobs_runtime::retention::Retention;
+use genjobs_driver::retention::Retention;
 use genjobs_store_postgres::{PgArgs, PgSettings};
 use genjobs_upstream_fal::FalArgs;
 use genjobs_upstream_replicate::ReplicateArgs;

@@ -401,12 +401,12 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let catalog = LiveCatalog::default();
     let driver = JobDriver::new(ports.clone(), catalog.clone(), config.driver.clone());
     let retention = config.retention.map(|retention| {
-        genjobs_runtime::retention::sweep(Arc::clone(&ports.usage), Arc::clone(&ports.clock), retention)
+        genjobs_driver::retention::sweep(Arc::clone(&ports.usage), Arc::clone(&ports.clock), retention)
     });
-    let usage_sealer = AbortOnDrop(genjobs_runtime::sealing::sealer(
+    let usage_sealer = AbortOnDrop(genjobs_driver::sealing::sealer(
         Arc::clone(&ports.usage),
         Arc::clone(&ports.clock),
-        genjobs_runtime::sealing::SEAL_CHECK_INTERVAL,
+        genjobs_driver::sealing::SEAL_CHECK_INTERVAL,
     ));
     let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
     let admin_token =
