@@ -13,10 +13,10 @@ mod clock;
 mod events;
 mod metered;
 mod rate_limit;
-mod routes;
+mod routing;
 
 pub use clock::SystemClock;
 pub use events::EventHub;
 pub use metered::MeteredUpstream;
 pub use rate_limit::TokenBucketLimiter;
-pub use routes::{COOL_DOWN, REFUSED_RETRY_PAUSE, RoutedUpstream, TRIP_AFTER};
+pub use routing::{COOL_DOWN, REFUSED_RETRY_PAUSE, RoutedUpstream, TRIP_AFTER};

@@ -30,7 +30,7 @@ use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
 };
 use genjobs_driver::{JobDriver, WebhookDispatcher, follow_catalog};
-use genjobs_http::dto::webhooks::WebhookBodies;
+use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{
