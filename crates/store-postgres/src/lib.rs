@@ -22,7 +22,7 @@
 //! - `cache`: [`TtlCache`], behind the key cache and leased rate-limit tokens.
 //! - `job_cache`: [`JobCache`], the jobs a replica has seen, served with no query while the
 //!   listener hears every change.
-//! - `group`: callers that arrive during a write go together in the next one; behind `batch`,
+//! - `group`: callers that arrive during a write go together in the next one; behind `group_commit`,
 //!   the group commit of transitions that move no credits, and the notifications of `events`.
 //! - `events`: [`PgEvents`]: `pg_notify` on publish, grouped, and a `LISTEN`ing connection per
 //!   process.
@@ -35,11 +35,11 @@
 
 mod adapters;
 mod args;
-mod batch;
 mod cache;
 mod error;
 mod events;
 mod group;
+mod group_commit;
 mod job_cache;
 mod pool;
 mod rate_limit;
