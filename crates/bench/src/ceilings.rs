@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use genjobs_bench::scenarios::{self, Api};
 use genjobs_test_postgres::{Gate, pgbouncer_of_its_own};
 
+use super::flame;
 use super::outside::{Wrk, wrk_with};
 use super::report::verdict;
 use super::{Failure, Process, create_users, free_port, fresh_database, progress, psql, spawn_genjobs, statements};
@@ -24,6 +25,8 @@ pub(super) struct Shared {
     pub dir: PathBuf,
     /// The ceiling, built from `dir/ceiling` (`scripts/bench-ceilings.sh` builds it).
     pub ceiling: PathBuf,
+    /// Whether to draw flame graphs of genjobs under wrk (`BENCH_FLAME=--flame`).
+    pub flame: bool,
 }
 
 /// What one run measured.
@@ -103,7 +106,11 @@ async fn reads(
     // A warm-up second: every job read once, as a polling client has.
     wrk_with(&app.base, &script, &files, 1)?;
     let window = profiled.then(|| statements::Window::open(&url)).transpose()?;
+    let recording = shared.flame.then(|| flame::record(app.pid(), seconds, &dir.join("perf.data"))).transpose()?;
     let genjobs = wrk_with(&app.base, &script, &files, seconds)?;
+    if let Some(recording) = recording {
+        recording.draw(Path::new("docs/flame-reads.svg"), "genjobs under wrk: GET of a job (get.lua)")?;
+    }
     let profile = window.map(|w| w.close(&url)).transpose()?;
     drop(app);
     psql(server, "DROP DATABASE IF EXISTS genjobs_bench_ceiling_reads WITH (FORCE)")?;
@@ -131,7 +138,11 @@ async fn submissions(
     let app = spawn_genjobs(bin, &envs)?;
     let keys: Vec<String> = create_users(&app.base, 100).await?.into_iter().map(|(_, key)| key).collect();
     let script = shared.dir.join("post.lua");
+    let recording = shared.flame.then(|| flame::record(app.pid(), seconds, &dir.join("perf.data"))).transpose()?;
     let genjobs = wrk_with(&app.base, &script, &[("KEYS_FILE", path_text(&lines(dir, "keys.txt", &keys)?))], seconds)?;
+    if let Some(recording) = recording {
+        recording.draw(Path::new("docs/flame-submissions.svg"), "genjobs under wrk: submissions (post.lua)")?;
+    }
     drop(app);
     psql(server, "DROP DATABASE IF EXISTS genjobs_bench_ceiling_accept WITH (FORCE)")?;
 
@@ -339,9 +350,13 @@ fn write(path: &Path, m: &Ceilings, seconds: u64) -> std::io::Result<()> {
     std::fs::write(path, doc)
 }
 
-/// `../shared/bench` beside the checkout, and the ceiling built from it into
-/// `target/ceiling`.
+/// `../shared/bench` beside the checkout (`BENCH_SHARED` elsewhere), and the ceiling built from it
+/// (`BENCH_CEILING`, else where `scripts/bench-ceilings.sh` builds it by default).
 pub(super) fn shared() -> Shared {
-    let dir = PathBuf::from("../shared/bench");
-    Shared { ceiling: PathBuf::from("target/ceiling/release/ceiling"), dir }
+    let var = |name: &str, default: &str| PathBuf::from(std::env::var(name).unwrap_or_else(|_| default.to_owned()));
+    Shared {
+        dir: var("BENCH_SHARED", "../shared/bench"),
+        ceiling: var("BENCH_CEILING", "target/ceiling/release/ceiling"),
+        flame: std::env::var("BENCH_FLAME").is_ok_and(|flag| flag == "--flame"),
+    }
 }

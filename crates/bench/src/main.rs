@@ -433,6 +433,7 @@ async fn run() -> Result<(), Failure> {
 
 mod ceilings;
 mod client_webhooks;
+mod flame;
 mod lifecycle;
 mod outside;
 mod pgbench;
