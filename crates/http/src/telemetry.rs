@@ -133,6 +133,10 @@ fn describe_all() {
         "genjobs_db_job_commits_total",
         "Postgres commits that wrote jobs (accepts, transitions, leases), by durability (durable, relaxed)"
     );
+    describe_counter!(
+        "genjobs_db_deadlines_missed_total",
+        "Units of work on Postgres given up at GENJOBS_DB_STATEMENT_TIMEOUT_MS (answered 503)"
+    );
 }
 
 /// One request answered: `genjobs_http_requests_total{route, method, status}` and
