@@ -4,6 +4,7 @@
 //! while most requests cost no database round trip. Tokens of a lease not spent within
 //! [`LEASE_LIFETIME`] are dropped, never returned, so a lease can only make the limit stricter.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,13 +32,17 @@ pub struct PgRateLimiter {
     db: Db,
     /// Tokens left of each user's current lease.
     leases: TtlCache<UserId, u32>,
+    /// Whose lease is being taken, so that the requests that find a user's lease spent together
+    /// wait for one statement rather than each send their own: a herd of 16 upserts of the same
+    /// row every lease (queued on its lock, 8 ms each) was most of a GET's p99.
+    refilling: TtlCache<UserId, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl PgRateLimiter {
     /// A limiter over `pool`.
     #[must_use]
     pub fn new(pool: Pool<AsyncPgConnection>) -> Self {
-        Self { db: Db::new(pool), leases: TtlCache::new(LEASE_LIFETIME) }
+        Self { db: Db::new(pool), leases: TtlCache::new(LEASE_LIFETIME), refilling: TtlCache::new(LEASE_LIFETIME * 60) }
     }
 
     /// Works through a pooler of kind `pooler` (see [`Pooler`]).
@@ -102,6 +107,23 @@ impl RateLimiter for PgRateLimiter {
         if self.spend_leased(user_id) {
             return Ok(RateDecision::Allowed);
         }
+        let refill = self.refilling.get(&user_id).unwrap_or_else(|| {
+            let refill = Arc::default();
+            self.refilling.put(user_id, Arc::clone(&refill));
+            refill
+        });
+        let _taking = match refill.try_lock() {
+            Ok(taking) => Some(taking),
+            Err(_) => {
+                // Another request takes the lease: wait for it, and ask the database only if
+                // it left no token (the user is at the limit, which the statement tells).
+                drop(refill.lock().await);
+                if self.spend_leased(user_id) {
+                    return Ok(RateDecision::Allowed);
+                }
+                None
+            }
+        };
         let capacity = f64::from(per_minute.max(1));
         let lease = i32::try_from(lease_size(per_minute)).unwrap_or(1);
         let take = diesel::sql_query(take_sql())
