@@ -29,8 +29,8 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Clock, Commit, IdempotencyClaim, JobChanges, JobEvents, JobStore, MockAccountStore,
-    MockCatalogStore, MockRateLimiter, MockUsageStore, PollFailure, RandomIds, ResultFailure, StoreError,
-    SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
+    MockCatalogStore, MockJobRemovals, MockRateLimiter, MockUsageStore, PollFailure, RandomIds, ResultFailure,
+    StoreError, SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
 };
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
 use genjobs_domain::usecases::{JobSteps, Ports, StepSettings};
@@ -234,6 +234,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ports = Ports {
         jobs: store.clone(),
         accounts: Arc::new(MockAccountStore::new()),
+        removals: Arc::new(MockJobRemovals::new()),
         usage: Arc::new(MockUsageStore::new()),
         catalog: Arc::new(MockCatalogStore::new()),
         route_schemas: vec![],

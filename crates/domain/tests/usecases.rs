@@ -55,6 +55,7 @@ impl Mocks {
         Ports {
             jobs: Arc::new(self.jobs),
             accounts: Arc::new(self.accounts),
+            removals: Arc::new(genjobs_domain::ports::MockJobRemovals::new()),
             usage: Arc::new(genjobs_domain::ports::MockUsageStore::new()),
             catalog: Arc::new(genjobs_domain::ports::MockCatalogStore::new()),
             route_schemas: vec![],

@@ -23,8 +23,8 @@ use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ids::ApiKey;
 use genjobs_domain::ports::{
-    AccountStore, CatalogStore, JobEvents, JobStore, OutputStore, RandomIds, RateLimiter, UpstreamProvider, UsageStore,
-    WebhookStore,
+    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, OutputStore, RandomIds, RateLimiter,
+    UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
@@ -244,6 +244,7 @@ struct StorePorts {
     events: Arc<dyn JobEvents>,
     rate_limiter: Arc<dyn RateLimiter>,
     outbox: Arc<dyn WebhookStore>,
+    removals: Arc<dyn JobRemovals>,
     postgres: Option<PgAdapters>,
 }
 
@@ -269,7 +270,8 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
             admin: admin_ports(store.clone()),
             events: Arc::new(EventHub::new()),
             rate_limiter: Arc::new(TokenBucketLimiter::new()),
-            outbox: store,
+            outbox: store.clone(),
+            removals: store,
             postgres: None,
         });
     };
@@ -281,6 +283,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
         events: adapters.events.clone(),
         rate_limiter: adapters.rate_limiter.clone(),
         outbox: adapters.store.clone(),
+        removals: adapters.store.clone(),
         postgres: Some(adapters),
     })
 }
@@ -292,9 +295,10 @@ async fn ports(
     upstream: Arc<dyn UpstreamProvider>,
     outputs: Option<Arc<dyn OutputStore>>,
 ) -> Result<(Ports, Arc<dyn WebhookStore>, Option<PgAdapters>), StartError> {
-    let StorePorts { admin, events, rate_limiter, outbox, postgres } = store_ports(config).await?;
+    let StorePorts { admin, events, rate_limiter, outbox, removals, postgres } = store_ports(config).await?;
     let ports = Ports {
         jobs: admin.jobs,
+        removals,
         accounts: admin.accounts,
         usage: admin.usage,
         catalog: admin.catalog,

@@ -6,6 +6,7 @@ mod leases;
 mod ledger;
 mod outbox;
 mod provider;
+mod removals;
 mod retention;
 mod sealing;
 
@@ -15,6 +16,7 @@ pub use leases::*;
 pub use ledger::ledgers_match_accounts;
 pub use outbox::*;
 pub use provider::*;
+pub use removals::*;
 pub use retention::*;
 pub use sealing::*;
 
@@ -29,14 +31,14 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey,
-    UnfinishedJobs, UsageStore, WebhookStore,
+    AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobRemovals, JobStore, Limits,
+    StoredKey, UnfinishedJobs, UsageStore, WebhookStore,
 };
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
-pub trait Store: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static {}
-impl<T: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static> Store for T {}
+pub trait Store: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + JobRemovals + 'static {}
+impl<T: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + JobRemovals + 'static> Store for T {}
 
 /// Now, in whole microseconds.
 pub fn now() -> OffsetDateTime {

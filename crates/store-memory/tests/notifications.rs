@@ -78,6 +78,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
+        removals: store.clone(),
         usage: store.clone(),
         catalog: store.clone(),
         route_schemas: vec![],

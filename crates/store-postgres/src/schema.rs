@@ -107,6 +107,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    removed_jobs (job_id) {
+        job_id -> Uuid,
+        removed_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     usage_rollup (day, user_id, model, provider) {
         day -> Date,
         user_id -> Uuid,
@@ -158,6 +165,7 @@ diesel::joinable!(idempotency_keys -> users (user_id));
 diesel::joinable!(jobs -> users (user_id));
 diesel::joinable!(ledger -> users (user_id));
 diesel::joinable!(rate_limits -> users (user_id));
+diesel::joinable!(removed_jobs -> jobs (job_id));
 diesel::joinable!(usage_rollup -> users (user_id));
 diesel::joinable!(webhook_secrets -> users (user_id));
 
@@ -170,6 +178,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger,
     models,
     rate_limits,
+    removed_jobs,
     usage_rollup,
     usage_sealed,
     users,

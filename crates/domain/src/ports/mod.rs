@@ -10,6 +10,8 @@
 //! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
 //! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
 //!   [`OutputSource`], which reads an output from the provider's link.
+//! - `removals`: [`JobRemovals`], jobs their owner removed from a listing (OpenAI's
+//!   `videos.delete`), and pages of those kept.
 //! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
 //! - `runtime`: [`JobEvents`], [`JobHandoff`], [`RateLimiter`], [`Clock`], [`IdSource`]:
 //!   in-process services.
@@ -18,6 +20,7 @@
 
 mod catalog;
 mod outputs;
+mod removals;
 mod runtime;
 mod stores;
 mod upstream;
@@ -26,6 +29,7 @@ mod webhooks;
 
 pub use catalog::*;
 pub use outputs::*;
+pub use removals::*;
 pub use runtime::*;
 pub use stores::*;
 pub use upstream::*;

@@ -8,6 +8,7 @@
 //! - `usage`: the usage port: ledger pages and usage reports.
 //! - `webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
 //!   and the users' sealed secrets.
+//! - `removals`: the removals port: jobs their owner removed from a listing, pages of those kept.
 //! - `catalog`: the catalog port: model documents, their versions and change announcements.
 
 mod accept;
@@ -15,6 +16,7 @@ mod account_store;
 mod catalog;
 mod job_store;
 mod ledger;
+mod removals;
 mod usage;
 mod webhooks;
 
