@@ -27,6 +27,7 @@ mod body;
 pub mod drain;
 pub mod dto;
 mod error;
+mod form;
 pub mod links;
 pub mod openai;
 pub mod openapi;

@@ -18,6 +18,8 @@ mod link_secret;
 mod models;
 mod money;
 mod openai;
+mod openai_edits;
+mod openai_videos;
 mod operations;
 mod outputs;
 mod replicate;

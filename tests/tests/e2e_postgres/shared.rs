@@ -25,6 +25,10 @@ mod models;
 mod money;
 #[path = "../e2e/openai.rs"]
 mod openai;
+#[path = "../e2e/openai_edits.rs"]
+mod openai_edits;
+#[path = "../e2e/openai_videos.rs"]
+mod openai_videos;
 #[path = "../e2e/operations.rs"]
 mod operations;
 #[path = "../e2e/outputs.rs"]

@@ -235,6 +235,12 @@ impl Model {
         ModelDocument { id: Some(self.id.to_string()), ..self.document.clone() }
     }
 
+    /// Whether the model takes image inputs: its form has an image field.
+    #[must_use]
+    pub fn takes_image_inputs(&self) -> bool {
+        self.fields.iter().any(|field| field.kind == FieldKind::ImageUrl)
+    }
+
     /// The routes of one provider, with their index among all the model's routes.
     pub fn routes_of<'m>(&'m self, provider: &'m str) -> impl Iterator<Item = (usize, &'m Route)> + 'm {
         self.routes.iter().enumerate().filter(move |(_, r)| r.provider == provider)

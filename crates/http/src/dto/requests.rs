@@ -122,8 +122,14 @@ pub fn generation_request(
 /// the body (keys sorted), so that key order and white space do not make two equal bodies differ.
 #[must_use]
 pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
+    fingerprint(endpoint.as_str(), body)
+}
+
+/// A fingerprint of the request `body` (its fields and values, keys sorted) made to `endpoint`.
+#[must_use]
+pub fn fingerprint(endpoint: &str, body: &Value) -> String {
     let mut hasher = Sha256::new();
-    hasher.update(endpoint.as_str().as_bytes());
+    hasher.update(endpoint.as_bytes());
     hasher.update([0]);
     hasher.update(body.to_string().as_bytes());
     hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()

@@ -43,14 +43,14 @@ use crate::error::ApiError;
 use crate::links::OutputLinks;
 use crate::telemetry::{Held, OpenConnection};
 
-type Query = web::Query<HashMap<String, String>>;
+pub(crate) type Query = web::Query<HashMap<String, String>>;
 type Handled = Result<HttpResponse, ApiError>;
 
 fn job_id(path: &str) -> Result<JobId, ApiError> {
     JobId::parse(path).map_err(|_| ApiError::job_not_found())
 }
 
-fn integer_param(query: &Query, name: &str, min: u64, max: u64) -> Result<Option<u64>, InvalidRequest> {
+pub(crate) fn integer_param(query: &Query, name: &str, min: u64, max: u64) -> Result<Option<u64>, InvalidRequest> {
     query
         .get(name)
         .map(|text| {
@@ -62,7 +62,11 @@ fn integer_param(query: &Query, name: &str, min: u64, max: u64) -> Result<Option
         .transpose()
 }
 
-fn idempotency_key(req: &HttpRequest) -> Result<Option<IdempotencyKey>, InvalidRequest> {
+/// The request's `Idempotency-Key`, if it has one.
+///
+/// # Errors
+/// [`InvalidRequest`] naming `Idempotency-Key` for a key that is not 1 to 255 visible ASCII characters.
+pub(crate) fn idempotency_key(req: &HttpRequest) -> Result<Option<IdempotencyKey>, InvalidRequest> {
     req.headers()
         .get("idempotency-key")
         .map(|value| {
