@@ -409,13 +409,9 @@ impl TestApp {
 /// run by `cargo xtask test`), which holds the official clients some tests drive genjobs with:
 /// `openai` and `standardwebhooks`. Panics, naming the command that installs it, when it is missing.
 pub fn python_tools() -> std::path::PathBuf {
-    let venv = std::env::var_os("GENJOBS_PY_VENV").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(std::path::PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".cache")))
-            .expect("neither XDG_CACHE_HOME nor HOME is set");
-        cache.join("genjobs/venv")
-    });
+    let venv = std::env::var_os("GENJOBS_PY_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tools_cache().join("genjobs/venv"));
     let python = venv.join("bin/python3");
     assert!(
         python.exists(),
@@ -423,4 +419,28 @@ pub fn python_tools() -> std::path::PathBuf {
         python.display()
     );
     python
+}
+
+/// The directory of the project's Node tools (`scripts/install-node-tools.sh`, run by
+/// `cargo xtask test`), which holds the official `openai` package some tests drive genjobs with.
+/// Panics, naming the command that installs it, when it is missing.
+pub fn node_tools() -> std::path::PathBuf {
+    let tools = std::env::var_os("GENJOBS_NODE_TOOLS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tools_cache().join("genjobs/node"));
+    let package = tools.join("node_modules/openai/package.json");
+    assert!(
+        package.exists(),
+        "{} is missing: `cargo xtask test` installs the project's Node tools (scripts/install-node-tools.sh)",
+        package.display()
+    );
+    tools
+}
+
+/// Where the test tools are installed: `XDG_CACHE_HOME`, else `~/.cache`.
+fn tools_cache() -> std::path::PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".cache")))
+        .expect("neither XDG_CACHE_HOME nor HOME is set")
 }

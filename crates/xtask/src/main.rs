@@ -5,7 +5,7 @@
 //!
 //! - `cargo xtask setup` installs or starts what the tests need, each only when it is missing
 //!   (`scripts/install-test-tools.sh`: Postgres running, Chromium and its driver, pgbouncer,
-//!   libpq-dev, diesel_cli, the Python tools).
+//!   libpq-dev, Node.js, diesel_cli, the Python and the Node tools).
 //! - `cargo xtask test` does that, then runs every check CI runs, in order, naming each step and
 //!   its time: formatting, clippy, the domain's dependency guard, rust-version, docs, the domain's
 //!   example, the schema check, `cargo test --workspace`, clippy and a build of `genjobs` without

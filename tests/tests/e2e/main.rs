@@ -18,6 +18,7 @@ mod link_secret;
 mod models;
 mod money;
 mod openai;
+mod openai_clients;
 mod openai_edits;
 mod openai_videos;
 mod operations;

@@ -25,6 +25,8 @@ mod models;
 mod money;
 #[path = "../e2e/openai.rs"]
 mod openai;
+#[path = "../e2e/openai_clients.rs"]
+mod openai_clients;
 #[path = "../e2e/openai_edits.rs"]
 mod openai_edits;
 #[path = "../e2e/openai_videos.rs"]
