@@ -14,6 +14,7 @@
 //!   schemas, and `/docs`.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
+//! - `waiting`: the waits of long-polls and streams, as the domain's decisions ask.
 //! - [`links`]: the signed links to stored outputs, minted at every read of a job.
 //! - [`openai`]: the OpenAI-compatible edge at `/openai/v1`, over the same use cases.
 //! - [`dto`]: the edge's side of the wire formats, whose types are `genjobs-api`'s (shared with
@@ -32,6 +33,7 @@ pub mod links;
 pub mod openai;
 pub mod openapi;
 pub mod telemetry;
+mod waiting;
 
 use std::net::TcpListener;
 use std::time::Duration;

@@ -34,7 +34,7 @@ use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{
-    EventHub, MeteredUpstream, REFUSED_RETRY_PAUSE, RoutedUpstream, SystemClock, TokenBucketLimiter,
+    EventHub, MeteredUpstream, REFUSED_RETRY_PAUSE, RetriedCopies, RoutedUpstream, SystemClock, TokenBucketLimiter,
 };
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
@@ -393,7 +393,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         Some(url) => {
             let store = ObjectOutputStore::open(url, std::env::vars(), config.output_max_bytes, output_hosts.clone())?;
             tracing::info!(output_store = url, "outputs are copied before jobs are shown succeeded");
-            Some(Arc::new(store) as Arc<dyn OutputStore>)
+            Some(Arc::new(RetriedCopies::new(Arc::new(store), Arc::new(SystemClock))) as Arc<dyn OutputStore>)
         }
         None => None,
     };
