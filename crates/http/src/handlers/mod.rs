@@ -4,12 +4,14 @@
 mod admin;
 mod client_webhooks;
 mod files;
+mod provider_notifications;
 mod quotes;
 mod usage;
 
 pub use admin::*;
 pub use client_webhooks::*;
 pub use files::*;
+pub use provider_notifications::*;
 pub use quotes::*;
 pub use usage::*;
 
