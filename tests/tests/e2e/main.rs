@@ -23,10 +23,10 @@ mod openai_edits;
 mod openai_videos;
 mod operations;
 mod outputs;
+mod provider_notifications;
 mod replicate;
 mod streams;
 mod submit;
 mod upstream;
-mod webhooks;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

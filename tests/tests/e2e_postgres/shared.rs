@@ -35,6 +35,8 @@ mod openai_videos;
 mod operations;
 #[path = "../e2e/outputs.rs"]
 mod outputs;
+#[path = "../e2e/provider_notifications.rs"]
+mod provider_notifications;
 #[path = "../e2e/replicate.rs"]
 mod replicate;
 #[path = "../e2e/streams.rs"]
@@ -43,5 +45,3 @@ mod streams;
 mod submit;
 #[path = "../e2e/upstream.rs"]
 mod upstream;
-#[path = "../e2e/webhooks.rs"]
-mod webhooks;

@@ -30,7 +30,8 @@ use crate::dto::requests::{fingerprint, read};
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
 use crate::form::{ImageLimits, is_form, read_image_form};
-use crate::routes::{Query, idempotency_key, integer_param};
+use crate::handlers::{Query, idempotency_key, integer_param};
+use crate::waiting::wait_for_job;
 
 type Handled = Result<HttpResponse, OpenAiError>;
 
@@ -81,7 +82,7 @@ pub(super) async fn submit(
 /// caller's jobs.
 async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, ApiError> {
     loop {
-        let waited = pin!(state.services.reads.wait_for_job(caller, id, Duration::from_secs(MAX_WAIT_SECS)));
+        let waited = pin!(wait_for_job(&state.services.reads, caller, id, Duration::from_secs(MAX_WAIT_SECS)));
         let job = match select(waited, pin!(state.drain.started())).await {
             Either::Left((job, _)) => job?,
             Either::Right(((), _)) => {
