@@ -22,6 +22,7 @@
 //!   the receipts of submissions and cancels, quotes, pages of jobs.
 //! - [`models`]: the models listing and each model's form fields; the operators' view of a model.
 //! - [`account`]: the caller's account, ledger and usage; the operators' users, keys and grants.
+//! - [`uploads`]: the link to an uploaded image.
 //! - [`webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
 //! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness.
 //! - [`openai`]: OpenAI's image, video and model shapes, as the OpenAI-compatible edge speaks them.
@@ -35,6 +36,7 @@ mod numbers;
 pub mod openai;
 pub mod requests;
 mod schemas;
+pub mod uploads;
 pub mod webhooks;
 
 use serde::{Deserialize, Serialize};
@@ -48,6 +50,7 @@ pub use jobs::{
 pub use models::{AdminModel, Field, FieldOption, Model, Price};
 pub use requests::{ImageRequest, VideoRequest};
 pub use schemas::EventStreamItem;
+pub use uploads::Upload;
 pub use webhooks::{UpstreamWebhookReceipt, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 
 /// `{data: [...]}`: a listing of models, usage rows or webhook deliveries.

@@ -656,3 +656,22 @@ async fn driver_lets_go_of_a_job_once_it_is_final() {
     mocks.events.expect_publish().returning(|_| ());
     assert_eq!(advance(mocks.steps(), submitted_job()).await, None);
 }
+
+#[tokio::test]
+async fn an_upload_is_kept_only_when_it_is_an_image_within_the_limit() {
+    let png = bytes::Bytes::from_static(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+    let without_store = Mocks::new().services(Settings::default());
+    assert_eq!(without_store.uploads.keep(&caller(), png.clone()).await, Err(UploadError::NoStore));
+
+    let mut store = MockOutputStore::new();
+    store.expect_keep_upload().times(1).returning(|_, _| Ok(()));
+    let ports = Ports { outputs: Some(Arc::new(store)), ..Mocks::new().ports() };
+    let uploads = Uploads::new(&ports);
+    let kept = uploads.keep(&caller(), png).await.unwrap();
+    assert_eq!(kept.format, genjobs_domain::upload::ImageFormat::Png);
+    let text = bytes::Bytes::from_static(b"<svg xmlns='http://www.w3.org/2000/svg'/>");
+    assert_eq!(uploads.keep(&caller(), text).await, Err(UploadError::NotAnImage), "judged by its bytes");
+    let mut large = b"\x89PNG\r\n\x1a\n".to_vec();
+    large.resize(genjobs_domain::upload::MAX_UPLOAD_BYTES + 1, 0);
+    assert_eq!(uploads.keep(&caller(), large.into()).await, Err(UploadError::TooLarge));
+}

@@ -10,6 +10,7 @@ use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{HttpRequest, web};
 use futures_util::{StreamExt, TryStreamExt};
 use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::upload::ImageFormat;
 use serde_json::{Map, Value};
 
 use crate::body::MAX_BODY_BYTES;
@@ -18,8 +19,8 @@ use crate::error::ApiError;
 /// An image file of a form, recognised by its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageFile {
-    /// Its media type, from its bytes: `image/png`, `image/jpeg`, `image/webp` or `image/gif`.
-    pub media_type: &'static str,
+    /// Its format, from its bytes.
+    pub format: ImageFormat,
     /// The file.
     pub bytes: web::Bytes,
 }
@@ -52,22 +53,6 @@ pub fn is_form(req: &HttpRequest) -> bool {
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
-}
-
-/// The media type of an image, from its first bytes.
-#[must_use]
-pub fn image_media_type(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else {
-        None
-    }
 }
 
 /// Reads a form of text fields and images within `limits`.
@@ -127,10 +112,10 @@ pub async fn read_image_form(
             value.extend_from_slice(&chunk);
         }
         if is_image {
-            let media_type = image_media_type(&value).ok_or_else(|| {
+            let format = ImageFormat::sniff(&value).ok_or_else(|| {
                 InvalidRequest::param(image_param, format!("`{image_param}` must be PNG, JPEG, WebP or GIF images"))
             })?;
-            form.images.push(ImageFile { media_type, bytes: value.freeze() });
+            form.images.push(ImageFile { format, bytes: value.freeze() });
         } else {
             let text = String::from_utf8(value.to_vec())
                 .map_err(|_| InvalidRequest::param(&name, format!("`{name}` must be UTF-8 text")))?;
@@ -138,25 +123,4 @@ pub async fn read_image_form(
         }
     }
     Ok(form)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn images_are_known_by_their_bytes() {
-        let webp = [b"RIFF".as_slice(), &[0, 0, 0, 0], b"WEBPVP8 "].concat();
-        for (bytes, expected) in [
-            (b"\x89PNG\r\n\x1a\n\0\0".as_slice(), Some("image/png")),
-            (&[0xFF, 0xD8, 0xFF, 0xE0], Some("image/jpeg")),
-            (&webp, Some("image/webp")),
-            (b"GIF89a..", Some("image/gif")),
-            (b"<svg xmlns=", None),
-            (b"RIFF\0\0\0\0WAVE", None),
-            (b"", None),
-        ] {
-            assert_eq!(image_media_type(bytes), expected, "{bytes:?}");
-        }
-    }
 }

@@ -69,6 +69,8 @@ pub struct HttpSettings {
     pub public_url: Option<String>,
     /// How long a minted output link stays valid.
     pub output_url_ttl: Duration,
+    /// How long the link to an uploaded image stays valid.
+    pub upload_url_ttl: Duration,
     /// `GENJOBS_LINK_SECRET`: what output links are signed with; `None` derives a secret from
     /// the admin token, so that replicas sharing their configuration still agree.
     pub link_secret: Option<String>,
@@ -84,6 +86,7 @@ impl Default for HttpSettings {
             workers: None,
             public_url: None,
             output_url_ttl: Duration::from_secs(3600),
+            upload_url_ttl: Duration::from_secs(24 * 3600),
             link_secret: None,
         }
     }
@@ -118,7 +121,8 @@ impl AppState {
             .link_secret
             .clone()
             .unwrap_or_else(|| format!("output links, derived from the admin token\n{admin_token}"));
-        let links = LinkSigner::new(&secret, settings.output_url_ttl, settings.public_url.clone());
+        let links = LinkSigner::new(&secret, settings.output_url_ttl, settings.public_url.clone())
+            .with_upload_ttl(settings.upload_url_ttl);
         Self {
             services,
             admin_token: AdminToken::new(admin_token),
@@ -130,7 +134,12 @@ impl AppState {
     }
 }
 
-async fn route_not_found() -> HttpResponse {
+/// 404 for a path no route serves; under `/openai/` in OpenAI's shape, so that OpenAI's clients
+/// raise their `NotFoundError` for a call the edge does not answer.
+async fn route_not_found(req: actix_web::HttpRequest) -> HttpResponse {
+    if req.path().starts_with("/openai/") {
+        return actix_web::ResponseError::error_response(&openai::OpenAiError::from(ApiError::route_not_found()));
+    }
     actix_web::ResponseError::error_response(&ApiError::route_not_found())
 }
 
@@ -195,6 +204,8 @@ routes! {
     post "/api/v1/jobs/{id}/webhooks/{event_id}/redeliver" => handlers::redeliver_webhook,
     get "/api/v1/openapi.json" => openapi::openapi_json,
     get "/api/v1/files/{job_id}/{index}" => handlers::output_file,
+    post "/api/v1/uploads" => handlers::upload_image,
+    get "/api/v1/uploads/{name}" => handlers::uploaded_image,
     post "/api/upstream/{provider}/webhook" => handlers::upstream_webhook,
     post "/api/admin/users" => handlers::admin_create_user,
     get "/api/admin/users/{id}" => handlers::admin_user,

@@ -4,6 +4,11 @@
 //! (or, unset, from the admin token), so that every replica configured alike verifies every
 //! other's links; changing the secret voids the links minted before (they live an hour by
 //! default anyway). Every read of a job mints fresh links.
+//!
+//! An uploaded image's link is `/api/v1/uploads/{id}.{ext}?expires=…&sig=…`, signed over
+//! `uploads/{id}.{ext}/{expires}` (no job id is `uploads`, so neither kind of link passes for the
+//! other) and valid `GENJOBS_UPLOAD_TTL_SECS`: long enough for a job that names it to reach its
+//! provider.
 
 use std::time::Duration;
 
@@ -16,6 +21,9 @@ use time::OffsetDateTime;
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// What an upload link's signature covers in place of a job id.
+const UPLOADS: &str = "uploads";
+
 /// Mints and verifies output links.
 #[derive(Clone)]
 pub struct LinkSigner {
@@ -23,6 +31,7 @@ pub struct LinkSigner {
     /// way, so the signatures are those of the 32-byte key; a full block makes keying infallible.
     key: [u8; 64],
     ttl: Duration,
+    upload_ttl: Duration,
     public_url: Option<String>,
 }
 
@@ -30,20 +39,43 @@ impl std::fmt::Debug for LinkSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LinkSigner")
             .field("ttl", &self.ttl)
+            .field("upload_ttl", &self.upload_ttl)
             .field("public_url", &self.public_url)
             .finish_non_exhaustive()
     }
 }
 
 impl LinkSigner {
-    /// Links valid `ttl`, signed under a key derived from `secret`, rooted at `public_url` (or,
-    /// when `None`, at the scheme and host each request came in by).
+    /// Links valid `ttl` (an upload's a day), signed under a key derived from `secret`, rooted
+    /// at `public_url` (or, when `None`, at the scheme and host each request came in by).
     #[must_use]
     pub fn new(secret: &str, ttl: Duration, public_url: Option<String>) -> Self {
         let digest = Sha256::new().chain_update(b"genjobs output links\n").chain_update(secret).finalize();
         let mut key = [0u8; 64];
         key[..32].copy_from_slice(&digest);
-        Self { key, ttl, public_url: public_url.map(|url| url.trim_end_matches('/').to_owned()) }
+        let public_url = public_url.map(|url| url.trim_end_matches('/').to_owned());
+        Self { key, ttl, upload_ttl: Duration::from_secs(24 * 3600), public_url }
+    }
+
+    /// The same signer, minting links to uploads valid `upload_ttl`.
+    #[must_use]
+    pub fn with_upload_ttl(self, upload_ttl: Duration) -> Self {
+        Self { upload_ttl, ..self }
+    }
+
+    /// The link to upload `name` (`{id}.{ext}`), rooted at `base`, minted at `now`.
+    #[must_use]
+    pub fn upload_url(&self, base: &str, name: &str, now: OffsetDateTime) -> String {
+        let expires =
+            (now.unix_timestamp() + i64::try_from(self.upload_ttl.as_secs()).unwrap_or(i64::MAX / 2)).to_string();
+        let sig = hex::encode(self.mac(UPLOADS, name, &expires).finalize().into_bytes());
+        format!("{base}/api/v1/uploads/{name}?expires={expires}&sig={sig}")
+    }
+
+    /// Whether a link to upload `name` carries a valid signature that has not expired at `now`.
+    #[must_use]
+    pub fn verify_upload(&self, name: &str, expires: &str, signature: &str, now: OffsetDateTime) -> bool {
+        self.verify(UPLOADS, name, expires, signature, now)
     }
 
     /// The links of one answer to `req`, minted at `now`.
@@ -146,5 +178,20 @@ mod tests {
         assert!(!signer.verify(&j.to_uppercase(), &i, &e, &s, now), "another spelling");
         assert!(!signer.verify(&j, &i, &e, "00", now), "a short signature");
         assert!(!LinkSigner::new("other token", Duration::from_secs(60), None).verify(&j, &i, &e, &s, now));
+    }
+
+    #[test]
+    fn an_upload_link_lives_its_own_ttl_and_no_output_link_passes_for_one() {
+        let signer = LinkSigner::new("token", Duration::from_secs(60), None).with_upload_ttl(Duration::from_secs(600));
+        let now = OffsetDateTime::now_utc();
+        let url = signer.upload_url("https://gen.example", "0190-ab.png", now);
+        assert!(url.starts_with("https://gen.example/api/v1/uploads/0190-ab.png?expires="), "{url}");
+        let (_, name, e, s) = parts(&url);
+        assert!(signer.verify_upload(&name, &e, &s, now + Duration::from_secs(600)));
+        assert!(!signer.verify_upload(&name, &e, &s, now + Duration::from_secs(601)), "expired");
+        assert!(!signer.verify_upload("0190-ab.jpg", &e, &s, now), "another name");
+        let output = signer.for_request(&TestRequest::default().to_http_request(), now).url(JobId::new_at(now), 0);
+        let (job, index, e, s) = parts(&output);
+        assert!(!signer.verify_upload(&format!("{job}/{index}"), &e, &s, now), "an output link is no upload link");
     }
 }

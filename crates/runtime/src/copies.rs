@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use genjobs_domain::ids::JobId;
+use bytes::Bytes;
+use genjobs_domain::ids::{JobId, UploadId};
 use genjobs_domain::output::StoredFile;
 use genjobs_domain::ports::{ByteRange, Clock, CopyFailure, FileBytes, OutputStore, StoreError, copy_retry};
 
 /// Wraps an output store: a copy that fails transiently is tried again with back-off, up to the
-/// domain's number of tries, before its failure is reported. Reads pass through.
+/// domain's number of tries, before its failure is reported. Reads and uploads pass through.
 pub struct RetriedCopies {
     inner: Arc<dyn OutputStore>,
     clock: Arc<dyn Clock>,
@@ -52,5 +53,13 @@ impl OutputStore for RetriedCopies {
         range: Option<ByteRange>,
     ) -> Result<Option<FileBytes>, StoreError> {
         self.inner.open(job_id, index, range).await
+    }
+
+    async fn keep_upload(&self, id: UploadId, bytes: Bytes) -> Result<(), StoreError> {
+        self.inner.keep_upload(id, bytes).await
+    }
+
+    async fn open_upload(&self, id: UploadId) -> Result<Option<FileBytes>, StoreError> {
+        self.inner.open_upload(id).await
     }
 }

@@ -262,6 +262,10 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_OUTPUT_URL_TTL_SECS", default_value_t = HttpSettings::default().output_url_ttl.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub output_url_ttl_secs: u64,
+    /// How long the link to an uploaded image (`POST /api/v1/uploads`) stays valid.
+    #[arg(long, env = "GENJOBS_UPLOAD_TTL_SECS", default_value_t = HttpSettings::default().upload_url_ttl.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
+    pub upload_ttl_secs: u64,
     #[command(flatten)]
     pub outputs: OutputStoreArgs,
     /// First retry delay of a client webhook; the k-th retry waits this × 2^(k−1), ±20 %, at
@@ -307,6 +311,7 @@ impl ConfigArgs {
             keep_alive: Duration::from_secs(self.sse_keepalive_secs),
             workers: self.http_workers.map(|n| n as usize),
             output_url_ttl: Duration::from_secs(self.output_url_ttl_secs),
+            upload_url_ttl: Duration::from_secs(self.upload_ttl_secs),
             link_secret: self.link_secret,
             ..defaults.http
         };

@@ -94,6 +94,7 @@ fn help_lists_every_setting_with_its_variable_and_default_and_exits_0() {
         "GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS",
         "GENJOBS_DEMO_CREDITS",
         "GENJOBS_LOG_FORMAT",
+        "GENJOBS_UPLOAD_TTL_SECS",
     ] {
         assert!(text.contains(&format!("[env: {variable}")), "{variable} missing from --help");
     }
@@ -247,6 +248,41 @@ fn the_cli_generates_downloads_and_prints_the_paths() {
     assert_eq!(status, Some(1), "a failed job: {stderr}");
     assert!(stderr.contains("UPSTREAM_FAILED"), "{stderr}");
     std::fs::remove_dir_all(&out).unwrap();
+    service.kill().unwrap();
+}
+
+/// A PNG of 2×2 pixels, as a user's file would be.
+const TINY_PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x02, 0x00, 0x00, 0x00, 0x02, 0x08, 0x02, 0x00, 0x00, 0x00, 0xfd, 0xd4, 0x9a, 0x73, 0x00, 0x00, 0x00, 0x10, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x68, 0x50, 0x50, 0x00, 0x22, 0x06, 0x08, 0x05, 0x00, 0x16, 0x8e, 0x03, 0x01,
+    0xc2, 0x64, 0xc5, 0x27, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+#[test]
+fn the_cli_uploads_a_local_image_given_to_image() {
+    let (mut service, address, key) = fast_service("1000");
+    let dir = std::env::temp_dir().join(format!("genjobs-cli-image-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (picture, notes) = (dir.join("fox.png"), dir.join("notes.png"));
+    std::fs::write(&picture, TINY_PNG).unwrap();
+    std::fs::write(&notes, "not an image").unwrap();
+    let out = dir.join("out");
+    let edit =
+        ["image", "make it blue", "--image", picture.to_str().unwrap(), "--json", "--out", out.to_str().unwrap()];
+    let (status, stdout, stderr) = client(&address, &key, &edit);
+    assert_eq!(status, Some(0), "{stderr}");
+    let document: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(document["job"]["state"], "succeeded", "{document}");
+
+    let missing = dir.join("missing.png");
+    let (status, _, stderr) = client(&address, &key, &["image", "x", "--image", missing.to_str().unwrap()]);
+    assert_eq!(status, Some(2), "an unreadable file is a usage error: {stderr}");
+    assert!(stderr.contains("missing.png"), "{stderr}");
+    let (status, _, stderr) = client(&address, &key, &["image", "x", "--image", notes.to_str().unwrap()]);
+    assert_ne!(status, Some(0));
+    assert!(stderr.contains("PNG, JPEG, WebP or GIF"), "refused by its bytes: {stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
     service.kill().unwrap();
 }
 

@@ -27,6 +27,7 @@ mod provider_notifications;
 mod replicate;
 mod streams;
 mod submit;
+mod uploads;
 mod upstream;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

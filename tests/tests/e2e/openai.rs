@@ -111,6 +111,8 @@ async fn errors_take_openais_shape_at_the_native_statuses() {
     assert_openai_error(video, 404, None).await;
     let method = app.client.delete(app.url("/openai/v1/videos")).bearer_auth(&app.demo_key).send().await.unwrap();
     assert_openai_error(method, 405, None).await;
+    let variations = app.post("/openai/v1/images/variations", &app.demo_key, &json!({})).await;
+    assert_eq!(assert_openai_error(variations, 404, None).await["type"], "not_found_error", "a call not answered");
 }
 
 #[tokio::test]

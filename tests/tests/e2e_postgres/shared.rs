@@ -43,5 +43,7 @@ mod replicate;
 mod streams;
 #[path = "../e2e/submit.rs"]
 mod submit;
+#[path = "../e2e/uploads.rs"]
+mod uploads;
 #[path = "../e2e/upstream.rs"]
 mod upstream;

@@ -1,5 +1,5 @@
 //! The output ports: the gateway's own copies of succeeded jobs' outputs, so that their links
-//! outlive the provider's ([`OutputStore`]), and reading an output from the provider's link for
+//! outlive the provider's, and the images clients upload ([`OutputStore`]), and reading an output from the provider's link for
 //! clients that ask for its bytes rather than a URL ([`OutputSource`]).
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 
 use super::StoreError;
-use crate::ids::JobId;
+use crate::ids::{JobId, UploadId};
 use crate::output::StoredFile;
 
 /// Why a copy failed.
@@ -98,6 +98,12 @@ pub trait OutputStore: Send + Sync {
         index: usize,
         range: Option<ByteRange>,
     ) -> Result<Option<FileBytes>, StoreError>;
+
+    /// Keeps `bytes`, an image a client uploaded, as upload `id`.
+    async fn keep_upload(&self, id: UploadId, bytes: Bytes) -> Result<(), StoreError>;
+
+    /// Reads upload `id` whole; `None` when the store has no such upload.
+    async fn open_upload(&self, id: UploadId) -> Result<Option<FileBytes>, StoreError>;
 }
 
 /// An output file read whole from the provider's link.

@@ -26,8 +26,7 @@ pub const MAX_IMAGE_INPUTS: usize = 10;
 pub const MAX_IMAGE_URL_CHARS: usize = 2_048;
 /// Most images uploaded with one request (OpenAI's `images.edit`).
 pub const MAX_UPLOADED_IMAGES: usize = 16;
-/// Most bytes of the images uploaded with one request, all together.
-pub const MAX_UPLOADED_IMAGE_BYTES: usize = 20 << 20;
+
 /// Largest `extra` object, serialized.
 pub const MAX_EXTRA_BYTES: usize = 64 * 1024;
 /// Most images per request.
@@ -260,8 +259,8 @@ impl GenerationRequest {
 impl GenerationRequest {
     /// The request with `images`, uploaded with it as `data:` URIs, as its image inputs in place
     /// of any URLs: providers take `data:` URIs where they take image URLs, so that an upload
-    /// needs no storage of its own. The edge bounds their bytes ([`MAX_UPLOADED_IMAGE_BYTES`])
-    /// as they arrive.
+    /// needs no storage of its own. The edge bounds their bytes
+    /// ([`crate::upload::MAX_UPLOAD_BYTES`] in all) as they arrive.
     ///
     /// # Errors
     /// [`InvalidRequest`] naming `image` for no image, more than [`MAX_UPLOADED_IMAGES`], or one

@@ -4,6 +4,7 @@
 //! - [`Submissions`] (`submit.rs`, `quote.rs`): submit, quote.
 //! - [`JobReads`] (`jobs.rs`, `watch.rs`, `outputs.rs`): read, wait, stream, list, outputs.
 //! - [`Cancellations`] (`cancel.rs`): cancel.
+//! - [`Uploads`] (`uploads.rs`): keep an image a client uploads, read it back.
 //! - [`Removals`] (`removals.rs`): remove a job from a listing (canceling it when it runs), and
 //!   read the jobs kept.
 //! - [`Accounts`] (`accounts.rs`, `usage.rs`): authenticate, account, ledger, usage.
@@ -32,6 +33,7 @@ mod removals;
 mod steps;
 mod submit;
 mod telemetry;
+mod uploads;
 mod usage;
 mod watch;
 
@@ -51,6 +53,7 @@ pub use quote::Quote;
 pub use removals::{KeptListing, MAX_KEPT_PAGE, Removals};
 pub use steps::{Cadence, JobSteps, StepSettings, Stepped, UnrecordedSubmission};
 pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
+pub use uploads::{Upload, UploadError, Uploads};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
 pub use watch::{JobStream, LongPoll, Watch, Woke};
 
@@ -139,6 +142,8 @@ pub struct Services {
     pub cancellations: Cancellations,
     /// Removing jobs from a listing, and reading those kept.
     pub removals: Removals,
+    /// Images clients upload.
+    pub uploads: Uploads,
     /// The caller's account: authentication, balances, ledger and usage.
     pub accounts: Accounts,
     /// Client webhooks: secrets, a job's events, redeliveries.
@@ -160,6 +165,7 @@ impl Services {
             submissions: Submissions::new(ports, catalog.clone()),
             reads: JobReads::new(ports, settings.clone()),
             removals: Removals::new(ports, cancellations.clone()),
+            uploads: Uploads::new(ports),
             cancellations,
             accounts: Accounts::new(ports),
             webhooks: ClientWebhooks::new(ports),

@@ -6,6 +6,7 @@ mod client_webhooks;
 mod files;
 mod provider_notifications;
 mod quotes;
+mod uploads;
 mod usage;
 
 pub use admin::*;
@@ -13,6 +14,7 @@ pub use client_webhooks::*;
 pub use files::*;
 pub use provider_notifications::*;
 pub use quotes::*;
+pub use uploads::*;
 pub use usage::*;
 
 use std::collections::HashMap;

@@ -5,7 +5,8 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine;
 use genjobs_api::openai::{ImagesRequest, ImagesResponse};
-use genjobs_domain::request::{MAX_UPLOADED_IMAGE_BYTES, MAX_UPLOADED_IMAGES};
+use genjobs_domain::request::MAX_UPLOADED_IMAGES;
+use genjobs_domain::upload::MAX_UPLOAD_BYTES;
 use genjobs_domain::usecases::Submission;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -21,11 +22,11 @@ use crate::form::{ImageFile, ImageForm, ImageLimits, read_image_form};
 
 /// The images an edit takes: `image`, or `image[]` as OpenAI's clients name several.
 const EDIT_IMAGES: ImageLimits =
-    ImageLimits { names: &["image", "image[]"], max_files: MAX_UPLOADED_IMAGES, max_bytes: MAX_UPLOADED_IMAGE_BYTES };
+    ImageLimits { names: &["image", "image[]"], max_files: MAX_UPLOADED_IMAGES, max_bytes: MAX_UPLOAD_BYTES };
 
 fn data_uri(image: &ImageFile) -> String {
     let data = base64::engine::general_purpose::STANDARD.encode(&image.bytes);
-    format!("data:{};base64,{data}", image.media_type)
+    format!("data:{};base64,{data}", image.format.media_type())
 }
 
 /// What an idempotent retry must repeat: the text fields and each image's SHA-256, in order.

@@ -34,8 +34,9 @@ pub struct Generation {
     /// What to avoid.
     #[arg(long)]
     pub negative_prompt: Option<String>,
-    /// A reference image URL (repeatable).
-    #[arg(long = "image", value_name = "URL")]
+    /// A reference image: a URL, or a local file (PNG, JPEG, WebP or GIF), which is uploaded
+    /// first (repeatable).
+    #[arg(long = "image", value_name = "URL|FILE")]
     pub image_inputs: Vec<String>,
     /// Where to save the outputs.
     #[arg(long, default_value = ".")]
