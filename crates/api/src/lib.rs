@@ -23,6 +23,7 @@
 //! - [`models`]: the models listing and each model's form fields; the operators' view of a model.
 //! - [`account`]: the caller's account, ledger and usage; the operators' users, keys and grants.
 //! - [`client_webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
+//! - [`provider_notifications`]: the receipt of a provider's notification (its webhook).
 //! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness.
 //! - [`openai`]: OpenAI's image, video and model shapes, as the OpenAI-compatible edge speaks them.
 //! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
@@ -34,6 +35,7 @@ pub mod jobs;
 pub mod models;
 mod numbers;
 pub mod openai;
+pub mod provider_notifications;
 pub mod requests;
 mod schemas;
 
@@ -41,12 +43,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use account::{Account, CreatedUser, Grant, IssuedKey, LedgerEntry, LedgerPage, NewUser, UsageRow, User};
-pub use client_webhooks::{UpstreamWebhookReceipt, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
+pub use client_webhooks::{WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 pub use errors::{ErrorEnvelope, ErrorObject};
 pub use jobs::{
     CancelReceipt, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt, StreamEvent,
 };
 pub use models::{AdminModel, Field, FieldOption, Model, Price};
+pub use provider_notifications::UpstreamWebhookReceipt;
 pub use requests::{ImageRequest, VideoRequest};
 pub use schemas::EventStreamItem;
 
