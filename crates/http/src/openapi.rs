@@ -5,7 +5,9 @@
 //!
 //! What every operation shares is added once, by a `Modify` of the document, rather than repeated on each
 //! handler: the security schemes, `X-Request-Id` on every response, the 401 and 429 of the
-//! authenticated routes, and the 500 and 503 of the routes that reach the store.
+//! authenticated routes, the 413 and 415 of the authenticated routes that read a body (a route
+//! that answers them otherwise declares its own), and the 500 and 503 of the routes that reach
+//! the store.
 
 use std::sync::LazyLock;
 
@@ -21,9 +23,9 @@ use utoipa::{Modify, OpenApi, ToSchema};
 use genjobs_api::{ProviderStatus, Status, StreamEvent, WebhookPayload};
 
 use crate::error::Envelope;
+use crate::handlers;
 use crate::openai::OpenAiEnvelope;
 use crate::openai::handlers as openai;
-use crate::routes;
 
 /// The API's document.
 #[derive(OpenApi)]
@@ -33,36 +35,36 @@ use crate::routes;
         description = "The gateway for asynchronous image and video generation: submit a request and get a job id at once with credits held, then read, long-poll, stream or cancel the job.",
     ),
     paths(
-        routes::create_video,
-        routes::create_image,
-        routes::quote_video,
-        routes::quote_image,
-        routes::get_job,
-        routes::list_jobs,
-        routes::stream_job,
-        routes::cancel_job,
-        routes::list_models,
-        routes::account,
-        routes::account_ledger,
-        routes::account_usage,
-        routes::webhook_secret,
-        routes::rotate_webhook_secret,
-        routes::job_webhooks,
-        routes::redeliver_webhook,
-        routes::output_file,
-        routes::upstream_webhook,
-        routes::admin_create_user,
-        routes::admin_user,
-        routes::admin_issue_key,
-        routes::admin_grant,
-        routes::admin_revoke_key,
-        routes::admin_usage,
-        routes::admin_models,
-        routes::admin_put_model,
-        routes::admin_delete_model,
-        routes::healthz,
-        routes::readyz,
-        routes::metrics,
+        handlers::create_video,
+        handlers::create_image,
+        handlers::quote_video,
+        handlers::quote_image,
+        handlers::get_job,
+        handlers::list_jobs,
+        handlers::stream_job,
+        handlers::cancel_job,
+        handlers::list_models,
+        handlers::account,
+        handlers::account_ledger,
+        handlers::account_usage,
+        handlers::webhook_secret,
+        handlers::rotate_webhook_secret,
+        handlers::job_webhooks,
+        handlers::redeliver_webhook,
+        handlers::output_file,
+        handlers::upstream_webhook,
+        handlers::admin_create_user,
+        handlers::admin_user,
+        handlers::admin_issue_key,
+        handlers::admin_grant,
+        handlers::admin_revoke_key,
+        handlers::admin_usage,
+        handlers::admin_models,
+        handlers::admin_put_model,
+        handlers::admin_delete_model,
+        handlers::healthz,
+        handlers::readyz,
+        handlers::metrics,
         openapi_json,
         docs_page,
         docs_asset,
@@ -140,6 +142,7 @@ impl Modify for Conventions {
             let schema = error_schema(path);
             for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete].into_iter().flatten() {
                 let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
+                let reads_body = (user || operator) && operation.request_body.is_some();
                 let responses = &mut operation.responses.responses;
                 let mut add = |status: &str, response: utoipa::openapi::Response| {
                     responses.entry(status.to_owned()).or_insert_with(|| response.into());
@@ -157,6 +160,10 @@ impl Modify for Conventions {
                         .headers
                         .insert("Retry-After".into(), string_header("Seconds to wait before retrying").into());
                     add("429", limited);
+                }
+                if reads_body {
+                    add("413", error_response(schema, "Body over 1 MiB"));
+                    add("415", error_response(schema, "Body not application/json"));
                 }
                 if reaches_store {
                     add("500", error_response(schema, "Anything unexpected (`INTERNAL`); no internals in the message"));
