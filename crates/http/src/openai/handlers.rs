@@ -147,8 +147,6 @@ fn unreadable(e: OutputContentError) -> ApiError {
         (status = 400, description = "Invalid input (`param` names it), or the provider refused it", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
         (status = 409, description = "The job was canceled while the request waited, or the Idempotency-Key was used with another body", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
-        (status = 415, description = "Body not application/json", body = super::error::Envelope),
         (status = 502, description = "The job failed at the provider", body = super::error::Envelope),
     ))]
 pub async fn create_image(
@@ -218,7 +216,6 @@ const NO_IMAGES: ImageLimits = ImageLimits { names: &[], max_files: 0, max_bytes
         (status = 400, description = "Invalid input (`param` names it)", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
         (status = 409, description = "The Idempotency-Key was used with another body", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
         (status = 415, description = "Body neither JSON nor a form", body = super::error::Envelope),
     ))]
 pub async fn create_video(
