@@ -137,7 +137,7 @@ pub struct ImagesResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(as = OpenAiVideoError)]
 pub struct VideoError {
-    /// The job's error code, in OpenAI's lower case.
+    /// The job's error code, in OpenAI's lower case; `canceled` for a canceled job.
     pub code: String,
     /// For people.
     pub message: String,

@@ -89,6 +89,13 @@ async fn an_edit_of_uploaded_images_answers_images_and_costs_what_generating_doe
     let jobs: Value = app.get("/api/v1/jobs", &user.key).await.json().await.unwrap();
     let job = &jobs["data"][0];
     assert_eq!((job["state"].as_str(), job["credits_actual"].as_u64()), (Some("succeeded"), Some(8)), "{job}");
+
+    // Images of several MiB reach the provider as data: URIs.
+    let mut large = png();
+    large.resize(4 << 20, 0);
+    let body = form(&[Part::File("image", "large.png", large), Part::Text("prompt", "make it larger")]);
+    let answer = edit(&app, &user.key, body).await;
+    assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
 }
 
 #[tokio::test]
