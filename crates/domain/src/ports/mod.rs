@@ -15,8 +15,10 @@
 //!   in-process services.
 //! - `webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
+//! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
 
 mod catalog;
+mod kept;
 mod outputs;
 mod runtime;
 mod stores;
@@ -25,6 +27,7 @@ mod usage;
 mod webhooks;
 
 pub use catalog::*;
+pub use kept::*;
 pub use outputs::*;
 pub use runtime::*;
 pub use stores::*;
