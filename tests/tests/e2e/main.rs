@@ -25,5 +25,6 @@ mod streams;
 mod submit;
 mod upstream;
 mod webhooks;
+mod wording;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

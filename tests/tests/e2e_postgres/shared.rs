@@ -39,3 +39,5 @@ mod submit;
 mod upstream;
 #[path = "../e2e/webhooks.rs"]
 mod webhooks;
+#[path = "../e2e/wording.rs"]
+mod wording;

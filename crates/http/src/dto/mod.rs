@@ -11,5 +11,6 @@ pub mod requests;
 pub mod responses;
 pub mod usage;
 pub mod webhooks;
+mod wording;
 
 pub use models::model_view;
