@@ -23,12 +23,12 @@
 mod args;
 mod draft;
 mod errors;
+mod notifications;
 mod outputs;
 mod reference;
 mod retry;
 pub mod routes;
 pub mod schema;
-mod webhooks;
 
 use std::time::Duration;
 
@@ -40,8 +40,8 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
-    UpstreamReport, UpstreamStatus,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitCall, SubmitFailure,
+    UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
@@ -50,14 +50,14 @@ use tokio::sync::Semaphore;
 
 pub use args::FalArgs;
 pub use draft::{draft_document, draft_from_schema};
+pub use notifications::{FAL_JWKS_URL, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 pub use outputs::parse_outputs;
 pub use reference::FalRef;
 pub use retry::ReadRetry;
-pub use webhooks::{FAL_JWKS_URL, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 
 use errors::{FalError, is_refusal};
+use notifications::Verifier;
 use retry::{Read, ReadError, says_later};
-use webhooks::Verifier;
 
 /// Where fal is and how to talk to it.
 #[derive(Debug, Clone)]
@@ -226,15 +226,7 @@ impl UpstreamProvider for FalUpstream {
         }
         let response = match self.send(post).await {
             Ok(r) => r,
-            Err(e) if e.is_connect() => {
-                return Err(SubmitFailure::NotReached("the provider could not be reached".into()));
-            }
-            Err(e) if e.is_timeout() => {
-                return Err(SubmitFailure::Ambiguous("the provider did not answer in time".into()));
-            }
-            Err(_) => {
-                return Err(SubmitFailure::Ambiguous("the connection to the provider failed".into()));
-            }
+            Err(e) => return Err(SubmitCall::unanswered_by(e.is_connect(), e.is_timeout()).unanswered()),
         };
         let status = response.status();
         tracing::debug!(job_id = %job_id, endpoint = %request.endpoint, status = status.as_u16(), "fal submit");
@@ -253,12 +245,12 @@ impl UpstreamProvider for FalUpstream {
             };
             return Ok(fal.to_upstream());
         }
+        let call = SubmitCall::Answered(status.as_u16());
         match status {
-            StatusCode::TOO_MANY_REQUESTS => Err(SubmitFailure::NotReached("the provider is rate limiting".into())),
-            // A gateway error or an unavailable queue answers before anything is queued: fal's
-            // queue answers a queued request with its request id, and these carry none. A 500 or
-            // a 504 (the queue may have stored the request before failing) stays ambiguous.
-            StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE => Err(SubmitFailure::NotReached(format!(
+            StatusCode::TOO_MANY_REQUESTS => Err(call.failure("the provider is rate limiting")),
+            // fal's queue answers a queued request with its request id, and a gateway error or an
+            // unavailable queue carries none: the domain's rule counts them as never reached.
+            _ if call.never_reached() => Err(call.failure(format!(
                 "the provider's queue answered HTTP {} without queuing the request",
                 status.as_u16()
             ))),

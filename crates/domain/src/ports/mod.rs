@@ -13,24 +13,24 @@
 //! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
 //! - `runtime`: [`JobEvents`], [`JobHandoff`], [`RateLimiter`], [`Clock`], [`IdSource`]:
 //!   in-process services.
-//! - `webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
+//! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
 //! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
 
 mod catalog;
+mod client_webhooks;
 mod kept;
 mod outputs;
 mod runtime;
 mod stores;
 mod upstream;
 mod usage;
-mod webhooks;
 
 pub use catalog::*;
+pub use client_webhooks::*;
 pub use kept::*;
 pub use outputs::*;
 pub use runtime::*;
 pub use stores::*;
 pub use upstream::*;
 pub use usage::*;
-pub use webhooks::*;

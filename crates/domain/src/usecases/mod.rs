@@ -2,7 +2,7 @@
 //! case with its own error enum that the HTTP edge maps to a status and code:
 //!
 //! - [`Submissions`] (`submit.rs`, `quote.rs`): submit, quote.
-//! - [`JobReads`] (`jobs.rs`, `outputs.rs`): read, wait, stream, list, outputs.
+//! - [`JobReads`] (`jobs.rs`, `watch.rs`, `outputs.rs`): read, wait, stream, list, outputs.
 //! - [`Cancellations`] (`cancel.rs`): cancel.
 //! - [`Accounts`] (`accounts.rs`, `usage.rs`): authenticate, account, ledger, usage.
 //! - [`ClientWebhooks`] (`webhooks.rs`): secrets, a job's events, redeliveries.
@@ -19,6 +19,7 @@ mod accounts;
 mod admin;
 mod cancel;
 mod catalog;
+mod client_webhooks;
 mod deliveries;
 mod handoff;
 mod jobs;
@@ -29,7 +30,7 @@ mod steps;
 mod submit;
 mod telemetry;
 mod usage;
-mod webhooks;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,15 +39,16 @@ pub use accounts::{Accounts, AdminError, AuthError, Caller, MAX_USER_NAME_CHARS,
 pub use admin::{Admin, AdminPorts};
 pub use cancel::{CancelReceipt, Cancellations};
 pub use catalog::{CatalogAdminError, PlannedChange};
+pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};
 pub use deliveries::{DeliverySettings, WebhookDeliveries};
 pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
 pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
 pub use quote::Quote;
-pub use steps::{Cadence, JobSteps, StepSettings};
+pub use steps::{Cadence, JobSteps, StepSettings, Stepped, UnrecordedSubmission};
 pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
-pub use webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};
+pub use watch::{JobStream, LongPoll, Watch, Woke};
 
 use crate::catalog::LiveCatalog;
 use crate::ids::JobId;
@@ -87,7 +89,7 @@ pub struct Ports {
 /// dispatcher woken when the commit recorded an event for the client.
 pub(crate) fn job_ended(events: &dyn JobEvents, job: &crate::job::Job) {
     telemetry::job_finished(job);
-    if crate::webhooks::WebhookEvent::is_recorded_for(job) {
+    if crate::client_webhooks::WebhookEvent::is_recorded_for(job) {
         events.announce_webhook();
     }
 }

@@ -29,6 +29,7 @@ use crate::body::{read_bytes, read_json};
 use crate::dto::requests::read;
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
+use crate::waiting::wait_for_job;
 
 type Handled = Result<HttpResponse, OpenAiError>;
 type Caught = Result<Authenticated, ApiError>;
@@ -63,7 +64,7 @@ async fn submit(
 /// caller's jobs.
 async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, ApiError> {
     loop {
-        let waited = pin!(state.services.reads.wait_for_job(caller, id, Duration::from_secs(MAX_WAIT_SECS)));
+        let waited = pin!(wait_for_job(&state.services.reads, caller, id, Duration::from_secs(MAX_WAIT_SECS)));
         let job = match select(waited, pin!(state.drain.started())).await {
             Either::Left((job, _)) => job?,
             Either::Right(((), _)) => {
