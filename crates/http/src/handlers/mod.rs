@@ -113,8 +113,6 @@ async fn generate(
         (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
         (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
         (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn create_video(
     state: web::Data<AppState>,
@@ -137,8 +135,6 @@ pub async fn create_video(
         (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
         (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
         (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn create_image(
     state: web::Data<AppState>,

@@ -128,8 +128,6 @@ fn unreadable(e: OutputContentError) -> ApiError {
         (status = 400, description = "Invalid input (`param` names it), or the provider refused it", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
         (status = 409, description = "The job was canceled while the request waited", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
-        (status = 415, description = "Body not application/json", body = super::error::Envelope),
         (status = 502, description = "The job failed at the provider", body = super::error::Envelope),
     ))]
 pub async fn create_image(
@@ -209,7 +207,6 @@ fn is_form(req: &HttpRequest) -> bool {
         (status = 200, description = "Accepted: the video's job is queued, its credits held", body = VideoObject),
         (status = 400, description = "Invalid input (`param` names it)", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
         (status = 415, description = "Body neither JSON nor a form", body = super::error::Envelope),
     ))]
 pub async fn create_video(
