@@ -341,20 +341,20 @@ pub async fn new_admin_token(config: &Config) -> Result<String, StartError> {
     secrets::replace_admin_token(&*stores.kept).await
 }
 
-/// The adapters of client webhooks over the store's `outbox`, users' secrets sealed under
-/// `secret_key`.
+/// The adapters of client webhooks over the store's `outbox`, users' secrets sealed under the
+/// resolved key (and opened under the earlier one too).
 fn client_webhooks(
     config: &Config,
     outbox: Arc<dyn WebhookStore>,
-    secret_key: &str,
+    secrets: &secrets::ServiceSecrets,
 ) -> Result<ClientWebhookPorts, StartError> {
     let transport = HttpWebhookTransport::new(config.client_webhooks.clone())
         .map_err(|e| StartError::ClientWebhooks(e.to_string()))?;
-    Ok(ClientWebhookPorts {
-        store: outbox,
-        transport: Arc::new(transport),
-        vault: Arc::new(SealedSecrets::new(secret_key)),
-    })
+    let vault = secrets
+        .earlier_webhook_key
+        .iter()
+        .fold(SealedSecrets::new(&secrets.webhook_key), |vault, earlier| vault.also_opening(earlier));
+    Ok(ClientWebhookPorts { store: outbox, transport: Arc::new(transport), vault: Arc::new(vault) })
 }
 
 /// Builds every adapter, binds, and starts the job driver; the returned [`Service`] serves once
@@ -418,7 +418,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         every: genjobs_driver::sealing::SEAL_CHECK_INTERVAL,
     };
     let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
-    let webhooks = client_webhooks(&config, stores.outbox, &secrets.webhook_key)?;
+    let webhooks = client_webhooks(&config, stores.outbox, &secrets)?;
     let services = Services::new(&ports, catalog, config.gateway.clone())
         .with_handoff(driver.handoff())
         .with_output_source(Arc::new(source))

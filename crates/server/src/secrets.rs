@@ -24,6 +24,10 @@ pub(crate) struct ServiceSecrets {
     pub generated_admin_token: Option<String>,
     /// What users' webhook secrets are sealed under.
     pub webhook_key: String,
+    /// What builds before the kept key sealed them under, when that may differ: a key derived
+    /// from the configured admin token, with GENJOBS_SECRET_KEY unset. Secrets sealed then stay
+    /// readable after an upgrade.
+    pub earlier_webhook_key: Option<String>,
     /// What output links' signing key is derived from.
     pub link_key: Vec<u8>,
 }
@@ -53,7 +57,11 @@ pub(crate) async fn resolve(config: &Config, kept: &dyn KeptSecrets) -> Result<S
             kept_key(kept, KeptName::LinkKey).await?
         }
     };
-    Ok(ServiceSecrets { admin_token, generated_admin_token, webhook_key, link_key })
+    let earlier_webhook_key = match (&config.secret_key, &config.admin_token) {
+        (None, Some(token)) => Some(format!("derived from the admin token\n{token}")),
+        _ => None,
+    };
+    Ok(ServiceSecrets { admin_token, generated_admin_token, webhook_key, earlier_webhook_key, link_key })
 }
 
 /// A new admin token in place of the kept one, for `genjobs admin-token`: shown once, kept as
