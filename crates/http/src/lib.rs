@@ -71,9 +71,6 @@ pub struct HttpSettings {
     pub output_url_ttl: Duration,
     /// How long the link to an uploaded image stays valid.
     pub upload_url_ttl: Duration,
-    /// `GENJOBS_LINK_SECRET`: what output links are signed with; `None` derives a secret from
-    /// the admin token, so that replicas sharing their configuration still agree.
-    pub link_secret: Option<String>,
 }
 
 impl Default for HttpSettings {
@@ -87,7 +84,6 @@ impl Default for HttpSettings {
             public_url: None,
             output_url_ttl: Duration::from_secs(3600),
             upload_url_ttl: Duration::from_secs(24 * 3600),
-            link_secret: None,
         }
     }
 }
@@ -112,25 +108,14 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of an edge over `services` whose operators use `admin_token`, not draining, with
-    /// the process's metrics. Output links are signed with the settings' link secret, or else
-    /// under a key derived from the token.
+    /// The state of an edge over `services` whose operators hold `admin_token`, not draining,
+    /// with the process's metrics; output links are signed under a key derived from
+    /// `link_secret`.
     #[must_use]
-    pub fn new(services: Services, admin_token: &str, settings: HttpSettings) -> Self {
-        let secret = settings
-            .link_secret
-            .clone()
-            .unwrap_or_else(|| format!("output links, derived from the admin token\n{admin_token}"));
-        let links = LinkSigner::new(&secret, settings.output_url_ttl, settings.public_url.clone())
+    pub fn new(services: Services, admin_token: AdminToken, link_secret: &[u8], settings: HttpSettings) -> Self {
+        let links = LinkSigner::new(link_secret, settings.output_url_ttl, settings.public_url.clone())
             .with_upload_ttl(settings.upload_url_ttl);
-        Self {
-            services,
-            admin_token: AdminToken::new(admin_token),
-            settings,
-            metrics: Metrics::install(),
-            drain: Drain::new(),
-            links,
-        }
+        Self { services, admin_token, settings, metrics: Metrics::install(), drain: Drain::new(), links }
     }
 }
 

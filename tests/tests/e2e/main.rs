@@ -29,5 +29,6 @@ mod streams;
 mod submit;
 mod uploads;
 mod upstream;
+mod wording;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

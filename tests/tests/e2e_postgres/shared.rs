@@ -47,3 +47,5 @@ mod submit;
 mod uploads;
 #[path = "../e2e/upstream.rs"]
 mod upstream;
+#[path = "../e2e/wording.rs"]
+mod wording;
