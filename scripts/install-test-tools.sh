@@ -2,8 +2,10 @@
 # Installs or starts what the test suite needs, each only when it is missing, so that a fresh
 # machine with Rust and Postgres's packages runs the whole suite (`cargo xtask test` calls it):
 # Postgres running at 127.0.0.1:5432; Debian's chromium and chromium-driver (the playground's
-# browser test), pgbouncer (the pooler tests) and libpq-dev (diesel_cli); diesel_cli (the schema
-# check); the Python tools (scripts/install-python-tools.sh).
+# browser test), pgbouncer (the pooler tests), libpq-dev (diesel_cli), curl and jq (the README's
+# walkthrough, scripts/check-walkthrough.py) and, without an npm on the PATH, Node.js and npm (the
+# official OpenAI Node client's tests); diesel_cli (the schema check); the Python tools
+# (scripts/install-python-tools.sh) and the Node tools (scripts/install-node-tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "install-test-tools: $*" >&2; exit 1; }
@@ -18,9 +20,10 @@ fi
 pg_isready -h 127.0.0.1 -p 5432 -q || fail "Postgres is not running at 127.0.0.1:5432 and could not be started"
 
 missing=()
-for package in chromium chromium-driver pgbouncer libpq-dev; do
+for package in chromium chromium-driver pgbouncer libpq-dev curl jq; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "install-test-tools: installing ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
@@ -33,4 +36,5 @@ if ! command -v diesel >/dev/null; then
 fi
 
 scripts/install-python-tools.sh >/dev/null || fail "cannot install the Python tools"
-echo "install-test-tools: Postgres, Chromium, chromedriver, pgbouncer, diesel_cli and the Python tools are ready"
+scripts/install-node-tools.sh >/dev/null || fail "cannot install the Node tools"
+echo "install-test-tools: Postgres, Chromium, chromedriver, pgbouncer, diesel_cli, the Python and the Node tools are ready"

@@ -1,16 +1,18 @@
 """OpenAI's official Python package (openai 3.57.0) against genjobs' OpenAI-compatible edge.
 
-Run by the Rust test `openai::the_official_openai_python_client_works_against_genjobs` with
+Run by the Rust test `openai_clients::the_official_openai_python_client_works_against_genjobs` with
 OPENAI_BASE_URL at a running genjobs' /openai/v1, OPENAI_API_KEY a user's key and
 GENJOBS_POOR_KEY the key of a user with 1 credit. Every check is an assert; the last line of
 output is a JSON report for the Rust test.
 """
 
 import base64
+import io
 import json
 import os
 import struct
 import urllib.request
+import zlib
 
 import openai
 from openai import OpenAI
@@ -21,12 +23,23 @@ def png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+def png(width: int, height: int) -> bytes:
+    """A PNG of one colour, as a user's file would be."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = b"".join(b"\x00" + b"\xc8\x28\x28" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
 client = OpenAI(max_retries=0)
+jobs = 0
 
 # images.generate with a URL: the URL serves a real PNG of the nearest aspect ratio.
 images = client.images.generate(model="nano-banana", prompt="a lighthouse at dusk", n=2, size="1024x1024")
 assert isinstance(images.created, int), images
 assert len(images.data) == 2, images
+jobs += 1
 for image in images.data:
     with urllib.request.urlopen(image.url) as answer:
         width, height = png_size(answer.read())
@@ -36,6 +49,36 @@ for image in images.data:
 tall = client.images.generate(model="flux-pro", prompt="a fox", size="1024x1792", response_format="b64_json")
 width, height = png_size(base64.b64decode(tall.data[0].b64_json))
 assert width < height, (width, height)
+jobs += 1
+
+# images.edit with one file, then several (`image[]`), as the package uploads them.
+edited = client.images.edit(model="nano-banana", image=("fox.png", png(16, 16), "image/png"), prompt="make it blue")
+assert len(edited.data) == 1 and edited.data[0].url, edited
+several = client.images.edit(
+    model="nano-banana",
+    image=[("a.png", png(8, 8), "image/png"), ("b.png", io.BytesIO(png(8, 4)), "image/png")],
+    prompt="merge them",
+    n=2,
+    size="1536x1024",
+    response_format="b64_json",
+)
+width, height = png_size(base64.b64decode(several.data[1].b64_json))
+assert len(several.data) == 2 and width > height, (len(several.data), width, height)
+jobs += 2
+try:
+    client.images.edit(model="nano-banana", image=("notes.png", b"just text", "image/png"), prompt="x")
+    raise AssertionError("a file that is not an image was accepted")
+except openai.BadRequestError as e:
+    assert e.status_code == 400 and e.body["param"] == "image", e.body
+
+# A failed job answers 502 with x-should-retry: false, so that even a client that retries 5xx
+# sends it once and pays for one job.
+try:
+    OpenAI(max_retries=2).images.generate(model="nano-banana", prompt="[sim:fail] no luck")
+    raise AssertionError("a failed job answered images")
+except openai.APIStatusError as e:
+    assert e.status_code == 502 and e.response.headers["x-should-retry"] == "false", e
+jobs += 1
 
 # Errors raise the exception classes they raise for OpenAI itself, with OpenAI's error body.
 try:
@@ -62,8 +105,39 @@ done = client.videos.poll(video.id, poll_interval_ms=100)
 assert done.status == "completed" and done.progress == 100, done
 mp4 = client.videos.download_content(video.id).read()
 assert mp4[4:8] == b"ftyp", mp4[:16]
+jobs += 1
+
+# videos.create_and_poll: the package's own helper, polling at the interval genjobs names.
+polled = client.videos.create_and_poll(model="seedance-2.0-fast", prompt="rain", seconds="4", poll_interval_ms=100)
+assert polled.status == "completed" and polled.completed_at and polled.seconds == "4", polled
+jobs += 1
+
+# The same Idempotency-Key and fields: the same video, paid once.
+keyed = {"Idempotency-Key": "python-video-1"}
+first = client.videos.create(model="seedance-2.0-fast", prompt="snow", seconds="4", extra_headers=keyed)
+again = client.videos.create(model="seedance-2.0-fast", prompt="snow", seconds="4", extra_headers=keyed)
+assert first.id == again.id, (first, again)
+client.videos.poll(first.id, poll_interval_ms=100)
+jobs += 1
+
+# videos.delete of a running video cancels it; it leaves the list and is 404 afterwards.
+running = client.videos.create(model="seedance-2.0-fast", prompt="forever [sim:hang]", seconds="4")
+deleted = client.videos.delete(running.id)
+assert deleted.deleted and deleted.id == running.id and deleted.object == "video.deleted", deleted
+try:
+    client.videos.retrieve(running.id)
+    raise AssertionError("a deleted video was read")
+except openai.NotFoundError:
+    pass
+jobs += 1
+
+# videos.list, page by page through the package's own paging: newest first, deleted left out.
+listed = [v.id for v in client.videos.list(limit=2)]
+assert listed == [first.id, polled.id, video.id], listed
+oldest = client.videos.list(order="asc", limit=1)
+assert [v.id for v in oldest.data] == [video.id] and oldest.has_more, oldest
 
 models = [model.id for model in client.models.list()]
 assert "nano-banana" in models and "seedance-2.0-fast" in models, models
 
-print(json.dumps({"jobs": 3, "models": len(models)}))
+print(json.dumps({"jobs": jobs, "models": len(models)}))

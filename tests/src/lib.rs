@@ -16,6 +16,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use genjobs::{Config, start};
 use genjobs_domain::catalog::Catalog;
+use genjobs_domain::ids::AdminToken;
 use genjobs_domain::usecases::{Ports, Services, Settings};
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_store_postgres::PgSettings;
@@ -44,7 +45,7 @@ macro_rules! snapshot {
 }
 
 /// The admin token of every test app.
-pub const ADMIN_TOKEN: &str = "test-admin-token";
+pub const ADMIN_TOKEN: &str = "test-admin-token-of-at-least-32-characters";
 
 /// A running genjobs.
 pub struct TestApp {
@@ -199,7 +200,7 @@ async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
 pub async fn spawn_gateway(ports: Ports) -> String {
     let services =
         Services::new(&ports, std::sync::Arc::new(Catalog::builtin().expect("catalog")), Settings::default());
-    let state = AppState::new(services, ADMIN_TOKEN, HttpSettings::default());
+    let state = AppState::new(services, AdminToken::new(ADMIN_TOKEN), b"test link secret", HttpSettings::default());
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(genjobs_http::serve(listener, state).expect("serve"));
@@ -409,13 +410,9 @@ impl TestApp {
 /// run by `cargo xtask test`), which holds the official clients some tests drive genjobs with:
 /// `openai` and `standardwebhooks`. Panics, naming the command that installs it, when it is missing.
 pub fn python_tools() -> std::path::PathBuf {
-    let venv = std::env::var_os("GENJOBS_PY_VENV").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(std::path::PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".cache")))
-            .expect("neither XDG_CACHE_HOME nor HOME is set");
-        cache.join("genjobs/venv")
-    });
+    let venv = std::env::var_os("GENJOBS_PY_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tools_cache().join("genjobs/venv"));
     let python = venv.join("bin/python3");
     assert!(
         python.exists(),
@@ -423,4 +420,28 @@ pub fn python_tools() -> std::path::PathBuf {
         python.display()
     );
     python
+}
+
+/// The directory of the project's Node tools (`scripts/install-node-tools.sh`, run by
+/// `cargo xtask test`), which holds the official `openai` package some tests drive genjobs with.
+/// Panics, naming the command that installs it, when it is missing.
+pub fn node_tools() -> std::path::PathBuf {
+    let tools = std::env::var_os("GENJOBS_NODE_TOOLS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tools_cache().join("genjobs/node"));
+    let package = tools.join("node_modules/openai/package.json");
+    assert!(
+        package.exists(),
+        "{} is missing: `cargo xtask test` installs the project's Node tools (scripts/install-node-tools.sh)",
+        package.display()
+    );
+    tools
+}
+
+/// Where the test tools are installed: `XDG_CACHE_HOME`, else `~/.cache`.
+fn tools_cache() -> std::path::PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| std::path::PathBuf::from(home).join(".cache")))
+        .expect("neither XDG_CACHE_HOME nor HOME is set")
 }

@@ -1,6 +1,7 @@
 //! OpenAI's wire types for images and videos, as OpenAI's published API document describes them
 //! and the official Python client (openai 3.57.0) sends and reads them: `CreateImageRequest` and
-//! `ImagesResponse`, `CreateVideoRequest` and `Video`, `ListModelsResponse`, and OpenAI's error
+//! `ImagesResponse`, `CreateVideoRequest` and `Video`, `VideoListResponse`, `DeletedVideoResource`,
+//! `ListModelsResponse`, and OpenAI's error
 //! envelope. Requests refuse parameters OpenAI's API does not have; the edge maps them onto the
 //! native requests.
 
@@ -21,9 +22,11 @@ pub enum ResponseFormat {
     B64Json,
 }
 
-/// `POST /openai/v1/images/generations`. `quality`, `style`, `user`, `background`,
-/// `moderation`, `output_format` and `output_compression` are accepted and ignored, so that
-/// tools that always send them work.
+/// `POST /openai/v1/images/generations`, and the text fields of `POST /openai/v1/images/edits`
+/// (whose form also carries 1 to 16 PNG, JPEG, WebP or GIF files named `image` or `image[]`, 20
+/// MiB in all). `quality`, `style`, `user`, `background`, `moderation`, `input_fidelity`,
+/// `output_format` and `output_compression` are accepted and ignored, so that tools that always
+/// send them work.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = OpenAiImageRequest)]
@@ -67,6 +70,10 @@ pub struct ImagesRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Value>)]
     pub moderation: Option<Value>,
+    /// Accepted and ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Value>)]
+    pub input_fidelity: Option<Value>,
     /// Accepted and ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Value>)]
@@ -130,7 +137,7 @@ pub struct ImagesResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(as = OpenAiVideoError)]
 pub struct VideoError {
-    /// The job's error code, in OpenAI's lower case.
+    /// The job's error code, in OpenAI's lower case; `canceled` for a canceled job.
     pub code: String,
     /// For people.
     pub message: String,
@@ -167,6 +174,34 @@ pub struct VideoObject {
     pub prompt: String,
     /// Never: no remixes here.
     pub remixed_from_video_id: Option<String>,
+}
+
+/// The answer of `GET /openai/v1/videos`: a page of the caller's videos.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OpenAiVideoList)]
+pub struct VideoList {
+    /// Always `list`.
+    pub object: String,
+    /// The videos, in the page's order.
+    pub data: Vec<VideoObject>,
+    /// The first video's id; null for an empty page.
+    pub first_id: Option<String>,
+    /// The last video's id (the `after` of the next page); null for an empty page.
+    pub last_id: Option<String>,
+    /// Whether more videos follow the last one.
+    pub has_more: bool,
+}
+
+/// The answer of `DELETE /openai/v1/videos/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = OpenAiVideoDeleted)]
+pub struct VideoDeleted {
+    /// The video's id.
+    pub id: String,
+    /// Always `video.deleted`.
+    pub object: String,
+    /// Always true.
+    pub deleted: bool,
 }
 
 /// One model of [`ModelList`].

@@ -1,7 +1,8 @@
 //! # genjobs-client
 //!
 //! A typed async client of the genjobs API over reqwest: submit image and video jobs, read,
-//! long-poll, stream and cancel them, list models and read the account.
+//! long-poll, stream and cancel them, upload images to pass as their inputs, list models and
+//! read the account.
 //!
 //! - Every submission carries an `Idempotency-Key`, generated per call unless given, and is
 //!   retried with the same key when the connection breaks or the service answers 5xx: a retried
@@ -52,12 +53,14 @@ use types::{DataView, ErrorEnvelope};
 pub use error::{ApiError, Error};
 pub use types::{
     Account, CancelReceipt, EventKind, Field, FieldOption, ImageRequest, Job, JobError, JobEvent, JobPage, JobState,
-    LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, StreamEvent, UsageRow, VideoRequest,
+    LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, StreamEvent, Upload, UsageRow, VideoRequest,
     WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret,
 };
 
 /// How long an ordinary call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an upload of up to 20 MiB may take.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest long-poll the service grants.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 /// Attempts of a submission whose outcome is unknown (broken connection, 5xx).
@@ -154,6 +157,21 @@ impl Client {
     pub async fn quote_video(&self, request: &VideoRequest) -> Result<Quote, Error> {
         self.send(self.request(Method::POST, "/api/v1/video/generations/quote").timeout(CALL_TIMEOUT).json(request))
             .await
+    }
+
+    /// Uploads an image (PNG, JPEG, WebP or GIF, at most 20 MiB) and returns the link to the
+    /// service's copy, to pass among a request's `image_inputs` before it expires.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 400 for bytes that are not such an image, 413 for a larger one, 503 when
+    /// the service keeps no files; or as every call.
+    pub async fn upload_image(&self, image: Vec<u8>) -> Result<Upload, Error> {
+        let request = self
+            .request(Method::POST, "/api/v1/uploads")
+            .timeout(UPLOAD_TIMEOUT)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(image);
+        self.send(request).await
     }
 
     /// The job now.

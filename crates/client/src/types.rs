@@ -4,7 +4,7 @@
 pub use genjobs_api::{
     Account, CancelReceipt, DataView, ErrorEnvelope, ErrorObject, Field, FieldOption, ImageRequest, Job, JobError,
     JobMeta, JobPage, JobState, LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, StreamEvent,
-    UsageRow, VideoRequest, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret,
+    Upload, UsageRow, VideoRequest, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret,
 };
 
 /// The name of a stream event.

@@ -76,6 +76,10 @@ uuid_id!(
     UserId
 );
 uuid_id!(
+    /// Identifies an image a client uploaded, kept in the output store.
+    UploadId
+);
+uuid_id!(
     /// Identifies a driver's lease: every job the driver claims, or is handed, is under it, and
     /// one renewal keeps them all. A lease that ran out never lives again; the driver goes on
     /// under a new one.
@@ -216,6 +220,18 @@ impl AdminToken {
     #[must_use]
     pub fn new(token: &str) -> Self {
         Self(ApiKey::from_presented(token).hash())
+    }
+
+    /// The token whose hash was kept, when the token itself was shown once and never kept.
+    #[must_use]
+    pub fn from_hash(hash: KeyHash) -> Self {
+        Self(hash)
+    }
+
+    /// The token's hash, to keep.
+    #[must_use]
+    pub fn hash(&self) -> &KeyHash {
+        &self.0
     }
 
     /// Whether `presented` is the token; hashing first makes the comparison independent of length.

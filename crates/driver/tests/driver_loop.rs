@@ -49,6 +49,7 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),
+        removals: store.clone(),
         usage: store.clone(),
         catalog: store.clone(),
         route_schemas: vec![],

@@ -125,6 +125,7 @@ async fn world() -> World {
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.store.clone(),
+        removals: store.store.clone(),
         usage: store.store.clone(),
         catalog: store.store.clone(),
         route_schemas: vec![],

@@ -11,12 +11,14 @@ use crate::AppState;
 use crate::error::ApiError;
 
 /// The bearer token of a well-formed `Authorization` header, or the `MISSING_API_KEY` error of
-/// the spec's three malformed cases.
-fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
+/// the spec's three malformed cases; the messages name the token as `<what>`.
+fn bearer(req: &HttpRequest, what: &str) -> Result<String, ApiError> {
     let Some(header) = req.headers().get(AUTHORIZATION) else {
-        return Err(ApiError::missing_key("the Authorization header is missing; send Authorization: Bearer <api_key>"));
+        return Err(ApiError::missing_key(&format!(
+            "the Authorization header is missing; send Authorization: Bearer <{what}>"
+        )));
     };
-    let malformed = || ApiError::missing_key("Authorization header must be: Bearer <api_key>");
+    let malformed = || ApiError::missing_key(&format!("Authorization header must be: Bearer <{what}>"));
     let value = header.to_str().map_err(|_| malformed())?.trim();
     let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
@@ -44,7 +46,7 @@ impl FromRequest for Authenticated {
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let checked = bearer(req).and_then(|token| Ok((token, state(req)?)));
+        let checked = bearer(req, "api_key").and_then(|token| Ok((token, state(req)?)));
         let req = req.clone();
         Box::pin(async move {
             let (token, state) = checked?;
@@ -65,8 +67,8 @@ impl FromRequest for Operator {
     type Future = Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(bearer(req).and_then(|token| {
-            if state(req)?.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_key()) }
+        ready(bearer(req, "admin token").and_then(|token| {
+            if state(req)?.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_admin_token()) }
         }))
     }
 }

@@ -37,17 +37,30 @@ pub async fn read_json(req: &HttpRequest, payload: web::Payload) -> Result<Value
 /// # Errors
 /// 413 for a body over 1 MiB (refused from `Content-Length` before reading when it is given),
 /// 400 when it cannot be read.
-pub async fn read_bytes(req: &HttpRequest, mut payload: web::Payload) -> Result<web::BytesMut, ApiError> {
+pub async fn read_bytes(req: &HttpRequest, payload: web::Payload) -> Result<web::BytesMut, ApiError> {
+    read_bytes_within(req, payload, MAX_BODY_BYTES).await
+}
+
+/// The body's bytes, as they came, refused as soon as they pass `limit`.
+///
+/// # Errors
+/// 413 for a body over `limit` (refused from `Content-Length` before reading when it is given,
+/// else as its bytes pass it), 400 when it cannot be read.
+pub async fn read_bytes_within(
+    req: &HttpRequest,
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<web::BytesMut, ApiError> {
     let declared =
         req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > MAX_BODY_BYTES) {
-        return Err(ApiError::body_too_large(MAX_BODY_BYTES));
+    if declared.is_some_and(|len| len > limit) {
+        return Err(ApiError::body_too_large(limit));
     }
-    let mut body = web::BytesMut::with_capacity(declared.unwrap_or(1024).min(MAX_BODY_BYTES));
+    let mut body = web::BytesMut::with_capacity(declared.unwrap_or(1024).min(limit));
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|_| InvalidRequest::body("the body could not be read"))?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(ApiError::body_too_large(MAX_BODY_BYTES));
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError::body_too_large(limit));
         }
         body.extend_from_slice(&chunk);
     }

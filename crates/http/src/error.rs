@@ -10,8 +10,10 @@ use genjobs_api::ErrorObject;
 use genjobs_domain::ports::NotificationRejected;
 use genjobs_domain::ports::StoreError;
 use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::upload::MAX_UPLOAD_BYTES;
 use genjobs_domain::usecases::{
     AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, SubmitError,
+    UploadError,
 };
 
 /// An error response.
@@ -45,6 +47,18 @@ impl ApiError {
     #[must_use]
     pub fn invalid_key() -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "INVALID_API_KEY", "the API key is not valid")
+    }
+
+    /// 401 `INVALID_API_KEY` for `/api/admin` and `/metrics`: the code a client already handles,
+    /// with a message that names the operators' token rather than an API key.
+    #[must_use]
+    pub fn invalid_admin_token() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "INVALID_API_KEY",
+            "the admin token is not valid: it is GENJOBS_ADMIN_TOKEN, or the token the first start printed",
+        )
     }
 
     /// 404 `JOB_NOT_FOUND`.
@@ -288,6 +302,20 @@ impl From<OutputReadError> for ApiError {
                 Self::new(StatusCode::RANGE_NOT_SATISFIABLE, "invalid_request", "RANGE_NOT_SATISFIABLE", e.to_string())
             }
             OutputReadError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<UploadError> for ApiError {
+    fn from(e: UploadError) -> Self {
+        match e {
+            UploadError::NotAnImage => InvalidRequest::body(e.to_string()).into(),
+            UploadError::TooLarge => Self::body_too_large(MAX_UPLOAD_BYTES),
+            UploadError::NoStore => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "UPLOADS_UNAVAILABLE", e.to_string())
+            }
+            UploadError::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", "FILE_NOT_FOUND", e.to_string()),
+            UploadError::Store(e) => e.into(),
         }
     }
 }

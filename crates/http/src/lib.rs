@@ -14,6 +14,7 @@
 //!   schemas, and `/docs`.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
+//! - `waiting`: the waits of long-polls and streams, as the domain's decisions ask.
 //! - [`links`]: the signed links to stored outputs, minted at every read of a job.
 //! - [`openai`]: the OpenAI-compatible edge at `/openai/v1`, over the same use cases.
 //! - [`dto`]: the edge's side of the wire formats, whose types are `genjobs-api`'s (shared with
@@ -27,11 +28,13 @@ mod body;
 pub mod drain;
 pub mod dto;
 mod error;
+mod form;
 mod handlers;
 pub mod links;
 pub mod openai;
 pub mod openapi;
 pub mod telemetry;
+mod waiting;
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -66,9 +69,8 @@ pub struct HttpSettings {
     pub public_url: Option<String>,
     /// How long a minted output link stays valid.
     pub output_url_ttl: Duration,
-    /// `GENJOBS_LINK_SECRET`: what output links are signed with; `None` derives a secret from
-    /// the admin token, so that replicas sharing their configuration still agree.
-    pub link_secret: Option<String>,
+    /// How long the link to an uploaded image stays valid.
+    pub upload_url_ttl: Duration,
 }
 
 impl Default for HttpSettings {
@@ -81,7 +83,7 @@ impl Default for HttpSettings {
             workers: None,
             public_url: None,
             output_url_ttl: Duration::from_secs(3600),
-            link_secret: None,
+            upload_url_ttl: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -106,28 +108,23 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of an edge over `services` whose operators use `admin_token`, not draining, with
-    /// the process's metrics. Output links are signed with the settings' link secret, or else
-    /// under a key derived from the token.
+    /// The state of an edge over `services` whose operators hold `admin_token`, not draining,
+    /// with the process's metrics; output links are signed under a key derived from
+    /// `link_secret`.
     #[must_use]
-    pub fn new(services: Services, admin_token: &str, settings: HttpSettings) -> Self {
-        let secret = settings
-            .link_secret
-            .clone()
-            .unwrap_or_else(|| format!("output links, derived from the admin token\n{admin_token}"));
-        let links = LinkSigner::new(&secret, settings.output_url_ttl, settings.public_url.clone());
-        Self {
-            services,
-            admin_token: AdminToken::new(admin_token),
-            settings,
-            metrics: Metrics::install(),
-            drain: Drain::new(),
-            links,
-        }
+    pub fn new(services: Services, admin_token: AdminToken, link_secret: &[u8], settings: HttpSettings) -> Self {
+        let links = LinkSigner::new(link_secret, settings.output_url_ttl, settings.public_url.clone())
+            .with_upload_ttl(settings.upload_url_ttl);
+        Self { services, admin_token, settings, metrics: Metrics::install(), drain: Drain::new(), links }
     }
 }
 
-async fn route_not_found() -> HttpResponse {
+/// 404 for a path no route serves; under `/openai/` in OpenAI's shape, so that OpenAI's clients
+/// raise their `NotFoundError` for a call the edge does not answer.
+async fn route_not_found(req: actix_web::HttpRequest) -> HttpResponse {
+    if req.path().starts_with("/openai/") {
+        return actix_web::ResponseError::error_response(&openai::OpenAiError::from(ApiError::route_not_found()));
+    }
     actix_web::ResponseError::error_response(&ApiError::route_not_found())
 }
 
@@ -192,6 +189,8 @@ routes! {
     post "/api/v1/jobs/{id}/webhooks/{event_id}/redeliver" => handlers::redeliver_webhook,
     get "/api/v1/openapi.json" => openapi::openapi_json,
     get "/api/v1/files/{job_id}/{index}" => handlers::output_file,
+    post "/api/v1/uploads" => handlers::upload_image,
+    get "/api/v1/uploads/{name}" => handlers::uploaded_image,
     post "/api/upstream/{provider}/webhook" => handlers::upstream_webhook,
     post "/api/admin/users" => handlers::admin_create_user,
     get "/api/admin/users/{id}" => handlers::admin_user,

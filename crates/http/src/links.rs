@@ -1,9 +1,15 @@
 //! Signed links to stored outputs: `/api/v1/files/{job_id}/{index}?expires=<unix s>&sig=<hex>`,
 //! answered without an API key so that an `<img>` or `<video>` tag can use them. The signature is
-//! an HMAC-SHA256 of `{job_id}/{index}/{expires}` under a key derived from `GENJOBS_LINK_SECRET`
-//! (or, unset, from the admin token), so that every replica configured alike verifies every
-//! other's links; changing the secret voids the links minted before (they live an hour by
-//! default anyway). Every read of a job mints fresh links.
+//! an HMAC-SHA256 of `{job_id}/{index}/{expires}` under a key derived with HKDF-SHA256 from
+//! `GENJOBS_LINK_SECRET` or, unset, from a random key the service keeps with its store, so that
+//! every replica of one store verifies every other's links. The admin token has no part in it: a
+//! link gives nothing to test guesses of the token against. Changing the secret voids the links
+//! minted before (they live an hour by default anyway). Every read of a job mints fresh links.
+//!
+//! An uploaded image's link is `/api/v1/uploads/{id}.{ext}?expires=…&sig=…`, signed over
+//! `uploads/{id}.{ext}/{expires}` (no job id is `uploads`, so neither kind of link passes for the
+//! other) and valid `GENJOBS_UPLOAD_TTL_SECS`: long enough for a job that names it to reach its
+//! provider.
 
 use std::time::Duration;
 
@@ -11,18 +17,24 @@ use actix_web::HttpRequest;
 use genjobs_domain::ids::JobId;
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use ring::hkdf;
+use sha2::Sha256;
 use time::OffsetDateTime;
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// What an upload link's signature covers in place of a job id.
+const UPLOADS: &str = "uploads";
+
 /// Mints and verifies output links.
 #[derive(Clone)]
 pub struct LinkSigner {
-    /// A SHA-256, zero-padded to HMAC-SHA256's 64-byte block. HMAC pads a shorter key the same
-    /// way, so the signatures are those of the 32-byte key; a full block makes keying infallible.
+    /// A 32-byte key, zero-padded to HMAC-SHA256's 64-byte block. HMAC pads a shorter key the
+    /// same way, so the signatures are those of the 32-byte key; a full block makes keying
+    /// infallible.
     key: [u8; 64],
     ttl: Duration,
+    upload_ttl: Duration,
     public_url: Option<String>,
 }
 
@@ -30,20 +42,49 @@ impl std::fmt::Debug for LinkSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LinkSigner")
             .field("ttl", &self.ttl)
+            .field("upload_ttl", &self.upload_ttl)
             .field("public_url", &self.public_url)
             .finish_non_exhaustive()
     }
 }
 
 impl LinkSigner {
-    /// Links valid `ttl`, signed under a key derived from `secret`, rooted at `public_url` (or,
-    /// when `None`, at the scheme and host each request came in by).
+    /// Links valid `ttl` (an upload's a day), signed under a key derived with HKDF from `secret`
+    /// (random bytes: the operator's `GENJOBS_LINK_SECRET` or the kept key), rooted at
+    /// `public_url` (or, when `None`, at the scheme and host each request came in by).
     #[must_use]
-    pub fn new(secret: &str, ttl: Duration, public_url: Option<String>) -> Self {
-        let digest = Sha256::new().chain_update(b"genjobs output links\n").chain_update(secret).finalize();
+    pub fn new(secret: &[u8], ttl: Duration, public_url: Option<String>) -> Self {
         let mut key = [0u8; 64];
-        key[..32].copy_from_slice(&digest);
-        Self { key, ttl, public_url: public_url.map(|url| url.trim_end_matches('/').to_owned()) }
+        let derived = hkdf::Salt::new(hkdf::HKDF_SHA256, b"genjobs output links")
+            .extract(secret)
+            .expand(&[b"hmac-sha256 signing key"], hkdf::HKDF_SHA256)
+            .and_then(|okm| okm.fill(&mut key[..32]));
+        if derived.is_err() {
+            unreachable!("HKDF-SHA256 gives 32 bytes whatever its input");
+        }
+        let public_url = public_url.map(|url| url.trim_end_matches('/').to_owned());
+        Self { key, ttl, upload_ttl: Duration::from_secs(24 * 3600), public_url }
+    }
+
+    /// The same signer, minting links to uploads valid `upload_ttl`.
+    #[must_use]
+    pub fn with_upload_ttl(self, upload_ttl: Duration) -> Self {
+        Self { upload_ttl, ..self }
+    }
+
+    /// The link to upload `name` (`{id}.{ext}`), rooted at `base`, minted at `now`.
+    #[must_use]
+    pub fn upload_url(&self, base: &str, name: &str, now: OffsetDateTime) -> String {
+        let expires =
+            (now.unix_timestamp() + i64::try_from(self.upload_ttl.as_secs()).unwrap_or(i64::MAX / 2)).to_string();
+        let sig = hex::encode(self.mac(UPLOADS, name, &expires).finalize().into_bytes());
+        format!("{base}/api/v1/uploads/{name}?expires={expires}&sig={sig}")
+    }
+
+    /// Whether a link to upload `name` carries a valid signature that has not expired at `now`.
+    #[must_use]
+    pub fn verify_upload(&self, name: &str, expires: &str, signature: &str, now: OffsetDateTime) -> bool {
+        self.verify(UPLOADS, name, expires, signature, now)
     }
 
     /// The links of one answer to `req`, minted at `now`.
@@ -121,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_minted_link_verifies_until_it_expires_and_not_after() {
-        let signer = LinkSigner::new("token", Duration::from_secs(60), Some("https://gen.example/".into()));
+        let signer = LinkSigner::new(b"token", Duration::from_secs(60), Some("https://gen.example/".into()));
         let now = OffsetDateTime::now_utc();
         let job = JobId::new_at(now);
         let url = signer.for_request(&TestRequest::default().to_http_request(), now).url(job, 1);
@@ -134,7 +175,7 @@ mod tests {
 
     #[test]
     fn any_change_to_a_link_voids_it() {
-        let signer = LinkSigner::new("token", Duration::from_secs(60), None);
+        let signer = LinkSigner::new(b"token", Duration::from_secs(60), None);
         let now = OffsetDateTime::now_utc();
         let request = TestRequest::default().insert_header(("host", "localhost:8080")).to_http_request();
         let url = signer.for_request(&request, now).url(JobId::new_at(now), 0);
@@ -145,6 +186,35 @@ mod tests {
         assert!(!signer.verify(&j, &i, &later, &s, now), "a later expiry");
         assert!(!signer.verify(&j.to_uppercase(), &i, &e, &s, now), "another spelling");
         assert!(!signer.verify(&j, &i, &e, "00", now), "a short signature");
-        assert!(!LinkSigner::new("other token", Duration::from_secs(60), None).verify(&j, &i, &e, &s, now));
+        assert!(!LinkSigner::new(b"other token", Duration::from_secs(60), None).verify(&j, &i, &e, &s, now));
+    }
+
+    /// The key is HKDF-SHA256 (RFC 5869) of the secret, computed here by the definition: the
+    /// extract step, then the first block of the expand step.
+    #[test]
+    fn the_key_is_derived_with_hkdf() {
+        let signer = LinkSigner::new(b"secret", Duration::from_secs(60), None);
+        let mut expected = [0u8; 32];
+        let prk = <HmacSha256 as KeyInit>::new_from_slice(b"genjobs output links").unwrap().chain_update(b"secret");
+        let prk = prk.finalize().into_bytes();
+        let okm = <HmacSha256 as KeyInit>::new_from_slice(&prk).unwrap().chain_update(b"hmac-sha256 signing key\x01");
+        expected.copy_from_slice(&okm.finalize().into_bytes());
+        assert_eq!(signer.key[..32], expected);
+        assert_eq!(signer.key[32..], [0u8; 32]);
+    }
+
+    #[test]
+    fn an_upload_link_lives_its_own_ttl_and_no_output_link_passes_for_one() {
+        let signer = LinkSigner::new(b"token", Duration::from_secs(60), None).with_upload_ttl(Duration::from_secs(600));
+        let now = OffsetDateTime::now_utc();
+        let url = signer.upload_url("https://gen.example", "0190-ab.png", now);
+        assert!(url.starts_with("https://gen.example/api/v1/uploads/0190-ab.png?expires="), "{url}");
+        let (_, name, e, s) = parts(&url);
+        assert!(signer.verify_upload(&name, &e, &s, now + Duration::from_secs(600)));
+        assert!(!signer.verify_upload(&name, &e, &s, now + Duration::from_secs(601)), "expired");
+        assert!(!signer.verify_upload("0190-ab.jpg", &e, &s, now), "another name");
+        let output = signer.for_request(&TestRequest::default().to_http_request(), now).url(JobId::new_at(now), 0);
+        let (job, index, e, s) = parts(&output);
+        assert!(!signer.verify_upload(&format!("{job}/{index}"), &e, &s, now), "an output link is no upload link");
     }
 }

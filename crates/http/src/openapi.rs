@@ -5,7 +5,9 @@
 //!
 //! What every operation shares is added once, by a `Modify` of the document, rather than repeated on each
 //! handler: the security schemes, `X-Request-Id` on every response, the 401 and 429 of the
-//! authenticated routes, and the 500 and 503 of the routes that reach the store.
+//! authenticated routes, the 413 and 415 of the authenticated routes that read a body (a route
+//! that answers them otherwise declares its own), and the 500 and 503 of the routes that reach
+//! the store.
 
 use std::sync::LazyLock;
 
@@ -50,6 +52,8 @@ use crate::openai::handlers as openai;
         handlers::job_webhooks,
         handlers::redeliver_webhook,
         handlers::output_file,
+        handlers::upload_image,
+        handlers::uploaded_image,
         handlers::upstream_webhook,
         handlers::admin_create_user,
         handlers::admin_user,
@@ -70,8 +74,11 @@ use crate::openai::handlers as openai;
         playground_account,
         playground_asset,
         openai::create_image,
+        crate::openai::edits::edit_image,
         openai::create_video,
+        openai::list_videos,
         openai::get_video,
+        openai::delete_video,
         openai::video_content,
         openai::list_models,
     ),
@@ -82,6 +89,7 @@ use crate::openai::handlers as openai;
         (name = "jobs", description = "Read, wait for, stream and cancel jobs"),
         (name = "models", description = "The model catalog and each model's form"),
         (name = "account", description = "The caller's credits and limits"),
+        (name = "uploads", description = "Images a client uploads, to pass among a job's `image_inputs`"),
         (name = "webhooks", description = "Webhooks to clients: the signing secret, a job's deliveries, redelivery. A job submitted with `webhook_url` has its end POSTed there as the `WebhookPayload` schema, signed by the Standard Webhooks scheme (`webhook-id`, `webhook-timestamp`, `webhook-signature`)"),
         (name = "admin", description = "Users, keys, credits and the model catalog, with the admin token"),
         (name = "operations", description = "Health, readiness, metrics, this document, and the provider's webhooks"),
@@ -140,6 +148,7 @@ impl Modify for Conventions {
             let schema = error_schema(path);
             for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete].into_iter().flatten() {
                 let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
+                let reads_body = (user || operator) && operation.request_body.is_some();
                 let responses = &mut operation.responses.responses;
                 let mut add = |status: &str, response: utoipa::openapi::Response| {
                     responses.entry(status.to_owned()).or_insert_with(|| response.into());
@@ -157,6 +166,10 @@ impl Modify for Conventions {
                         .headers
                         .insert("Retry-After".into(), string_header("Seconds to wait before retrying").into());
                     add("429", limited);
+                }
+                if reads_body {
+                    add("413", error_response(schema, "Body over 1 MiB"));
+                    add("415", error_response(schema, "Body not application/json"));
                 }
                 if reaches_store {
                     add("500", error_response(schema, "Anything unexpected (`INTERNAL`); no internals in the message"));

@@ -9,7 +9,8 @@
 //! (parts of 5 MiB, at most two in flight), so a video never sits whole in memory, and a file
 //! past the size limit is aborted as soon as it passes it. Its SHA-256 is computed on the way,
 //! for the `ETag` the edge serves. Output `i` of job `j` lives at `{prefix}/{j}/{i}`: copying
-//! it again (a duplicate webhook racing a poll) replaces it with the same bytes.
+//! it again (a duplicate webhook racing a poll) replaces it with the same bytes. An image a
+//! client uploads (at most 20 MiB, already in memory) is put whole at `{prefix}/uploads/{id}`.
 //!
 //! [`HttpOutputSource`] reads an output whole from the provider's link instead, for clients that
 //! ask for its bytes when no copy is kept; both read links through `fetch`. [`OutputStoreArgs`]
@@ -26,12 +27,13 @@ pub use hosts::{DEFAULT_OUTPUT_HOSTS, OutputHosts, PublicResolver};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
-use genjobs_domain::ids::JobId;
+use genjobs_domain::ids::{JobId, UploadId};
 use genjobs_domain::output::StoredFile;
 use genjobs_domain::ports::{ByteRange, CopyFailure, FileBytes, OutputStore, StoreError};
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, WriteMultipart};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use sha2::{Digest, Sha256};
 
 /// Parts of a multipart upload in flight at once, per copy.
@@ -107,6 +109,26 @@ impl ObjectOutputStore {
         self.prefix.clone().join(job_id.to_string()).join(index.to_string())
     }
 
+    fn upload_location(&self, id: UploadId) -> Path {
+        self.prefix.clone().join("uploads").join(id.to_string())
+    }
+
+    /// The file at `location`, whole or `range` of it; `None` when there is none.
+    async fn read(&self, location: &Path, range: Option<ByteRange>) -> Result<Option<FileBytes>, StoreError> {
+        let options =
+            GetOptions { range: range.map(|r| GetRange::Bounded(r.first..r.last + 1)), ..GetOptions::default() };
+        match self.store.get_opts(location, options).await {
+            Ok(found) => Ok(Some(
+                found
+                    .into_stream()
+                    .map_err(|e| StoreError::Unavailable(format!("the output store failed: {e}")))
+                    .boxed(),
+            )),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StoreError::Unavailable(format!("the output store failed: {e}"))),
+        }
+    }
+
     /// Writes the body of `response` to `location`, hashing and counting it on the way.
     async fn stream_into(&self, location: &Path, response: reqwest::Response) -> Result<(u64, String), CopyFailure> {
         let upload = self.store.put_multipart(location).await.map_err(store_failure)?;
@@ -165,17 +187,18 @@ impl OutputStore for ObjectOutputStore {
         index: usize,
         range: Option<ByteRange>,
     ) -> Result<Option<FileBytes>, StoreError> {
-        let options =
-            GetOptions { range: range.map(|r| GetRange::Bounded(r.first..r.last + 1)), ..GetOptions::default() };
-        match self.store.get_opts(&self.location(job_id, index), options).await {
-            Ok(found) => Ok(Some(
-                found
-                    .into_stream()
-                    .map_err(|e| StoreError::Unavailable(format!("the output store failed: {e}")))
-                    .boxed(),
-            )),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(StoreError::Unavailable(format!("the output store failed: {e}"))),
-        }
+        self.read(&self.location(job_id, index), range).await
+    }
+
+    async fn keep_upload(&self, id: UploadId, bytes: Bytes) -> Result<(), StoreError> {
+        self.store
+            .put(&self.upload_location(id), PutPayload::from(bytes))
+            .await
+            .map(drop)
+            .map_err(|e| StoreError::Unavailable(format!("the output store failed: {e}")))
+    }
+
+    async fn open_upload(&self, id: UploadId) -> Result<Option<FileBytes>, StoreError> {
+        self.read(&self.upload_location(id), None).await
     }
 }

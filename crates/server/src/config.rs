@@ -71,9 +71,12 @@ pub struct Config {
     pub simulator: SimConfig,
     /// How long final jobs are kept (`GENJOBS_JOB_RETENTION_DAYS`); `None` keeps them forever.
     pub retention: Option<Retention>,
-    /// `GENJOBS_SECRET_KEY`: encrypts users' webhook secrets; `None` derives a key from the
-    /// admin token (with a warning).
+    /// `GENJOBS_SECRET_KEY`: encrypts users' webhook secrets; `None` uses a random key made at
+    /// the first start and kept with the store.
     pub secret_key: Option<String>,
+    /// `GENJOBS_LINK_SECRET`: output links' signing key is derived from it; `None` uses a random
+    /// key made at the first start and kept with the store.
+    pub link_secret: Option<String>,
     /// Client webhook attempts: `GENJOBS_WEBHOOK_ALLOW_PRIVATE`, and the per-attempt timeout
     /// (10 s; tests shorten it here, it has no variable).
     pub client_webhooks: TransportSettings,
@@ -109,6 +112,7 @@ impl Default for Config {
             #[cfg(feature = "sim")]
             simulator: SimConfig::default(),
             secret_key: None,
+            link_secret: None,
             client_webhooks: TransportSettings::default(),
             dispatch: DispatchSettings::default(),
         }
@@ -189,7 +193,8 @@ pub struct ConfigArgs {
     /// Postgres URL; unset means the embedded in-memory store.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, help_heading = "Service")]
     pub database_url: Option<String>,
-    /// Bearer token for /api/admin/* and /metrics; generated and printed at start when unset.
+    /// Bearer token for /api/admin/* and /metrics, at least 32 characters [default: generated
+    /// and printed by the first start over a store, which keeps only its hash].
     #[arg(long, env = "GENJOBS_ADMIN_TOKEN", hide_env_values = true, help_heading = "Service")]
     pub admin_token: Option<String>,
     /// Also ask the provider to stop canceled jobs (best effort).
@@ -262,6 +267,10 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_OUTPUT_URL_TTL_SECS", default_value_t = HttpSettings::default().output_url_ttl.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub output_url_ttl_secs: u64,
+    /// How long the link to an uploaded image (`POST /api/v1/uploads`) stays valid.
+    #[arg(long, env = "GENJOBS_UPLOAD_TTL_SECS", default_value_t = HttpSettings::default().upload_url_ttl.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
+    pub upload_ttl_secs: u64,
     #[command(flatten)]
     pub outputs: OutputStoreArgs,
     /// First retry delay of a client webhook; the k-th retry waits this × 2^(k−1), ±20 %, at
@@ -272,8 +281,8 @@ pub struct ConfigArgs {
     pub client_webhook_backoff_ms: u64,
     #[command(flatten)]
     pub client_webhooks: ClientWebhookArgs,
-    /// Signs the links to stored outputs; set it in production, the same on every replica
-    /// [default: derived from the admin token, with a warning].
+    /// Random text, at least 32 characters, that output links' signing key is derived from (HKDF)
+    /// [default: a random key made at the first start and kept with the store].
     #[arg(long, env = "GENJOBS_LINK_SECRET", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
     pub link_secret: Option<String>,
     /// Log line format [default: text on a terminal, json otherwise]; RUST_LOG filters them.
@@ -307,7 +316,7 @@ impl ConfigArgs {
             keep_alive: Duration::from_secs(self.sse_keepalive_secs),
             workers: self.http_workers.map(|n| n as usize),
             output_url_ttl: Duration::from_secs(self.output_url_ttl_secs),
-            link_secret: self.link_secret,
+            upload_url_ttl: Duration::from_secs(self.upload_ttl_secs),
             ..defaults.http
         };
         let config = Config {
@@ -334,6 +343,7 @@ impl ConfigArgs {
             retention: self.job_retention_days.map(|days| Retention::keeping(Duration::from_secs(days * 86_400))),
             client_webhooks: self.client_webhooks.transport_settings(),
             secret_key: self.client_webhooks.secret_key,
+            link_secret: self.link_secret,
             dispatch: DispatchSettings {
                 deliveries: DeliverySettings {
                     retry: RetryPolicy {

@@ -19,7 +19,7 @@ fn value_after(lines: &[String], prefix: &str) -> String {
 }
 
 /// `genjobs` serving on a free port of the embedded default with `vars` and nothing else of the
-/// environment, and the four lines it prints first.
+/// environment, and the lines it prints first, up to its upstream line.
 fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .env_clear()
@@ -30,8 +30,8 @@ fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<Stri
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = Vec::new();
-    while lines.len() < 4 {
+    let mut lines: Vec<String> = Vec::new();
+    while !lines.last().is_some_and(|l| l.starts_with("upstream: ")) {
         let mut line = String::new();
         assert!(stdout.read_line(&mut line).unwrap() > 0, "genjobs exited early: {lines:?}");
         lines.push(line.trim_end().to_owned());
@@ -94,6 +94,7 @@ fn help_lists_every_setting_with_its_variable_and_default_and_exits_0() {
         "GENJOBS_DEFAULT_MAX_CONCURRENT_JOBS",
         "GENJOBS_DEMO_CREDITS",
         "GENJOBS_LOG_FORMAT",
+        "GENJOBS_UPLOAD_TTL_SECS",
     ] {
         assert!(text.contains(&format!("[env: {variable}")), "{variable} missing from --help");
     }
@@ -250,6 +251,41 @@ fn the_cli_generates_downloads_and_prints_the_paths() {
     service.kill().unwrap();
 }
 
+/// A PNG of 2×2 pixels, as a user's file would be.
+const TINY_PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x02, 0x00, 0x00, 0x00, 0x02, 0x08, 0x02, 0x00, 0x00, 0x00, 0xfd, 0xd4, 0x9a, 0x73, 0x00, 0x00, 0x00, 0x10, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x68, 0x50, 0x50, 0x00, 0x22, 0x06, 0x08, 0x05, 0x00, 0x16, 0x8e, 0x03, 0x01,
+    0xc2, 0x64, 0xc5, 0x27, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+#[test]
+fn the_cli_uploads_a_local_image_given_to_image() {
+    let (mut service, address, key) = fast_service("1000");
+    let dir = std::env::temp_dir().join(format!("genjobs-cli-image-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (picture, notes) = (dir.join("fox.png"), dir.join("notes.png"));
+    std::fs::write(&picture, TINY_PNG).unwrap();
+    std::fs::write(&notes, "not an image").unwrap();
+    let out = dir.join("out");
+    let edit =
+        ["image", "make it blue", "--image", picture.to_str().unwrap(), "--json", "--out", out.to_str().unwrap()];
+    let (status, stdout, stderr) = client(&address, &key, &edit);
+    assert_eq!(status, Some(0), "{stderr}");
+    let document: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(document["job"]["state"], "succeeded", "{document}");
+
+    let missing = dir.join("missing.png");
+    let (status, _, stderr) = client(&address, &key, &["image", "x", "--image", missing.to_str().unwrap()]);
+    assert_eq!(status, Some(2), "an unreadable file is a usage error: {stderr}");
+    assert!(stderr.contains("missing.png"), "{stderr}");
+    let (status, _, stderr) = client(&address, &key, &["image", "x", "--image", notes.to_str().unwrap()]);
+    assert_ne!(status, Some(0));
+    assert!(stderr.contains("PNG, JPEG, WebP or GIF"), "refused by its bytes: {stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    service.kill().unwrap();
+}
+
 #[tokio::test]
 async fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
     let (mut service, address, key) = fast_service("4");
@@ -297,4 +333,79 @@ async fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("goes on"), "{stderr}");
     service.kill().unwrap();
+}
+
+#[test]
+fn a_configured_admin_token_is_never_printed_and_a_short_one_stops_the_start() {
+    let token = "a-configured-admin-token-of-40-characters";
+    let (mut child, lines) = serve(&[("GENJOBS_ADMIN_TOKEN", token)], Stdio::null());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(lines.iter().all(|l| !l.contains(token) && !l.starts_with("admin token")), "{lines:?}");
+
+    let short = genjobs(&[], &[("GENJOBS_BIND", "127.0.0.1:0"), ("GENJOBS_ADMIN_TOKEN", "short-token-16ch")]);
+    assert_eq!(short.status.code(), Some(2), "a bad value is a usage error");
+    let stderr = String::from_utf8(short.stderr).unwrap();
+    assert!(
+        stderr
+            .starts_with("genjobs: GENJOBS_ADMIN_TOKEN (--admin-token) is 16 characters long; it must be at least 32"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("short-token-16ch"), "the token is not shown: {stderr}");
+    assert!(String::from_utf8(short.stdout).unwrap().is_empty());
+}
+
+/// The README's configuration tables are `--help`'s: the same headings in the same order, each
+/// with the same variables in the same order.
+#[test]
+fn the_readme_configuration_tables_follow_help() {
+    let help = String::from_utf8(genjobs(&["--help"], &[]).stdout).unwrap();
+    let mut from_help: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines() {
+        if let Some(heading) = line.strip_suffix(':').filter(|h| !h.starts_with(' ') && !h.is_empty()) {
+            from_help.push((heading.to_owned(), Vec::new()));
+        } else if let Some((_, rest)) = line.split_once("[env: ") {
+            let variable = rest.split([']', '=']).next().unwrap().to_owned();
+            from_help.last_mut().unwrap().1.push(variable);
+        }
+    }
+    let from_help: Vec<_> = from_help.into_iter().filter(|(_, variables)| !variables.is_empty()).collect();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let tables = readme.split_once(genjobs::config_table::BEGIN).unwrap().1;
+    let tables = tables.split_once(genjobs::config_table::END).unwrap().0;
+    let mut from_readme: Vec<(String, Vec<String>)> = Vec::new();
+    for line in tables.lines() {
+        if let Some(heading) = line.strip_prefix("### ") {
+            from_readme.push((heading.to_owned(), Vec::new()));
+        } else if let Some(rest) = line.strip_prefix("| `") {
+            from_readme.last_mut().unwrap().1.push(rest.split('`').next().unwrap().to_owned());
+        }
+    }
+    let subcommands = from_readme.pop().unwrap();
+    assert_eq!(subcommands.0, "Read by subcommands only");
+    assert_eq!(from_readme, from_help, "run `cargo xtask config-table`");
+    assert!(subcommands.1.contains(&"GENJOBS_API_KEY".to_owned()), "{subcommands:?}");
+}
+
+#[test]
+fn one_shot_commands_speak_plainly() {
+    let export = genjobs(&["models", "export"], &[]);
+    assert_eq!(export.status.code(), Some(2), "no DATABASE_URL is a usage error");
+    let stderr = String::from_utf8(export.stderr).unwrap();
+    assert_eq!(stderr, "genjobs: `models export` works against DATABASE_URL, which is not set\n");
+
+    let help = String::from_utf8(genjobs(&["users", "create", "--help"], &[]).stdout).unwrap();
+    assert!(help.contains("--database-url") && help.contains("--credits"), "{help}");
+    assert!(!help.contains("--poll-interval-ms") && help.lines().count() < 30, "{help}");
+    assert!(help.contains("`genjobs serve --help` lists them"), "{help}");
+
+    let image = String::from_utf8(genjobs(&["image", "--help"], &[]).stdout).unwrap();
+    assert!(image.contains("--api-key") && !image.contains("optional in the type"), "{image}");
+    let keyless = genjobs(&["account"], &[]);
+    assert_eq!(keyless.status.code(), Some(2));
+    let stderr = String::from_utf8(keyless.stderr).unwrap();
+    assert!(
+        stderr.starts_with("genjobs: this command needs GENJOBS_API_KEY (--api-key), which is not set."),
+        "{stderr}"
+    );
 }

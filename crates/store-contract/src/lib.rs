@@ -39,6 +39,7 @@ macro_rules! store_contract_tests {
             an_accept_with_a_lease_is_the_accepting_drivers_until_it_runs_out,
             unfinished_jobs_are_counted_by_state,
             jobs_are_listed_newest_first_in_pages,
+            removed_jobs_leave_the_kept_pages_and_keep_their_credits,
             keys_are_found_by_prefix_and_revoked_at_once,
             key_prefixes_are_unique,
             grants_move_available_credits_only,
@@ -59,6 +60,7 @@ macro_rules! store_contract_tests {
             a_deleted_model_is_a_tombstone_until_put_again,
             catalog_changes_apply_together,
             the_initial_catalog_fills_only_a_store_that_never_held_a_model,
+            a_kept_secret_is_made_once_and_replaced_only_when_asked,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

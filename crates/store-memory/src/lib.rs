@@ -6,16 +6,19 @@
 //!
 //! A job's final commit records its client webhook event in the same step (`outbox`). Usage
 //! reports count the live jobs plus a rollup of purged jobs and sealed days (`usage`).
-//! The catalog's documents (`catalog`) sit behind a mutex of their own.
+//! Removed jobs (`removals`) are a set of ids beside the jobs.
+//! The catalog's documents (`catalog`) and the kept secrets (`kept`) sit behind mutexes of
+//! their own.
 //!
 //! Due jobs are kept in a time-ordered index, so that the driver's claim costs O(log n) per job
 //! rather than a scan of every job; a job under a driver's lease (`leases`) leaves the index
 //! until the lease runs out or ends.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod catalog;
+mod kept;
 
 use async_trait::async_trait;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
@@ -29,6 +32,7 @@ use time::{Duration, OffsetDateTime};
 
 mod leases;
 mod outbox;
+mod removals;
 mod usage;
 
 /// The in-memory store.
@@ -36,6 +40,7 @@ mod usage;
 pub struct MemoryStore {
     state: Mutex<State>,
     models: catalog::ModelsLock,
+    kept: kept::KeptValues,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +50,8 @@ struct State {
     jobs: HashMap<JobId, JobRow>,
     jobs_by_user: HashMap<UserId, BTreeSet<JobId>>,
     jobs_by_upstream_key: HashMap<String, JobId>,
+    /// Jobs their owner removed from a listing (`removals`).
+    removed: HashSet<JobId>,
     idempotency: HashMap<(UserId, String), IdempotencyRecord>,
     idempotency_size_after_last_prune: usize,
     due: BTreeSet<(OffsetDateTime, JobId)>,

@@ -157,6 +157,7 @@ impl UsageStore for MemoryStore {
             }
             state.idempotency.retain(|_, record| record.job_id != *id);
             state.outbox.forget(*id);
+            state.removed.remove(id);
             if !state.rollup.is_sealed(utc_day(job.created_at())) {
                 state.rollup.add(&job);
             }

@@ -75,6 +75,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    kept_secrets (name) {
+        name -> Text,
+        value -> Bytea,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     ledger (id) {
         id -> Int8,
         user_id -> Uuid,
@@ -103,6 +111,13 @@ diesel::table! {
         tokens -> Float8,
         refilled_at -> Timestamptz,
         taken -> Int4,
+    }
+}
+
+diesel::table! {
+    removed_jobs (job_id) {
+        job_id -> Uuid,
+        removed_at -> Timestamptz,
     }
 }
 
@@ -158,6 +173,7 @@ diesel::joinable!(idempotency_keys -> users (user_id));
 diesel::joinable!(jobs -> users (user_id));
 diesel::joinable!(ledger -> users (user_id));
 diesel::joinable!(rate_limits -> users (user_id));
+diesel::joinable!(removed_jobs -> jobs (job_id));
 diesel::joinable!(usage_rollup -> users (user_id));
 diesel::joinable!(webhook_secrets -> users (user_id));
 
@@ -167,9 +183,11 @@ diesel::allow_tables_to_appear_in_same_query!(
     idempotency_keys,
     job_leases,
     jobs,
+    kept_secrets,
     ledger,
     models,
     rate_limits,
+    removed_jobs,
     usage_rollup,
     usage_sealed,
     users,

@@ -171,7 +171,9 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
         let app = App::new()
             .app_data(data.clone())
             .app_data(base.clone())
-            .app_data(web::JsonConfig::default().limit(1 << 20));
+            // An edit's images come as data: URIs among the inputs: up to 20 MiB of images,
+            // a third more in base64.
+            .app_data(web::JsonConfig::default().limit(28 << 20));
         #[cfg(feature = "stats")]
         let app = app
             .configure(stats::routes::<Sim>)

@@ -36,6 +36,7 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
     Ports {
         jobs,
         accounts,
+        removals: Arc::new(MemoryStore::new()),
         usage: Arc::new(MemoryStore::new()),
         catalog: Arc::new(MemoryStore::new()),
         route_schemas: vec![],

@@ -18,12 +18,17 @@ mod link_secret;
 mod models;
 mod money;
 mod openai;
+mod openai_clients;
+mod openai_edits;
+mod openai_videos;
 mod operations;
 mod outputs;
 mod provider_notifications;
 mod replicate;
 mod streams;
 mod submit;
+mod uploads;
 mod upstream;
+mod wording;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

@@ -1,10 +1,10 @@
 //! The OpenAI-compatible edge over real HTTP: the same keys, credits and limits as `/api/v1`,
-//! in OpenAI's shapes. `python_client` drives it with OpenAI's official Python package.
+//! in OpenAI's shapes. `openai_clients` drives it with OpenAI's official Python and Node packages.
 
 use std::time::Duration;
 
 use base64::Engine;
-use genjobs_tests::{TestApp, python_tools};
+use genjobs_tests::TestApp;
 use serde_json::{Value, json};
 
 use crate::spawn_app;
@@ -111,6 +111,8 @@ async fn errors_take_openais_shape_at_the_native_statuses() {
     assert_openai_error(video, 404, None).await;
     let method = app.client.delete(app.url("/openai/v1/videos")).bearer_auth(&app.demo_key).send().await.unwrap();
     assert_openai_error(method, 405, None).await;
+    let variations = app.post("/openai/v1/images/variations", &app.demo_key, &json!({})).await;
+    assert_eq!(assert_openai_error(variations, 404, None).await["type"], "not_found_error", "a call not answered");
 }
 
 #[tokio::test]
@@ -228,33 +230,4 @@ async fn models_are_the_catalogs_in_openais_list() {
     assert_eq!(ids, native_ids);
     assert!(models["data"].as_array().unwrap().iter().all(|m| m["object"] == "model" && m["created"].is_i64()));
     assert_openai_error(app.get("/openai/v1/models", "gj_nope").await, 401, None).await;
-}
-
-/// OpenAI's official Python package against genjobs, as a user's tool would use it
-/// (`tests/python/openai_client.py` makes the calls and checks what the package returns).
-#[tokio::test]
-async fn the_official_openai_python_client_works_against_genjobs() {
-    let app = spawn_app().await;
-    let user = app.create_user(200, json!({})).await;
-    let poor = app.create_user(1, json!({})).await;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/openai_client.py");
-    let mut command = std::process::Command::new(python_tools());
-    command
-        .arg(&script)
-        .env("OPENAI_BASE_URL", app.url("/openai/v1"))
-        .env("OPENAI_API_KEY", &user.key)
-        .env("GENJOBS_POOR_KEY", &poor.key);
-    // The script blocks; the service answering it runs on this test's runtime.
-    let output = tokio::task::spawn_blocking(move || command.output()).await.unwrap().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
-    let jobs: Value = app.get("/api/v1/jobs", &user.key).await.json().await.unwrap();
-    let jobs = jobs["data"].as_array().unwrap();
-    assert_eq!(Some(jobs.len() as u64), report["jobs"].as_u64(), "{report}");
-    assert!(jobs.iter().all(|job| job["state"] == "succeeded"));
-    let charged: u64 = jobs.iter().map(|job| job["credits_actual"].as_u64().unwrap()).sum();
-    let account = account(&app, &user.key).await;
-    assert_eq!((account["credits_spent"].as_u64(), account["credits_held"].as_u64()), (Some(charged), Some(0)));
-    assert_eq!(account["credits_available"].as_u64(), Some(200 - charged));
 }

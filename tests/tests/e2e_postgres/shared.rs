@@ -25,6 +25,12 @@ mod models;
 mod money;
 #[path = "../e2e/openai.rs"]
 mod openai;
+#[path = "../e2e/openai_clients.rs"]
+mod openai_clients;
+#[path = "../e2e/openai_edits.rs"]
+mod openai_edits;
+#[path = "../e2e/openai_videos.rs"]
+mod openai_videos;
 #[path = "../e2e/operations.rs"]
 mod operations;
 #[path = "../e2e/outputs.rs"]
@@ -37,5 +43,9 @@ mod replicate;
 mod streams;
 #[path = "../e2e/submit.rs"]
 mod submit;
+#[path = "../e2e/uploads.rs"]
+mod uploads;
 #[path = "../e2e/upstream.rs"]
 mod upstream;
+#[path = "../e2e/wording.rs"]
+mod wording;

@@ -189,7 +189,7 @@ impl Model {
             (Modality::Image | Modality::Video, _, _) => {
                 return Err(DocumentFault::at(
                     "price.per",
-                    format!("a {} model is priced per {}", document.modality, per(document.modality)),
+                    format!("{} model is priced per {}", document.modality.with_article(), per(document.modality)),
                 ));
             }
             _ => return Err(DocumentFault::at("modality", "only image and video models can be served")),
@@ -233,6 +233,12 @@ impl Model {
     #[must_use]
     pub fn document(&self) -> ModelDocument {
         ModelDocument { id: Some(self.id.to_string()), ..self.document.clone() }
+    }
+
+    /// Whether the model takes image inputs: its form has an image field.
+    #[must_use]
+    pub fn takes_image_inputs(&self) -> bool {
+        self.fields.iter().any(|field| field.kind == FieldKind::ImageUrl)
     }
 
     /// The routes of one provider, with their index among all the model's routes.

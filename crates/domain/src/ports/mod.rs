@@ -10,15 +10,20 @@
 //! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
 //! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
 //!   [`OutputSource`], which reads an output from the provider's link.
+//! - `removals`: [`JobRemovals`], jobs their owner removed from a listing (OpenAI's
+//!   `videos.delete`), and pages of those kept.
 //! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
 //! - `runtime`: [`JobEvents`], [`JobHandoff`], [`RateLimiter`], [`Clock`], [`IdSource`]:
 //!   in-process services.
 //! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
+//! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
 
 mod catalog;
 mod client_webhooks;
+mod kept;
 mod outputs;
+mod removals;
 mod runtime;
 mod stores;
 mod upstream;
@@ -26,7 +31,9 @@ mod usage;
 
 pub use catalog::*;
 pub use client_webhooks::*;
+pub use kept::*;
 pub use outputs::*;
+pub use removals::*;
 pub use runtime::*;
 pub use stores::*;
 pub use upstream::*;

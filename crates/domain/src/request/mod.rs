@@ -24,6 +24,9 @@ pub const MAX_NEGATIVE_PROMPT_CHARS: usize = 2_000;
 pub const MAX_IMAGE_INPUTS: usize = 10;
 /// Longest URL in `image_inputs`.
 pub const MAX_IMAGE_URL_CHARS: usize = 2_048;
+/// Most images uploaded with one request (OpenAI's `images.edit`).
+pub const MAX_UPLOADED_IMAGES: usize = 16;
+
 /// Largest `extra` object, serialized.
 pub const MAX_EXTRA_BYTES: usize = 64 * 1024;
 /// Most images per request.
@@ -253,6 +256,34 @@ impl GenerationRequest {
     }
 }
 
+impl GenerationRequest {
+    /// The request with `images`, uploaded with it as `data:` URIs, as its image inputs in place
+    /// of any URLs: providers take `data:` URIs where they take image URLs, so that an upload
+    /// needs no storage of its own. The edge bounds their bytes
+    /// ([`crate::upload::MAX_UPLOAD_BYTES`] in all) as they arrive.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming `image` for no image, more than [`MAX_UPLOADED_IMAGES`], or one
+    /// that is not a base64 `data:image/…` URI.
+    pub fn with_uploaded_images(self, images: Vec<String>) -> Result<Self, InvalidRequest> {
+        if images.is_empty() || images.len() > MAX_UPLOADED_IMAGES {
+            return Err(InvalidRequest::param("image", format!("give 1 to {MAX_UPLOADED_IMAGES} images")));
+        }
+        if !images.iter().all(|uri| is_image_data_uri(uri)) {
+            return Err(InvalidRequest::param("image", "each image must be a base64 `data:image/…` URI"));
+        }
+        Ok(Self { input: GenerationInput { image_inputs: images, ..self.input }, ..self })
+    }
+}
+
+fn is_image_data_uri(uri: &str) -> bool {
+    uri.strip_prefix("data:image/").and_then(|rest| rest.split_once(";base64,")).is_some_and(|(subtype, data)| {
+        !subtype.is_empty()
+            && subtype.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '.' || c == '-')
+            && !data.is_empty()
+    })
+}
+
 /// The model a request for `endpoint` names, or the endpoint's default when it names none.
 ///
 /// # Errors
@@ -269,7 +300,7 @@ pub fn resolve_model<'c>(
     if model.modality != endpoint {
         return Err(InvalidRequest::param(
             "model",
-            format!("model {id:?} is a {} model, not a {} model", model.modality, endpoint),
+            format!("model {id:?} is {} model, not {} model", model.modality.with_article(), endpoint.with_article()),
         ));
     }
     Ok(model)

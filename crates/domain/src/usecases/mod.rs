@@ -2,8 +2,11 @@
 //! case with its own error enum that the HTTP edge maps to a status and code:
 //!
 //! - [`Submissions`] (`submit.rs`, `quote.rs`): submit, quote.
-//! - [`JobReads`] (`jobs.rs`, `outputs.rs`): read, wait, stream, list, outputs.
+//! - [`JobReads`] (`jobs.rs`, `watch.rs`, `outputs.rs`): read, wait, stream, list, outputs.
 //! - [`Cancellations`] (`cancel.rs`): cancel.
+//! - [`Uploads`] (`uploads.rs`): keep an image a client uploads, read it back.
+//! - [`Removals`] (`removals.rs`): remove a job from a listing (canceling it when it runs), and
+//!   read the jobs kept.
 //! - [`Accounts`] (`accounts.rs`, `usage.rs`): authenticate, account, ledger, usage.
 //! - [`ClientWebhooks`] (`webhooks.rs`): secrets, a job's events, redeliveries.
 //! - [`ProviderNotifications`] (`notifications.rs`): what the provider pushes.
@@ -26,10 +29,13 @@ mod jobs;
 mod notifications;
 mod outputs;
 mod quote;
+mod removals;
 mod steps;
 mod submit;
 mod telemetry;
+mod uploads;
 mod usage;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,16 +50,19 @@ pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX
 pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
 pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
 pub use quote::Quote;
-pub use steps::{Cadence, JobSteps, StepSettings};
+pub use removals::{KeptListing, MAX_KEPT_PAGE, Removals};
+pub use steps::{Cadence, JobSteps, StepSettings, Stepped, UnrecordedSubmission};
 pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
+pub use uploads::{Upload, UploadError, Uploads};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
+pub use watch::{JobStream, LongPoll, Watch, Woke};
 
 use crate::catalog::LiveCatalog;
 use crate::ids::JobId;
 use crate::job::Job;
 use crate::ports::{
-    AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobStore, Limits, OutputStore, RateLimiter,
-    RouteSchemas, UpstreamProvider,
+    AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobRemovals, JobStore, Limits, OutputStore,
+    RateLimiter, RouteSchemas, UpstreamProvider,
 };
 
 /// Every port the use cases use; each service takes those it needs.
@@ -63,6 +72,8 @@ pub struct Ports {
     pub jobs: Arc<dyn JobStore>,
     /// Users, keys and grants.
     pub accounts: Arc<dyn AccountStore>,
+    /// Jobs removed from a listing.
+    pub removals: Arc<dyn JobRemovals>,
     /// The ledger and usage reports.
     pub usage: Arc<dyn crate::ports::UsageStore>,
     /// The provider that runs the jobs.
@@ -129,6 +140,10 @@ pub struct Services {
     pub reads: JobReads,
     /// Canceling jobs.
     pub cancellations: Cancellations,
+    /// Removing jobs from a listing, and reading those kept.
+    pub removals: Removals,
+    /// Images clients upload.
+    pub uploads: Uploads,
     /// The caller's account: authentication, balances, ledger and usage.
     pub accounts: Accounts,
     /// Client webhooks: secrets, a job's events, redeliveries.
@@ -145,10 +160,13 @@ impl Services {
     #[must_use]
     pub fn new(ports: &Ports, catalog: impl Into<LiveCatalog>, settings: Settings) -> Self {
         let catalog = catalog.into();
+        let cancellations = Cancellations::new(ports, settings.upstream_cancel);
         Self {
             submissions: Submissions::new(ports, catalog.clone()),
             reads: JobReads::new(ports, settings.clone()),
-            cancellations: Cancellations::new(ports, settings.upstream_cancel),
+            removals: Removals::new(ports, cancellations.clone()),
+            uploads: Uploads::new(ports),
+            cancellations,
             accounts: Accounts::new(ports),
             webhooks: ClientWebhooks::new(ports),
             notifications: ProviderNotifications::new(ports),

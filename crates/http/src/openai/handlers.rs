@@ -4,54 +4,73 @@
 use std::pin::pin;
 use std::time::Duration;
 
-use actix_multipart::Multipart;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use base64::Engine;
 use futures_util::future::{Either, select};
-use futures_util::{StreamExt, TryStreamExt, stream};
 use genjobs_api::openai::{
-    ImageData, ImagesRequest, ImagesResponse, ModelList, ModelObject, ResponseFormat, VideoObject, VideoRequest,
+    ImageData, ImagesRequest, ImagesResponse, ModelList, ModelObject, ResponseFormat, VideoDeleted, VideoList,
+    VideoObject, VideoRequest,
 };
 use genjobs_domain::ids::JobId;
 use genjobs_domain::job::{Job, JobErrorCode, JobState};
 use genjobs_domain::modality::Modality;
-use genjobs_domain::request::{GenerationRequest, InvalidRequest};
-use genjobs_domain::usecases::{Caller, MAX_WAIT_SECS, OutputContentError, Submission};
-use serde_json::{Map, Value};
+use genjobs_domain::ports::{KeptPage, PageOrder};
+use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::usecases::{Caller, IdempotencyKey, MAX_KEPT_PAGE, MAX_WAIT_SECS, OutputContentError, Submission};
+use serde_json::Value;
 
 use super::error::OpenAiError;
 use super::wire::{images_into_domain, read_video_request, video_into_domain, video_object};
 use crate::AppState;
 use crate::auth::Authenticated;
-use crate::body::{read_bytes, read_json};
-use crate::dto::requests::read;
+use crate::body::read_json;
+use crate::dto::requests::{fingerprint, read};
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
+use crate::form::{ImageLimits, is_form, read_image_form};
+use crate::handlers::{Query, idempotency_key, integer_param};
+use crate::waiting::wait_for_job;
 
 type Handled = Result<HttpResponse, OpenAiError>;
+
+/// What every `POST` of the edge says of its `Idempotency-Key`.
+pub(super) const IDEMPOTENCY_KEY_DOC: &str = "1 to 255 visible ASCII characters: a retry with the same key and the same fields answers as the first call did and holds nothing more";
 type Caught = Result<Authenticated, ApiError>;
 
 /// The most one image is read into memory to answer `b64_json`.
 const MAX_INLINE_IMAGE_BYTES: u64 = 32 << 20;
 /// The most one video is read into memory to answer its content.
 const MAX_VIDEO_CONTENT_BYTES: u64 = 512 << 20;
+/// Videos in a page of `videos.list` when the client names no `limit`.
+const DEFAULT_VIDEO_PAGE: u64 = 20;
 
 fn job_id(path: &str) -> Result<JobId, ApiError> {
     JobId::parse(path).map_err(|_| ApiError::job_not_found())
 }
 
-async fn submit(
+/// The `Idempotency-Key` of a request to `endpoint` with `fields`, and its fingerprint: the same
+/// fields and values make the same fingerprint, whatever their order or a form's boundary.
+pub(super) fn idempotency(
+    req: &HttpRequest,
+    endpoint: &str,
+    fields: &Value,
+) -> Result<Option<(IdempotencyKey, String)>, InvalidRequest> {
+    Ok(idempotency_key(req)?.map(|key| (key, fingerprint(endpoint, fields))))
+}
+
+/// Accepts the job, or finds the one an earlier request with the same idempotency key accepted.
+pub(super) async fn submit(
     state: &AppState,
     caller: &Caller,
-    request: GenerationRequest,
+    submission: Submission,
     req: &HttpRequest,
 ) -> Result<JobId, ApiError> {
     let receipt = state
         .services
         .submissions
-        .submit(caller, Submission { request, idempotency: None })
+        .submit(caller, submission)
         .await
         .map_err(|e| ApiError::from_submit(e, state.services.settings().poll_interval))?;
     req.extensions_mut().insert(receipt.job_id);
@@ -63,7 +82,7 @@ async fn submit(
 /// caller's jobs.
 async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, ApiError> {
     loop {
-        let waited = pin!(state.services.reads.wait_for_job(caller, id, Duration::from_secs(MAX_WAIT_SECS)));
+        let waited = pin!(wait_for_job(&state.services.reads, caller, id, Duration::from_secs(MAX_WAIT_SECS)));
         let job = match select(waited, pin!(state.drain.started())).await {
             Either::Left((job, _)) => job?,
             Either::Right(((), _)) => {
@@ -121,14 +140,13 @@ fn unreadable(e: OutputContentError) -> ApiError {
 /// charged once, and is listed in `GET /api/v1/jobs`.
 #[utoipa::path(post, path = "/openai/v1/images/generations", tag = "openai", operation_id = "openai_create_image",
     security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = IDEMPOTENCY_KEY_DOC)),
     request_body(content = ImagesRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The job succeeded: its images", body = ImagesResponse),
         (status = 400, description = "Invalid input (`param` names it), or the provider refused it", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
-        (status = 409, description = "The job was canceled while the request waited", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
-        (status = 415, description = "Body not application/json", body = super::error::Envelope),
+        (status = 409, description = "The job was canceled while the request waited, or the Idempotency-Key was used with another body", body = super::error::Envelope),
         (status = 502, description = "The job failed at the provider", body = super::error::Envelope),
     ))]
 pub async fn create_image(
@@ -141,13 +159,27 @@ pub async fn create_image(
     let body = read_json(&req, payload).await?;
     let asked: ImagesRequest = read(&body)?;
     let format = asked.response_format.unwrap_or_default();
-    let id = submit(&state, &caller, images_into_domain(asked, &state.services.submissions.catalog())?, &req).await?;
-    let job = final_job(&state, &caller, id).await?;
+    let request = images_into_domain(asked, &state.services.submissions.catalog())?;
+    let idempotency = idempotency(&req, "openai/images/generations", &body)?;
+    let id = submit(&state, &caller, Submission { request, idempotency }, &req).await?;
+    images_of(&state, &caller, id, format, &req).await.map_err(OpenAiError::after_acceptance)
+}
+
+/// Waits for the image job `id` and answers its images, as links or base64; an error when it
+/// did not succeed.
+pub(super) async fn images_of(
+    state: &AppState,
+    caller: &Caller,
+    id: JobId,
+    format: ResponseFormat,
+    req: &HttpRequest,
+) -> Handled {
+    let job = final_job(state, caller, id).await?;
     let Some(outputs) = job.outputs().filter(|_| job.state() == JobState::Succeeded) else {
         return Err(unsuccessful(&job).into());
     };
     let mut data = Vec::with_capacity(outputs.len());
-    let links = state.links.for_request(&req, time::OffsetDateTime::now_utc());
+    let links = state.links.for_request(req, time::OffsetDateTime::now_utc());
     for (index, item) in outputs.iter().enumerate() {
         data.push(match format {
             ResponseFormat::Url => ImageData::Url { url: output_url(&job, index, item, &links) },
@@ -155,7 +187,7 @@ pub async fn create_image(
                 let content = state
                     .services
                     .reads
-                    .output_content(&caller, id, index, MAX_INLINE_IMAGE_BYTES)
+                    .output_content(caller, id, index, MAX_INLINE_IMAGE_BYTES)
                     .await
                     .map_err(unreadable)?;
                 ImageData::B64Json { b64_json: base64::engine::general_purpose::STANDARD.encode(&content.bytes) }
@@ -165,34 +197,8 @@ pub async fn create_image(
     Ok(HttpResponse::Ok().json(ImagesResponse { created: job.created_at().unix_timestamp(), data }))
 }
 
-/// The fields of a `multipart/form-data` body, as text; a file part is refused.
-async fn form_fields(req: &HttpRequest, payload: web::Payload) -> Result<Map<String, Value>, ApiError> {
-    let bytes = read_bytes(req, payload).await?.freeze();
-    let mut form = Multipart::new(req.headers(), stream::once(async move { Ok(bytes) }));
-    let mut fields = Map::new();
-    let malformed = |e: actix_multipart::MultipartError| InvalidRequest::body(format!("the form is not valid: {e}"));
-    while let Some(mut field) = form.try_next().await.map_err(malformed)? {
-        let name = field.name().unwrap_or_default().to_owned();
-        if field.content_disposition().and_then(|d| d.get_filename()).is_some() {
-            return Err(InvalidRequest::param(&name, format!("`{name}`: file uploads are not supported here")).into());
-        }
-        let mut value = Vec::new();
-        while let Some(chunk) = field.next().await {
-            value.extend_from_slice(&chunk.map_err(malformed)?);
-        }
-        let value = String::from_utf8(value)
-            .map_err(|_| InvalidRequest::param(&name, format!("`{name}` must be UTF-8 text")))?;
-        fields.insert(name, Value::String(value));
-    }
-    Ok(fields)
-}
-
-fn is_form(req: &HttpRequest) -> bool {
-    req.headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
-}
+/// A form with no file at all: `videos.create`'s.
+const NO_IMAGES: ImageLimits = ImageLimits { names: &[], max_files: 0, max_bytes: 0 };
 
 /// Create a video (OpenAI's `videos.create`)
 ///
@@ -200,6 +206,7 @@ fn is_form(req: &HttpRequest) -> bool {
 /// `Video` object; the job runs as `/api/v1/video/generations` runs it.
 #[utoipa::path(post, path = "/openai/v1/videos", tag = "openai", operation_id = "openai_create_video",
     security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = IDEMPOTENCY_KEY_DOC)),
     request_body(content(
         (VideoRequest = "application/json"),
         (VideoRequest = "multipart/form-data"),
@@ -208,7 +215,7 @@ fn is_form(req: &HttpRequest) -> bool {
         (status = 200, description = "Accepted: the video's job is queued, its credits held", body = VideoObject),
         (status = 400, description = "Invalid input (`param` names it)", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
+        (status = 409, description = "The Idempotency-Key was used with another body", body = super::error::Envelope),
         (status = 415, description = "Body neither JSON nor a form", body = super::error::Envelope),
     ))]
 pub async fn create_video(
@@ -218,23 +225,25 @@ pub async fn create_video(
     payload: web::Payload,
 ) -> Handled {
     let caller = caller?.0;
-    let asked = if is_form(&req) {
-        read_video_request(form_fields(&req, payload).await?)?
+    let fields = if is_form(&req) {
+        read_image_form(&req, payload, NO_IMAGES).await?.fields
     } else {
         match read_json(&req, payload).await? {
-            Value::Object(fields) => read_video_request(fields)?,
+            Value::Object(fields) => fields,
             _ => return Err(InvalidRequest::body("the body must be a JSON object").into()),
         }
     };
-    let id = submit(&state, &caller, video_into_domain(asked, &state.services.submissions.catalog())?, &req).await?;
-    let job = state.services.reads.job(&caller, id).await.map_err(ApiError::from)?;
+    let idempotency = idempotency(&req, "openai/videos", &Value::Object(fields.clone()))?;
+    let request = video_into_domain(read_video_request(fields)?, &state.services.submissions.catalog())?;
+    let id = submit(&state, &caller, Submission { request, idempotency }, &req).await?;
+    let job = state.services.reads.job(&caller, id).await.map_err(|e| OpenAiError::from(e).after_acceptance())?;
     Ok(HttpResponse::Ok().json(video_object(&job)))
 }
 
 async fn video_job(state: &AppState, caller: &Caller, path: &str, req: &HttpRequest) -> Result<Job, ApiError> {
     let id = job_id(path)?;
     req.extensions_mut().insert(id);
-    let job = state.services.reads.job(caller, id).await?;
+    let job = state.services.removals.kept_job(caller, id).await?;
     if job.modality() != Modality::Video {
         return Err(ApiError::job_not_found());
     }
@@ -267,6 +276,69 @@ pub async fn get_video(
         response.insert_header(("openai-poll-after-ms", poll_ms.to_string()));
     }
     Ok(response.json(video_object(&job)))
+}
+
+/// List videos (OpenAI's `videos.list`)
+///
+/// The caller's videos, newest first unless `order=asc`, without those deleted here; `after`
+/// is the `last_id` of the page before.
+#[utoipa::path(get, path = "/openai/v1/videos", tag = "openai", operation_id = "openai_list_videos",
+    security(("api_key" = [])),
+    params(
+        ("limit" = Option<u64>, Query, description = "1 to 100 videos; 20 when absent"),
+        ("after" = Option<String>, Query, description = "The page starts after this video, in `order`"),
+        ("order" = Option<String>, Query, description = "`desc` (newest first, the default) or `asc`"),
+    ),
+    responses(
+        (status = 200, description = "A page of the caller's videos", body = VideoList),
+        (status = 400, description = "A `limit`, `after` or `order` out of range (`param` names it)", body = super::error::Envelope),
+    ))]
+pub async fn list_videos(state: web::Data<AppState>, caller: Caught, query: Query) -> Handled {
+    let caller = caller?.0;
+    let limit = integer_param(&query, "limit", 1, MAX_KEPT_PAGE as u64)?.unwrap_or(DEFAULT_VIDEO_PAGE);
+    let after = query
+        .get("after")
+        .map(|after| JobId::parse(after).map_err(|_| InvalidRequest::param("after", "`after` must be a video id")))
+        .transpose()?;
+    let order = match query.get("order").map(String::as_str) {
+        None | Some("desc") => PageOrder::Descending,
+        Some("asc") => PageOrder::Ascending,
+        Some(_) => return Err(InvalidRequest::param("order", "`order` must be `asc` or `desc`").into()),
+    };
+    let page = KeptPage { modality: Modality::Video, after, order, limit: usize::try_from(limit).unwrap_or(1) };
+    let listing = state.services.removals.kept_page(&caller, page).await.map_err(ApiError::from)?;
+    let data: Vec<VideoObject> = listing.jobs.iter().map(video_object).collect();
+    Ok(HttpResponse::Ok().json(VideoList {
+        object: "list".to_owned(),
+        first_id: data.first().map(|video| video.id.clone()),
+        last_id: data.last().map(|video| video.id.clone()),
+        has_more: listing.has_more,
+        data,
+    }))
+}
+
+/// Delete a video (OpenAI's `videos.delete`)
+///
+/// A video that is not final is canceled first, and its credits released. Afterwards the video
+/// is neither listed nor read here (404), while its job, credits and ledger stay on `/api/v1`.
+#[utoipa::path(delete, path = "/openai/v1/videos/{id}", tag = "openai", operation_id = "openai_delete_video",
+    security(("api_key" = [])),
+    params(("id" = String, Path, description = "The video's id: its job id")),
+    responses(
+        (status = 200, description = "Deleted", body = VideoDeleted),
+        (status = 403, description = "Another user's video", body = super::error::Envelope),
+        (status = 404, description = "No such video, or deleted before", body = super::error::Envelope),
+    ))]
+pub async fn delete_video(
+    state: web::Data<AppState>,
+    caller: Caught,
+    path: web::Path<String>,
+    req: HttpRequest,
+) -> Handled {
+    let caller = caller?.0;
+    let id = video_job(&state, &caller, &path, &req).await?.id();
+    state.services.removals.remove(&caller, id).await.map_err(ApiError::from)?;
+    Ok(HttpResponse::Ok().json(VideoDeleted { id: id.to_string(), object: "video.deleted".to_owned(), deleted: true }))
 }
 
 /// Download a video's content (OpenAI's `videos.download_content`)

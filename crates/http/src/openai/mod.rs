@@ -11,8 +11,10 @@
 //!   `genjobs_api::openai`'s.
 //! - `sizes`: `size` (`WxH`) onto a model's aspect ratios and resolutions.
 //! - `error`: native errors in OpenAI's envelope, at the native statuses.
-//! - `handlers`: one per endpoint.
+//! - `handlers`: one per endpoint, but for `images.edit`'s;
+//! - `edits`: `images.edit`, whose images arrive as a streamed, bounded form (`crate::uploads`).
 
+pub(crate) mod edits;
 mod error;
 pub(crate) mod handlers;
 mod sizes;
@@ -26,8 +28,11 @@ pub use error::OpenAiError;
 /// Every route of the edge, as (method, path).
 pub const OPENAI_ROUTES: &[(&str, &str)] = &[
     ("post", "/openai/v1/images/generations"),
+    ("post", "/openai/v1/images/edits"),
     ("post", "/openai/v1/videos"),
+    ("get", "/openai/v1/videos"),
     ("get", "/openai/v1/videos/{id}"),
+    ("delete", "/openai/v1/videos/{id}"),
     ("get", "/openai/v1/videos/{id}/content"),
     ("get", "/openai/v1/models"),
 ];
@@ -35,9 +40,18 @@ pub const OPENAI_ROUTES: &[(&str, &str)] = &[
 /// Registers the edge's routes, with 405 in OpenAI's shape for their other methods.
 pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
     let resource = |path: &str| web::resource(path).default_service(web::to(handlers::method_not_allowed));
-    cfg.service(resource(OPENAI_ROUTES[0].1).route(web::post().to(handlers::create_image)))
-        .service(resource(OPENAI_ROUTES[1].1).route(web::post().to(handlers::create_video)))
-        .service(resource(OPENAI_ROUTES[2].1).route(web::get().to(handlers::get_video)))
-        .service(resource(OPENAI_ROUTES[3].1).route(web::get().to(handlers::video_content)))
-        .service(resource(OPENAI_ROUTES[4].1).route(web::get().to(handlers::list_models)));
+    cfg.service(resource("/openai/v1/images/generations").route(web::post().to(handlers::create_image)))
+        .service(resource("/openai/v1/images/edits").route(web::post().to(edits::edit_image)))
+        .service(
+            resource("/openai/v1/videos")
+                .route(web::post().to(handlers::create_video))
+                .route(web::get().to(handlers::list_videos)),
+        )
+        .service(
+            resource("/openai/v1/videos/{id}")
+                .route(web::get().to(handlers::get_video))
+                .route(web::delete().to(handlers::delete_video)),
+        )
+        .service(resource("/openai/v1/videos/{id}/content").route(web::get().to(handlers::video_content)))
+        .service(resource("/openai/v1/models").route(web::get().to(handlers::list_models)));
 }

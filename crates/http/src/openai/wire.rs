@@ -6,7 +6,7 @@
 use genjobs_api::openai::{ImagesRequest, VideoError, VideoObject, VideoRequest};
 use genjobs_api::{ImageRequest, VideoRequest as NativeVideoRequest};
 use genjobs_domain::catalog::Catalog;
-use genjobs_domain::job::{Job, JobState};
+use genjobs_domain::job::{Job, JobErrorCode, JobState};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::request::{GenerationRequest, InvalidRequest, resolve_model};
 use serde_json::{Map, Value};
@@ -46,6 +46,24 @@ pub fn images_into_domain(asked: ImagesRequest, catalog: &Catalog) -> Result<Gen
         ..ImageRequest::default()
     };
     image_request(body, catalog).map_err(in_openai_terms)
+}
+
+/// The native request of an image edit: as [`images_into_domain`], with `images` (`data:` URIs of
+/// the uploaded files) as the model's image inputs.
+///
+/// # Errors
+/// [`InvalidRequest`] naming `model` for a model that takes no image inputs; from the native
+/// validation, in OpenAI's parameter names.
+pub fn edit_into_domain(
+    asked: ImagesRequest,
+    images: Vec<String>,
+    catalog: &Catalog,
+) -> Result<GenerationRequest, InvalidRequest> {
+    let model = resolve_model(asked.model.as_deref(), Modality::Image, catalog)?;
+    if !model.takes_image_inputs() {
+        return Err(InvalidRequest::param("model", format!("model {:?} takes no image inputs", model.id.as_str())));
+    }
+    images_into_domain(asked, catalog)?.with_uploaded_images(images)
 }
 
 /// Reads the fields of a video request's JSON body or form.
@@ -101,13 +119,20 @@ pub fn video_object(job: &Job) -> VideoObject {
         created_at: job.created_at().unix_timestamp(),
         completed_at: job.finished_at().map(time::OffsetDateTime::unix_timestamp),
         expires_at: None,
-        error: job
-            .error()
-            .map(|e| VideoError { code: e.code.as_str().to_ascii_lowercase(), message: e.message.clone() }),
+        error: job.error().map(|e| VideoError { code: video_error_code(e.code), message: e.message.clone() }),
         seconds: input.duration_sec.map(|s| s.to_string()).unwrap_or_default(),
         size: pixel_size(&input.aspect_ratio, input.resolution.as_deref()),
         prompt: input.prompt.clone(),
         remixed_from_video_id: None,
+    }
+}
+
+/// OpenAI's `Video.error.code`: the native code in lower case, and `canceled` for a canceled
+/// job, which OpenAI's clients see as a failed video.
+fn video_error_code(code: JobErrorCode) -> String {
+    match code {
+        JobErrorCode::JobCanceled => "canceled".to_owned(),
+        other => other.as_str().to_ascii_lowercase(),
     }
 }
 

@@ -10,8 +10,9 @@ pub struct Connection {
     /// The service's base URL.
     #[arg(long, env = "GENJOBS_API_URL", default_value = "http://127.0.0.1:8080")]
     pub api_url: String,
-    /// Your API key. Required; optional in the type only so that `genjobs models` can take
-    /// the catalog subcommands, which need none (clap still requires it everywhere else).
+    /// Your API key: the demo user's, printed at start, or one from `genjobs users create`.
+    // Optional in the type only so that `genjobs models` can take the catalog subcommands, which
+    // need none; clap still requires it everywhere else.
     #[arg(long, env = "GENJOBS_API_KEY", hide_env_values = true, required = true)]
     pub api_key: Option<String>,
     /// Print one JSON document on stdout instead of text.
@@ -34,8 +35,9 @@ pub struct Generation {
     /// What to avoid.
     #[arg(long)]
     pub negative_prompt: Option<String>,
-    /// A reference image URL (repeatable).
-    #[arg(long = "image", value_name = "URL")]
+    /// A reference image: a URL, or a local file (PNG, JPEG, WebP or GIF), which is uploaded
+    /// first (repeatable).
+    #[arg(long = "image", value_name = "URL|FILE")]
     pub image_inputs: Vec<String>,
     /// Where to save the outputs.
     #[arg(long, default_value = ".")]

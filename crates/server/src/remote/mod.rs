@@ -1,9 +1,11 @@
 //! The API's command-line client, built on `genjobs-client`: `genjobs image`, `video`, `jobs`,
 //! `models`, `account`. A submission is followed with a progress bar fed by the job's event
 //! stream, its outputs are downloaded into `--out` and their paths printed; Ctrl-C offers to
-//! cancel the job. `--json` prints one JSON document on stdout instead.
+//! cancel the job. `--json` prints one JSON document on stdout instead. An `--image` that names a
+//! local file is uploaded first, and the job takes the link the service answers.
 //!
-//! Exit status: 0 done, 1 the job failed or was canceled, 2 a usage error (clap's), 3 the service
+//! Exit status: 0 done, 1 the job failed or was canceled, 2 a usage error (clap's, or an `--image`
+//! file that cannot be read), 3 the service
 //! refused (401, 402, 403, 404, 429; the message says why), 4 the service could not be reached
 //! or answered something unexpected.
 
@@ -17,8 +19,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 mod args;
+mod counted;
 
 pub use args::*;
+pub(crate) use counted::counted;
 
 /// Why a client command stopped short.
 enum Stop {
@@ -28,6 +32,8 @@ enum Stop {
     Call(Error),
     /// Ctrl-C, the job left running: exit 130.
     Interrupted(String),
+    /// An argument that cannot be used (an `--image` file that cannot be read): exit 2.
+    Usage(String),
 }
 
 impl From<Error> for Stop {
@@ -61,6 +67,10 @@ fn report(stop: Stop, json: bool) -> ExitCode {
                 if job.state == JobState::Canceled { "canceled" } else { "failed" }
             );
             ExitCode::from(1)
+        }
+        Stop::Usage(problem) => {
+            eprintln!("genjobs: {problem}");
+            ExitCode::from(2)
         }
         Stop::Interrupted(id) => {
             eprintln!("genjobs: interrupted; job {id} goes on (genjobs jobs watch {id})");
@@ -104,39 +114,49 @@ pub async fn run(command: ClientCommand) -> ExitCode {
     use ClientCommand as Command;
     let (connection, outcome) = match command {
         Command::Image(ImageArgs { prompt, n, generation: g }) => {
-            let request = ImageRequest {
-                model: g.model,
-                n,
-                aspect_ratio: g.aspect_ratio,
-                seed: g.seed,
-                negative_prompt: g.negative_prompt,
-                image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
-                webhook_url: g.webhook_url,
-                ..ImageRequest::new(prompt)
-            };
-            let outcome = if g.quote {
-                query(&g.connection, async |c: Client| quoted(c.quote_image(&request).await?)).await
-            } else {
-                generate(&g.connection, &g.out, async |c: Client| c.submit_image(&request, None).await).await
+            let outcome = match image_inputs(&g.connection, &g.image_inputs).await {
+                Ok(image_inputs) => {
+                    let request = ImageRequest {
+                        model: g.model,
+                        n,
+                        aspect_ratio: g.aspect_ratio,
+                        seed: g.seed,
+                        negative_prompt: g.negative_prompt,
+                        image_inputs,
+                        webhook_url: g.webhook_url,
+                        ..ImageRequest::new(prompt)
+                    };
+                    if g.quote {
+                        query(&g.connection, async |c: Client| quoted(c.quote_image(&request).await?)).await
+                    } else {
+                        generate(&g.connection, &g.out, async |c: Client| c.submit_image(&request, None).await).await
+                    }
+                }
+                Err(stop) => Err(stop),
             };
             (g.connection, outcome)
         }
         Command::Video(VideoArgs { prompt, duration, resolution, generation: g }) => {
-            let request = VideoRequest {
-                model: g.model,
-                duration_sec: duration,
-                resolution,
-                aspect_ratio: g.aspect_ratio,
-                seed: g.seed,
-                negative_prompt: g.negative_prompt,
-                image_inputs: (!g.image_inputs.is_empty()).then_some(g.image_inputs),
-                webhook_url: g.webhook_url,
-                ..VideoRequest::new(prompt)
-            };
-            let outcome = if g.quote {
-                query(&g.connection, async |c: Client| quoted(c.quote_video(&request).await?)).await
-            } else {
-                generate(&g.connection, &g.out, async |c: Client| c.submit_video(&request, None).await).await
+            let outcome = match image_inputs(&g.connection, &g.image_inputs).await {
+                Ok(image_inputs) => {
+                    let request = VideoRequest {
+                        model: g.model,
+                        duration_sec: duration,
+                        resolution,
+                        aspect_ratio: g.aspect_ratio,
+                        seed: g.seed,
+                        negative_prompt: g.negative_prompt,
+                        image_inputs,
+                        webhook_url: g.webhook_url,
+                        ..VideoRequest::new(prompt)
+                    };
+                    if g.quote {
+                        query(&g.connection, async |c: Client| quoted(c.quote_video(&request).await?)).await
+                    } else {
+                        generate(&g.connection, &g.out, async |c: Client| c.submit_video(&request, None).await).await
+                    }
+                }
+                Err(stop) => Err(stop),
             };
             (g.connection, outcome)
         }
@@ -227,12 +247,12 @@ pub async fn run(command: ClientCommand) -> ExitCode {
             let outcome = query(&args.connection, async |client: Client| {
                 let a = client.account().await?;
                 let text = format!(
-                    "{} credits available, {} held, {} spent\n{} requests a minute, {} jobs at once ({} running)",
-                    a.credits_available,
+                    "{} available, {} held, {} spent\n{} a minute, {} at once ({} running)",
+                    counted(a.credits_available, "credit"),
                     a.credits_held,
                     a.credits_spent,
-                    a.rate_limit_per_minute,
-                    a.max_concurrent_jobs,
+                    counted(a.rate_limit_per_minute, "request"),
+                    counted(a.max_concurrent_jobs, "job"),
                     a.active_jobs
                 );
                 Ok((json!(a), text))
@@ -274,13 +294,13 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                         )
                     } else {
                         format!(
-                            "{} {} jobs ({} succeeded, {} failed, {} canceled), {} credits",
+                            "{} {} ({} succeeded, {} failed, {} canceled), {}",
                             group(r),
-                            r.jobs,
+                            counted(r.jobs, "job"),
                             r.succeeded,
                             r.failed,
                             r.canceled,
-                            r.credits_spent
+                            counted(r.credits_spent, "credit")
                         )
                     }
                 });
@@ -299,6 +319,21 @@ pub async fn run(command: ClientCommand) -> ExitCode {
 
 fn client(connection: &Connection) -> Result<Client, Error> {
     Client::new(&connection.api_url, connection.api_key.as_deref().unwrap_or_default())
+}
+
+/// The `--image` values as a request's image inputs: a URL as it is, a local file uploaded first
+/// (`POST /api/v1/uploads`) and passed as the link the service answers.
+async fn image_inputs(connection: &Connection, values: &[String]) -> Result<Option<Vec<String>>, Stop> {
+    let mut urls = Vec::with_capacity(values.len());
+    for value in values {
+        if value.starts_with("http://") || value.starts_with("https://") {
+            urls.push(value.clone());
+            continue;
+        }
+        let image = tokio::fs::read(value).await.map_err(|e| Stop::Usage(format!("--image {value}: {e}")))?;
+        urls.push(client(connection)?.upload_image(image).await?.url);
+    }
+    Ok((!urls.is_empty()).then_some(urls))
 }
 
 /// One call, printed as JSON or as text.

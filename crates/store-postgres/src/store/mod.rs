@@ -8,14 +8,18 @@
 //! - `usage`: the usage port: ledger pages and usage reports.
 //! - `client_webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
 //!   and the users' sealed secrets.
+//! - `removals`: the removals port: jobs their owner removed from a listing, pages of those kept.
 //! - `catalog`: the catalog port: model documents, their versions and change announcements.
+//! - `kept`: the keys the service makes once and keeps (`kept_secrets`).
 
 mod accept;
 mod account_store;
 mod catalog;
 mod client_webhooks;
 mod job_store;
+mod kept;
 mod ledger;
+mod removals;
 mod usage;
 
 use std::sync::Arc;

@@ -1,0 +1,74 @@
+//! `POST /openai/v1/images/edits` (OpenAI's `images.edit`): a form of text fields and images,
+//! read streamed and bounded (`crate::form`), whose images go to the provider as the model's
+//! image inputs, as `data:` URIs; then it answers as `images.generate` does.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use base64::Engine;
+use genjobs_api::openai::{ImagesRequest, ImagesResponse};
+use genjobs_domain::request::MAX_UPLOADED_IMAGES;
+use genjobs_domain::upload::MAX_UPLOAD_BYTES;
+use genjobs_domain::usecases::Submission;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::error::OpenAiError;
+use super::handlers::{IDEMPOTENCY_KEY_DOC, idempotency, images_of, submit};
+use super::wire::edit_into_domain;
+use crate::AppState;
+use crate::auth::Authenticated;
+use crate::dto::requests::read;
+use crate::error::ApiError;
+use crate::form::{ImageFile, ImageForm, ImageLimits, read_image_form};
+
+/// The images an edit takes: `image`, or `image[]` as OpenAI's clients name several.
+const EDIT_IMAGES: ImageLimits =
+    ImageLimits { names: &["image", "image[]"], max_files: MAX_UPLOADED_IMAGES, max_bytes: MAX_UPLOAD_BYTES };
+
+fn data_uri(image: &ImageFile) -> String {
+    let data = base64::engine::general_purpose::STANDARD.encode(&image.bytes);
+    format!("data:{};base64,{data}", image.format.media_type())
+}
+
+/// What an idempotent retry must repeat: the text fields and each image's SHA-256, in order.
+fn fingerprinted(form: &ImageForm) -> Value {
+    let digests = form.images.iter().map(|image| Value::String(hex::encode(Sha256::digest(&image.bytes)))).collect();
+    let mut fields = form.fields.clone();
+    fields.insert("image".to_owned(), Value::Array(digests));
+    Value::Object(fields)
+}
+
+/// Edit images (OpenAI's `images.edit`)
+///
+/// A `multipart/form-data` body as OpenAI's clients send it: 1 to 16 images (`image`, or
+/// `image[]` for several; PNG, JPEG, WebP or GIF by their bytes, 20 MiB in all) and the fields of
+/// `images.generate`. The images become the model's image inputs; the job is accepted, waited
+/// for and answered as `POST /openai/v1/images/generations` answers.
+#[utoipa::path(post, path = "/openai/v1/images/edits", tag = "openai", operation_id = "openai_edit_image",
+    security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = IDEMPOTENCY_KEY_DOC)),
+    request_body(content = ImagesRequest, content_type = "multipart/form-data"),
+    responses(
+        (status = 200, description = "The job succeeded: its images", body = ImagesResponse),
+        (status = 400, description = "Invalid input (`param` names it: `image` for a file that is not an image, `model` for a model without image inputs), or the provider refused it", body = super::error::Envelope),
+        (status = 402, description = "Not enough credits", body = super::error::Envelope),
+        (status = 409, description = "The job was canceled while the request waited, or the Idempotency-Key was used with another body", body = super::error::Envelope),
+        (status = 413, description = "Images over 20 MiB in all, refused as they arrive", body = super::error::Envelope),
+        (status = 415, description = "Body not multipart/form-data", body = super::error::Envelope),
+        (status = 502, description = "The job failed at the provider", body = super::error::Envelope),
+    ))]
+pub async fn edit_image(
+    state: web::Data<AppState>,
+    caller: Result<Authenticated, ApiError>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, OpenAiError> {
+    let caller = caller?.0;
+    let form = read_image_form(&req, payload, EDIT_IMAGES).await?;
+    let idempotency = idempotency(&req, "openai/images/edits", &fingerprinted(&form))?;
+    let asked: ImagesRequest = read(&Value::Object(form.fields))?;
+    let format = asked.response_format.unwrap_or_default();
+    let images = form.images.iter().map(data_uri).collect();
+    let request = edit_into_domain(asked, images, &state.services.submissions.catalog())?;
+    let id = submit(&state, &caller, Submission { request, idempotency }, &req).await?;
+    images_of(&state, &caller, id, format, &req).await.map_err(OpenAiError::after_acceptance)
+}
