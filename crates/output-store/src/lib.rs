@@ -21,7 +21,7 @@ mod hosts;
 
 pub use args::OutputStoreArgs;
 pub use fetch::HttpOutputSource;
-pub use hosts::{DEFAULT_OUTPUT_HOSTS, OutputHosts, PublicResolver};
+pub use hosts::{DEFAULT_OUTPUT_HOSTS, NoPublicAddress, OutputHosts, PublicResolver};
 
 use std::sync::Arc;
 
