@@ -124,6 +124,7 @@ impl AccountStore for PgStore {
         if let Some(cached) = self.keys.get(prefix) {
             return Ok(cached);
         }
+        let generation = self.keys.generation();
         let rows: Vec<(Vec<u8>, uuid::Uuid, i32)> = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 let prefix = prefix.as_str().to_owned();
@@ -149,9 +150,7 @@ impl AccountStore for PgStore {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        if !found.is_empty() {
-            self.keys.put(prefix.clone(), found.clone());
-        }
+        self.keys.put_if_current(generation, prefix.clone(), found.clone());
         Ok(found)
     }
 
