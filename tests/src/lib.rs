@@ -122,7 +122,7 @@ pub fn client_webhook_config(timeout: Duration) -> Config {
         client_webhooks: genjobs_client_webhooks::TransportSettings { timeout, allow_private: true },
         dispatch: genjobs_driver::DispatchSettings {
             deliveries: genjobs_domain::usecases::DeliverySettings {
-                retry: genjobs_domain::webhooks::RetryPolicy {
+                retry: genjobs_domain::client_webhooks::RetryPolicy {
                     first_delay: Duration::from_millis(50),
                     ..defaults.dispatch.deliveries.retry
                 },

@@ -44,7 +44,7 @@ pub fn is_public(ip: IpAddr) -> bool {
 /// ```
 #[must_use]
 pub fn literal_host(url: &str) -> Option<IpAddr> {
-    let host_port = crate::webhooks::destination_host(url);
+    let host_port = crate::client_webhooks::destination_host(url);
     let host = match host_port.strip_prefix('[') {
         Some(bracketed) => bracketed.split(']').next()?,
         None => host_port.split(':').next()?,

@@ -32,7 +32,7 @@
 //!   [`usecases::WebhookDeliveries`] (one attempt at one client webhook). Which step runs when
 //!   is a driver's business: the domain has no loop, no timer and no runtime (the workspace's
 //!   driver is `genjobs-driver`).
-//! - [`webhooks`]: client webhooks: the event a job's end records, its id, the retry schedule.
+//! - [`client_webhooks`]: client webhooks: the event a job's end records, its id, the retry schedule.
 //! - [`address`]: which addresses the service may call out to (outputs, client webhooks).
 //!
 //! ## Why it is shaped this way
@@ -42,6 +42,7 @@
 
 pub mod address;
 pub mod catalog;
+pub mod client_webhooks;
 pub mod credits;
 pub mod ids;
 pub mod input;
@@ -51,4 +52,3 @@ pub mod output;
 pub mod ports;
 pub mod request;
 pub mod usecases;
-pub mod webhooks;

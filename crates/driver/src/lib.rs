@@ -11,7 +11,7 @@
 //!   memory with their schedule, steps each at its time, renews its one lease, takes the jobs
 //!   this process's gateway hands over, and ends its lease when it stops so that others take
 //!   everything over at once.
-//! - [`webhooks`]: [`WebhookDispatcher`], which claims due client webhook events within each
+//! - [`client_webhooks`]: [`WebhookDispatcher`], which claims due client webhook events within each
 //!   destination host's slots and delivers them.
 //! - [`catalog`]: [`follow_catalog`], which reloads the catalog in effect when the store
 //!   announces a change.
@@ -23,12 +23,14 @@
 //! clock and take no wall-clock time.
 
 pub mod catalog;
+pub mod client_webhooks;
 pub mod jobs;
+pub mod retention;
+pub mod sealing;
 pub mod settings;
 mod telemetry;
-pub mod webhooks;
 
 pub use catalog::follow_catalog;
+pub use client_webhooks::WebhookDispatcher;
 pub use jobs::JobDriver;
 pub use settings::{DispatchSettings, DriverSettings};
-pub use webhooks::WebhookDispatcher;

@@ -11,7 +11,7 @@
 //! - `download`: how output files are sent (streamed, ranges, the headers that keep a browser
 //!   from running them).
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
-//! - `routes`: one handler per endpoint; [`ROUTES`] lists them all.
+//! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
 //!   schemas, and `/docs`.
 //! - `page_policy`: the strict Content-Security-Policy of the playground and the account page.
@@ -33,12 +33,12 @@ mod download;
 pub mod drain;
 pub mod dto;
 mod error;
+mod handlers;
 pub mod links;
 pub mod openai;
 pub mod openapi;
 mod page_policy;
 mod readiness;
-mod routes;
 pub mod telemetry;
 mod unauthenticated;
 
@@ -200,37 +200,37 @@ macro_rules! routes {
 }
 
 routes! {
-    post "/api/v1/video/generations" => routes::create_video,
-    post "/api/v1/images/generations" => routes::create_image,
-    post "/api/v1/video/generations/quote" => routes::quote_video,
-    post "/api/v1/images/generations/quote" => routes::quote_image,
-    get "/api/v1/jobs" => routes::list_jobs,
-    get "/api/v1/jobs/{id}" => routes::get_job,
-    get "/api/v1/jobs/{id}/stream" => routes::stream_job,
-    post "/api/v1/jobs/{id}/cancel" => routes::cancel_job,
-    get "/api/v1/models" => routes::list_models,
-    get "/api/v1/account" => routes::account,
-    get "/api/v1/account/ledger" => routes::account_ledger,
-    get "/api/v1/account/usage" => routes::account_usage,
-    get "/api/v1/account/webhook-secret" => routes::webhook_secret,
-    post "/api/v1/account/webhook-secret/rotate" => routes::rotate_webhook_secret,
-    get "/api/v1/jobs/{id}/webhooks" => routes::job_webhooks,
-    post "/api/v1/jobs/{id}/webhooks/{event_id}/redeliver" => routes::redeliver_webhook,
+    post "/api/v1/video/generations" => handlers::create_video,
+    post "/api/v1/images/generations" => handlers::create_image,
+    post "/api/v1/video/generations/quote" => handlers::quote_video,
+    post "/api/v1/images/generations/quote" => handlers::quote_image,
+    get "/api/v1/jobs" => handlers::list_jobs,
+    get "/api/v1/jobs/{id}" => handlers::get_job,
+    get "/api/v1/jobs/{id}/stream" => handlers::stream_job,
+    post "/api/v1/jobs/{id}/cancel" => handlers::cancel_job,
+    get "/api/v1/models" => handlers::list_models,
+    get "/api/v1/account" => handlers::account,
+    get "/api/v1/account/ledger" => handlers::account_ledger,
+    get "/api/v1/account/usage" => handlers::account_usage,
+    get "/api/v1/account/webhook-secret" => handlers::webhook_secret,
+    post "/api/v1/account/webhook-secret/rotate" => handlers::rotate_webhook_secret,
+    get "/api/v1/jobs/{id}/webhooks" => handlers::job_webhooks,
+    post "/api/v1/jobs/{id}/webhooks/{event_id}/redeliver" => handlers::redeliver_webhook,
     get "/api/v1/openapi.json" => openapi::openapi_json,
-    get "/api/v1/files/{job_id}/{index}" => routes::output_file,
-    post "/api/upstream/{provider}/webhook" => routes::upstream_webhook,
-    post "/api/admin/users" => routes::admin_create_user,
-    get "/api/admin/users/{id}" => routes::admin_user,
-    post "/api/admin/users/{id}/keys" => routes::admin_issue_key,
-    post "/api/admin/users/{id}/credits" => routes::admin_grant,
-    delete "/api/admin/keys/{prefix}" => routes::admin_revoke_key,
-    get "/api/admin/usage" => routes::admin_usage,
-    get "/api/admin/models" => routes::admin_models,
-    put "/api/admin/models/{id}" => routes::admin_put_model,
-    delete "/api/admin/models/{id}" => routes::admin_delete_model,
-    get "/healthz" => routes::healthz,
-    get "/readyz" => routes::readyz,
-    get "/metrics" => routes::metrics,
+    get "/api/v1/files/{job_id}/{index}" => handlers::output_file,
+    post "/api/upstream/{provider}/webhook" => handlers::upstream_webhook,
+    post "/api/admin/users" => handlers::admin_create_user,
+    get "/api/admin/users/{id}" => handlers::admin_user,
+    post "/api/admin/users/{id}/keys" => handlers::admin_issue_key,
+    post "/api/admin/users/{id}/credits" => handlers::admin_grant,
+    delete "/api/admin/keys/{prefix}" => handlers::admin_revoke_key,
+    get "/api/admin/usage" => handlers::admin_usage,
+    get "/api/admin/models" => handlers::admin_models,
+    put "/api/admin/models/{id}" => handlers::admin_put_model,
+    delete "/api/admin/models/{id}" => handlers::admin_delete_model,
+    get "/healthz" => handlers::healthz,
+    get "/readyz" => handlers::readyz,
+    get "/metrics" => handlers::metrics,
     get "/docs" => openapi::docs_page,
     get "/docs/{asset}" => openapi::docs_asset,
     get "/playground" => openapi::playground,

@@ -8,19 +8,15 @@
 //! - [`MeteredUpstream`]: a provider decorator that counts and times every upstream call.
 //! - [`RoutedUpstream`]: one provider port over several providers, following each model's routes
 //!   with a safe fallback.
-//! - `retention`: the sweep that removes final jobs past `GENJOBS_JOB_RETENTION_DAYS`.
-//! - `sealing`: the check that seals finished usage days, so that reports stay cheap.
 
 mod clock;
 mod events;
 mod metered;
 mod rate_limit;
-pub mod retention;
-mod routes;
-pub mod sealing;
+mod routing;
 
 pub use clock::SystemClock;
 pub use events::EventHub;
 pub use metered::MeteredUpstream;
 pub use rate_limit::TokenBucketLimiter;
-pub use routes::{COOL_DOWN, REFUSED_RETRY_PAUSE, RoutedUpstream, TRIP_AFTER};
+pub use routing::{COOL_DOWN, REFUSED_RETRY_PAUSE, RoutedUpstream, TRIP_AFTER};

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use genjobs_client_webhooks::{ClientWebhookArgs, TransportSettings};
+use genjobs_domain::client_webhooks::RetryPolicy;
 use genjobs_domain::ports::Limits;
 use genjobs_domain::usecases::{DeliverySettings, Settings};
-use genjobs_domain::webhooks::RetryPolicy;
+use genjobs_driver::retention::Retention;
 use genjobs_driver::{DispatchSettings, DriverSettings};
 use genjobs_http::HttpSettings;
 use genjobs_output_store::OutputStoreArgs;
-use genjobs_runtime::retention::Retention;
 use genjobs_store_postgres::{PgArgs, PgSettings};
 use genjobs_upstream_fal::FalArgs;
 use genjobs_upstream_replicate::ReplicateArgs;

@@ -30,7 +30,7 @@ use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
 };
 use genjobs_driver::{JobDriver, WebhookDispatcher, follow_catalog};
-use genjobs_http::dto::webhooks::WebhookBodies;
+use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{
@@ -404,12 +404,12 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let catalog = LiveCatalog::default();
     let driver = JobDriver::new(ports.clone(), catalog.clone(), config.driver.clone());
     let retention = config.retention.map(|retention| {
-        genjobs_runtime::retention::sweep(Arc::clone(&ports.usage), Arc::clone(&ports.clock), retention)
+        genjobs_driver::retention::sweep(Arc::clone(&ports.usage), Arc::clone(&ports.clock), retention)
     });
-    let usage_sealer = AbortOnDrop(genjobs_runtime::sealing::sealer(
+    let usage_sealer = AbortOnDrop(genjobs_driver::sealing::sealer(
         Arc::clone(&ports.usage),
         Arc::clone(&ports.clock),
-        genjobs_runtime::sealing::SEAL_CHECK_INTERVAL,
+        genjobs_driver::sealing::SEAL_CHECK_INTERVAL,
     ));
     let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
     let admin_token =

@@ -20,7 +20,7 @@
 //!   (`GENJOBS_DATABASE_POOLER=transaction`) it is an explicit transaction, so that PgBouncer
 //!   keeps every prepared statement on the server connection it was prepared on.
 //! - `cache`: [`TtlCache`], behind the key cache, the job read cache and leased rate-limit tokens.
-//! - `group`: callers that arrive during a write go together in the next one; behind `batch`,
+//! - `group`: callers that arrive during a write go together in the next one; behind `group_commit`,
 //!   the group commit of transitions that move no credits, and the notifications of `events`.
 //! - `events`: [`PgEvents`]: `pg_notify` on publish, grouped, and a `LISTEN`ing connection per
 //!   process.
@@ -33,11 +33,11 @@
 
 mod adapters;
 mod args;
-mod batch;
 mod cache;
 mod error;
 mod events;
 mod group;
+mod group_commit;
 mod pool;
 mod rate_limit;
 mod rows;

@@ -23,12 +23,12 @@
 mod args;
 mod draft;
 mod errors;
+mod notifications;
 mod outputs;
 mod reference;
 mod retry;
 pub mod routes;
 pub mod schema;
-mod webhooks;
 
 use std::time::Duration;
 
@@ -50,14 +50,14 @@ use tokio::sync::Semaphore;
 
 pub use args::FalArgs;
 pub use draft::{draft_document, draft_from_schema};
+pub use notifications::{FAL_JWKS_URL, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 pub use outputs::parse_outputs;
 pub use reference::FalRef;
 pub use retry::ReadRetry;
-pub use webhooks::{FAL_JWKS_URL, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 
 use errors::{FalError, is_refusal};
+use notifications::Verifier;
 use retry::{Read, ReadError, says_later};
-use webhooks::Verifier;
 
 /// Where fal is and how to talk to it.
 #[derive(Debug, Clone)]

@@ -14,15 +14,15 @@
 //! - `POST /v1/predictions/{id}/cancel` cancels a prediction that has not ended and answers it;
 //! - `GET /files/{id}/output.{ext}` serves the output as real PNG bytes (`files`);
 //! - a prediction created with a `webhook` has its end delivered there, signed as Replicate
-//!   signs ([`SimConfig::webhook_secret`], `webhooks`).
+//!   signs ([`SimConfig::webhook_secret`], `notifications`).
 //!
 //! Errors are problem details (`title`, `detail`, `status`; `invalid_fields` on a 422,
 //! `retry_after` and `Retry-After` on a 429). Failures are configured as shares of submissions
 //! ([`Failures`]) or asked per submission by directives in the prompt (`predictions`).
 
 mod files;
+mod notifications;
 mod predictions;
-mod webhooks;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -141,7 +141,7 @@ impl RunningSim {
     /// secret: to test a receiver with a delivery of one's own.
     #[must_use]
     pub fn sign(&self, id: &str, body: &str) -> Vec<(String, String)> {
-        webhooks::signed_headers(&self.sim.config.webhook_secret, id, body)
+        notifications::signed_headers(&self.sim.config.webhook_secret, id, body)
             .into_iter()
             .map(|(name, value)| (name.to_owned(), value))
             .collect()
@@ -339,7 +339,7 @@ async fn create(
         tokio::time::sleep(ends_in).await;
         let ended = notifier.predictions().get(&id).is_some_and(|p| p.canceled.is_none());
         if ended {
-            webhooks::deliver(notifier, id).await;
+            notifications::deliver(notifier, id).await;
         }
     });
     if let Some(ms) = directives.stall_ms {
@@ -376,7 +376,7 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<String>) 
         (prediction.json(&sim.base_url), !was_ended)
     };
     if newly_canceled {
-        tokio::spawn(webhooks::deliver(sim.clone(), id));
+        tokio::spawn(notifications::deliver(sim.clone(), id));
     }
     HttpResponse::Ok().json(answer)
 }

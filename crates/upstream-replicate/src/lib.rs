@@ -25,10 +25,10 @@
 
 mod args;
 mod errors;
+mod notifications;
 mod prediction;
 pub mod routes;
 pub mod schema;
-mod webhooks;
 
 use std::time::Duration;
 
@@ -48,13 +48,13 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
 pub use args::ReplicateArgs;
+pub use notifications::{InvalidSecret, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 pub use routes::{PROVIDER, ReplicateSchemas};
-pub use webhooks::{InvalidSecret, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 
 use errors::{Problem, refused_before_creation};
+use notifications::Verifier;
 use prediction::{Phase, Prediction};
 use routes::{ReplicateRoute, RouteError};
-use webhooks::Verifier;
 
 /// Replicate's API, as `GENJOBS_REPLICATE_URL` defaults to.
 pub const DEFAULT_BASE_URL: &str = "https://api.replicate.com/v1";

@@ -38,7 +38,7 @@
 //! A submission with `?fal_webhook=URL` gets its end delivered there, signed as fal signs, with
 //! the simulator's own key published at `/.well-known/jwks.json` ([`RunningSim::jwks_url`]);
 //! `[sim:webhook-drop]`, `[sim:webhook-duplicate]`, `[sim:webhook-delay=MS]` and
-//! `[sim:webhook-corrupt]` change a delivery's fate (see `webhooks`).
+//! `[sim:webhook-corrupt]` change a delivery's fate (see `notifications`).
 //!
 //! With the `stats` feature (on by default, off in the `genjobs` binary, which has no use for it),
 //! `GET /_sim/stats` counts the calls received, per route and per request id; `GET /_sim/polls`
@@ -51,11 +51,11 @@
 mod args;
 mod chaos;
 mod files;
+mod notifications;
 mod requests;
 mod results;
 #[cfg(feature = "stats")]
 mod stats;
-mod webhooks;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -123,7 +123,7 @@ impl SimState {
 struct Sim {
     config: SimConfig,
     state: SimState,
-    keys: webhooks::Keys,
+    keys: notifications::Keys,
     client: reqwest::Client,
 }
 
@@ -164,7 +164,7 @@ impl RunningSim {
 pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Server, RunningSim)> {
     let base_url = format!("http://{}", listener.local_addr()?);
     let client = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().map_err(std::io::Error::other)?;
-    let sim = Arc::new(Sim { config, state: SimState::default(), keys: webhooks::Keys::generate(), client });
+    let sim = Arc::new(Sim { config, state: SimState::default(), keys: notifications::Keys::generate(), client });
     let data = web::Data::from(Arc::clone(&sim));
     let base = web::Data::new(base_url.clone());
     let server = HttpServer::new(move || {
@@ -182,7 +182,7 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
                     HttpResponse::NoContent().finish()
                 }),
             )
-            .route("/_sim/sign", web::post().to(webhooks::sign));
+            .route("/_sim/sign", web::post().to(notifications::sign));
         app.route("/_sim/files/{id}/{name}", web::get().to(files::serve))
             .route("/.well-known/jwks.json", web::get().to(|sim: web::Data<Sim>| async move { sim.keys.jwks() }))
             .route("/{owner}/{app}/requests/{id}/status", web::get().to(results::status))
@@ -311,7 +311,7 @@ fn submit_answer(
         && !directives.hang
     {
         let files = format!("{base}/_sim/files/{request_id}");
-        tokio::spawn(webhooks::notify_at_end(sim.clone(), url, request_id.clone(), files, queue + run));
+        tokio::spawn(notifications::notify_at_end(sim.clone(), url, request_id.clone(), files, queue + run));
     }
     sim.state.requests().insert(
         request_id.clone(),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use genjobs::Config;
-use genjobs_runtime::retention::Retention;
+use genjobs_driver::retention::Retention;
 use genjobs_test_wait::wait_until;
 use genjobs_tests::{ADMIN_TOKEN, TestApp, assert_error, fast_config};
 use serde_json::{Value, json};

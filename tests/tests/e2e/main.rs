@@ -21,10 +21,10 @@ mod money;
 mod openai;
 mod operations;
 mod outputs;
+mod provider_notifications;
 mod replicate;
 mod streams;
 mod submit;
 mod upstream;
-mod webhooks;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

@@ -29,6 +29,8 @@ mod openai;
 mod operations;
 #[path = "../e2e/outputs.rs"]
 mod outputs;
+#[path = "../e2e/provider_notifications.rs"]
+mod provider_notifications;
 #[path = "../e2e/replicate.rs"]
 mod replicate;
 #[path = "../e2e/streams.rs"]
@@ -37,5 +39,3 @@ mod streams;
 mod submit;
 #[path = "../e2e/upstream.rs"]
 mod upstream;
-#[path = "../e2e/webhooks.rs"]
-mod webhooks;

@@ -33,7 +33,7 @@ pub struct StoredJob {
     pub rate: Rate,
     /// The validated request.
     pub input: GenerationInput,
-    /// Where its end is posted ([`crate::webhooks`]), when the client asked.
+    /// Where its end is posted ([`crate::client_webhooks`]), when the client asked.
     pub webhook_url: Option<String>,
     /// Its state and that state's data.
     pub phase: JobPhase,

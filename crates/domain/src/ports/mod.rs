@@ -13,21 +13,21 @@
 //! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
 //! - `runtime`: [`JobEvents`], [`JobHandoff`], [`RateLimiter`], [`Clock`], [`IdSource`]:
 //!   in-process services.
-//! - `webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
+//! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
 
 mod catalog;
+mod client_webhooks;
 mod outputs;
 mod runtime;
 mod stores;
 mod upstream;
 mod usage;
-mod webhooks;
 
 pub use catalog::*;
+pub use client_webhooks::*;
 pub use outputs::*;
 pub use runtime::*;
 pub use stores::*;
 pub use upstream::*;
 pub use usage::*;
-pub use webhooks::*;

@@ -96,7 +96,7 @@ pub struct GenerationDraft {
     pub image_inputs: Option<Vec<String>>,
     /// Provider-specific parameters, passed through unchanged.
     pub extra: Option<Map<String, Value>>,
-    /// Where to post the job's end ([`crate::webhooks`]).
+    /// Where to post the job's end ([`crate::client_webhooks`]).
     pub webhook_url: Option<String>,
 }
 

@@ -2,7 +2,7 @@
 //! request, so that a malformed one is a 400 naming `webhook_url`.
 
 use super::InvalidRequest;
-use crate::webhooks::destination_host;
+use crate::client_webhooks::destination_host;
 
 /// Longest `webhook_url`, in characters.
 pub const MAX_WEBHOOK_URL_CHARS: usize = 2_048;

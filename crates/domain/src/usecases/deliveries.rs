@@ -15,9 +15,9 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::Ports;
-use super::webhooks::ClientWebhookPorts;
+use super::client_webhooks::ClientWebhookPorts;
+use crate::client_webhooks::{Attempt, RetryPolicy, WebhookEvent};
 use crate::ports::{ClaimLimits, OutgoingWebhook, StoreError, WebhookRenderer};
-use crate::webhooks::{Attempt, RetryPolicy, WebhookEvent};
 
 /// How events are claimed and tried.
 #[derive(Debug, Clone)]

@@ -19,6 +19,7 @@ mod accounts;
 mod admin;
 mod cancel;
 mod catalog;
+mod client_webhooks;
 mod deliveries;
 mod handoff;
 mod jobs;
@@ -29,7 +30,6 @@ mod steps;
 mod submit;
 mod telemetry;
 mod usage;
-mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +39,7 @@ pub use accounts::{Accounts, AdminError, AuthError, Caller, MAX_USER_NAME_CHARS,
 pub use admin::{Admin, AdminPorts};
 pub use cancel::{CancelReceipt, Cancellations};
 pub use catalog::{CatalogAdminError, PlannedChange};
+pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};
 pub use deliveries::{DeliverySettings, WebhookDeliveries};
 pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
@@ -47,7 +48,6 @@ pub use quote::Quote;
 pub use steps::{Cadence, JobSteps, StepSettings};
 pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
-pub use webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};
 
 use crate::catalog::LiveCatalog;
 use crate::ids::JobId;
@@ -88,7 +88,7 @@ pub struct Ports {
 /// dispatcher woken when the commit recorded an event for the client.
 pub(crate) fn job_ended(events: &dyn JobEvents, job: &crate::job::Job) {
     telemetry::job_finished(job);
-    if crate::webhooks::WebhookEvent::is_recorded_for(job) {
+    if crate::client_webhooks::WebhookEvent::is_recorded_for(job) {
         events.announce_webhook();
     }
 }

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use genjobs_domain::client_webhooks::{Attempt, EventType, destination_host};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::job::{Job, Trigger};
 use genjobs_domain::ports::{Accepted, ClaimLimits, Commit};
-use genjobs_domain::webhooks::{Attempt, EventType, destination_host};
 use time::Duration;
 
 use super::{Store, new_job, now, step, submitted, success, user};

@@ -6,17 +6,17 @@
 //! - `account_store`: the account port: users, keys, grants.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
 //! - `usage`: the usage port: ledger pages and usage reports.
-//! - `webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
+//! - `client_webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
 //!   and the users' sealed secrets.
 //! - `catalog`: the catalog port: model documents, their versions and change announcements.
 
 mod accept;
 mod account_store;
 mod catalog;
+mod client_webhooks;
 mod job_store;
 mod ledger;
 mod usage;
-mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +36,9 @@ pub use catalog::{CATALOG_CHANNEL, CatalogSignal};
 pub use ledger::LedgerTotals;
 pub use usage::usage_statement;
 
-use crate::batch::GroupCommit;
 use crate::cache::{JobCache, KeyCache};
 use crate::error::{from_diesel, from_pool, is_lost_connection};
+use crate::group_commit::GroupCommit;
 use crate::pool::{Durability, Pooler};
 use crate::rows::{JobRow, UserRow};
 use crate::schema::{jobs, users};

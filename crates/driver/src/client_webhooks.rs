@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
+use genjobs_domain::client_webhooks::destination_host;
 #[cfg(doc)]
 use genjobs_domain::ports::JobEvents;
 use genjobs_domain::usecases::WebhookDeliveries;
-use genjobs_domain::webhooks::destination_host;
 use tokio::task::JoinSet;
 
 use crate::settings::DispatchSettings;

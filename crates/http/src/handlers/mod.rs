@@ -2,16 +2,16 @@
 //! The operators' handlers are in `admin`.
 
 mod admin;
+mod client_webhooks;
 mod files;
 mod quotes;
 mod usage;
-mod webhooks;
 
 pub use admin::*;
+pub use client_webhooks::*;
 pub use files::*;
 pub use quotes::*;
 pub use usage::*;
-pub use webhooks::*;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! store's first error.
 
 use genjobs_domain::ports::{MockClock, MockUsageStore, StoreError};
-use genjobs_runtime::sealing::seal_ready_days;
+use genjobs_driver::sealing::seal_ready_days;
 use mockall::Sequence;
 use time::macros::{date, datetime};
 

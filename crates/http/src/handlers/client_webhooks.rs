@@ -7,7 +7,7 @@ use genjobs_domain::usecases::WebhookQueryError;
 use super::{Handled, job_id};
 use crate::AppState;
 use crate::auth::Authenticated;
-use crate::dto::webhooks::delivery_view;
+use crate::dto::client_webhooks::delivery_view;
 use crate::error::ApiError;
 
 /// The webhook signing secret

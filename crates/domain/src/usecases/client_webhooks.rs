@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use super::{Caller, JobQueryError, Ports, owned_job};
+use crate::client_webhooks::{EventId, WebhookEvent};
 use crate::ids::{JobId, UserId};
 use crate::ports::{Clock, JobEvents, JobStore, SecretVault, StoreError, WebhookStore, WebhookTransport};
-use crate::webhooks::{EventId, WebhookEvent};
 
 /// The ports client webhooks need, given to the services ([`super::Services::with_client_webhooks`])
 /// and to the [`super::WebhookDeliveries`].

@@ -2,9 +2,9 @@
 //! `GET /api/v1/jobs/{id}` shows it), and a job's deliveries.
 
 use genjobs_api::{WebhookAttempt, WebhookDelivery, WebhookPayload};
+use genjobs_domain::client_webhooks::{EventType, WebhookEvent};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::WebhookRenderer;
-use genjobs_domain::webhooks::{EventType, WebhookEvent};
 use time::OffsetDateTime;
 
 use super::responses::{iso, job_view};
