@@ -56,7 +56,7 @@ async fn extra_may_not_ask_for_outputs_inline() {
         "INVALID_REQUEST",
     )
     .await;
-    assert_eq!(error["param"], "extra");
+    assert_eq!(error["param"], "extra.sync_mode");
 }
 
 /// Requests with made-up methods are counted under `OTHER`: a client cannot add a series per
@@ -114,9 +114,24 @@ async fn a_stalled_body_is_answered_408_and_its_connection_closed() {
     for head in heads {
         let answer = stall_body(&app, &head, Duration::from_secs(5)).await;
         assert!(answer.starts_with("HTTP/1.1 408"), "{head}: {answer}");
-        assert!(answer.contains("REQUEST_TIMEOUT"), "in the envelope: {answer}");
+        assert!(answer.to_lowercase().contains("\"request_timeout\""), "in the envelope: {answer}");
     }
     assert!(started.elapsed() >= Duration::from_secs(4), "each waited its deadline: {:?}", started.elapsed());
+    let unauthenticated = "POST /api/v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json";
+    let answer = stall_body(&app, unauthenticated, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "refused before its body, and closed: {answer}");
+}
+
+/// Headers that never end are cut off too (actix's request timeout), so neither half of a
+/// request can hold a connection.
+#[tokio::test]
+async fn headers_that_never_end_are_cut_off() {
+    let app = spawn_app().await;
+    let mut stream = TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
+    stream.write_all(b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the connection was still open: {}", String::from_utf8_lossy(&answer));
 }
 
 /// Many connections stalling their bodies at once are all closed by the deadline: none is held
