@@ -71,7 +71,7 @@ pub struct HttpSettings {
     /// HTTP worker threads; `None` for one per core.
     pub workers: Option<usize>,
     /// The base URL at which clients and the provider reach the service; output links are
-    /// rooted there (else at the host each request names).
+    /// rooted there (else at the address each connection came to).
     pub public_url: Option<String>,
     /// How long a minted output link stays valid.
     pub output_url_ttl: Duration,

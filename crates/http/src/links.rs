@@ -39,7 +39,8 @@ impl std::fmt::Debug for LinkSigner {
 
 impl LinkSigner {
     /// Links valid `ttl`, signed under a key derived from `secret`, rooted at `public_url` (or,
-    /// when `None`, at the scheme and host each request came in by).
+    /// when `None`, at the address each request's connection came to; see
+    /// [`LinkSigner::base_of`]).
     #[must_use]
     pub fn new(secret: &str, ttl: Duration, public_url: Option<String>) -> Self {
         let digest = Sha256::new().chain_update(b"genjobs output links\n").chain_update(secret).finalize();
