@@ -31,12 +31,14 @@ if [ -n "$provider" ]; then
 fi
 echo "genjobs-domain: provider-neutral (no provider name, endpoint id or parameter name)"
 
-# The domain holds rules, not scheduling: its concurrency is never spelled as nested futures
-# (the loops that race timers, signals and work live in crates/driver, on tokio).
-either=$(grep -rnw 'Either' crates/domain || true)
-if [ -n "$either" ]; then
-  echo "crates/domain races futures with Either; such loops belong in crates/driver:" >&2
-  printf '%s\n' "$either" >&2
+# The domain decides and never waits: its concurrency is never spelled as nested futures, it
+# races nothing (no `select!`), and it sleeps nowhere. Long-polls, streams and retries get a
+# decision from it (answer now, or wait until a time) and the edge or the driver does the waiting.
+waits=$(grep -rnwE 'Either|select_biased' crates/domain/src || true)
+waits+=$(grep -rnE 'select(_biased)?!|\.sleep\(' crates/domain/src || true)
+if [ -n "$waits" ]; then
+  echo "crates/domain races futures or sleeps; the waiting belongs in crates/driver or the edge:" >&2
+  printf '%s\n' "$waits" >&2
   exit 1
 fi
-echo "genjobs-domain: no Either"
+echo "genjobs-domain: no Either, no select!, no sleep"

@@ -22,33 +22,36 @@
 //!   the receipts of submissions and cancels, quotes, pages of jobs.
 //! - [`models`]: the models listing and each model's form fields; the operators' view of a model.
 //! - [`account`]: the caller's account, ledger and usage; the operators' users, keys and grants.
-//! - [`webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
+//! - [`client_webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
+//! - [`provider_notifications`]: the receipt of a provider's notification (its webhook).
 //! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness.
 //! - [`openai`]: OpenAI's image, video and model shapes, as the OpenAI-compatible edge speaks them.
 //! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
 
 pub mod account;
+pub mod client_webhooks;
 pub mod errors;
 pub mod jobs;
 pub mod models;
 mod numbers;
 pub mod openai;
+pub mod provider_notifications;
 pub mod requests;
 mod schemas;
-pub mod webhooks;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use account::{Account, CreatedUser, Grant, IssuedKey, LedgerEntry, LedgerPage, NewUser, UsageRow, User};
+pub use client_webhooks::{WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 pub use errors::{ErrorEnvelope, ErrorObject};
 pub use jobs::{
     CancelReceipt, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt, StreamEvent,
 };
 pub use models::{AdminModel, Field, FieldOption, Model, Price};
+pub use provider_notifications::UpstreamWebhookReceipt;
 pub use requests::{ImageRequest, VideoRequest};
 pub use schemas::EventStreamItem;
-pub use webhooks::{UpstreamWebhookReceipt, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 
 /// `{data: [...]}`: a listing of models, usage rows or webhook deliveries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

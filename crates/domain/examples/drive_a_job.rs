@@ -33,7 +33,7 @@ use genjobs_domain::ports::{
     SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
 };
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
-use genjobs_domain::usecases::{JobSteps, Ports, StepSettings};
+use genjobs_domain::usecases::{JobSteps, Ports, StepSettings, Stepped};
 use time::OffsetDateTime;
 
 /// One account's balances and its jobs.
@@ -275,9 +275,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     print_balances(store.balances());
 
-    while let Some(next) = steps.advance(job.clone()).await {
-        println!("job {} {}", next.id(), next.state().as_str());
-        job = next;
+    // This example is the job's driver: it waits wherever a step asks it to.
+    let mut stepped = steps.advance(job.clone()).await;
+    loop {
+        match stepped {
+            Stepped::Done(Some(next)) => {
+                println!("job {} {}", next.id(), next.state().as_str());
+                job = next;
+                stepped = steps.advance(job.clone()).await;
+            }
+            Stepped::Done(None) => break,
+            Stepped::Unrecorded(unrecorded) => {
+                clock.sleep(unrecorded.retry_in()).await;
+                stepped = steps.record_submission(unrecorded).await;
+            }
+        }
     }
     let job = store.job(job.id()).await?.ok_or("the job vanished")?;
     let charged = job.credits_actual().unwrap_or(Credits::ZERO);

@@ -315,7 +315,7 @@ async fn cancel_asks_the_provider_to_stop_only_when_configured() {
 }
 
 #[tokio::test]
-async fn wait_returns_as_soon_as_a_change_makes_the_job_final() {
+async fn a_long_poll_waits_for_a_change_and_answers_once_the_job_is_final() {
     let mut mocks = Mocks::new();
     mocks.events = MockJobEvents::new();
     mocks.events.expect_subscribe().times(1).returning(|_| stream::iter([()]).chain(stream::pending()).boxed());
@@ -327,10 +327,22 @@ async fn wait_returns_as_soon_as_a_change_makes_the_job_final() {
     mocks.jobs.expect_job().times(1).in_sequence(&mut seq).returning(move |_| Ok(Some(done.clone())));
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(t0);
-    mocks.clock.expect_sleep().returning(|_| ());
-    let job =
-        mocks.services(Settings::default()).reads.wait_for_job(&caller(), id, Duration::from_secs(30)).await.unwrap();
+    let poll_interval = Settings::default().poll_interval;
+    let mut poll = mocks.services(Settings::default()).reads.long_poll(&caller(), id, Duration::from_secs(30));
+    assert_eq!(poll.look().await.unwrap(), Watch::Wait(poll_interval), "waits at most a poll interval");
+    assert_eq!(poll.changes().next().await, Some(()));
+    let Watch::Answer(job) = poll.look().await.unwrap() else { panic!("a final job is answered at once") };
     assert_eq!(job.state(), JobState::Canceled);
+}
+
+#[tokio::test]
+async fn a_long_poll_answers_with_the_job_as_it_is_once_the_wait_has_passed() {
+    let mut mocks = Mocks::new();
+    let running = submitted_job();
+    let id = running.id();
+    mocks.jobs.expect_job().returning(move |_| Ok(Some(running.clone())));
+    let mut poll = mocks.services(Settings::default()).reads.long_poll(&caller(), id, Duration::ZERO);
+    assert!(matches!(poll.look().await.unwrap(), Watch::Answer(job) if !job.state().is_final()));
 }
 
 #[tokio::test]
@@ -342,9 +354,34 @@ async fn a_stream_of_a_final_job_is_its_final_event_alone() {
         .into_job();
     let id = failed.id();
     mocks.jobs.expect_job().returning(move |_| Ok(Some(failed.clone())));
-    let events: Vec<_> =
-        mocks.services(Settings::default()).reads.job_events(&caller(), id).await.unwrap().collect().await;
-    assert!(matches!(events.as_slice(), [JobEvent::Error(job)] if job.state() == JobState::Failed));
+    let mut events = mocks.services(Settings::default()).reads.job_events(&caller(), id).await.unwrap();
+    assert!(
+        matches!(events.look().await, Some(Watch::Answer(JobEvent::Error(job))) if job.state() == JobState::Failed)
+    );
+    assert_eq!(events.look().await, None);
+}
+
+#[tokio::test]
+async fn a_stream_shows_progress_at_each_tick_and_ends_with_the_final_event() {
+    let mut mocks = Mocks::new();
+    let running = submitted_job();
+    let id = running.id();
+    let done = running.apply(Trigger::Cancel, t0()).unwrap().into_job();
+    let mut seq = mockall::Sequence::new();
+    let first = running.clone();
+    mocks.jobs.expect_job().times(2).in_sequence(&mut seq).returning(move |_| Ok(Some(first.clone())));
+    mocks.jobs.expect_job().times(1).in_sequence(&mut seq).returning(move |_| Ok(Some(done.clone())));
+    let poll_interval = Settings::default().poll_interval;
+    let mut events = mocks.services(Settings::default()).reads.job_events(&caller(), id).await.unwrap();
+    assert!(matches!(events.look().await, Some(Watch::Answer(JobEvent::Progress(_)))));
+    assert_eq!(events.look().await, Some(Watch::Wait(poll_interval)), "the next tick is a poll interval away");
+    events.woken(Woke::TimePassed);
+    assert!(matches!(events.look().await, Some(Watch::Answer(JobEvent::Progress(_)))), "a tick shows progress");
+    events.woken(Woke::Changed);
+    assert!(
+        matches!(events.look().await, Some(Watch::Answer(JobEvent::Error(job))) if job.state() == JobState::Canceled)
+    );
+    assert_eq!(events.look().await, None, "the final event ends the stream");
 }
 
 #[tokio::test]
@@ -373,7 +410,15 @@ async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
         .in_sequence(&mut seq)
         .returning(applied);
     mocks.events.expect_publish().times(0);
-    mocks.steps().advance(job()).await;
+    advance(mocks.steps(), job()).await;
+}
+
+/// One step, as a driver that holds the job takes it; a step that asks to wait fails the test.
+async fn advance(steps: JobSteps, job: Job) -> Option<Job> {
+    match steps.advance(job).await {
+        Stepped::Done(kept) => kept,
+        Stepped::Unrecorded(unrecorded) => panic!("the step asks to record its submission again: {unrecorded:?}"),
+    }
 }
 
 #[tokio::test]
@@ -397,7 +442,15 @@ async fn a_submission_is_recorded_through_a_store_outage_and_never_sent_twice() 
         .in_sequence(&mut seq)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    let kept = mocks.steps().advance(job()).await.expect("the driver keeps holding the job");
+    let steps = mocks.steps();
+    let poll_interval = steps.settings().poll_interval;
+    let Stepped::Unrecorded(first) = steps.advance(job()).await else { panic!("the outage asks for a retry") };
+    assert_eq!(first.retry_in(), poll_interval * 2);
+    let Stepped::Unrecorded(second) = steps.record_submission(first).await else { panic!("still out") };
+    assert_eq!(second.retry_in(), poll_interval * 4, "the pause doubles");
+    let Stepped::Done(Some(kept)) = steps.record_submission(second).await else {
+        panic!("the driver keeps holding the job")
+    };
     assert_eq!(kept.upstream(), Some(&upstream_ref()), "the provider's reference survived the outage");
 }
 
@@ -413,7 +466,7 @@ async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.steps().advance(job()).await;
+    advance(mocks.steps(), job()).await;
 
     let mut mocks = Mocks::new();
     let interrupted = job().apply(Trigger::SubmitStarted { next_poll_at: t0() }, t0()).unwrap().into_job();
@@ -427,7 +480,7 @@ async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.steps().advance(interrupted).await;
+    advance(mocks.steps(), interrupted).await;
 }
 
 #[tokio::test]
@@ -442,7 +495,7 @@ async fn driver_retries_a_submission_that_never_reached_the_provider() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.steps().advance(job()).await;
+    advance(mocks.steps(), job()).await;
 }
 
 #[tokio::test]
@@ -464,7 +517,7 @@ async fn driver_times_out_a_job_and_asks_the_provider_to_stop_it() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    mocks.steps().advance(submitted_job()).await;
+    advance(mocks.steps(), submitted_job()).await;
 }
 
 #[tokio::test]
@@ -487,7 +540,7 @@ async fn driver_settles_a_completed_job_at_the_delivered_price() {
         .times(1)
         .returning(applied);
     mocks.events.expect_publish().times(1).returning(|_| ());
-    mocks.steps().advance(submitted_job()).await;
+    advance(mocks.steps(), submitted_job()).await;
 }
 
 #[tokio::test]
@@ -510,7 +563,7 @@ async fn driver_maps_result_failures_to_error_codes() {
             .times(1)
             .returning(applied);
         mocks.events.expect_publish().returning(|_| ());
-        mocks.steps().advance(submitted_job()).await;
+        advance(mocks.steps(), submitted_job()).await;
     }
 }
 
@@ -519,7 +572,7 @@ async fn driver_backs_off_on_transient_poll_failures_without_writing() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_status().returning(|_, _| Err(PollFailure::Transient("503".into())));
     mocks.jobs.expect_commit().times(0);
-    let kept = mocks.steps().advance(submitted_job()).await.unwrap();
+    let kept = advance(mocks.steps(), submitted_job()).await.unwrap();
     assert_eq!((kept.poll_failures(), kept.next_poll_at()), (1, Some(t0() + time::Duration::seconds(4))));
 }
 
@@ -538,7 +591,7 @@ async fn driver_discards_a_late_result_when_the_job_changed_meanwhile() {
     let canceled = submitted_job().apply(Trigger::Cancel, t0()).unwrap().into_job();
     mocks.jobs.expect_commit().times(1).return_once(move |_| Ok(Commit::Stale(canceled)));
     mocks.events.expect_publish().times(0);
-    mocks.steps().advance(submitted_job()).await;
+    advance(mocks.steps(), submitted_job()).await;
 }
 
 #[tokio::test]
@@ -551,7 +604,7 @@ async fn driver_estimates_progress_when_the_provider_gives_none() {
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: None }));
     mocks.jobs.expect_commit().withf(|t| t.job().progress() == 50 && t.is_recomputable()).times(1).returning(applied);
     mocks.events.expect_publish().times(0);
-    mocks.steps().advance(started).await;
+    advance(mocks.steps(), started).await;
 }
 
 #[tokio::test]
@@ -560,7 +613,7 @@ async fn driver_wakes_waiters_when_a_job_starts_running() {
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: Some(5) }));
     mocks.jobs.expect_commit().withf(|t| t.job().state() == JobState::Running).times(1).returning(applied);
     mocks.events.expect_publish().times(1).returning(|_| ());
-    mocks.steps().advance(submitted_job()).await;
+    advance(mocks.steps(), submitted_job()).await;
 }
 
 #[tokio::test]
@@ -569,7 +622,7 @@ async fn driver_keeps_the_cadence_of_the_due_time_not_of_the_answer() {
     mocks.clock = MockClock::new();
     mocks.clock.expect_now().returning(|| t0() + time::Duration::milliseconds(700));
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Queued { position: None }));
-    let kept = mocks.steps().advance(submitted_job()).await.unwrap();
+    let kept = advance(mocks.steps(), submitted_job()).await.unwrap();
     assert_eq!(kept.next_poll_at(), Some(t0() + time::Duration::seconds(2)));
 }
 
@@ -581,7 +634,7 @@ async fn driver_writes_nothing_for_a_poll_that_changes_nothing_visible() {
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: Some(40) }));
     mocks.jobs.expect_commit().times(0);
     mocks.events.expect_publish().times(0);
-    let kept = mocks.steps().advance(running.clone()).await.unwrap();
+    let kept = advance(mocks.steps(), running.clone()).await.unwrap();
     assert_eq!(kept.version(), running.version(), "nothing was written, so the version stays");
     assert_eq!(kept.next_poll_at(), Some(t0() + time::Duration::seconds(2)));
 }
@@ -600,5 +653,5 @@ async fn driver_lets_go_of_a_job_once_it_is_final() {
     });
     mocks.jobs.expect_commit().returning(applied);
     mocks.events.expect_publish().returning(|_| ());
-    assert_eq!(mocks.steps().advance(submitted_job()).await, None);
+    assert_eq!(advance(mocks.steps(), submitted_job()).await, None);
 }

@@ -9,6 +9,23 @@ use futures_util::stream;
 use genjobs_domain::ports::CatalogStore;
 use genjobs_domain::usecases::Admin;
 
+/// The catalog follower, one of the [`Loops`](crate::Loops).
+pub struct CatalogFollower {
+    /// The operators' use cases, whose catalog every service of this process reads.
+    pub admin: Admin,
+    /// The store whose changes are followed.
+    pub store: Arc<dyn CatalogStore>,
+    /// Time between two reloads without an announcement.
+    pub every: Duration,
+}
+
+impl CatalogFollower {
+    /// Follows the catalog for as long as it is polled.
+    pub async fn run(self) {
+        follow_catalog(self.admin, self.store, self.every).await;
+    }
+}
+
 /// Reloads `admin`'s catalog (the one every service of this process reads) from `store` on every change the store announces and every
 /// `every`, for as long as it is polled. A failed reload keeps the catalog in effect.
 pub async fn follow_catalog(admin: Admin, store: Arc<dyn CatalogStore>, every: Duration) {

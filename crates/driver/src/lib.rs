@@ -1,7 +1,8 @@
 //! # genjobs-driver
 //!
 //! The loops that move work forward on every replica, in plain async Rust on tokio: the job
-//! driver, the client webhook dispatcher and the catalog follower. The domain
+//! driver, the client webhook dispatcher, the catalog follower, the retention sweep and usage
+//! sealing, all listed in [`Loops`], which starts and drains them the same way. The domain
 //! (`genjobs-domain`) decides what one step of a job or one attempt at a webhook does; this
 //! crate decides which one runs when, how many at once, and what happens on shutdown. That is
 //! why it may use tokio and the domain may not.
@@ -15,6 +16,10 @@
 //!   destination host's slots and delivers them.
 //! - [`catalog`]: [`follow_catalog`], which reloads the catalog in effect when the store
 //!   announces a change.
+//! - [`retention`]: [`RetentionSweep`], which removes final jobs past
+//!   `GENJOBS_JOB_RETENTION_DAYS`.
+//! - [`sealing`]: [`UsageSealing`], which seals finished usage days, so that reports stay cheap.
+//! - [`loops`]: [`Loops`], the list of them all, started and drained the same way.
 //! - [`settings`]: [`DriverSettings`] and [`DispatchSettings`], how each paces itself.
 //!
 //! Each loop runs its units of work as tasks of one `tokio::task::JoinSet` and waits with
@@ -25,12 +30,16 @@
 pub mod catalog;
 pub mod client_webhooks;
 pub mod jobs;
+pub mod loops;
 pub mod retention;
 pub mod sealing;
 pub mod settings;
 mod telemetry;
 
-pub use catalog::follow_catalog;
+pub use catalog::{CatalogFollower, follow_catalog};
 pub use client_webhooks::WebhookDispatcher;
 pub use jobs::JobDriver;
+pub use loops::{Loops, RunningLoops};
+pub use retention::RetentionSweep;
+pub use sealing::UsageSealing;
 pub use settings::{DispatchSettings, DriverSettings};

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use genjobs_domain::ports::{Clock, StoreError, UsageStore};
-use tokio::task::JoinHandle;
 
 /// How long final jobs are kept, and how the sweep runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +51,20 @@ pub async fn purge_expired_jobs(
     }
 }
 
-/// Sweeps every `retention.every` until aborted.
-pub fn sweep(usage: Arc<dyn UsageStore>, clock: Arc<dyn Clock>, retention: Retention) -> JoinHandle<()> {
-    tokio::spawn(async move {
+/// The retention sweep, one of the [`Loops`](crate::Loops).
+pub struct RetentionSweep {
+    /// Where final jobs are removed from.
+    pub usage: Arc<dyn UsageStore>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// What is kept, and how often the sweep runs.
+    pub retention: Retention,
+}
+
+impl RetentionSweep {
+    /// Sweeps every `retention.every`, for as long as it is polled.
+    pub async fn run(self) {
+        let Self { usage, clock, retention } = self;
         loop {
             match purge_expired_jobs(&*usage, &*clock, retention).await {
                 Ok(0) => {}
@@ -69,5 +79,5 @@ pub fn sweep(usage: Arc<dyn UsageStore>, clock: Arc<dyn Clock>, retention: Reten
             }
             clock.sleep(retention.every).await;
         }
-    })
+    }
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use genjobs_domain::ports::{Clock, StoreError, UsageStore};
 use time::Date;
-use tokio::task::JoinHandle;
 
 /// How often a replica looks for days to seal: a day becomes ready once a day, so a replica that
 /// looks every few minutes seals it soon enough, whichever replica gets there first.
@@ -29,14 +28,24 @@ pub async fn seal_ready_days(usage: &dyn UsageStore, clock: &dyn Clock) -> Resul
     Ok(last)
 }
 
-/// Seals the days that are ready, then again every `every`, until aborted.
-pub fn sealer(usage: Arc<dyn UsageStore>, clock: Arc<dyn Clock>, every: Duration) -> JoinHandle<()> {
-    tokio::spawn(async move {
+/// Usage sealing, one of the [`Loops`](crate::Loops).
+pub struct UsageSealing {
+    /// Where days are sealed.
+    pub usage: Arc<dyn UsageStore>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Time between two checks ([`SEAL_CHECK_INTERVAL`] in production).
+    pub every: Duration,
+}
+
+impl UsageSealing {
+    /// Seals the days that are ready, then again every `every`, for as long as it is polled.
+    pub async fn run(self) {
         loop {
-            if let Err(error) = seal_ready_days(&*usage, &*clock).await {
+            if let Err(error) = seal_ready_days(&*self.usage, &*self.clock).await {
                 tracing::warn!(%error, "could not seal usage days; trying again at the next check");
             }
-            clock.sleep(every).await;
+            self.clock.sleep(self.every).await;
         }
-    })
+    }
 }

@@ -19,6 +19,7 @@
 //! - `unauthenticated`: the per-address limit on requests answered 401.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
+//! - `waiting`: the waits of long-polls and streams, as the domain's decisions ask.
 //! - [`links`]: the signed links to stored outputs, minted at every read of a job.
 //! - [`openai`]: the OpenAI-compatible edge at `/openai/v1`, over the same use cases.
 //! - [`dto`]: the edge's side of the wire formats, whose types are `genjobs-api`'s (shared with
@@ -41,6 +42,7 @@ mod page_policy;
 mod readiness;
 pub mod telemetry;
 mod unauthenticated;
+mod waiting;
 
 use std::net::TcpListener;
 use std::time::Duration;

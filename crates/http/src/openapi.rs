@@ -5,7 +5,9 @@
 //!
 //! What every operation shares is added once, by a `Modify` of the document, rather than repeated on each
 //! handler: the security schemes, `X-Request-Id` on every response, the 401 and 429 of the
-//! authenticated routes, and the 500 and 503 of the routes that reach the store.
+//! authenticated routes, the 413 and 415 of the authenticated routes that read a body (a route
+//! that answers them otherwise declares its own), and the 500 and 503 of the routes that reach
+//! the store.
 
 use std::sync::LazyLock;
 
@@ -141,6 +143,7 @@ impl Modify for Conventions {
             let schema = error_schema(path);
             for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete].into_iter().flatten() {
                 let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
+                let reads_body = (user || operator) && operation.request_body.is_some();
                 let responses = &mut operation.responses.responses;
                 let mut add = |status: &str, response: utoipa::openapi::Response| {
                     responses.entry(status.to_owned()).or_insert_with(|| response.into());
@@ -158,6 +161,10 @@ impl Modify for Conventions {
                         .headers
                         .insert("Retry-After".into(), string_header("Seconds to wait before retrying").into());
                     add("429", limited);
+                }
+                if reads_body {
+                    add("413", error_response(schema, "Body over 1 MiB"));
+                    add("415", error_response(schema, "Body not application/json"));
                 }
                 if reaches_store {
                     add("500", error_response(schema, "Anything unexpected (`INTERNAL`); no internals in the message"));

@@ -85,6 +85,7 @@ fn describe_all() {
     describe_histogram!("genjobs_http_request_duration_seconds", Unit::Seconds, "Time to answer an HTTP request");
     describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
     describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model, final state and provider");
+    describe_counter!("genjobs_jobs_failed_total", "Jobs that failed or were canceled, by model and error code");
     describe_counter!("genjobs_jobs_purged_total", "Final jobs removed past GENJOBS_JOB_RETENTION_DAYS");
     describe_counter!(
         "genjobs_usage_days_sealed_total",

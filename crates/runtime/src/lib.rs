@@ -5,17 +5,20 @@
 //! - [`EventHub`]: job change notifications between the tasks of one process (the Postgres
 //!   adapter feeds it from `LISTEN/NOTIFY` to span replicas).
 //! - [`TokenBucketLimiter`]: a per-user token bucket for the request rate limit.
+//! - [`RetriedCopies`]: an output store decorator that tries transient copy failures again.
 //! - [`MeteredUpstream`]: a provider decorator that counts and times every upstream call.
 //! - [`RoutedUpstream`]: one provider port over several providers, following each model's routes
 //!   with a safe fallback.
 
 mod clock;
+mod copies;
 mod events;
 mod metered;
 mod rate_limit;
 mod routing;
 
 pub use clock::SystemClock;
+pub use copies::RetriedCopies;
 pub use events::EventHub;
 pub use metered::MeteredUpstream;
 pub use rate_limit::TokenBucketLimiter;

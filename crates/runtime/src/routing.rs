@@ -106,6 +106,11 @@ impl RoutedUpstream {
         others: Vec<Arc<dyn UpstreamProvider>>,
         retry_pause: Duration,
     ) -> Self {
+        // Every provider's breaker is shown from the start, closed: a dashboard or an alert on it
+        // then reads 0, not "no data", until the first refusal.
+        for provider in std::iter::once(&first).chain(&others) {
+            gauge!("genjobs_upstream_cooling_down", "provider" => provider.name()).set(0.0);
+        }
         Self { first, others, retry_pause, breakers: Mutex::default() }
     }
 

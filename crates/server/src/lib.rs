@@ -29,12 +29,14 @@ use genjobs_domain::ports::{
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
 };
-use genjobs_driver::{JobDriver, WebhookDispatcher, follow_catalog};
+use genjobs_driver::{
+    CatalogFollower, JobDriver, Loops, RetentionSweep, RunningLoops, UsageSealing, WebhookDispatcher,
+};
 use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{
-    EventHub, MeteredUpstream, REFUSED_RETRY_PAUSE, RoutedUpstream, SystemClock, TokenBucketLimiter,
+    EventHub, MeteredUpstream, REFUSED_RETRY_PAUSE, RetriedCopies, RoutedUpstream, SystemClock, TokenBucketLimiter,
 };
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
@@ -42,7 +44,6 @@ use genjobs_upstream_fal::routes::FalSchemas;
 use genjobs_upstream_fal::{FAL_JWKS_URL, FalConfig, FalUpstream, WebhookConfig};
 use genjobs_upstream_replicate::{ReplicateSchemas, ReplicateUpstream};
 use simulator::RunningSim;
-use tokio::task::JoinHandle;
 
 pub use config::{Config, ConfigArgs, LogFormat};
 
@@ -114,22 +115,9 @@ pub struct Service {
     pub simulator_url: Option<String>,
     server: Server,
     drain: Drain,
-    driver: JoinHandle<()>,
-    retention: Option<JoinHandle<()>>,
-    usage_sealer: AbortOnDrop,
-    dispatcher: JoinHandle<()>,
+    loops: RunningLoops,
     postgres: Option<PgAdapters>,
     simulator: Option<RunningSim>,
-    catalog_follower: AbortOnDrop,
-}
-
-/// A background task that ends with its owner.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// How often each process reads the catalog store again, in case it missed an announcement
@@ -153,7 +141,7 @@ impl Service {
     /// When the server fails.
     pub async fn run(self) -> std::io::Result<()> {
         let (drain, handle) = (self.drain.clone(), self.server.handle());
-        let (driver, dispatcher) = (self.driver, self.dispatcher);
+        let loops = self.loops;
         let background = async {
             tokio::select! {
                 () = drain.started() => {}
@@ -164,12 +152,7 @@ impl Service {
             // The HTTP workers stop last: a pooled connection runs on the runtime that made it,
             // often a worker's, and would close under the driver's and the dispatcher's last
             // commits (a submission recorded seconds later, notifications lost).
-            if let Err(e) = driver.await {
-                tracing::error!(error = %e, "the job driver ended abnormally");
-            }
-            if let Err(e) = dispatcher.await {
-                tracing::error!(error = %e, "the webhook dispatcher ended abnormally");
-            }
+            loops.drained().await;
             handle.stop(true).await;
         };
         let serving = async {
@@ -178,11 +161,6 @@ impl Service {
             served
         };
         let (served, ()) = tokio::join!(serving, background);
-        if let Some(retention) = self.retention {
-            retention.abort();
-        }
-        drop(self.catalog_follower);
-        drop(self.usage_sealer);
         drop(self.postgres);
         if let Some(sim) = &self.simulator {
             sim.stop().await;
@@ -396,21 +374,23 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         Some(url) => {
             let store = ObjectOutputStore::open(url, std::env::vars(), config.output_max_bytes, output_hosts.clone())?;
             tracing::info!(output_store = url, "outputs are copied before jobs are shown succeeded");
-            Some(Arc::new(store) as Arc<dyn OutputStore>)
+            Some(Arc::new(RetriedCopies::new(Arc::new(store), Arc::new(SystemClock))) as Arc<dyn OutputStore>)
         }
         None => None,
     };
     let (ports, outbox, postgres) = ports(&config, upstream, outputs).await?;
     let catalog = LiveCatalog::default();
     let driver = JobDriver::new(ports.clone(), catalog.clone(), config.driver.clone());
-    let retention = config.retention.map(|retention| {
-        genjobs_driver::retention::sweep(Arc::clone(&ports.usage), Arc::clone(&ports.clock), retention)
+    let retention = config.retention.map(|retention| RetentionSweep {
+        usage: Arc::clone(&ports.usage),
+        clock: Arc::clone(&ports.clock),
+        retention,
     });
-    let usage_sealer = AbortOnDrop(genjobs_driver::sealing::sealer(
-        Arc::clone(&ports.usage),
-        Arc::clone(&ports.clock),
-        genjobs_driver::sealing::SEAL_CHECK_INTERVAL,
-    ));
+    let sealing = UsageSealing {
+        usage: Arc::clone(&ports.usage),
+        clock: Arc::clone(&ports.clock),
+        every: genjobs_driver::sealing::SEAL_CHECK_INTERVAL,
+    };
     let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
     let admin_token =
         config.admin_token.clone().unwrap_or_else(|| ApiKey::generate().expose().replacen("gj_", "gja_", 1));
@@ -424,11 +404,11 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         .seed_catalog(initial_catalog)
         .await
         .map_err(|e| StartError::Catalog { path: "initial".into(), problem: e.to_string() })?;
-    let catalog_follower = AbortOnDrop(tokio::spawn(follow_catalog(
-        services.admin.clone(),
-        Arc::clone(&ports.catalog),
-        CATALOG_RELOAD_INTERVAL,
-    )));
+    let catalog_follower = CatalogFollower {
+        admin: services.admin.clone(),
+        store: Arc::clone(&ports.catalog),
+        every: CATALOG_RELOAD_INTERVAL,
+    };
     let demo_key = match config.database_url {
         Some(_) => None,
         None => {
@@ -444,8 +424,6 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     };
 
     let drain = Drain::new();
-    let stop_driving = drain.started();
-    let driver = tokio::spawn(async move { driver.run_until(stop_driving).await });
 
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
@@ -464,8 +442,12 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let bodies = Arc::new(WebhookBodies::new(state.links.clone(), base));
     let deliveries = WebhookDeliveries::new(ports, webhooks, bodies, config.dispatch.deliveries.clone());
     let dispatcher = WebhookDispatcher::new(deliveries, config.dispatch.clone());
-    let stop_dispatching = drain.started();
-    let dispatcher = tokio::spawn(async move { dispatcher.run_until(stop_dispatching).await });
+    let loops = Loops { jobs: driver, client_webhooks: dispatcher, catalog: catalog_follower, retention, sealing };
+    let stopping = drain.clone();
+    let loops = loops.start(move || {
+        let drain = stopping.clone();
+        async move { drain.started().await }
+    });
     let server = genjobs_http::serve(listener, state)?;
     Ok(Service {
         address,
@@ -474,12 +456,8 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         simulator_url: simulator.as_ref().map(|s| s.base_url.clone()),
         server,
         drain,
-        driver,
-        retention,
-        usage_sealer,
-        dispatcher,
+        loops,
         postgres,
         simulator,
-        catalog_follower,
     })
 }

@@ -40,8 +40,8 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
-    UpstreamReport, UpstreamStatus,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitCall, SubmitFailure,
+    UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
@@ -226,15 +226,7 @@ impl UpstreamProvider for FalUpstream {
         }
         let response = match self.send(post).await {
             Ok(r) => r,
-            Err(e) if e.is_connect() => {
-                return Err(SubmitFailure::NotReached("the provider could not be reached".into()));
-            }
-            Err(e) if e.is_timeout() => {
-                return Err(SubmitFailure::Ambiguous("the provider did not answer in time".into()));
-            }
-            Err(_) => {
-                return Err(SubmitFailure::Ambiguous("the connection to the provider failed".into()));
-            }
+            Err(e) => return Err(SubmitCall::unanswered_by(e.is_connect(), e.is_timeout()).unanswered()),
         };
         let status = response.status();
         tracing::debug!(job_id = %job_id, endpoint = %request.endpoint, status = status.as_u16(), "fal submit");
@@ -253,12 +245,12 @@ impl UpstreamProvider for FalUpstream {
             };
             return Ok(fal.to_upstream());
         }
+        let call = SubmitCall::Answered(status.as_u16());
         match status {
-            StatusCode::TOO_MANY_REQUESTS => Err(SubmitFailure::NotReached("the provider is rate limiting".into())),
-            // A gateway error or an unavailable queue answers before anything is queued: fal's
-            // queue answers a queued request with its request id, and these carry none. A 500 or
-            // a 504 (the queue may have stored the request before failing) stays ambiguous.
-            StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE => Err(SubmitFailure::NotReached(format!(
+            StatusCode::TOO_MANY_REQUESTS => Err(call.failure("the provider is rate limiting")),
+            // fal's queue answers a queued request with its request id, and a gateway error or an
+            // unavailable queue carries none: the domain's rule counts them as never reached.
+            _ if call.never_reached() => Err(call.failure(format!(
                 "the provider's queue answered HTTP {} without queuing the request",
                 status.as_u16()
             ))),

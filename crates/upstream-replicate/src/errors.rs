@@ -2,7 +2,7 @@
 //! replicate-python's `ReplicateError` (`replicate/exceptions.py`: `type`, `title`, `status`,
 //! `detail`, `instance`) read them, with `invalid_fields` on a 422 and `retry_after` on a 429.
 
-use reqwest::{Response, StatusCode};
+use reqwest::Response;
 use serde::Deserialize;
 
 use crate::schema::{InvalidField, describe};
@@ -57,15 +57,6 @@ impl Problem {
     }
 }
 
-/// Whether an answer to a creation says, before any prediction id, that nothing was created:
-/// throttled (429), a gateway that did not reach the API (502), or the API unavailable (503).
-/// replicate-python's `RetryTransport` retries 429 and 503 (and 504, but only for idempotent
-/// methods); replicate-javascript retries a POST only on 429. A 500 or a 504 may come after the
-/// prediction was stored, so it stays ambiguous.
-pub(crate) fn refused_before_creation(status: StatusCode) -> bool {
-    matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,12 +82,5 @@ mod tests {
         let title = Problem { status: 403, title: Some("Forbidden".into()), ..Problem::default() };
         assert_eq!(title.message(), "Forbidden (HTTP 403)");
         assert_eq!(Problem { status: 500, ..Problem::default() }.message(), "HTTP 500");
-    }
-
-    #[test]
-    fn only_throttling_and_unavailability_prove_nothing_was_created() {
-        for (status, refused) in [(429, true), (502, true), (503, true), (500, false), (504, false), (422, false)] {
-            assert_eq!(refused_before_creation(StatusCode::from_u16(status).unwrap_or_default()), refused, "{status}");
-        }
     }
 }

@@ -40,8 +40,8 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind};
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
-    UpstreamReport, UpstreamStatus,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitCall, SubmitFailure,
+    UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde_json::{Map, Value, json};
@@ -51,7 +51,7 @@ pub use args::ReplicateArgs;
 pub use notifications::{InvalidSecret, MAX_SKEW, WEBHOOK_PATH, WebhookConfig};
 pub use routes::{PROVIDER, ReplicateSchemas};
 
-use errors::{Problem, refused_before_creation};
+use errors::Problem;
 use notifications::Verifier;
 use prediction::{Phase, Prediction};
 use routes::{ReplicateRoute, RouteError};
@@ -223,14 +223,7 @@ impl UpstreamProvider for ReplicateUpstream {
         let body = creation_body(request.input, self.webhooks.as_ref().map(Verifier::url));
         let response = match self.send(self.client.post(url).json(&body)).await {
             Ok(response) => response,
-            // Refused, or no connection within the connect timeout: nothing was sent.
-            Err(e) if e.is_connect() => {
-                return Err(SubmitFailure::NotReached("the provider could not be reached".into()));
-            }
-            Err(e) if e.is_timeout() => {
-                return Err(SubmitFailure::Ambiguous("the provider did not answer in time".into()));
-            }
-            Err(_) => return Err(SubmitFailure::Ambiguous("the connection to the provider failed".into())),
+            Err(e) => return Err(SubmitCall::unanswered_by(e.is_connect(), e.is_timeout()).unanswered()),
         };
         let status = response.status();
         tracing::debug!(job_id = %job_id, model = %request.model, status = status.as_u16(), "replicate create");
@@ -243,12 +236,10 @@ impl UpstreamProvider for ReplicateUpstream {
             return Ok(UpstreamRef::new(PROVIDER, prediction.id).with_detail("model", request.model));
         }
         let problem = Problem::read(response).await;
-        if refused_before_creation(status) {
+        let call = SubmitCall::Answered(status.as_u16());
+        if call.never_reached() {
             let wait = problem.retry_after.map(|s| format!(", retry after {s} s")).unwrap_or_default();
-            return Err(SubmitFailure::NotReached(format!(
-                "the provider refused the request: {}{wait}",
-                problem.message()
-            )));
+            return Err(call.failure(format!("the provider refused the request: {}{wait}", problem.message())));
         }
         match status {
             // A wrong or revoked token: nothing was created, and another provider may serve.

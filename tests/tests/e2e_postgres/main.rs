@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
 mod catalog_replicas;
+mod deploy;
 #[path = "shared.rs"]
 mod shared;
 

@@ -41,19 +41,8 @@ use crate::output::OutputItem;
 /// A generation job. Read it through its accessors; change it only through [`Job::apply`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
-    id: JobId,
-    user_id: UserId,
-    model: ModelId,
-    modality: Modality,
-    created_at: OffsetDateTime,
-    credits_held: Credits,
-    rate: Rate,
-    input: GenerationInput,
-    webhook_url: Option<String>,
-    phase: JobPhase,
-    next_poll_at: Option<OffsetDateTime>,
-    poll_failures: u32,
-    version: u64,
+    /// What a store keeps of it; private, so that only this module's rules change it.
+    record: StoredJob,
 }
 
 /// Highest progress before success.
@@ -73,19 +62,21 @@ impl Job {
     ) -> (Job, CreditMovement) {
         let credits_held = rate.to_hold(&input);
         let job = Job {
-            id,
-            user_id,
-            model,
-            modality,
-            created_at: now,
-            credits_held,
-            rate,
-            input,
-            webhook_url: None,
-            phase: JobPhase::Accepted,
-            next_poll_at: Some(now),
-            poll_failures: 0,
-            version: 0,
+            record: StoredJob {
+                id,
+                user_id,
+                model,
+                modality,
+                created_at: now,
+                credits_held,
+                rate,
+                input,
+                webhook_url: None,
+                phase: JobPhase::Accepted,
+                next_poll_at: Some(now),
+                poll_failures: 0,
+                version: 0,
+            },
         };
         (job, CreditMovement::Hold(credits_held))
     }
@@ -96,126 +87,86 @@ impl Job {
     /// # Errors
     /// [`CorruptJob`] naming the first broken invariant.
     pub fn restore(stored: StoredJob) -> Result<Job, CorruptJob> {
-        let StoredJob {
-            id,
-            user_id,
-            model,
-            modality,
-            created_at,
-            credits_held,
-            rate,
-            input,
-            webhook_url,
-            phase,
-            next_poll_at,
-            poll_failures,
-            version,
-        } = stored;
-        let final_ = phase.state().is_final();
+        let phase = &stored.phase;
         let broken = [
-            (phase.credits_actual().is_some_and(|actual| actual > credits_held), "credits_actual exceeds credits_held"),
+            (
+                phase.credits_actual().is_some_and(|actual| actual > stored.credits_held),
+                "credits_actual exceeds credits_held",
+            ),
             (!matches!(phase, JobPhase::Succeeded { .. }) && phase.progress() > MAX_RUNNING_PROGRESS, "progress"),
-            (final_ && next_poll_at.is_some(), "a final job has no next poll"),
+            (phase.state().is_final() && stored.next_poll_at.is_some(), "a final job has no next poll"),
         ];
         if let Some((_, problem)) = broken.into_iter().find(|(is_broken, _)| *is_broken) {
-            return Err(CorruptJob { id, problem });
+            return Err(CorruptJob { id: stored.id, problem });
         }
-        Ok(Job {
-            id,
-            user_id,
-            model,
-            modality,
-            created_at,
-            credits_held,
-            rate,
-            input,
-            webhook_url,
-            phase,
-            next_poll_at,
-            poll_failures,
-            version,
-        })
+        Ok(Job { record: stored })
     }
 
     /// Everything an adapter keeps, for writing; [`Job::restore`] brings it back.
     #[must_use]
     pub fn to_stored(&self) -> StoredJob {
-        StoredJob {
-            id: self.id,
-            user_id: self.user_id,
-            model: self.model.clone(),
-            modality: self.modality,
-            created_at: self.created_at,
-            credits_held: self.credits_held,
-            rate: self.rate,
-            input: self.input.clone(),
-            webhook_url: self.webhook_url.clone(),
-            phase: self.phase.clone(),
-            next_poll_at: self.next_poll_at,
-            poll_failures: self.poll_failures,
-            version: self.version,
-        }
+        self.record.clone()
     }
 
     /// The same newly accepted job, its end to be posted to `url`.
     #[must_use]
     pub fn with_webhook_url(mut self, url: Option<String>) -> Self {
-        self.webhook_url = url;
+        self.record.webhook_url = url;
         self
     }
 
     /// Where its end is posted, when the client asked.
     #[must_use]
     pub fn webhook_url(&self) -> Option<&str> {
-        self.webhook_url.as_deref()
+        self.record.webhook_url.as_deref()
     }
 
     /// Its id.
     #[must_use]
     pub fn id(&self) -> JobId {
-        self.id
+        self.record.id
     }
 
     /// Its owner.
     #[must_use]
     pub fn user_id(&self) -> UserId {
-        self.user_id
+        self.record.user_id
     }
 
     /// The model in effect.
     #[must_use]
     pub fn model(&self) -> &ModelId {
-        &self.model
+        &self.record.model
     }
 
     /// `video` or `image`.
     #[must_use]
     pub fn modality(&self) -> Modality {
-        self.modality
+        self.record.modality
     }
 
     /// Its state and that state's data.
     #[must_use]
     pub fn phase(&self) -> &JobPhase {
-        &self.phase
+        &self.record.phase
     }
 
     /// Where it is in its life, as the API names it.
     #[must_use]
     pub fn state(&self) -> JobState {
-        self.phase.state()
+        self.record.phase.state()
     }
 
     /// 0 to 100, never decreasing; 100 only on success.
     #[must_use]
     pub fn progress(&self) -> u8 {
-        self.phase.progress()
+        self.record.phase.progress()
     }
 
     /// Outputs, once succeeded.
     #[must_use]
     pub fn outputs(&self) -> Option<&[OutputItem]> {
-        match &self.phase {
+        match &self.record.phase {
             JobPhase::Succeeded { outputs, .. } => Some(outputs),
             _ => None,
         }
@@ -224,7 +175,7 @@ impl Job {
     /// Why it failed or was canceled.
     #[must_use]
     pub fn error(&self) -> Option<&JobError> {
-        match &self.phase {
+        match &self.record.phase {
             JobPhase::Failed { error, .. } | JobPhase::Canceled { error, .. } => Some(error),
             _ => None,
         }
@@ -233,13 +184,13 @@ impl Job {
     /// Acceptance time.
     #[must_use]
     pub fn created_at(&self) -> OffsetDateTime {
-        self.created_at
+        self.record.created_at
     }
 
     /// When the provider started running it.
     #[must_use]
     pub fn started_at(&self) -> Option<OffsetDateTime> {
-        match &self.phase {
+        match &self.record.phase {
             JobPhase::Running { started_at, .. } | JobPhase::Succeeded { started_at, .. } => Some(*started_at),
             JobPhase::Failed { reached, .. } | JobPhase::Canceled { reached, .. } => reached.started_at,
             JobPhase::Accepted | JobPhase::Sending | JobPhase::Queued { .. } => None,
@@ -249,13 +200,13 @@ impl Job {
     /// When it became final.
     #[must_use]
     pub fn finished_at(&self) -> Option<OffsetDateTime> {
-        self.phase.finished_at()
+        self.record.phase.finished_at()
     }
 
     /// When it was canceled.
     #[must_use]
     pub fn canceled_at(&self) -> Option<OffsetDateTime> {
-        match &self.phase {
+        match &self.record.phase {
             JobPhase::Canceled { canceled_at, .. } => Some(*canceled_at),
             _ => None,
         }
@@ -264,38 +215,38 @@ impl Job {
     /// Credits held at acceptance: the most it can cost.
     #[must_use]
     pub fn credits_held(&self) -> Credits {
-        self.credits_held
+        self.record.credits_held
     }
 
     /// Credits charged, once final.
     #[must_use]
     pub fn credits_actual(&self) -> Option<Credits> {
-        self.phase.credits_actual()
+        self.record.phase.credits_actual()
     }
 
     /// What a unit of its output costs, as fixed at acceptance.
     #[must_use]
     pub fn rate(&self) -> Rate {
-        self.rate
+        self.record.rate
     }
 
     /// The validated request.
     #[must_use]
     pub fn input(&self) -> &GenerationInput {
-        &self.input
+        &self.record.input
     }
 
     /// Where it lives at the provider, once submitted.
     #[must_use]
     pub fn upstream(&self) -> Option<&UpstreamRef> {
-        self.phase.upstream()
+        self.record.phase.upstream()
     }
 
     /// How many requests are ahead of it in the provider's queue, while it waits there and the
     /// provider says.
     #[must_use]
     pub fn queue_position(&self) -> Option<u32> {
-        match &self.phase {
+        match &self.record.phase {
             JobPhase::Queued { position, .. } => *position,
             _ => None,
         }
@@ -305,7 +256,7 @@ impl Job {
     /// provider, so it is never submitted again.
     #[must_use]
     pub fn submit_attempted(&self) -> bool {
-        match &self.phase {
+        match &self.record.phase {
             JobPhase::Accepted => false,
             JobPhase::Failed { reached, .. } | JobPhase::Canceled { reached, .. } => reached.submission.was_attempted(),
             JobPhase::Sending | JobPhase::Queued { .. } | JobPhase::Running { .. } | JobPhase::Succeeded { .. } => true,
@@ -315,19 +266,19 @@ impl Job {
     /// When the driver next looks at it; `None` once final.
     #[must_use]
     pub fn next_poll_at(&self) -> Option<OffsetDateTime> {
-        self.next_poll_at
+        self.record.next_poll_at
     }
 
     /// Consecutive transient failures talking to the provider.
     #[must_use]
     pub fn poll_failures(&self) -> u32 {
-        self.poll_failures
+        self.record.poll_failures
     }
 
     /// Incremented by every committed transition; the compare-and-set token.
     #[must_use]
     pub fn version(&self) -> u64 {
-        self.version
+        self.record.version
     }
 
     /// The transition `trigger` causes at `now`.
@@ -388,31 +339,31 @@ impl Job {
         let not_applicable = TransitionError::NotApplicable { state: from, trigger: kind.name() };
         next_state(from, kind).ok_or_else(|| not_applicable.clone())?;
         let mut next = self.clone();
-        next.version = self.version + 1;
+        next.record.version = self.record.version + 1;
         let mut movement = None;
-        match (trigger, &self.phase) {
+        match (trigger, &self.record.phase) {
             (Trigger::SubmitStarted { next_poll_at }, JobPhase::Accepted) => {
-                next.phase = JobPhase::Sending;
-                next.next_poll_at = Some(next_poll_at);
+                next.record.phase = JobPhase::Sending;
+                next.record.next_poll_at = Some(next_poll_at);
             }
             (Trigger::Submitted { upstream, next_poll_at }, JobPhase::Sending) => {
-                next.phase = JobPhase::Queued { upstream, position: None };
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = 0;
+                next.record.phase = JobPhase::Queued { upstream, position: None };
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
             }
             (Trigger::SubmitNotReached { next_poll_at }, JobPhase::Sending) => {
-                next.phase = JobPhase::Accepted;
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = self.poll_failures.saturating_add(1);
+                next.record.phase = JobPhase::Accepted;
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = self.record.poll_failures.saturating_add(1);
             }
             (Trigger::UpstreamQueued { position, next_poll_at }, JobPhase::Queued { upstream, .. }) => {
-                next.phase = JobPhase::Queued { upstream: upstream.clone(), position };
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = 0;
+                next.record.phase = JobPhase::Queued { upstream: upstream.clone(), position };
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
             }
             (Trigger::UpstreamQueued { next_poll_at, .. }, JobPhase::Running { .. }) => {
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = 0;
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
             }
             (
                 Trigger::UpstreamRunning { progress, next_poll_at },
@@ -420,21 +371,21 @@ impl Job {
             ) => {
                 let reached = phase.reached();
                 let upstream = upstream.clone();
-                next.phase = JobPhase::Running {
+                next.record.phase = JobPhase::Running {
                     upstream,
                     started_at: reached.started_at.unwrap_or(now),
                     progress: reached.progress.max(progress.min(MAX_RUNNING_PROGRESS)),
                 };
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = 0;
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
             }
             (Trigger::UpstreamUnreachable { next_poll_at }, phase) => {
                 // Only the provider's queue report keeps a position; any other news means it moved on.
                 if let JobPhase::Queued { upstream, .. } = phase {
-                    next.phase = JobPhase::Queued { upstream: upstream.clone(), position: None };
+                    next.record.phase = JobPhase::Queued { upstream: upstream.clone(), position: None };
                 }
-                next.next_poll_at = Some(next_poll_at);
-                next.poll_failures = self.poll_failures.saturating_add(1);
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = self.record.poll_failures.saturating_add(1);
             }
             (
                 Trigger::Succeeded { outputs, credits_actual },
@@ -442,27 +393,27 @@ impl Job {
             ) => {
                 let reached = phase.reached();
                 let upstream = upstream.clone();
-                let actual = credits_actual.min(self.credits_held);
-                next.phase = JobPhase::Succeeded {
+                let actual = credits_actual.min(self.record.credits_held);
+                next.record.phase = JobPhase::Succeeded {
                     upstream,
                     started_at: reached.started_at.unwrap_or(now),
                     finished_at: now,
                     outputs,
                     credits_actual: actual,
                 };
-                movement = Some(CreditMovement::Settle { held: self.credits_held, actual });
-                next.next_poll_at = None;
+                movement = Some(CreditMovement::Settle { held: self.record.credits_held, actual });
+                next.record.next_poll_at = None;
             }
             (Trigger::Failed { error }, phase) => {
-                next.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
-                movement = Some(CreditMovement::Release(self.credits_held));
-                next.next_poll_at = None;
+                next.record.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
+                movement = Some(CreditMovement::Release(self.record.credits_held));
+                next.record.next_poll_at = None;
             }
             (Trigger::Cancel, phase) => {
                 let error = JobError::new(JobErrorCode::JobCanceled, "the job was canceled by its owner");
-                next.phase = JobPhase::Canceled { reached: phase.reached(), canceled_at: now, error };
-                movement = Some(CreditMovement::Release(self.credits_held));
-                next.next_poll_at = None;
+                next.record.phase = JobPhase::Canceled { reached: phase.reached(), canceled_at: now, error };
+                movement = Some(CreditMovement::Release(self.record.credits_held));
+                next.record.next_poll_at = None;
             }
             _ => return Err(not_applicable),
         }
@@ -470,13 +421,13 @@ impl Job {
             kind,
             TriggerKind::UpstreamQueued | TriggerKind::UpstreamRunning | TriggerKind::UpstreamUnreachable
         );
-        Ok(Transition { job: next, expected_version: self.version, movement, from, recomputable })
+        Ok(Transition { job: next, expected_version: self.record.version, movement, from, recomputable })
     }
 
     /// Whether `other` shows a client the same job: everything but the schedule (next poll,
     /// failure count) and the version. A poll that changes nothing else need not be written.
     #[must_use]
     pub fn same_observable_state(&self, other: &Job) -> bool {
-        self.phase == other.phase
+        self.record.phase == other.record.phase
     }
 }

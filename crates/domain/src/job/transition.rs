@@ -33,7 +33,7 @@ impl Transition {
     #[must_use]
     pub fn into_unwritten_job(self) -> Job {
         let mut job = self.job;
-        job.version = self.expected_version;
+        job.record.version = self.expected_version;
         job
     }
 

@@ -2,6 +2,8 @@
 //! outlive the provider's ([`OutputStore`]), and reading an output from the provider's link for
 //! clients that ask for its bytes rather than a URL ([`OutputSource`]).
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
@@ -21,6 +23,20 @@ pub enum CopyFailure {
     /// fetch, or is larger than the store's size limit.
     #[error("permanent: {0}")]
     Permanent(String),
+}
+
+/// Tries of one output's copy before the job succeeds without it.
+pub const COPY_ATTEMPTS: u32 = 3;
+/// Pause before the second try of a copy; doubled before each next one.
+pub const COPY_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Whether a copy that failed with `failure` on try `attempt` (from 1) is tried again, and after
+/// how long: a transient failure is, with back-off, until [`COPY_ATTEMPTS`] tries are spent. A
+/// decision only: whoever calls [`OutputStore::copy`] on a runtime waits and tries again.
+#[must_use]
+pub fn copy_retry(failure: &CopyFailure, attempt: u32) -> Option<Duration> {
+    let transient = matches!(failure, CopyFailure::Transient(_));
+    (transient && attempt < COPY_ATTEMPTS).then(|| COPY_BACKOFF * (1 << attempt.saturating_sub(1).min(16)))
 }
 
 /// A byte range of a file, both ends included, as in `Range: bytes=first-last`.
@@ -49,7 +65,9 @@ impl ByteRange {
 /// The bytes of a stored file, in order.
 pub type FileBytes = BoxStream<'static, Result<Bytes, StoreError>>;
 
-/// Where succeeded jobs' outputs are copied to and served from.
+/// Where succeeded jobs' outputs are copied to and served from. The use cases try a copy once:
+/// a deployment that wants transient failures tried again wraps its store in a decorator that
+/// follows [`copy_retry`] (the runtime crate's `RetriedCopies`).
 ///
 /// # Errors
 /// [`OutputStore::copy`] classifies every failure as [`CopyFailure`]; [`OutputStore::open`]

@@ -45,6 +45,69 @@ pub enum SubmitFailure {
     Ambiguous(String),
 }
 
+/// What became of a submission call that brought no job back, in the terms that decide whether
+/// it may go to the next provider ([`SubmitCall::never_reached`]). Each adapter says which of
+/// these its transport's failure was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitCall {
+    /// No connection was made (refused, or none within the connect timeout): nothing was sent.
+    NotConnected,
+    /// The request was sent and no answer came in time.
+    TimedOut,
+    /// The connection broke off during the call.
+    Broken,
+    /// The provider answered with this HTTP status, not a success.
+    Answered(u16),
+}
+
+impl SubmitCall {
+    /// A call that got no answer: whether its connection was never made, else whether it
+    /// timed out, else it broke off.
+    #[must_use]
+    pub fn unanswered_by(not_connected: bool, timed_out: bool) -> Self {
+        match (not_connected, timed_out) {
+            (true, _) => SubmitCall::NotConnected,
+            (false, true) => SubmitCall::TimedOut,
+            (false, false) => SubmitCall::Broken,
+        }
+    }
+
+    /// Whether the provider surely holds no job from this call, so that the submission may go
+    /// to the next provider (or be sent again later): no connection was made, or the answer came
+    /// before anything was queued (429 throttled, 502 a gateway that did not reach the API, 503
+    /// the API unavailable). A 500 or a 504 may come after the job was stored, and a timeout or a
+    /// broken connection after the body was sent: those are never sent again anywhere, since a
+    /// second provider running the job would charge the user twice.
+    #[must_use]
+    pub fn never_reached(self) -> bool {
+        matches!(self, SubmitCall::NotConnected | SubmitCall::Answered(429 | 502 | 503))
+    }
+
+    /// The port's failure for this call, explained by `reason`: [`SubmitFailure::NotReached`]
+    /// when it never reached the provider, [`SubmitFailure::Ambiguous`] otherwise.
+    #[must_use]
+    pub fn failure(self, reason: impl Into<String>) -> SubmitFailure {
+        if self.never_reached() {
+            SubmitFailure::NotReached(reason.into())
+        } else {
+            SubmitFailure::Ambiguous(reason.into())
+        }
+    }
+
+    /// [`SubmitCall::failure`] of a call that got no answer, in the same words for every
+    /// provider.
+    #[must_use]
+    pub fn unanswered(self) -> SubmitFailure {
+        let reason = match self {
+            SubmitCall::NotConnected => "the provider could not be reached".to_owned(),
+            SubmitCall::TimedOut => "the provider did not answer in time".to_owned(),
+            SubmitCall::Broken => "the connection to the provider failed".to_owned(),
+            SubmitCall::Answered(status) => format!("the provider answered HTTP {status}"),
+        };
+        self.failure(reason)
+    }
+}
+
 /// Why a status or cancel call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PollFailure {

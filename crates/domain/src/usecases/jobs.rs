@@ -1,22 +1,16 @@
-//! Reading, waiting on, streaming and listing the caller's jobs.
-//!
-//! Waiters never talk to the provider: the driver polls it once per job, and waiters wake on
-//! [`JobEvents`](crate::ports::JobEvents) notifications, with a re-read every poll interval as a
-//! fallback for a lost notification.
-
-use std::pin::pin;
-use std::time::Duration;
-
-use futures_util::stream::{self, BoxStream, StreamExt};
-use futures_util::{FutureExt, select_biased};
-use time::OffsetDateTime;
+//! Reading, listing and (through `watch.rs`, whose waits the edge runs) waiting on and
+//! streaming the caller's jobs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use time::OffsetDateTime;
+
+use super::watch::{JobStream, LongPoll};
 use super::{Caller, Ports, Settings, owned_job};
 use crate::ids::JobId;
 use crate::job::{Job, JobState};
-use crate::ports::{Clock, JobChanges, JobEvents, JobStore, OutputSource, OutputStore, StoreError, WATCH_TTL};
+use crate::ports::{Clock, JobEvents, JobStore, OutputSource, OutputStore, StoreError, WATCH_TTL};
 
 /// Longest long-poll, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -49,7 +43,7 @@ pub enum JobEvent {
 }
 
 impl JobEvent {
-    fn of(job: Job) -> Self {
+    pub(super) fn of(job: Job) -> Self {
         match job.state() {
             JobState::Succeeded => JobEvent::Done(job),
             JobState::Failed | JobState::Canceled => JobEvent::Error(job),
@@ -80,7 +74,7 @@ pub struct JobListing {
 #[derive(Clone)]
 pub struct JobReads {
     pub(super) ports: ReadPorts,
-    settings: Settings,
+    pub(super) settings: Settings,
     pub(super) sources: Option<Arc<dyn OutputSource>>,
 }
 
@@ -88,8 +82,8 @@ pub struct JobReads {
 #[derive(Clone)]
 pub(super) struct ReadPorts {
     pub(super) jobs: Arc<dyn JobStore>,
-    events: Arc<dyn JobEvents>,
-    clock: Arc<dyn Clock>,
+    pub(super) events: Arc<dyn JobEvents>,
+    pub(super) clock: Arc<dyn Clock>,
     pub(super) outputs: Option<Arc<dyn OutputStore>>,
 }
 
@@ -113,7 +107,7 @@ impl JobReads {
         Self { sources: Some(source), ..self }
     }
 
-    async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
+    pub(super) async fn owned_job(&self, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
         owned_job(self.ports.jobs.as_ref(), caller, id).await
     }
 
@@ -125,88 +119,30 @@ impl JobReads {
         self.owned_job(caller, id).await
     }
 
-    /// The job once it is final, or as it is when `wait` has passed.
-    ///
-    /// # Errors
-    /// See [`JobQueryError`].
-    pub async fn wait_for_job(&self, caller: &Caller, id: JobId, wait: Duration) -> Result<Job, JobQueryError> {
-        let mut changes = self.ports.events.subscribe(id);
-        let job = self.owned_job(caller, id).await?;
-        if job.state().is_final() || wait.is_zero() {
-            return Ok(job);
-        }
-        let deadline = self.ports.clock.now() + wait;
-        let mut next_announcement = self.announce_watching(id).await;
-        loop {
-            if self.ports.clock.now() >= next_announcement {
-                next_announcement = self.announce_watching(id).await;
-            }
-            let remaining = deadline - self.ports.clock.now();
-            if !remaining.is_positive() {
-                return self.owned_job(caller, id).await;
-            }
-            let nap = Duration::try_from(remaining).unwrap_or_default().min(self.settings.poll_interval);
-            self.next_change_or(&mut changes, nap).await;
-            let job = self.owned_job(caller, id).await?;
-            if job.state().is_final() {
-                return Ok(job);
-            }
-        }
+    /// A long-poll of the job: the job once it is final, or as it is when `wait` has passed;
+    /// the edge waits as [`LongPoll::look`] says.
+    #[must_use]
+    pub fn long_poll(&self, caller: &Caller, id: JobId, wait: Duration) -> LongPoll {
+        LongPoll::new(self.clone(), *caller, id, wait)
     }
 
     /// Tells the drivers someone waits on the job, when the provider notifies (otherwise every
     /// job is polled at the full cadence anyway); returns when to tell them again.
-    async fn announce_watching(&self, id: JobId) -> OffsetDateTime {
+    pub(super) async fn announce_watching(&self, id: JobId) -> OffsetDateTime {
         if self.settings.upstream_notifies {
             self.ports.events.watch(id).await;
         }
         self.ports.clock.now() + WATCH_TTL / 3
     }
 
-    /// Waits for a change notification or `nap`, whichever comes first.
-    async fn next_change_or(&self, changes: &mut JobChanges, nap: Duration) -> bool {
-        let mut sleep = pin!(self.ports.clock.sleep(nap).fuse());
-        select_biased! {
-            change = changes.next().fuse() => match change {
-                Some(()) => true,
-                None => {
-                    *changes = stream::pending().boxed();
-                    false
-                }
-            },
-            () = sleep => false,
-        }
-    }
-
     /// The job's events: a `progress` event at once and then every poll interval while it is not
     /// final, then `done` or `error` as soon as it is, which ends the stream. A job already final
-    /// gets its final event at once.
+    /// gets its final event at once. The edge waits as [`JobStream::look`] says.
     ///
     /// # Errors
     /// See [`JobQueryError`]; checked before the stream starts.
-    pub async fn job_events(&self, caller: &Caller, id: JobId) -> Result<BoxStream<'static, JobEvent>, JobQueryError> {
-        let changes = self.ports.events.subscribe(id);
-        let job = self.owned_job(caller, id).await?;
-        let first = JobEvent::of(job);
-        if !matches!(first, JobEvent::Progress(_)) {
-            return Ok(stream::once(async move { first }).boxed());
-        }
-        let next_announcement = self.announce_watching(id).await;
-        let watch = Watch {
-            reads: self.clone(),
-            caller: *caller,
-            id,
-            changes,
-            next_tick: self.ports.clock.now() + self.settings.poll_interval,
-            next_announcement,
-        };
-        let rest = stream::unfold(Some(watch), |watch| async move {
-            let mut watch = watch?;
-            let event = watch.next_event().await?;
-            let more = matches!(event, JobEvent::Progress(_));
-            Some((event, more.then_some(watch)))
-        });
-        Ok(stream::once(async move { first }).chain(rest).boxed())
+    pub async fn job_events(&self, caller: &Caller, id: JobId) -> Result<JobStream, JobQueryError> {
+        JobStream::start(self.clone(), *caller, id).await
     }
 
     /// The caller's jobs, newest first.
@@ -228,48 +164,5 @@ impl JobReads {
             None
         };
         Ok(JobListing { jobs, next })
-    }
-}
-
-struct Watch {
-    reads: JobReads,
-    caller: Caller,
-    id: JobId,
-    changes: JobChanges,
-    next_tick: OffsetDateTime,
-    next_announcement: OffsetDateTime,
-}
-
-impl Watch {
-    /// The next event: a final one as soon as the job is final, otherwise a progress event at
-    /// the next tick. `None` ends the stream (the job vanished or became another user's).
-    async fn next_event(&mut self) -> Option<JobEvent> {
-        let reads = &self.reads;
-        loop {
-            if reads.ports.clock.now() >= self.next_announcement {
-                self.next_announcement = reads.announce_watching(self.id).await;
-            }
-            let until_tick = self.next_tick - reads.ports.clock.now();
-            let tick_due = !until_tick.is_positive()
-                || !reads.next_change_or(&mut self.changes, Duration::try_from(until_tick).unwrap_or_default()).await;
-            let job = match reads.owned_job(&self.caller, self.id).await {
-                Ok(job) => job,
-                Err(JobQueryError::Store(e)) => {
-                    tracing::warn!(job_id = %self.id, error = %e, "stream could not read its job; retrying at the next tick");
-                    if tick_due {
-                        self.next_tick += reads.settings.poll_interval;
-                    }
-                    continue;
-                }
-                Err(_) => return None,
-            };
-            if job.state().is_final() {
-                return Some(JobEvent::of(job));
-            }
-            if tick_due || reads.ports.clock.now() >= self.next_tick {
-                self.next_tick = reads.ports.clock.now() + reads.settings.poll_interval;
-                return Some(JobEvent::Progress(job));
-            }
-        }
     }
 }

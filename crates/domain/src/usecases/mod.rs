@@ -2,7 +2,7 @@
 //! case with its own error enum that the HTTP edge maps to a status and code:
 //!
 //! - [`Submissions`] (`submit.rs`, `quote.rs`): submit, quote.
-//! - [`JobReads`] (`jobs.rs`, `outputs.rs`): read, wait, stream, list, outputs.
+//! - [`JobReads`] (`jobs.rs`, `watch.rs`, `outputs.rs`): read, wait, stream, list, outputs.
 //! - [`Cancellations`] (`cancel.rs`): cancel.
 //! - [`Accounts`] (`accounts.rs`, `usage.rs`): authenticate, account, ledger, usage.
 //! - [`ClientWebhooks`] (`webhooks.rs`): secrets, a job's events, redeliveries.
@@ -30,6 +30,7 @@ mod steps;
 mod submit;
 mod telemetry;
 mod usage;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,9 +46,10 @@ pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX
 pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
 pub use outputs::{OpenedOutput, OutputContentError, OutputRead, OutputReadError};
 pub use quote::Quote;
-pub use steps::{Cadence, JobSteps, StepSettings};
+pub use steps::{Cadence, JobSteps, StepSettings, Stepped, UnrecordedSubmission};
 pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
+pub use watch::{JobStream, LongPoll, Watch, Woke};
 
 use crate::catalog::LiveCatalog;
 use crate::ids::JobId;

@@ -156,7 +156,7 @@ impl ProviderNotifications {
         }
         let outcome = match report.outcome {
             Ok(outputs) if !outputs.is_empty() => {
-                Ok(keep_outputs(self.ports.outputs.as_ref(), self.ports.clock.as_ref(), job.id(), outputs).await)
+                Ok(keep_outputs(self.ports.outputs.as_ref(), job.id(), outputs).await)
             }
             other => other,
         };

@@ -2,7 +2,6 @@
 //! job is shown as succeeded, and reading them back for the signed links the edge mints.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
@@ -11,41 +10,27 @@ use super::{Caller, JobQueryError, JobReads};
 use crate::ids::JobId;
 use crate::job::JobState;
 use crate::output::{OutputCopy, OutputItem, StoredFile};
-use crate::ports::{ByteRange, Clock, CopyFailure, FileBytes, OutputStore, RangeRequest, StoreError};
+use crate::ports::{ByteRange, FileBytes, OutputStore, RangeRequest, StoreError};
 
-/// Tries per output before the job succeeds without its copy.
-const COPY_ATTEMPTS: u32 = 3;
-/// Pause before the second try; doubled before each next one.
-const COPY_BACKOFF: Duration = Duration::from_millis(500);
-
-/// Copies each output into the output store, when there is one, and marks it stored or not. A
-/// transient failure is tried again with back-off; an output whose copy keeps failing keeps only
-/// the provider's URL ([`OutputCopy::Failed`]): the job still succeeds.
+/// Copies each output into the output store, when there is one, and marks it stored or not. An
+/// output whose copy fails keeps only the provider's URL ([`OutputCopy::Failed`]): the job still
+/// succeeds. Trying a transient failure again is the store's (see [`OutputStore`]).
 pub(super) async fn keep_outputs(
     store: Option<&Arc<dyn OutputStore>>,
-    clock: &dyn Clock,
     job_id: JobId,
     outputs: Vec<OutputItem>,
 ) -> Vec<OutputItem> {
     let Some(store) = store else { return outputs };
     let mut kept = Vec::with_capacity(outputs.len());
     for (index, mut item) in outputs.into_iter().enumerate() {
-        let mut attempt = 1;
-        let copy = loop {
-            match store.copy(job_id, index, &item.url, &item.meta.content_type).await {
-                Ok(file) => {
-                    tracing::info!(job_id = %job_id, index, bytes = file.size, "output copied");
-                    break OutputCopy::Stored(file);
-                }
-                Err(CopyFailure::Transient(reason)) if attempt < COPY_ATTEMPTS => {
-                    tracing::warn!(job_id = %job_id, index, attempt, %reason, "output copy failed; trying again");
-                    clock.sleep(COPY_BACKOFF * (1 << (attempt - 1))).await;
-                    attempt += 1;
-                }
-                Err(failure) => {
-                    tracing::warn!(job_id = %job_id, index, attempt, %failure, "output not copied; the provider's URL stays");
-                    break OutputCopy::Failed;
-                }
+        let copy = match store.copy(job_id, index, &item.url, &item.meta.content_type).await {
+            Ok(file) => {
+                tracing::info!(job_id = %job_id, index, bytes = file.size, "output copied");
+                OutputCopy::Stored(file)
+            }
+            Err(failure) => {
+                tracing::warn!(job_id = %job_id, index, %failure, "output not copied; the provider's URL stays");
+                OutputCopy::Failed
             }
         };
         item.copy = Some(copy);

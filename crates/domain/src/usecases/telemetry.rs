@@ -17,8 +17,8 @@ pub(crate) fn job_accepted(job: &Job) {
     counter!("genjobs_credits_held_total", "model" => model).increment(job.credits_held().get());
 }
 
-/// A job that has just become final: its state and provider, and the credits spent and released
-/// with it.
+/// A job that has just become final: its state and provider, its error code when it failed or was
+/// canceled, and the credits spent and released with it.
 pub(crate) fn job_finished(job: &Job) {
     let model = job.model().to_string();
     let spent = job.credits_actual().map_or(0, |c| c.get());
@@ -27,6 +27,10 @@ pub(crate) fn job_finished(job: &Job) {
     let provider = job.upstream().map_or_else(|| "none".to_owned(), |at| at.provider().to_owned());
     counter!("genjobs_jobs_finished_total", "model" => model.clone(), "state" => job.state().as_str(), "provider" => provider)
         .increment(1);
+    if let Some(error) = job.error() {
+        // `code` comes from a closed set (`JobErrorCode`), so the label stays bounded.
+        counter!("genjobs_jobs_failed_total", "model" => model.clone(), "code" => error.code.as_str()).increment(1);
+    }
     counter!("genjobs_credits_spent_total", "model" => model.clone()).increment(spent);
     counter!("genjobs_credits_released_total", "model" => model)
         .increment(job.credits_held().get().saturating_sub(spent));

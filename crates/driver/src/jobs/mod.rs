@@ -32,7 +32,7 @@ use genjobs_domain::catalog::LiveCatalog;
 use genjobs_domain::ids::{JobId, LeaseId};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{JobHandoff, StoreError, WATCH_TTL};
-use genjobs_domain::usecases::{Cadence, JobSteps, Ports};
+use genjobs_domain::usecases::{Cadence, JobSteps, Ports, Stepped};
 use time::OffsetDateTime;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinSet;
@@ -174,7 +174,7 @@ impl JobDriver {
                     Cadence { due, interval: self.interval(watched.get(&id).is_some_and(|until| *until > now)) };
                 let steps = Arc::clone(&self.steps);
                 spawn(&mut work, Done::Stepped(id, None), async move {
-                    Done::Stepped(id, steps.step(job, cadence, handed).await.map(Box::new))
+                    Done::Stepped(id, step(&steps, job, cadence, handed).await.map(Box::new))
                 });
             }
             // With every slot busy, a due job waits for a step to end, not for the clock.
@@ -300,6 +300,21 @@ impl JobDriver {
 
 /// Runs `task` on the loop's set; should it panic, the loop is told `instead`, so that what it
 /// counts (claims, renewals, steps in flight) stays true and the driver goes on.
+/// One step of a job, with the waits it asks for: a submission the store did not record is
+/// recorded again after the step's back-off, the job held meanwhile.
+async fn step(steps: &JobSteps, job: Job, cadence: Cadence, handed: bool) -> Option<Job> {
+    let mut stepped = steps.step(job, cadence, handed).await;
+    loop {
+        match stepped {
+            Stepped::Done(kept) => return kept,
+            Stepped::Unrecorded(unrecorded) => {
+                steps.ports().clock.sleep(unrecorded.retry_in()).await;
+                stepped = steps.record_submission(unrecorded).await;
+            }
+        }
+    }
+}
+
 fn spawn(work: &mut JoinSet<Done>, instead: Done, task: impl Future<Output = Done> + Send + 'static) {
     work.spawn(AssertUnwindSafe(task).catch_unwind().map(|ended| {
         ended.unwrap_or_else(|_| {

@@ -27,8 +27,6 @@ fn user_id(path: &str) -> Result<UserId, ApiError> {
     responses(
         (status = 201, description = "Created", body = CreatedUser),
         (status = 400, description = "Invalid body or field", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn admin_create_user(
     state: web::Data<AppState>,
@@ -80,8 +78,6 @@ pub async fn admin_revoke_key(state: web::Data<AppState>, _: Operator, path: web
         (status = 200, description = "The account after the grant", body = User),
         (status = 400, description = "Invalid amount, or more than the user has available", body = crate::error::Envelope),
         (status = 404, description = "No such user", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn admin_grant(
     state: web::Data<AppState>,
@@ -137,8 +133,6 @@ pub async fn admin_models(state: web::Data<AppState>, _: Operator) -> Handled {
         (status = 200, description = "Replaced", body = AdminModel),
         (status = 201, description = "Created", body = AdminModel),
         (status = 400, description = "Invalid document; `param` is the JSON path of the fault", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn admin_put_model(
     state: web::Data<AppState>,

@@ -4,12 +4,14 @@
 mod admin;
 mod client_webhooks;
 mod files;
+mod provider_notifications;
 mod quotes;
 mod usage;
 
 pub use admin::*;
 pub use client_webhooks::*;
 pub use files::*;
+pub use provider_notifications::*;
 pub use quotes::*;
 pub use usage::*;
 
@@ -42,6 +44,7 @@ use crate::dto::responses::{
 use crate::error::ApiError;
 use crate::links::OutputLinks;
 use crate::telemetry::{Held, OpenConnection};
+use crate::waiting::{job_events, wait_for_job};
 
 type Query = web::Query<HashMap<String, String>>;
 type Handled = Result<HttpResponse, ApiError>;
@@ -110,8 +113,6 @@ async fn generate(
         (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
         (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
         (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn create_video(
     state: web::Data<AppState>,
@@ -134,8 +135,6 @@ pub async fn create_video(
         (status = 400, description = "Invalid body or field (`param` names it)", body = crate::error::Envelope),
         (status = 402, description = "Not enough credits: the message states needed and available", body = crate::error::Envelope),
         (status = 409, description = "The Idempotency-Key was used with another body", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn create_image(
     state: web::Data<AppState>,
@@ -171,14 +170,14 @@ pub async fn get_job(
     let id = job_id(&path)?;
     let wait = integer_param(&query, "wait", 0, MAX_WAIT_SECS)?.unwrap_or(0);
     let job = if wait == 0 {
-        state.services.reads.wait_for_job(&caller.0, id, Duration::ZERO).await?
+        state.services.reads.job(&caller.0, id).await?
     } else {
         let _open = OpenConnection::new(Held::LongPoll);
-        let waited = pin!(state.services.reads.wait_for_job(&caller.0, id, Duration::from_secs(wait)));
+        let waited = pin!(wait_for_job(&state.services.reads, &caller.0, id, Duration::from_secs(wait)));
         match select(waited, pin!(state.drain.started())).await {
             Either::Left((job, _)) => job?,
             // The process stops: answer with the job as it is now rather than be cut off.
-            Either::Right(((), _)) => state.services.reads.wait_for_job(&caller.0, id, Duration::ZERO).await?,
+            Either::Right(((), _)) => state.services.reads.job(&caller.0, id).await?,
         }
     };
     Ok(HttpResponse::Ok().json(job_view(&job, &state.links.for_request(&req, now()))))
@@ -244,7 +243,7 @@ pub async fn stream_job(
     req: HttpRequest,
 ) -> Handled {
     let id = job_id(&path)?;
-    let events = state.services.reads.job_events(&caller.0, id).await?;
+    let events = job_events(&state.services.reads, &caller.0, id).await?;
     let (lifetime, drain) = (state.settings.stream_max, state.drain.clone());
     let draining = drain.started();
     let open = OpenConnection::new(Held::Stream);

@@ -35,8 +35,6 @@ async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: 
     responses(
         (status = 200, description = "The price", body = Quote),
         (status = 400, description = "Invalid body or field (`param` names it), as for a submission", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn quote_video(
     state: web::Data<AppState>,
@@ -56,8 +54,6 @@ pub async fn quote_video(
     responses(
         (status = 200, description = "The price", body = Quote),
         (status = 400, description = "Invalid body or field (`param` names it), as for a submission", body = crate::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = crate::error::Envelope),
-        (status = 415, description = "Body not application/json", body = crate::error::Envelope),
     ))]
 pub async fn quote_image(
     state: web::Data<AppState>,

@@ -30,6 +30,7 @@ use crate::download::{file_response, parse_range, range_not_satisfiable};
 use crate::dto::requests::read;
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
+use crate::waiting::wait_for_job;
 
 type Handled = Result<HttpResponse, OpenAiError>;
 type Caught = Result<Authenticated, ApiError>;
@@ -64,7 +65,7 @@ async fn submit(
 /// caller's jobs.
 async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, ApiError> {
     loop {
-        let waited = pin!(state.services.reads.wait_for_job(caller, id, Duration::from_secs(MAX_WAIT_SECS)));
+        let waited = pin!(wait_for_job(&state.services.reads, caller, id, Duration::from_secs(MAX_WAIT_SECS)));
         let job = match select(waited, pin!(state.drain.started())).await {
             Either::Left((job, _)) => job?,
             Either::Right(((), _)) => {
@@ -129,8 +130,6 @@ fn unreadable(e: OutputContentError) -> ApiError {
         (status = 400, description = "Invalid input (`param` names it), or the provider refused it", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
         (status = 409, description = "The job was canceled while the request waited", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
-        (status = 415, description = "Body not application/json", body = super::error::Envelope),
         (status = 502, description = "The job failed at the provider", body = super::error::Envelope),
     ))]
 pub async fn create_image(
@@ -210,7 +209,6 @@ fn is_form(req: &HttpRequest) -> bool {
         (status = 200, description = "Accepted: the video's job is queued, its credits held", body = VideoObject),
         (status = 400, description = "Invalid input (`param` names it)", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
-        (status = 413, description = "Body over 1 MiB", body = super::error::Envelope),
         (status = 415, description = "Body neither JSON nor a form", body = super::error::Envelope),
     ))]
 pub async fn create_video(

@@ -53,6 +53,37 @@ pub struct Cadence {
     pub interval: Duration,
 }
 
+/// What a step leaves its driver with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stepped {
+    /// The job to keep holding, with its next poll time; `None` when it is final or no longer
+    /// this driver's.
+    Done(Option<Job>),
+    /// The provider took the job's submission but the store did not record it: the driver keeps
+    /// the job and records it again ([`JobSteps::record_submission`]) after
+    /// [`UnrecordedSubmission::retry_in`].
+    Unrecorded(UnrecordedSubmission),
+}
+
+/// A submission the provider accepted whose reference the store has not recorded yet. It exists
+/// only in this process: a job found submitted-but-unreferenced is failed rather than sent twice,
+/// so the reference is recorded again with back-off until it lands or the job's timeout passes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnrecordedSubmission {
+    job: Job,
+    submitted: Trigger,
+    failures: u32,
+    retry_in: Duration,
+}
+
+impl UnrecordedSubmission {
+    /// How long to wait before recording it again.
+    #[must_use]
+    pub fn retry_in(&self) -> Duration {
+        self.retry_in
+    }
+}
+
 /// Steps jobs forward, one at a time.
 #[derive(Clone)]
 pub struct JobSteps {
@@ -95,9 +126,8 @@ impl JobSteps {
         matches!(self.ports.jobs.job(id).await, Ok(stored) if stored.as_ref().is_none_or(|job| job.state().is_final()))
     }
 
-    /// Advances one job by one step and commits what changed. Returns the job to keep holding
-    /// (with its next poll time), or `None` when it is final or no longer this driver's.
-    pub async fn advance(&self, job: Job) -> Option<Job> {
+    /// Advances one job by one step and commits what changed: see [`Stepped`].
+    pub async fn advance(&self, job: Job) -> Stepped {
         let due = job.next_poll_at().unwrap_or_else(|| self.ports.clock.now());
         self.step(job, Cadence { due, interval: self.settings.poll_interval }, false).await
     }
@@ -111,12 +141,12 @@ impl JobSteps {
     /// [`JobSteps::advance`] for a job due at its `cadence`; `handed` when it came from this
     /// process's gateway and was not sent yet, its submission's start being recorded by the
     /// accept.
-    pub async fn step(&self, job: Job, cadence: Cadence, handed: bool) -> Option<Job> {
+    pub async fn step(&self, job: Job, cadence: Cadence, handed: bool) -> Stepped {
         let now = self.ports.clock.now();
         if now - job.created_at() >= self.settings.job_timeout {
-            return self.time_out(&job).await;
+            return Stepped::Done(self.time_out(&job).await);
         }
-        match job.upstream() {
+        let kept = match job.upstream() {
             None if job.submit_attempted() && !handed => {
                 let error = JobError::new(
                     JobErrorCode::UpstreamFailed,
@@ -124,7 +154,7 @@ impl JobSteps {
                 );
                 self.commit(&job, Trigger::Failed { error }).await
             }
-            None => self.submit(job, cadence, handed).await,
+            None => return self.submit(job, cadence, handed).await,
             Some(upstream) => {
                 let trigger = match self.ports.upstream.status(job.id(), upstream).await {
                     Ok(UpstreamStatus::Queued { position }) => {
@@ -136,13 +166,9 @@ impl JobSteps {
                     },
                     Ok(UpstreamStatus::Completed) => {
                         let fetched = match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
-                            Ok(outputs) if !outputs.is_empty() => Ok(super::outputs::keep_outputs(
-                                self.ports.outputs.as_ref(),
-                                self.ports.clock.as_ref(),
-                                job.id(),
-                                outputs,
-                            )
-                            .await),
+                            Ok(outputs) if !outputs.is_empty() => {
+                                Ok(super::outputs::keep_outputs(self.ports.outputs.as_ref(), job.id(), outputs).await)
+                            }
                             other => other,
                         };
                         self.result(&job, cadence, fetched)
@@ -161,31 +187,37 @@ impl JobSteps {
                 };
                 self.commit(&job, trigger).await
             }
-        }
+        };
+        Stepped::Done(kept)
     }
 
     /// Sends a job to the provider. The start is recorded first, durably, unless the accept
     /// recorded it (`started`): from then on the job may exist at the provider.
-    async fn submit(&self, job: Job, cadence: Cadence, started: bool) -> Option<Job> {
+    async fn submit(&self, job: Job, cadence: Cadence, started: bool) -> Stepped {
         // A job runs on the model it was accepted for even if the operator disabled or deleted
         // it since: the catalog keeps deleted models' documents for that.
         let catalog = self.catalog.current();
         let Some(model) = catalog.any_model(job.model().as_str()) else {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
-            return self.commit(&job, Trigger::Failed { error }).await;
+            return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await);
         };
         let job = if started {
             job
         } else {
             let in_flight_until = self.ports.clock.now() + self.settings.lease;
-            self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await?
+            match self.commit(&job, Trigger::SubmitStarted { next_poll_at: in_flight_until }).await {
+                Some(job) => job,
+                None => return Stepped::Done(None),
+            }
         };
         let trigger = match self.ports.upstream.submit(job.id(), model, job.input()).await {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
                 let next_poll_at = self.ports.clock.now() + cadence.interval;
                 let submitted = Trigger::Submitted { upstream, next_poll_at };
-                return self.commit_submission(&job, submitted).await;
+                return self
+                    .record_submission(UnrecordedSubmission { job, submitted, failures: 0, retry_in: Duration::ZERO })
+                    .await;
             }
             Err(SubmitFailure::NotReached(reason)) => {
                 tracing::warn!(job_id = %job.id(), %reason, "provider not reached; will submit again");
@@ -201,6 +233,6 @@ impl JobSteps {
                 error: JobError::new(JobErrorCode::UpstreamFailed, format!("the submission failed: {reason}")),
             },
         };
-        self.commit(&job, trigger).await
+        Stepped::Done(self.commit(&job, trigger).await)
     }
 }

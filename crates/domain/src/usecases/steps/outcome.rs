@@ -1,7 +1,7 @@
 //! What the provider's answers do to a job: the trigger a result (or a reported failure) causes,
 //! when to poll next, the progress to show, and committing the change.
 
-use super::{Cadence, FALLBACK_RUN_SECS, JobSteps, MAX_BACKOFF_EXPONENT};
+use super::{Cadence, FALLBACK_RUN_SECS, JobSteps, MAX_BACKOFF_EXPONENT, Stepped, UnrecordedSubmission};
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
 use crate::output::OutputItem;
 use crate::ports::{Commit, ResultFailure, StoreError};
@@ -91,25 +91,21 @@ impl JobSteps {
         }
     }
 
-    /// Commits a submission the provider accepted. Its reference exists only in this process
-    /// until it is stored, and a job found submitted-but-unreferenced is failed rather than sent
-    /// twice; so while the store is unavailable the commit is retried with back-off, until it
-    /// lands or the job's timeout passes. Only the death of this process loses the reference.
-    pub(super) async fn commit_submission(&self, job: &Job, submitted: Trigger) -> Option<Job> {
-        let mut failures = 0u32;
-        loop {
-            match self.try_commit(job, submitted.clone()).await {
-                Ok(kept) => return kept,
-                Err(e) if self.ports.clock.now() - job.created_at() < self.settings.job_timeout => {
-                    failures = failures.saturating_add(1);
-                    tracing::warn!(job_id = %job.id(), error = %e, failures, "could not record the submission; retrying");
-                    let backoff = self.settings.poll_interval * (1u32 << failures.min(MAX_BACKOFF_EXPONENT));
-                    self.ports.clock.sleep(backoff).await;
-                }
-                Err(e) => {
-                    tracing::error!(job_id = %job.id(), error = %e, "could not record the submission before the job timed out");
-                    return None;
-                }
+    /// Records a submission the provider accepted (see [`UnrecordedSubmission`]): when the
+    /// store fails before the job's timeout, the driver is to try again after a back-off.
+    pub async fn record_submission(&self, unrecorded: UnrecordedSubmission) -> Stepped {
+        let UnrecordedSubmission { job, submitted, failures, .. } = unrecorded;
+        match self.try_commit(&job, submitted.clone()).await {
+            Ok(kept) => Stepped::Done(kept),
+            Err(e) if self.ports.clock.now() - job.created_at() < self.settings.job_timeout => {
+                let failures = failures.saturating_add(1);
+                tracing::warn!(job_id = %job.id(), error = %e, failures, "could not record the submission; retrying");
+                let retry_in = self.settings.poll_interval * (1u32 << failures.min(MAX_BACKOFF_EXPONENT));
+                Stepped::Unrecorded(UnrecordedSubmission { job, submitted, failures, retry_in })
+            }
+            Err(e) => {
+                tracing::error!(job_id = %job.id(), error = %e, "could not record the submission before the job timed out");
+                Stepped::Done(None)
             }
         }
     }

@@ -29,13 +29,9 @@ impl JobSteps {
             Ok(CancelOutcome::AlreadyCompleted) => {
                 tracing::info!(job_id = %job.id(), "job timed out but had completed at the provider; fetching its result");
                 let fetched = match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
-                    Ok(outputs) if !outputs.is_empty() => Ok(crate::usecases::outputs::keep_outputs(
-                        self.ports.outputs.as_ref(),
-                        self.ports.clock.as_ref(),
-                        job.id(),
-                        outputs,
-                    )
-                    .await),
+                    Ok(outputs) if !outputs.is_empty() => {
+                        Ok(crate::usecases::outputs::keep_outputs(self.ports.outputs.as_ref(), job.id(), outputs).await)
+                    }
                     other => other,
                 };
                 if let Some(ending) = super::ending_trigger(job, fetched) {

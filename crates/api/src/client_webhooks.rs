@@ -60,13 +60,3 @@ pub struct WebhookSecret {
     /// `whsec_<base64>`: the Standard Webhooks key, base64 after the prefix.
     pub secret: String,
 }
-
-/// What the service answers a provider's webhook delivery
-/// (`POST /api/upstream/{provider}/webhook`): what the delivery did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[schema(as = WebhookReceipt)]
-pub struct UpstreamWebhookReceipt {
-    /// `applied`: the job ended with it; `already_final`: the job had ended (nothing changed);
-    /// `ignored`: it reports nothing final.
-    pub outcome: String,
-}
