@@ -2,7 +2,8 @@
 # Installs or starts what the test suite needs, each only when it is missing, so that a fresh
 # machine with Rust and Postgres's packages runs the whole suite (`cargo xtask test` calls it):
 # Postgres running at 127.0.0.1:5432; Debian's chromium and chromium-driver (the playground's
-# browser test), pgbouncer (the pooler tests) and libpq-dev (diesel_cli); diesel_cli (the schema
+# browser test), pgbouncer (the pooler tests), libpq-dev (diesel_cli), curl and jq (the README's
+# walkthrough, scripts/check-walkthrough.py); diesel_cli (the schema
 # check); the Python tools (scripts/install-python-tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ fi
 pg_isready -h 127.0.0.1 -p 5432 -q || fail "Postgres is not running at 127.0.0.1:5432 and could not be started"
 
 missing=()
-for package in chromium chromium-driver pgbouncer libpq-dev; do
+for package in chromium chromium-driver pgbouncer libpq-dev curl jq; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

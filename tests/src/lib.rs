@@ -16,6 +16,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use genjobs::{Config, start};
 use genjobs_domain::catalog::Catalog;
+use genjobs_domain::ids::AdminToken;
 use genjobs_domain::usecases::{Ports, Services, Settings};
 use genjobs_http::{AppState, HttpSettings};
 use genjobs_store_postgres::PgSettings;
@@ -44,7 +45,7 @@ macro_rules! snapshot {
 }
 
 /// The admin token of every test app.
-pub const ADMIN_TOKEN: &str = "test-admin-token";
+pub const ADMIN_TOKEN: &str = "test-admin-token-of-at-least-32-characters";
 
 /// A running genjobs.
 pub struct TestApp {
@@ -199,7 +200,7 @@ async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
 pub async fn spawn_gateway(ports: Ports) -> String {
     let services =
         Services::new(&ports, std::sync::Arc::new(Catalog::builtin().expect("catalog")), Settings::default());
-    let state = AppState::new(services, ADMIN_TOKEN, HttpSettings::default());
+    let state = AppState::new(services, AdminToken::new(ADMIN_TOKEN), b"test link secret", HttpSettings::default());
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     tokio::spawn(genjobs_http::serve(listener, state).expect("serve"));

@@ -23,7 +23,7 @@ use genjobs_bench::load::{LoadResult, closed_loop, open_loop};
 use genjobs_bench::scenarios::{self, Api};
 use serde_json::{Value, json};
 
-const ADMIN: &str = "bench-admin-token";
+const ADMIN: &str = "bench-admin-token-of-at-least-32-characters";
 
 type Failure = Box<dyn std::error::Error>;
 

@@ -24,7 +24,7 @@ async fn every_scenario_runs_briefly() {
     let service = start(config).await.unwrap();
     let (base, admin, sim, addr, pid) = (
         format!("http://{}", service.address),
-        service.admin_token.clone(),
+        service.admin_token.clone().unwrap(),
         service.simulator_url.clone().unwrap(),
         service.address,
         std::process::id(),

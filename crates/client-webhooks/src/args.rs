@@ -13,7 +13,8 @@ pub struct ClientWebhookArgs {
     #[arg(long, env = "GENJOBS_WEBHOOK_ALLOW_PRIVATE", help_heading = "Webhooks and stored outputs",
         value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub webhook_allow_private: bool,
-    /// Key that encrypts users' webhook secrets at rest [default: derived from the admin token].
+    /// Key that encrypts users' webhook secrets at rest [default: a random key made at the first
+    /// start and kept with the store].
     #[arg(long, env = "GENJOBS_SECRET_KEY", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
     pub secret_key: Option<String>,
 }

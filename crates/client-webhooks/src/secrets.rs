@@ -1,5 +1,7 @@
 //! Users' webhook secrets, sealed: `nonce ‖ ChaCha20-Poly1305(secret)`, under a key derived from
-//! the operator's secret key. Every replica configured alike opens every other's.
+//! the operator's secret key. Every replica configured alike opens every other's. A vault may
+//! also open secrets sealed under an earlier key (`also_opening`), so that an upgrade that moves
+//! the key leaves the secrets sealed before readable; it seals under its own key only.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -17,6 +19,7 @@ const PREFIX: &str = "whsec_";
 /// Makes, seals and opens webhook secrets.
 pub struct SealedSecrets {
     key: LessSafeKey,
+    earlier: Vec<LessSafeKey>,
     random: SystemRandom,
 }
 
@@ -30,11 +33,14 @@ impl SealedSecrets {
     /// Secrets sealed under a key derived from `secret_key` (any length; hashed).
     #[must_use]
     pub fn new(secret_key: &str) -> Self {
-        let digest = Sha256::new().chain_update(b"genjobs webhook secrets\n").chain_update(secret_key).finalize();
-        let key = UnboundKey::new(&CHACHA20_POLY1305, &digest)
-            .map(LessSafeKey::new)
-            .unwrap_or_else(|_| unreachable!("a SHA-256 digest is a ChaCha20 key"));
-        Self { key, random: SystemRandom::new() }
+        Self { key: sealing_key(secret_key), earlier: Vec::new(), random: SystemRandom::new() }
+    }
+
+    /// The same vault, opening also what was sealed under `earlier_secret_key`.
+    #[must_use]
+    pub fn also_opening(mut self, earlier_secret_key: &str) -> Self {
+        self.earlier.push(sealing_key(earlier_secret_key));
+        self
     }
 
     fn random<const N: usize>(&self) -> [u8; N] {
@@ -45,6 +51,13 @@ impl SealedSecrets {
         }
         bytes
     }
+}
+
+fn sealing_key(secret_key: &str) -> LessSafeKey {
+    let digest = Sha256::new().chain_update(b"genjobs webhook secrets\n").chain_update(secret_key).finalize();
+    UnboundKey::new(&CHACHA20_POLY1305, &digest)
+        .map(LessSafeKey::new)
+        .unwrap_or_else(|_| unreachable!("a SHA-256 digest is a ChaCha20 key"))
 }
 
 impl SecretVault for SealedSecrets {
@@ -67,10 +80,14 @@ impl SecretVault for SealedSecrets {
             return Err(broken());
         }
         let (nonce, ciphertext) = sealed.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| broken())?;
-        let mut buffer = ciphertext.to_vec();
-        let plain = self.key.open_in_place(nonce, Aad::empty(), &mut buffer).map_err(|_| broken())?;
-        String::from_utf8(plain.to_vec()).map_err(|_| broken())
+        for key in std::iter::once(&self.key).chain(&self.earlier) {
+            let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| broken())?;
+            let mut buffer = ciphertext.to_vec();
+            if let Ok(plain) = key.open_in_place(nonce, Aad::empty(), &mut buffer) {
+                return String::from_utf8(plain.to_vec()).map_err(|_| broken());
+            }
+        }
+        Err(broken())
     }
 }
 
@@ -91,5 +108,16 @@ mod tests {
         assert_eq!(SealedSecrets::new("key one").open(&sealed), Ok(secret), "another replica, same key");
         assert!(SealedSecrets::new("key two").open(&sealed).is_err());
         assert!(vault.open(b"short").is_err());
+    }
+
+    #[test]
+    fn a_vault_opens_what_an_earlier_key_sealed_and_seals_under_its_own() {
+        let before = SealedSecrets::new("the earlier key");
+        let sealed_before = before.seal("whsec_before");
+        let upgraded = SealedSecrets::new("the kept key").also_opening("the earlier key");
+        assert_eq!(upgraded.open(&sealed_before), Ok("whsec_before".to_owned()));
+        let sealed_now = upgraded.seal("whsec_now");
+        assert!(before.open(&sealed_now).is_err(), "sealed under the vault's own key");
+        assert_eq!(SealedSecrets::new("the kept key").open(&sealed_now), Ok("whsec_now".to_owned()));
     }
 }

@@ -93,7 +93,10 @@ impl WebhookTransport for HttpWebhookTransport {
             .map_err(|_| format!("the host of `webhook_url`, {name}, cannot be resolved"))?
             .collect();
         match found.iter().find(|a| !is_public(a.ip())) {
-            Some(private) => Err(format!("the host of `webhook_url`, {name}, resolves to {}", refused(private.ip()))),
+            Some(private) => Err(format!(
+                "the host of `webhook_url`, {name}, resolves to the private or reserved address {}, which webhooks may not reach",
+                private.ip()
+            )),
             None if found.is_empty() => Err(format!("the host of `webhook_url`, {name}, has no address")),
             None => Ok(()),
         }

@@ -218,6 +218,18 @@ impl AdminToken {
         Self(ApiKey::from_presented(token).hash())
     }
 
+    /// The token whose hash was kept, when the token itself was shown once and never kept.
+    #[must_use]
+    pub fn from_hash(hash: KeyHash) -> Self {
+        Self(hash)
+    }
+
+    /// The token's hash, to keep.
+    #[must_use]
+    pub fn hash(&self) -> &KeyHash {
+        &self.0
+    }
+
     /// Whether `presented` is the token; hashing first makes the comparison independent of length.
     #[must_use]
     pub fn verify(&self, presented: &str) -> bool {

@@ -80,6 +80,25 @@ impl Modality {
             Modality::ThreeD => "3d",
         }
     }
+
+    /// The name with its indefinite article, for sentences.
+    ///
+    /// ```
+    /// use genjobs_domain::modality::Modality;
+    /// assert_eq!(format!("{} model", Modality::Image.with_article()), "an image model");
+    /// assert_eq!(Modality::Video.with_article(), "a video");
+    /// ```
+    #[must_use]
+    pub fn with_article(self) -> &'static str {
+        match self {
+            Modality::Video => "a video",
+            Modality::Image => "an image",
+            Modality::Audio => "an audio",
+            Modality::Music => "a music",
+            Modality::Speech => "a speech",
+            Modality::ThreeD => "a 3d",
+        }
+    }
 }
 
 impl fmt::Display for Modality {

@@ -15,12 +15,14 @@ use crate::AppState;
 use crate::error::ApiError;
 
 /// The bearer token of a well-formed `Authorization` header, or the `MISSING_API_KEY` error of
-/// the spec's three malformed cases.
-fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
+/// the spec's three malformed cases; the messages name the token as `<what>`.
+fn bearer(req: &HttpRequest, what: &str) -> Result<String, ApiError> {
     let Some(header) = req.headers().get(AUTHORIZATION) else {
-        return Err(ApiError::missing_key("the Authorization header is missing; send Authorization: Bearer <api_key>"));
+        return Err(ApiError::missing_key(&format!(
+            "the Authorization header is missing; send Authorization: Bearer <{what}>"
+        )));
     };
-    let malformed = || ApiError::missing_key("Authorization header must be: Bearer <api_key>");
+    let malformed = || ApiError::missing_key(&format!("Authorization header must be: Bearer <{what}>"));
     let value = header.to_str().map_err(|_| malformed())?.trim();
     let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
@@ -35,7 +37,7 @@ fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
 
 /// The key `req` presents, when its `Authorization` header is well formed.
 pub(crate) fn presented_key(req: &HttpRequest) -> Option<String> {
-    bearer(req).ok()
+    bearer(req, "api_key").ok()
 }
 
 fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
@@ -92,7 +94,7 @@ impl FromRequest for Authenticated {
         Box::pin(async move {
             let state = state(&req)?;
             let caller = guarded(&req, &state, async || {
-                let token = bearer(&req)?;
+                let token = bearer(&req, "api_key")?;
                 Ok(state.services.accounts.authenticate(&token).await?)
             })
             .await?;
@@ -116,8 +118,8 @@ impl FromRequest for Operator {
         Box::pin(async move {
             let state = state(&req)?;
             guarded(&req, &state, async || {
-                let token = bearer(&req)?;
-                if state.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_key()) }
+                let token = bearer(&req, "admin token")?;
+                if state.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_admin_token()) }
             })
             .await
         })

@@ -47,6 +47,18 @@ impl ApiError {
         Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "INVALID_API_KEY", "the API key is not valid")
     }
 
+    /// 401 `INVALID_API_KEY` for `/api/admin` and `/metrics`: the code a client already handles,
+    /// with a message that names the operators' token rather than an API key.
+    #[must_use]
+    pub fn invalid_admin_token() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "INVALID_API_KEY",
+            "the admin token is not valid: it is GENJOBS_ADMIN_TOKEN, or the token the first start printed",
+        )
+    }
+
     /// 404 `JOB_NOT_FOUND`.
     #[must_use]
     pub fn job_not_found() -> Self {

@@ -77,9 +77,6 @@ pub struct HttpSettings {
     pub public_url: Option<String>,
     /// How long a minted output link stays valid.
     pub output_url_ttl: Duration,
-    /// `GENJOBS_LINK_SECRET`: what output links are signed with; `None` derives a secret from
-    /// the admin token, so that replicas sharing their configuration still agree.
-    pub link_secret: Option<String>,
     /// How long after its headers a request's body must have arrived.
     pub body_read_timeout: Duration,
     /// Whether `Forwarded` and `X-Forwarded-*` are believed: only behind a proxy that sets them.
@@ -99,7 +96,6 @@ impl Default for HttpSettings {
             workers: None,
             public_url: None,
             output_url_ttl: Duration::from_secs(3600),
-            link_secret: None,
             body_read_timeout: Duration::from_secs(15),
             trust_forwarded: false,
             unauthenticated_per_minute: 600,
@@ -131,20 +127,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state of an edge over `services` whose operators use `admin_token`, not draining, with
-    /// the process's metrics. Output links are signed with the settings' link secret, or else
-    /// under a key derived from the token.
+    /// The state of an edge over `services` whose operators hold `admin_token`, not draining,
+    /// with the process's metrics; output links are signed under a key derived from
+    /// `link_secret`.
     #[must_use]
-    pub fn new(services: Services, admin_token: &str, settings: HttpSettings) -> Self {
-        let secret = settings
-            .link_secret
-            .clone()
-            .unwrap_or_else(|| format!("output links, derived from the admin token\n{admin_token}"));
-        let links = LinkSigner::new(&secret, settings.output_url_ttl, settings.public_url.clone())
+    pub fn new(services: Services, admin_token: AdminToken, link_secret: &[u8], settings: HttpSettings) -> Self {
+        let links = LinkSigner::new(link_secret, settings.output_url_ttl, settings.public_url.clone())
             .trusting_forwarded(settings.trust_forwarded);
         Self {
             services,
-            admin_token: AdminToken::new(admin_token),
+            admin_token,
             unauthenticated: unauthenticated::Unauthenticated::new(settings.unauthenticated_per_minute),
             settings,
             metrics: Metrics::install(),

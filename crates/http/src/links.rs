@@ -1,9 +1,10 @@
 //! Signed links to stored outputs: `/api/v1/files/{job_id}/{index}?expires=<unix s>&sig=<hex>`,
 //! answered without an API key so that an `<img>` or `<video>` tag can use them. The signature is
-//! an HMAC-SHA256 of `{job_id}/{index}/{expires}` under a key derived from `GENJOBS_LINK_SECRET`
-//! (or, unset, from the admin token), so that every replica configured alike verifies every
-//! other's links; changing the secret voids the links minted before (they live an hour by
-//! default anyway). Every read of a job mints fresh links.
+//! an HMAC-SHA256 of `{job_id}/{index}/{expires}` under a key derived with HKDF-SHA256 from
+//! `GENJOBS_LINK_SECRET` or, unset, from a random key the service keeps with its store, so that
+//! every replica of one store verifies every other's links. The admin token has no part in it: a
+//! link gives nothing to test guesses of the token against. Changing the secret voids the links
+//! minted before (they live an hour by default anyway). Every read of a job mints fresh links.
 
 use std::time::Duration;
 
@@ -11,7 +12,8 @@ use actix_web::HttpRequest;
 use genjobs_domain::ids::JobId;
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use ring::hkdf;
+use sha2::Sha256;
 use time::OffsetDateTime;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -19,8 +21,9 @@ type HmacSha256 = Hmac<Sha256>;
 /// Mints and verifies output links.
 #[derive(Clone)]
 pub struct LinkSigner {
-    /// A SHA-256, zero-padded to HMAC-SHA256's 64-byte block. HMAC pads a shorter key the same
-    /// way, so the signatures are those of the 32-byte key; a full block makes keying infallible.
+    /// A 32-byte key, zero-padded to HMAC-SHA256's 64-byte block. HMAC pads a shorter key the
+    /// same way, so the signatures are those of the 32-byte key; a full block makes keying
+    /// infallible.
     key: [u8; 64],
     ttl: Duration,
     public_url: Option<String>,
@@ -38,14 +41,19 @@ impl std::fmt::Debug for LinkSigner {
 }
 
 impl LinkSigner {
-    /// Links valid `ttl`, signed under a key derived from `secret`, rooted at `public_url` (or,
-    /// when `None`, at the address each request's connection came to; see
-    /// [`LinkSigner::base_of`]).
+    /// Links valid `ttl`, signed under a key derived with HKDF from `secret` (random bytes: the
+    /// operator's `GENJOBS_LINK_SECRET` or the kept key), rooted at `public_url` (or, when
+    /// `None`, at the address each request's connection came to; see [`LinkSigner::base_of`]).
     #[must_use]
-    pub fn new(secret: &str, ttl: Duration, public_url: Option<String>) -> Self {
-        let digest = Sha256::new().chain_update(b"genjobs output links\n").chain_update(secret).finalize();
+    pub fn new(secret: &[u8], ttl: Duration, public_url: Option<String>) -> Self {
         let mut key = [0u8; 64];
-        key[..32].copy_from_slice(&digest);
+        let derived = hkdf::Salt::new(hkdf::HKDF_SHA256, b"genjobs output links")
+            .extract(secret)
+            .expand(&[b"hmac-sha256 signing key"], hkdf::HKDF_SHA256)
+            .and_then(|okm| okm.fill(&mut key[..32]));
+        if derived.is_err() {
+            unreachable!("HKDF-SHA256 gives 32 bytes whatever its input");
+        }
         Self {
             key,
             ttl,
@@ -158,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_minted_link_verifies_until_it_expires_and_not_after() {
-        let signer = LinkSigner::new("token", Duration::from_secs(60), Some("https://gen.example/".into()));
+        let signer = LinkSigner::new(b"token", Duration::from_secs(60), Some("https://gen.example/".into()));
         let now = OffsetDateTime::now_utc();
         let job = JobId::new_at(now);
         let url = signer.for_request(&TestRequest::default().to_http_request(), now).url(job, 1);
@@ -176,14 +184,14 @@ mod tests {
             .insert_header(("x-forwarded-host", "evil.example"))
             .insert_header(("x-forwarded-proto", "https"))
             .to_http_request();
-        let plain = LinkSigner::new("token", Duration::from_secs(60), None);
+        let plain = LinkSigner::new(b"token", Duration::from_secs(60), None);
         assert_eq!(plain.base_of(&request), "http://127.0.0.1:8080");
         assert_eq!(plain.trusting_forwarded(true).base_of(&request), "https://evil.example");
     }
 
     #[test]
     fn any_change_to_a_link_voids_it() {
-        let signer = LinkSigner::new("token", Duration::from_secs(60), None);
+        let signer = LinkSigner::new(b"token", Duration::from_secs(60), None);
         let now = OffsetDateTime::now_utc();
         let request = TestRequest::default().insert_header(("host", "localhost:9999")).to_http_request();
         let url = signer.for_request(&request, now).url(JobId::new_at(now), 0);
@@ -194,6 +202,20 @@ mod tests {
         assert!(!signer.verify(&j, &i, &later, &s, now), "a later expiry");
         assert!(!signer.verify(&j.to_uppercase(), &i, &e, &s, now), "another spelling");
         assert!(!signer.verify(&j, &i, &e, "00", now), "a short signature");
-        assert!(!LinkSigner::new("other token", Duration::from_secs(60), None).verify(&j, &i, &e, &s, now));
+        assert!(!LinkSigner::new(b"other token", Duration::from_secs(60), None).verify(&j, &i, &e, &s, now));
+    }
+
+    /// The key is HKDF-SHA256 (RFC 5869) of the secret, computed here by the definition: the
+    /// extract step, then the first block of the expand step.
+    #[test]
+    fn the_key_is_derived_with_hkdf() {
+        let signer = LinkSigner::new(b"secret", Duration::from_secs(60), None);
+        let mut expected = [0u8; 32];
+        let prk = <HmacSha256 as KeyInit>::new_from_slice(b"genjobs output links").unwrap().chain_update(b"secret");
+        let prk = prk.finalize().into_bytes();
+        let okm = <HmacSha256 as KeyInit>::new_from_slice(&prk).unwrap().chain_update(b"hmac-sha256 signing key\x01");
+        expected.copy_from_slice(&okm.finalize().into_bytes());
+        assert_eq!(signer.key[..32], expected);
+        assert_eq!(signer.key[32..], [0u8; 32]);
     }
 }

@@ -45,6 +45,17 @@ pub enum Command {
     Users(UsersCommand),
     /// Print the effective configuration, secrets masked.
     Config(ConfigArgs),
+    /// Make a new admin token in place of the one the first start over DATABASE_URL generated:
+    /// printed once, its hash kept; replicas take it when they next start.
+    AdminToken(ConfigArgs),
+    /// Print the README's configuration table, made from these flags, or write it into a README
+    /// (`cargo xtask config-table`).
+    #[command(hide = true)]
+    ConfigTable {
+        /// The README to write it into, between its config-table markers.
+        #[arg(long)]
+        readme: Option<PathBuf>,
+    },
     /// Generate images: submit, follow with a progress bar, download into --out.
     Image(remote::ImageArgs),
     /// Generate a video: submit, follow with a progress bar, download into --out.
@@ -163,7 +174,7 @@ impl Command {
     #[must_use]
     pub fn settings(&self) -> Option<&ConfigArgs> {
         match self {
-            Command::Serve(s) | Command::Migrate(s) | Command::Config(s) => Some(s),
+            Command::Serve(s) | Command::Migrate(s) | Command::Config(s) | Command::AdminToken(s) => Some(s),
             Command::Users(UsersCommand::Create { settings, .. } | UsersCommand::Grant { settings, .. }) => {
                 Some(settings)
             }
@@ -178,7 +189,8 @@ impl Command {
             | Command::Models(_)
             | Command::Account(_)
             | Command::Ledger(_)
-            | Command::Usage(_) => None,
+            | Command::Usage(_)
+            | Command::ConfigTable { .. } => None,
         }
     }
 }
@@ -201,6 +213,8 @@ impl Command {
             | Command::Migrate(_)
             | Command::Users(_)
             | Command::Config(_)
+            | Command::AdminToken(_)
+            | Command::ConfigTable { .. }
             | Command::Models(ModelsCommand { catalog: Some(_), .. }) => None,
         }
     }
@@ -220,8 +234,31 @@ impl Cli {
         for name in names {
             command = command.mut_subcommand(name, |sub| sub.mut_args(unset_empty));
         }
-        command
+        quiet_administration_help(command)
     }
+}
+
+/// The administration subcommands take every service setting, as `serve` does, but their
+/// `--help` shows only their own flags and `DATABASE_URL`: the rest is `genjobs serve --help`'s.
+fn quiet_administration_help(command: clap::Command) -> clap::Command {
+    fn quiet(sub: clap::Command) -> clap::Command {
+        let service = ConfigArgs::augment_args(clap::Command::new("settings"));
+        let hidden: Vec<String> =
+            service.get_arguments().map(|a| a.get_id().as_str().to_owned()).filter(|id| id != "database_url").collect();
+        sub.mut_args(|arg| if hidden.iter().any(|id| id == arg.get_id().as_str()) { arg.hide(true) } else { arg })
+            .after_help("It also takes every setting of `genjobs serve` (`genjobs serve --help` lists them).")
+    }
+    let nested = |command: clap::Command, name: &str, subs: &[&str]| {
+        command.mut_subcommand(name, |mut sub| {
+            for inner in subs {
+                sub = sub.mut_subcommand(*inner, quiet);
+            }
+            sub
+        })
+    };
+    let command = command.mut_subcommand("migrate", quiet).mut_subcommand("admin-token", quiet);
+    let command = nested(command, "users", &["create", "grant"]);
+    nested(command, "models", &["export", "apply"])
 }
 
 /// An administration subcommand that failed.
@@ -248,6 +285,7 @@ pub enum CliError {
 pub async fn administer(config: &Config, command: &Command) -> Result<String, CliError> {
     let name = match command {
         Command::Migrate(_) => "migrate",
+        Command::AdminToken(_) => "admin-token",
         Command::Users(UsersCommand::Create { .. }) => "users create",
         Command::Users(UsersCommand::Grant { .. }) => "users grant",
         Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Export { .. }), .. }) => "models export",
@@ -256,6 +294,7 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
     };
     let Some(pg) = config.postgres_settings() else { return Err(CliError::NoDatabase(name)) };
     match command {
+        Command::AdminToken(_) => Ok(format!("admin token: {}", crate::new_admin_token(config).await?)),
         Command::Users(UsersCommand::Create { name, credits, .. }) => {
             let request = NewUserRequest {
                 name: name.clone(),
@@ -298,16 +337,16 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
             if plan.is_empty() {
                 shown.push_str("the catalog already matches the file");
             } else if *dry_run {
-                let _ = write!(shown, "dry run: {} changes not applied", plan.len());
+                let _ = write!(shown, "dry run: {} not applied", crate::remote::counted(plan.len(), "change"));
             } else {
                 admin.apply_catalog(&plan).await.map_err(|e| CliError::Failed(e.to_string()))?;
-                let _ = write!(shown, "{} changes applied", plan.len());
+                let _ = write!(shown, "{} applied", crate::remote::counted(plan.len(), "change"));
             }
             Ok(shown)
         }
         _ => {
             let applied = genjobs_store_postgres::run_migrations(&pg).await.map_err(StartError::from)?;
-            Ok(format!("{applied} migrations applied"))
+            Ok(format!("{} applied", crate::remote::counted(applied, "migration")))
         }
     }
 }
@@ -449,18 +488,23 @@ pub fn effective_config(matches: &ArgMatches) -> String {
 /// every other usage error.
 #[must_use]
 pub fn usage_message(error: &clap::Error) -> Option<String> {
-    if !matches!(error.kind(), ErrorKind::ValueValidation | ErrorKind::InvalidValue) {
+    let missing = error.kind() == ErrorKind::MissingRequiredArgument;
+    if !missing && !matches!(error.kind(), ErrorKind::ValueValidation | ErrorKind::InvalidValue) {
         return None;
     }
-    let Some(ContextValue::String(flag)) = error.get(ContextKind::InvalidArg) else { return None };
-    let long = flag.trim_start_matches('-').split([' ', '=']).next().unwrap_or_default();
+    let flag = match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(flag)) => flag.clone(),
+        Some(ContextValue::Strings(flags)) if flags.len() == 1 => flags[0].clone(),
+        _ => return None,
+    };
+    let long = flag.trim_start_matches('-').split([' ', '=']).next().unwrap_or_default().to_owned();
     let command = Cli::command();
-    let variable = std::iter::once(&command)
-        .chain(command.get_subcommands())
-        .flat_map(clap::Command::get_arguments)
-        .find(|a| a.get_long() == Some(long))
-        .and_then(|a| a.get_env())
-        .map(|v| v.to_string_lossy().into_owned())?;
+    let argument = every_argument(&command).into_iter().find(|a| a.get_long() == Some(long.as_str()))?;
+    let variable = argument.get_env().map(|v| v.to_string_lossy().into_owned())?;
+    if missing {
+        let what = argument.get_help().map(|help| format!(" {help}")).unwrap_or_default();
+        return Some(format!("genjobs: this command needs {variable} (--{long}), which is not set.{what}"));
+    }
     let value = match error.get(ContextKind::InvalidValue) {
         Some(ContextValue::String(v)) => v.clone(),
         _ => String::new(),
@@ -471,6 +515,11 @@ pub fn usage_message(error: &clap::Error) -> Option<String> {
         _ => "not a valid value".to_owned(),
     };
     Some(format!("genjobs: {variable} (--{long}) = {value:?} is not valid: {reason}"))
+}
+
+/// The arguments of `command` and of its subcommands, however deep.
+pub(crate) fn every_argument(command: &clap::Command) -> Vec<&clap::Arg> {
+    command.get_arguments().chain(command.get_subcommands().flat_map(every_argument)).collect()
 }
 
 #[cfg(test)]

@@ -73,9 +73,12 @@ pub struct Config {
     pub simulator: SimConfig,
     /// How long final jobs are kept (`GENJOBS_JOB_RETENTION_DAYS`); `None` keeps them forever.
     pub retention: Option<Retention>,
-    /// `GENJOBS_SECRET_KEY`: encrypts users' webhook secrets; `None` derives a key from the
-    /// admin token (with a warning).
+    /// `GENJOBS_SECRET_KEY`: encrypts users' webhook secrets; `None` uses a random key made at
+    /// the first start and kept with the store.
     pub secret_key: Option<String>,
+    /// `GENJOBS_LINK_SECRET`: output links' signing key is derived from it; `None` uses a random
+    /// key made at the first start and kept with the store.
+    pub link_secret: Option<String>,
     /// Client webhook attempts: `GENJOBS_WEBHOOK_ALLOW_PRIVATE`, and the per-attempt timeout
     /// (10 s; tests shorten it here, it has no variable).
     pub client_webhooks: TransportSettings,
@@ -112,6 +115,7 @@ impl Default for Config {
             #[cfg(feature = "sim")]
             simulator: SimConfig::default(),
             secret_key: None,
+            link_secret: None,
             client_webhooks: TransportSettings::default(),
             dispatch: DispatchSettings::default(),
         }
@@ -192,7 +196,8 @@ pub struct ConfigArgs {
     /// Postgres URL; unset means the embedded in-memory store.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, help_heading = "Service")]
     pub database_url: Option<String>,
-    /// Bearer token for /api/admin/* and /metrics; generated and printed at start when unset.
+    /// Bearer token for /api/admin/* and /metrics, at least 32 characters [default: generated
+    /// and printed by the first start over a store, which keeps only its hash].
     #[arg(long, env = "GENJOBS_ADMIN_TOKEN", hide_env_values = true, help_heading = "Service")]
     pub admin_token: Option<String>,
     /// Also ask the provider to stop canceled jobs (best effort).
@@ -291,8 +296,8 @@ pub struct ConfigArgs {
     pub client_webhook_backoff_ms: u64,
     #[command(flatten)]
     pub client_webhooks: ClientWebhookArgs,
-    /// Signs the links to stored outputs; set it in production, the same on every replica
-    /// [default: derived from the admin token, with a warning].
+    /// Random text, at least 32 characters, that output links' signing key is derived from (HKDF)
+    /// [default: a random key made at the first start and kept with the store].
     #[arg(long, env = "GENJOBS_LINK_SECRET", hide_env_values = true, help_heading = "Webhooks and stored outputs")]
     pub link_secret: Option<String>,
     /// Log line format [default: text on a terminal, json otherwise]; RUST_LOG filters them.
@@ -326,7 +331,6 @@ impl ConfigArgs {
             keep_alive: Duration::from_secs(self.sse_keepalive_secs),
             workers: self.http_workers.map(|n| n as usize),
             output_url_ttl: Duration::from_secs(self.output_url_ttl_secs),
-            link_secret: self.link_secret,
             body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             trust_forwarded: self.trust_forwarded,
             unauthenticated_per_minute: self.unauthenticated_per_minute,
@@ -357,6 +361,7 @@ impl ConfigArgs {
             retention: self.job_retention_days.map(|days| Retention::keeping(Duration::from_secs(days * 86_400))),
             client_webhooks: self.client_webhooks.transport_settings(),
             secret_key: self.client_webhooks.secret_key,
+            link_secret: self.link_secret,
             dispatch: DispatchSettings {
                 deliveries: DeliverySettings {
                     retry: RetryPolicy {

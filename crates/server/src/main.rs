@@ -30,6 +30,21 @@ async fn main() -> ExitCode {
             };
         }
     };
+    if let Some(Command::ConfigTable { readme }) = &cli.command {
+        return match readme {
+            None => {
+                print!("{}", genjobs::config_table::markdown());
+                ExitCode::SUCCESS
+            }
+            Some(path) => match genjobs::config_table::write_into(path) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("genjobs: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+        };
+    }
     if let Some(Command::Models(cli::ModelsCommand {
         catalog: Some(cli::CatalogCommand::Import { provider, endpoint, id, online, schemas, schema_url }),
         ..
@@ -63,7 +78,10 @@ async fn main() -> ExitCode {
             None => ExitCode::from(USAGE),
         };
     };
-    init_logging(settings.log_format);
+    // A one-shot command's output is its answer: the service's own events (migrations, the
+    // listener) would only bury it, so they show from `warn` up unless RUST_LOG asks.
+    let serving = matches!(cli.command, None | Some(Command::Serve(_)));
+    init_logging(settings.log_format, if serving { "info" } else { "warn" });
     let config = settings.into_config();
     match cli.command {
         None | Some(Command::Serve(_)) => serve(config).await,
@@ -78,16 +96,18 @@ async fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("genjobs: {e}");
-                ExitCode::FAILURE
+                let usage = matches!(e, cli::CliError::NoDatabase(_) | cli::CliError::Invalid(_));
+                if usage { ExitCode::from(USAGE) } else { ExitCode::FAILURE }
             }
         },
     }
 }
 
-/// Text with colours on a terminal; JSON lines, one per event, otherwise (or as asked).
-fn init_logging(format: Option<LogFormat>) {
+/// Text with colours on a terminal; JSON lines, one per event, otherwise (or as asked); from
+/// `default_level` up unless RUST_LOG says otherwise.
+fn init_logging(format: Option<LogFormat>, default_level: &str) {
     let terminal = std::io::stderr().is_terminal();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
     let json = format.map_or(!terminal, |f| f == LogFormat::Json);
     if json {
@@ -98,15 +118,23 @@ fn init_logging(format: Option<LogFormat>) {
 }
 
 async fn serve(config: Config) -> ExitCode {
+    let token_configured = config.admin_token.is_some();
     let service = match start(config).await {
         Ok(service) => service,
         Err(e) => {
             eprintln!("genjobs: {e}");
-            return ExitCode::FAILURE;
+            let usage = matches!(e, genjobs::StartError::ShortSecret { .. });
+            return if usage { ExitCode::from(USAGE) } else { ExitCode::FAILURE };
         }
     };
     println!("genjobs listening on http://{}", service.address);
-    println!("admin token: {}", service.admin_token);
+    match &service.admin_token {
+        Some(generated) => println!("admin token: {generated}"),
+        None if !token_configured => {
+            println!("admin token: the one printed at the first start (`genjobs admin-token` makes a new one)");
+        }
+        None => {}
+    }
     if let Some(key) = &service.demo_key {
         println!("demo user API key: {key}");
     }

@@ -19,7 +19,7 @@ fn value_after(lines: &[String], prefix: &str) -> String {
 }
 
 /// `genjobs` serving on a free port of the embedded default with `vars` and nothing else of the
-/// environment, and the four lines it prints first.
+/// environment, and the lines it prints first, up to its upstream line.
 fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .env_clear()
@@ -30,8 +30,8 @@ fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<Stri
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut lines = Vec::new();
-    while lines.len() < 4 {
+    let mut lines: Vec<String> = Vec::new();
+    while !lines.last().is_some_and(|l| l.starts_with("upstream: ")) {
         let mut line = String::new();
         assert!(stdout.read_line(&mut line).unwrap() > 0, "genjobs exited early: {lines:?}");
         lines.push(line.trim_end().to_owned());
@@ -301,4 +301,79 @@ async fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("goes on"), "{stderr}");
     service.kill().unwrap();
+}
+
+#[test]
+fn a_configured_admin_token_is_never_printed_and_a_short_one_stops_the_start() {
+    let token = "a-configured-admin-token-of-40-characters";
+    let (mut child, lines) = serve(&[("GENJOBS_ADMIN_TOKEN", token)], Stdio::null());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(lines.iter().all(|l| !l.contains(token) && !l.starts_with("admin token")), "{lines:?}");
+
+    let short = genjobs(&[], &[("GENJOBS_BIND", "127.0.0.1:0"), ("GENJOBS_ADMIN_TOKEN", "short-token-16ch")]);
+    assert_eq!(short.status.code(), Some(2), "a bad value is a usage error");
+    let stderr = String::from_utf8(short.stderr).unwrap();
+    assert!(
+        stderr
+            .starts_with("genjobs: GENJOBS_ADMIN_TOKEN (--admin-token) is 16 characters long; it must be at least 32"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("short-token-16ch"), "the token is not shown: {stderr}");
+    assert!(String::from_utf8(short.stdout).unwrap().is_empty());
+}
+
+/// The README's configuration tables are `--help`'s: the same headings in the same order, each
+/// with the same variables in the same order.
+#[test]
+fn the_readme_configuration_tables_follow_help() {
+    let help = String::from_utf8(genjobs(&["--help"], &[]).stdout).unwrap();
+    let mut from_help: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines() {
+        if let Some(heading) = line.strip_suffix(':').filter(|h| !h.starts_with(' ') && !h.is_empty()) {
+            from_help.push((heading.to_owned(), Vec::new()));
+        } else if let Some((_, rest)) = line.split_once("[env: ") {
+            let variable = rest.split([']', '=']).next().unwrap().to_owned();
+            from_help.last_mut().unwrap().1.push(variable);
+        }
+    }
+    let from_help: Vec<_> = from_help.into_iter().filter(|(_, variables)| !variables.is_empty()).collect();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let tables = readme.split_once(genjobs::config_table::BEGIN).unwrap().1;
+    let tables = tables.split_once(genjobs::config_table::END).unwrap().0;
+    let mut from_readme: Vec<(String, Vec<String>)> = Vec::new();
+    for line in tables.lines() {
+        if let Some(heading) = line.strip_prefix("### ") {
+            from_readme.push((heading.to_owned(), Vec::new()));
+        } else if let Some(rest) = line.strip_prefix("| `") {
+            from_readme.last_mut().unwrap().1.push(rest.split('`').next().unwrap().to_owned());
+        }
+    }
+    let subcommands = from_readme.pop().unwrap();
+    assert_eq!(subcommands.0, "Read by subcommands only");
+    assert_eq!(from_readme, from_help, "run `cargo xtask config-table`");
+    assert!(subcommands.1.contains(&"GENJOBS_API_KEY".to_owned()), "{subcommands:?}");
+}
+
+#[test]
+fn one_shot_commands_speak_plainly() {
+    let export = genjobs(&["models", "export"], &[]);
+    assert_eq!(export.status.code(), Some(2), "no DATABASE_URL is a usage error");
+    let stderr = String::from_utf8(export.stderr).unwrap();
+    assert_eq!(stderr, "genjobs: `models export` works against DATABASE_URL, which is not set\n");
+
+    let help = String::from_utf8(genjobs(&["users", "create", "--help"], &[]).stdout).unwrap();
+    assert!(help.contains("--database-url") && help.contains("--credits"), "{help}");
+    assert!(!help.contains("--poll-interval-ms") && help.lines().count() < 30, "{help}");
+    assert!(help.contains("`genjobs serve --help` lists them"), "{help}");
+
+    let image = String::from_utf8(genjobs(&["image", "--help"], &[]).stdout).unwrap();
+    assert!(image.contains("--api-key") && !image.contains("optional in the type"), "{image}");
+    let keyless = genjobs(&["account"], &[]);
+    assert_eq!(keyless.status.code(), Some(2));
+    let stderr = String::from_utf8(keyless.stderr).unwrap();
+    assert!(
+        stderr.starts_with("genjobs: this command needs GENJOBS_API_KEY (--api-key), which is not set."),
+        "{stderr}"
+    );
 }

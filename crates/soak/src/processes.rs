@@ -11,7 +11,7 @@ use std::time::Duration;
 use diesel_async::RunQueryDsl;
 
 /// The admin token of the soak's replicas.
-pub const ADMIN_TOKEN: &str = "soak-admin-token";
+pub const ADMIN_TOKEN: &str = "soak-admin-token-of-at-least-32-characters";
 
 /// The replicas' body deadline (`GENJOBS_BODY_READ_TIMEOUT_SECS`), short so that the `conn`
 /// phase sees many stalled bodies closed.

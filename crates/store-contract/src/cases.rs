@@ -2,6 +2,7 @@
 
 mod accounts;
 mod catalog;
+mod kept;
 mod leases;
 mod ledger;
 mod outbox;
@@ -11,6 +12,7 @@ mod sealing;
 
 pub use accounts::*;
 pub use catalog::*;
+pub use kept::*;
 pub use leases::*;
 pub use ledger::ledgers_match_accounts;
 pub use outbox::*;
@@ -29,14 +31,14 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobStore, Limits, StoredKey,
-    UnfinishedJobs, UsageStore, WebhookStore,
+    AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobStore, KeptSecrets, Limits,
+    StoredKey, UnfinishedJobs, UsageStore, WebhookStore,
 };
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
-pub trait Store: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static {}
-impl<T: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + 'static> Store for T {}
+pub trait Store: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + KeptSecrets + 'static {}
+impl<T: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + KeptSecrets + 'static> Store for T {}
 
 /// Now, in whole microseconds.
 pub fn now() -> OffsetDateTime {

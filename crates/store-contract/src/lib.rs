@@ -59,6 +59,7 @@ macro_rules! store_contract_tests {
             a_deleted_model_is_a_tombstone_until_put_again,
             catalog_changes_apply_together,
             the_initial_catalog_fills_only_a_store_that_never_held_a_model,
+            a_kept_secret_is_made_once_and_replaced_only_when_asked,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

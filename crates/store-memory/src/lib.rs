@@ -6,7 +6,8 @@
 //!
 //! A job's final commit records its client webhook event in the same step (`outbox`). Usage
 //! reports count the live jobs plus a rollup of purged jobs and sealed days (`usage`).
-//! The catalog's documents (`catalog`) sit behind a mutex of their own.
+//! The catalog's documents (`catalog`) and the kept secrets (`kept`) sit behind mutexes of
+//! their own.
 //!
 //! Due jobs are kept in a time-ordered index, so that the driver's claim costs O(log n) per job
 //! rather than a scan of every job; a job under a driver's lease (`leases`) leaves the index
@@ -16,6 +17,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod catalog;
+mod kept;
 
 use async_trait::async_trait;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
@@ -36,6 +38,7 @@ mod usage;
 pub struct MemoryStore {
     state: Mutex<State>,
     models: catalog::ModelsLock,
+    kept: kept::KeptValues,
 }
 
 #[derive(Debug, Default)]

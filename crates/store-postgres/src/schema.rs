@@ -75,6 +75,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    kept_secrets (name) {
+        name -> Text,
+        value -> Bytea,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     ledger (id) {
         id -> Int8,
         user_id -> Uuid,
@@ -167,6 +175,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     idempotency_keys,
     job_leases,
     jobs,
+    kept_secrets,
     ledger,
     models,
     rate_limits,

@@ -6,11 +6,13 @@
 //! - `cargo xtask setup` installs or starts what the tests need, each only when it is missing
 //!   (`scripts/install-test-tools.sh`: Postgres running, Chromium and its driver, pgbouncer,
 //!   libpq-dev, diesel_cli, the Python tools).
+//! - `cargo xtask config-table` writes the README's configuration table from `genjobs`'s flags
+//!   (after a merge that adds settings, say); a test fails while it is stale.
 //! - `cargo xtask test` does that, then runs every check CI runs, in order, naming each step and
 //!   its time: formatting, clippy, the domain's dependency guard, rust-version, docs, the domain's
 //!   example, the schema check, `cargo test --workspace`, clippy and a build of `genjobs` without
-//!   its simulator (the production build), the OpenAPI check, the client's example and a 30 s
-//!   chaos soak. `.ci/run` is this command.
+//!   its simulator (the production build), the OpenAPI check, the client's example, the README's
+//!   walkthrough run as written (`scripts/check-walkthrough.py`) and a 30 s chaos soak. `.ci/run` is this command.
 //!
 //! Tests never install anything themselves: a test whose tool is missing fails and names
 //! `cargo xtask test`.
@@ -22,8 +24,9 @@ use std::time::Instant;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  setup   install or start what the test suite needs (Postgres, Chromium, pgbouncer, diesel_cli, Python tools)
-  test    setup, then every check CI runs, in order";
+  setup         install or start what the test suite needs (Postgres, Chromium, pgbouncer, diesel_cli, Python tools)
+  config-table  write the README's configuration table from genjobs's flags
+  test          setup, then every check CI runs, in order";
 
 /// One step of the suite: a name for the progress lines, and the program with its arguments.
 struct Step {
@@ -124,6 +127,7 @@ fn test_steps() -> Vec<Step> {
         ),
         Step::new("the OpenAPI document: validator and schemathesis", "scripts/check-openapi.sh", &[&genjobs]),
         Step::new("genjobs-client's example against genjobs", "scripts/check-client-example.sh", &[&genjobs]),
+        Step::new("the README's walkthrough against the embedded default", "scripts/check-walkthrough.py", &[&genjobs]),
         Step::new("chaos soak, 30 s", &format!("{debug}/genjobs-soak"), &["--secs", "30", "--bin-dir", &debug]),
     ]);
     steps
@@ -168,6 +172,11 @@ fn main() -> ExitCode {
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["setup"] => run(&setup_steps()),
         ["test"] => run(&test_steps()),
+        ["config-table"] => run(&[Step::new(
+            "the README's configuration table from genjobs's flags",
+            "cargo",
+            &["run", "--quiet", "-p", "genjobs", "--", "config-table", "--readme", "README.md"],
+        )]),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             ExitCode::SUCCESS

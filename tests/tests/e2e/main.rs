@@ -26,5 +26,6 @@ mod replicate;
 mod streams;
 mod submit;
 mod upstream;
+mod wording;
 
 pub(crate) use genjobs_tests::{spawn_app, spawn_app_with};

@@ -41,3 +41,5 @@ mod streams;
 mod submit;
 #[path = "../e2e/upstream.rs"]
 mod upstream;
+#[path = "../e2e/wording.rs"]
+mod wording;

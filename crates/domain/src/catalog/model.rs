@@ -189,7 +189,7 @@ impl Model {
             (Modality::Image | Modality::Video, _, _) => {
                 return Err(DocumentFault::at(
                     "price.per",
-                    format!("a {} model is priced per {}", document.modality, per(document.modality)),
+                    format!("{} model is priced per {}", document.modality.with_article(), per(document.modality)),
                 ));
             }
             _ => return Err(DocumentFault::at("modality", "only image and video models can be served")),

@@ -15,9 +15,11 @@
 //!   in-process services.
 //! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
+//! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
 
 mod catalog;
 mod client_webhooks;
+mod kept;
 mod outputs;
 mod runtime;
 mod stores;
@@ -26,6 +28,7 @@ mod usage;
 
 pub use catalog::*;
 pub use client_webhooks::*;
+pub use kept::*;
 pub use outputs::*;
 pub use runtime::*;
 pub use stores::*;

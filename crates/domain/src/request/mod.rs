@@ -270,7 +270,7 @@ pub fn resolve_model<'c>(
     if model.modality != endpoint {
         return Err(InvalidRequest::param(
             "model",
-            format!("model {id:?} is a {} model, not a {} model", model.modality, endpoint),
+            format!("model {id:?} is {} model, not {} model", model.modality.with_article(), endpoint.with_article()),
         ));
     }
     Ok(model)

@@ -11,5 +11,6 @@ mod models;
 pub mod requests;
 pub mod responses;
 pub mod usage;
+mod wording;
 
 pub use models::model_view;

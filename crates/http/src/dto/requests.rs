@@ -25,7 +25,7 @@ pub fn read<T: DeserializeOwned>(body: &Value) -> Result<T, InvalidRequest> {
     let read = serde_path_to_error::deserialize(body).map_err(|refused| {
         let message = refused.inner().to_string();
         match refused.path().iter().next() {
-            Some(Segment::Map { key }) => InvalidRequest::param(key, format!("`{key}`: {message}")),
+            Some(Segment::Map { key }) => InvalidRequest::param(key, super::wording::field_refusal(key, &message)),
             _ => InvalidRequest::body(message),
         }
     })?;
@@ -79,7 +79,11 @@ fn video_draft(body: VideoRequest) -> GenerationDraft {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn image_request(body: ImageRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    let draft = GenerationDraft {
+    GenerationRequest::validate(Modality::Image, image_draft(body), catalog)
+}
+
+fn image_draft(body: ImageRequest) -> GenerationDraft {
+    GenerationDraft {
         prompt: Some(body.prompt),
         model: body.model,
         negative_prompt: body.negative_prompt,
@@ -91,11 +95,13 @@ pub fn image_request(body: ImageRequest, catalog: &Catalog) -> Result<Generation
         image_inputs: body.image_inputs,
         extra: body.extra,
         webhook_url: body.webhook_url,
-    };
-    GenerationRequest::validate(Modality::Image, draft, catalog)
+    }
 }
 
-/// Reads the body of the generation endpoint of `endpoint` into the domain's request.
+/// Reads the body of the generation endpoint of `endpoint` into the domain's request. Its whole
+/// number fields go to the domain whatever they hold, so that a refusal states the field's rule
+/// (`n` from 1 to 4) rather than a type; a form drawn from the models list sends a `select`
+/// option's text ("10"), which the domain takes where the model's field is such a select.
 ///
 /// # Errors
 /// As [`read`], then as the endpoint's conversion.
@@ -104,17 +110,44 @@ pub fn generation_request(
     body: &Value,
     catalog: &Catalog,
 ) -> Result<GenerationRequest, InvalidRequest> {
-    match endpoint {
-        Modality::Video => {
-            let mut draft = video_draft(read(body)?);
-            // A form drawn from the models list sends a `select` option's text ("10"); the domain
-            // takes text only where the model's duration is such a select, so it is told which.
-            if let Some(Value::String(text)) = body.get("duration_sec") {
-                draft.duration_sec = Some(WholeNumber::Text(text.clone()));
-            }
-            GenerationRequest::validate(Modality::Video, draft, catalog)
-        }
-        _ => image_request(read(body)?, catalog),
+    let mut rest = body.clone();
+    let mut judged = |name: &str| match &mut rest {
+        Value::Object(fields) => fields.remove(name).filter(|value| !value.is_null()).map(|value| whole_number(&value)),
+        _ => None,
+    };
+    let (n, seed, duration_sec) = match endpoint {
+        Modality::Video => (None, judged("seed"), judged("duration_sec")),
+        _ => (judged("n"), judged("seed"), None),
+    };
+    let draft = match endpoint {
+        Modality::Video => video_draft(read(&rest)?),
+        _ => image_draft(read(&rest)?),
+    };
+    let draft = GenerationDraft {
+        n: n.or(draft.n),
+        seed: seed.or(draft.seed),
+        duration_sec: duration_sec.or(draft.duration_sec),
+        ..draft
+    };
+    GenerationRequest::validate(endpoint_modality(endpoint), draft, catalog)
+}
+
+/// The modality a generation endpoint validates as: the image endpoint's for every other.
+fn endpoint_modality(endpoint: Modality) -> Modality {
+    if endpoint == Modality::Video { Modality::Video } else { Modality::Image }
+}
+
+/// A JSON value as a whole number field holds it.
+#[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "checked to be whole and in range")]
+fn whole_number(value: &Value) -> WholeNumber {
+    match value {
+        Value::Number(number) => match (number.as_u64(), number.as_f64()) {
+            (Some(n), _) => WholeNumber::Exact(n),
+            (None, Some(f)) if f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(&f) => WholeNumber::Exact(f as u64),
+            _ => WholeNumber::Other,
+        },
+        Value::String(text) => WholeNumber::Text(text.clone()),
+        _ => WholeNumber::Other,
     }
 }
 

@@ -10,8 +10,9 @@ pub struct Connection {
     /// The service's base URL.
     #[arg(long, env = "GENJOBS_API_URL", default_value = "http://127.0.0.1:8080")]
     pub api_url: String,
-    /// Your API key. Required; optional in the type only so that `genjobs models` can take
-    /// the catalog subcommands, which need none (clap still requires it everywhere else).
+    /// Your API key: the demo user's, printed at start, or one from `genjobs users create`.
+    // Optional in the type only so that `genjobs models` can take the catalog subcommands, which
+    // need none; clap still requires it everywhere else.
     #[arg(long, env = "GENJOBS_API_KEY", hide_env_values = true, required = true)]
     pub api_key: Option<String>,
     /// Print one JSON document on stdout instead of text.

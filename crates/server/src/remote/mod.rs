@@ -17,8 +17,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 mod args;
+mod counted;
 
 pub use args::*;
+pub(crate) use counted::counted;
 
 /// Why a client command stopped short.
 enum Stop {
@@ -227,12 +229,12 @@ pub async fn run(command: ClientCommand) -> ExitCode {
             let outcome = query(&args.connection, async |client: Client| {
                 let a = client.account().await?;
                 let text = format!(
-                    "{} credits available, {} held, {} spent\n{} requests a minute, {} jobs at once ({} running)",
-                    a.credits_available,
+                    "{} available, {} held, {} spent\n{} a minute, {} at once ({} running)",
+                    counted(a.credits_available, "credit"),
                     a.credits_held,
                     a.credits_spent,
-                    a.rate_limit_per_minute,
-                    a.max_concurrent_jobs,
+                    counted(a.rate_limit_per_minute, "request"),
+                    counted(a.max_concurrent_jobs, "job"),
                     a.active_jobs
                 );
                 Ok((json!(a), text))
@@ -274,13 +276,13 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                         )
                     } else {
                         format!(
-                            "{} {} jobs ({} succeeded, {} failed, {} canceled), {} credits",
+                            "{} {} ({} succeeded, {} failed, {} canceled), {}",
                             group(r),
-                            r.jobs,
+                            counted(r.jobs, "job"),
                             r.succeeded,
                             r.failed,
                             r.canceled,
-                            r.credits_spent
+                            counted(r.credits_spent, "credit")
                         )
                     }
                 });

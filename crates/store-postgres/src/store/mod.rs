@@ -9,12 +9,14 @@
 //! - `client_webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
 //!   and the users' sealed secrets.
 //! - `catalog`: the catalog port: model documents, their versions and change announcements.
+//! - `kept`: the keys the service makes once and keeps (`kept_secrets`).
 
 mod accept;
 mod account_store;
 mod catalog;
 mod client_webhooks;
 mod job_store;
+mod kept;
 mod ledger;
 mod usage;
 

@@ -1,0 +1,53 @@
+//! What the error messages say, word for word where a person reads them: one rule per message,
+//! stated as the API states it (not a Rust type's range), with the right article and the right
+//! name for the token asked for.
+
+use genjobs_tests::{ADMIN_TOKEN, assert_error};
+use serde_json::{Value, json};
+
+use crate::spawn_app;
+
+async fn refusal(response: reqwest::Response, param: &str) -> String {
+    let error = assert_error(response, 400, "invalid_request", "INVALID_REQUEST").await;
+    assert_eq!(error["param"], param, "{error}");
+    error["message"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn body_refusals_state_the_apis_rule_once() {
+    let app = spawn_app().await;
+    let images = "/api/v1/images/generations";
+    let n = app.post(images, &app.demo_key, &json!({"prompt": "x", "n": "2"})).await;
+    assert_eq!(refusal(n, "n").await, "`n` must be an integer from 1 to 4");
+    let n = app.post(images, &app.demo_key, &json!({"prompt": "x", "n": -1})).await;
+    assert_eq!(refusal(n, "n").await, "`n` must be an integer from 1 to 4");
+
+    let video_model = app.post(images, &app.demo_key, &json!({"prompt": "x", "model": "seedance-2.0-fast"})).await;
+    assert_eq!(refusal(video_model, "model").await, "model \"seedance-2.0-fast\" is a video model, not an image model");
+
+    let hook =
+        app.post(images, &app.demo_key, &json!({"prompt": "x", "webhook_url": "http://localhost:18590/x"})).await;
+    let message = refusal(hook, "webhook_url").await;
+    assert!(
+        message.starts_with("the host of `webhook_url`, localhost, resolves to the private or reserved address "),
+        "{message}"
+    );
+    assert_eq!(message.matches("webhook_url").count(), 1, "one message, not one inside another: {message}");
+
+    let credits = app.post("/api/admin/users", ADMIN_TOKEN, &json!({"name": "ada", "credits": -5})).await;
+    assert_eq!(refusal(credits, "credits").await, "`credits` must be a whole number (0 or more); got -5");
+    let prompt = app.post(images, &app.demo_key, &json!({"prompt": 3})).await;
+    assert_eq!(refusal(prompt, "prompt").await, "`prompt` must be a string; got 3");
+}
+
+#[tokio::test]
+async fn a_wrong_admin_token_is_called_the_admin_token() {
+    let app = spawn_app().await;
+    let wrong = app.get("/api/admin/models", "not-the-admin-token").await;
+    let error = assert_error(wrong, 401, "unauthorized", "INVALID_API_KEY").await;
+    let message = error["message"].as_str().unwrap();
+    assert!(message.starts_with("the admin token is not valid"), "{message}");
+    let missing = app.client.get(app.url("/api/admin/models")).send().await.unwrap();
+    let error: Value = assert_error(missing, 401, "unauthorized", "MISSING_API_KEY").await;
+    assert_eq!(error["message"], "the Authorization header is missing; send Authorization: Bearer <admin token>");
+}
