@@ -8,7 +8,8 @@ use crate::TransportSettings;
 #[derive(Debug, Clone, Args)]
 #[allow(missing_docs, reason = "each field's doc comment is its --help line")]
 pub struct ClientWebhookArgs {
-    /// Let clients' webhook URLs point at loopback, private and link-local addresses.
+    /// Let clients' webhook URLs point at addresses that are not global unicast (loopback,
+    /// private, link-local, reserved).
     #[arg(long, env = "GENJOBS_WEBHOOK_ALLOW_PRIVATE", help_heading = "Webhooks and stored outputs",
         value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub webhook_allow_private: bool,

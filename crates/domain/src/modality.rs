@@ -40,6 +40,34 @@ impl Modality {
         Modality::ALL.into_iter().find(|m| m.as_str() == text)
     }
 
+    /// The media types an output of this modality is served as, inline: the raster images and
+    /// the videos browsers play, never a type that runs script (HTML, SVG, XML). Other modalities
+    /// have none here: their outputs go as attachments.
+    #[must_use]
+    pub fn inline_media_types(self) -> &'static [&'static str] {
+        match self {
+            Modality::Image => &["image/png", "image/jpeg", "image/webp", "image/gif", "image/avif"],
+            Modality::Video => &["video/mp4", "video/webm", "video/quicktime"],
+            Modality::Audio | Modality::Music | Modality::Speech | Modality::ThreeD => &[],
+        }
+    }
+
+    /// The type an output named `content_type` is served as inline: one of
+    /// [`Modality::inline_media_types`], parameters and case aside; `None` sends it as an
+    /// attachment of no particular type.
+    ///
+    /// ```
+    /// use genjobs_domain::modality::Modality;
+    /// assert_eq!(Modality::Image.inline_media_type("Image/PNG; q=1"), Some("image/png"));
+    /// assert_eq!(Modality::Image.inline_media_type("image/svg+xml"), None);
+    /// assert_eq!(Modality::Video.inline_media_type("image/png"), None);
+    /// ```
+    #[must_use]
+    pub fn inline_media_type(self, content_type: &str) -> Option<&'static str> {
+        let essence = content_type.split(';').next().unwrap_or_default().trim();
+        self.inline_media_types().iter().copied().find(|known| known.eq_ignore_ascii_case(essence))
+    }
+
     /// The lowercase name used in the API.
     #[must_use]
     pub fn as_str(self) -> &'static str {

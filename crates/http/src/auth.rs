@@ -1,11 +1,15 @@
 //! Extractors that let a request in: [`Authenticated`] for `/api/v1` (an API key, then the
-//! rate limit) and [`Operator`] for `/api/admin` (the admin token).
+//! rate limit) and [`Operator`] for `/api/admin` (the admin token). Both answer 429 first to a
+//! client address that has had too many 401s this minute (`crate::unauthenticated`).
+
+use std::net::{IpAddr, SocketAddr};
 
 use actix_web::dev::Payload;
+use actix_web::http::StatusCode;
 use actix_web::http::header::AUTHORIZATION;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
-use futures_util::future::{LocalBoxFuture, Ready, ready};
-use genjobs_domain::usecases::Caller;
+use futures_util::future::LocalBoxFuture;
+use genjobs_domain::usecases::{AuthError, Caller};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -31,6 +35,11 @@ fn bearer(req: &HttpRequest, what: &str) -> Result<String, ApiError> {
     Ok(token.to_owned())
 }
 
+/// The key `req` presents, when its `Authorization` header is well formed.
+pub(crate) fn presented_key(req: &HttpRequest) -> Option<String> {
+    bearer(req, "api_key").ok()
+}
+
 fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
     req.app_data::<web::Data<AppState>>()
         .cloned()
@@ -41,16 +50,54 @@ fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
 #[derive(Debug, Clone, Copy)]
 pub struct Authenticated(pub Caller);
 
+/// The address the request came from: the peer's, or the forwarded client's when
+/// `GENJOBS_TRUST_FORWARDED` says a proxy in front sets it.
+fn client_address(req: &HttpRequest, state: &AppState) -> Option<IpAddr> {
+    if state.settings.trust_forwarded
+        && let Some(forwarded) = req.connection_info().realip_remote_addr()
+    {
+        let host =
+            forwarded.parse::<SocketAddr>().map(|a| a.ip()).or_else(|_| forwarded.trim_matches(['[', ']']).parse());
+        if let Ok(ip) = host {
+            return Some(ip);
+        }
+    }
+    req.peer_addr().map(|peer| peer.ip())
+}
+
+/// Runs `check` for `req` unless its address has used up its allowance of 401s (then 429, before
+/// any look-up), and counts a 401 it answers against that allowance.
+async fn guarded<T>(
+    req: &HttpRequest,
+    state: &AppState,
+    check: impl AsyncFnOnce() -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    let address = client_address(req, state);
+    if let Some(retry_after) = address.and_then(|ip| state.unauthenticated.blocked(ip)) {
+        return Err(AuthError::RateLimited { retry_after }.into());
+    }
+    let checked = check().await;
+    if let (Err(refused), Some(ip)) = (&checked, address)
+        && actix_web::ResponseError::status_code(refused) == StatusCode::UNAUTHORIZED
+    {
+        state.unauthenticated.record(ip);
+    }
+    checked
+}
+
 impl FromRequest for Authenticated {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let checked = bearer(req, "api_key").and_then(|token| Ok((token, state(req)?)));
         let req = req.clone();
         Box::pin(async move {
-            let (token, state) = checked?;
-            let caller = state.services.accounts.authenticate(&token).await?;
+            let state = state(&req)?;
+            let caller = guarded(&req, &state, async || {
+                let token = bearer(&req, "api_key")?;
+                Ok(state.services.accounts.authenticate(&token).await?)
+            })
+            .await?;
             // For the request's log line.
             req.extensions_mut().insert(caller.user_id);
             Ok(Authenticated(caller))
@@ -64,11 +111,17 @@ pub struct Operator;
 
 impl FromRequest for Operator {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(bearer(req, "admin token").and_then(|token| {
-            if state(req)?.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_admin_token()) }
-        }))
+        let req = req.clone();
+        Box::pin(async move {
+            let state = state(&req)?;
+            guarded(&req, &state, async || {
+                let token = bearer(&req, "admin token")?;
+                if state.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_admin_token()) }
+            })
+            .await
+        })
     }
 }

@@ -1,7 +1,15 @@
-//! Reading a JSON body: media type first (415), then size (413), then syntax (400).
+//! Reading a body: media type first (415), then size (413), then syntax (400); and the deadline
+//! on every body ([`body_deadline`]): a client that sends headers and then trickles or withholds
+//! the body would otherwise hold its connection, and a worker's buffer, for as long as it likes.
 
-use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use actix_web::{HttpRequest, web};
+use std::io;
+use std::time::Duration;
+
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::PayloadError;
+use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
+use actix_web::middleware::Next;
+use actix_web::{HttpMessage, HttpRequest, web};
 use futures_util::StreamExt;
 use genjobs_domain::request::InvalidRequest;
 use serde_json::Value;
@@ -58,11 +66,41 @@ pub async fn read_bytes_within(
     }
     let mut body = web::BytesMut::with_capacity(declared.unwrap_or(1024).min(limit));
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|_| InvalidRequest::body("the body could not be read"))?;
+        let chunk = chunk.map_err(|e| match e {
+            PayloadError::Io(e) if e.kind() == io::ErrorKind::TimedOut => ApiError::body_timeout(),
+            _ => InvalidRequest::body("the body could not be read").into(),
+        })?;
         if body.len() + chunk.len() > limit {
             return Err(ApiError::body_too_large(limit));
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// Every body must arrive within `limit` of its headers: past the deadline, the payload ends with
+/// a timed-out error, which a handler reading it answers with 408 (and the connection closes).
+/// Requests without a body pass untouched.
+pub(crate) async fn body_deadline(
+    limit: Duration,
+    mut req: ServiceRequest,
+    next: Next<impl actix_web::body::MessageBody>,
+) -> Result<ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let declared_empty =
+        req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "0");
+    let has_body = !declared_empty
+        && (req.headers().contains_key(CONTENT_LENGTH) || req.headers().contains_key(TRANSFER_ENCODING));
+    if has_body {
+        let deadline = tokio::time::Instant::now() + limit;
+        let payload = req.take_payload();
+        let bounded = futures_util::stream::unfold(Some(payload), move |payload| async move {
+            let mut payload = payload?;
+            match tokio::time::timeout_at(deadline, payload.next()).await {
+                Ok(chunk) => chunk.map(|chunk| (chunk, Some(payload))),
+                Err(_) => Some((Err(PayloadError::Io(io::ErrorKind::TimedOut.into())), None)),
+            }
+        });
+        req.set_payload(Payload::Stream { payload: Box::pin(bounded) });
+    }
+    next.call(req).await
 }

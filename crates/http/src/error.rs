@@ -95,6 +95,13 @@ impl ApiError {
         )
     }
 
+    /// 408 `REQUEST_TIMEOUT`: the body did not arrive in time. Its connection is closed, since
+    /// what is left of the body would be read as the next request.
+    #[must_use]
+    pub fn body_timeout() -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, "invalid_request", "REQUEST_TIMEOUT", "the body did not arrive in time")
+    }
+
     /// 415 `UNSUPPORTED_MEDIA_TYPE`.
     #[must_use]
     pub fn unsupported_media_type() -> Self {
@@ -164,6 +171,9 @@ impl ResponseError for ApiError {
         };
         let mut response = HttpResponse::build(self.status);
         response.insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            response.force_close();
+        }
         if let Some(retry_after) = self.retry_after {
             response.insert_header((RETRY_AFTER, retry_after_secs(retry_after)));
         }

@@ -7,11 +7,16 @@
 //!
 //! ## Layout
 //! - `auth`: extractors for API keys (with the three `MISSING_API_KEY` cases) and the admin token.
-//! - `body`: JSON bodies, with 415 / 413 / 400 in that order.
+//! - `body`: JSON bodies, with 415 / 413 / 400 in that order, and the deadline on every body.
+//! - `download`: how output files are sent (streamed, ranges, the headers that keep a browser
+//!   from running them).
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
 //! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
 //!   schemas, and `/docs`.
+//! - `page_policy`: the strict Content-Security-Policy of the playground and the account page.
+//! - `readiness`: `/readyz` from a store check at most a second old.
+//! - `unauthenticated`: the per-address limit on requests answered 401.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
 //! - `waiting`: the waits of long-polls and streams, as the domain's decisions ask.
@@ -25,6 +30,7 @@
 
 mod auth;
 mod body;
+mod download;
 pub mod drain;
 pub mod dto;
 mod error;
@@ -33,7 +39,10 @@ mod handlers;
 pub mod links;
 pub mod openai;
 pub mod openapi;
+mod page_policy;
+mod readiness;
 pub mod telemetry;
+mod unauthenticated;
 mod waiting;
 
 use std::net::TcpListener;
@@ -65,12 +74,19 @@ pub struct HttpSettings {
     /// HTTP worker threads; `None` for one per core.
     pub workers: Option<usize>,
     /// The base URL at which clients and the provider reach the service; output links are
-    /// rooted there (else at the host each request names).
+    /// rooted there (else at the address each connection came to).
     pub public_url: Option<String>,
     /// How long a minted output link stays valid.
     pub output_url_ttl: Duration,
     /// How long the link to an uploaded image stays valid.
     pub upload_url_ttl: Duration,
+    /// How long after its headers a request's body must have arrived.
+    pub body_read_timeout: Duration,
+    /// Whether `Forwarded` and `X-Forwarded-*` are believed: only behind a proxy that sets them.
+    pub trust_forwarded: bool,
+    /// Unauthenticated requests (answered 401) one client address may make per minute before it
+    /// is answered 429 without a look-up.
+    pub unauthenticated_per_minute: u32,
 }
 
 impl Default for HttpSettings {
@@ -84,6 +100,9 @@ impl Default for HttpSettings {
             public_url: None,
             output_url_ttl: Duration::from_secs(3600),
             upload_url_ttl: Duration::from_secs(24 * 3600),
+            body_read_timeout: Duration::from_secs(15),
+            trust_forwarded: false,
+            unauthenticated_per_minute: 600,
         }
     }
 }
@@ -105,6 +124,10 @@ pub struct AppState {
     pub drain: Drain,
     /// Mints and verifies the links to stored outputs.
     pub links: LinkSigner,
+    /// The last store check `/readyz` answered with.
+    readiness: readiness::Readiness,
+    /// Unauthenticated requests by client address.
+    unauthenticated: unauthenticated::Unauthenticated,
 }
 
 impl AppState {
@@ -114,8 +137,18 @@ impl AppState {
     #[must_use]
     pub fn new(services: Services, admin_token: AdminToken, link_secret: &[u8], settings: HttpSettings) -> Self {
         let links = LinkSigner::new(link_secret, settings.output_url_ttl, settings.public_url.clone())
-            .with_upload_ttl(settings.upload_url_ttl);
-        Self { services, admin_token, settings, metrics: Metrics::install(), drain: Drain::new(), links }
+            .with_upload_ttl(settings.upload_url_ttl)
+            .trusting_forwarded(settings.trust_forwarded);
+        Self {
+            services,
+            admin_token,
+            unauthenticated: unauthenticated::Unauthenticated::new(settings.unauthenticated_per_minute),
+            settings,
+            metrics: Metrics::install(),
+            drain: Drain::new(),
+            links,
+            readiness: readiness::Readiness::default(),
+        }
     }
 }
 
@@ -228,11 +261,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// When the listener cannot be used.
 pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> {
     let shutdown_timeout = state.settings.shutdown_timeout.as_secs();
-    let workers = state.settings.workers;
+    let (workers, body_read_timeout) = (state.settings.workers, state.settings.body_read_timeout);
     let state = web::Data::new(state);
     let server = HttpServer::new(move || {
-        App::new().app_data(state.clone()).wrap(actix_web::middleware::from_fn(log_request)).configure(configure)
+        App::new()
+            .app_data(state.clone())
+            .wrap(actix_web::middleware::from_fn(move |req, next| body::body_deadline(body_read_timeout, req, next)))
+            .wrap(actix_web::middleware::from_fn(log_request))
+            .configure(configure)
     })
+    .on_connect(links::record_local_addr)
     .shutdown_timeout(shutdown_timeout)
     .disable_signals();
     let server = match workers {

@@ -36,6 +36,7 @@ pub struct LinkSigner {
     ttl: Duration,
     upload_ttl: Duration,
     public_url: Option<String>,
+    trust_forwarded: bool,
 }
 
 impl std::fmt::Debug for LinkSigner {
@@ -44,6 +45,7 @@ impl std::fmt::Debug for LinkSigner {
             .field("ttl", &self.ttl)
             .field("upload_ttl", &self.upload_ttl)
             .field("public_url", &self.public_url)
+            .field("trust_forwarded", &self.trust_forwarded)
             .finish_non_exhaustive()
     }
 }
@@ -51,7 +53,8 @@ impl std::fmt::Debug for LinkSigner {
 impl LinkSigner {
     /// Links valid `ttl` (an upload's a day), signed under a key derived with HKDF from `secret`
     /// (random bytes: the operator's `GENJOBS_LINK_SECRET` or the kept key), rooted at
-    /// `public_url` (or, when `None`, at the scheme and host each request came in by).
+    /// `public_url` (or, when `None`, at the address each request's connection came to; see
+    /// [`LinkSigner::base_of`]).
     #[must_use]
     pub fn new(secret: &[u8], ttl: Duration, public_url: Option<String>) -> Self {
         let mut key = [0u8; 64];
@@ -62,14 +65,27 @@ impl LinkSigner {
         if derived.is_err() {
             unreachable!("HKDF-SHA256 gives 32 bytes whatever its input");
         }
-        let public_url = public_url.map(|url| url.trim_end_matches('/').to_owned());
-        Self { key, ttl, upload_ttl: Duration::from_secs(24 * 3600), public_url }
+        Self {
+            key,
+            ttl,
+            upload_ttl: Duration::from_secs(24 * 3600),
+            public_url: public_url.map(|url| url.trim_end_matches('/').to_owned()),
+            trust_forwarded: false,
+        }
     }
 
     /// The same signer, minting links to uploads valid `upload_ttl`.
     #[must_use]
     pub fn with_upload_ttl(self, upload_ttl: Duration) -> Self {
         Self { upload_ttl, ..self }
+    }
+
+    /// The same signer, rooting links without a public URL at the host `Forwarded` /
+    /// `X-Forwarded-*` name when `trust` (`GENJOBS_TRUST_FORWARDED`): only behind a proxy that
+    /// sets them.
+    #[must_use]
+    pub fn trusting_forwarded(self, trust: bool) -> Self {
+        Self { trust_forwarded: trust, ..self }
     }
 
     /// The link to upload `name` (`{id}.{ext}`), rooted at `base`, minted at `now`.
@@ -93,14 +109,21 @@ impl LinkSigner {
         self.rooted_at(self.base_of(req), now)
     }
 
-    /// Where links in answers to `req` are rooted: the public URL, or the scheme and host the
-    /// request came in by. A stream keeps this rather than its request, which would hold the
-    /// request's buffers for the stream's life.
+    /// Where links in answers to `req` are rooted: the public URL, or else the address the
+    /// connection came to, never a `Host` the client made up (a link in a shared answer, a
+    /// webhook, would send its readers wherever the client said); the forwarded host only when
+    /// trusted. A stream keeps this rather than its request, which would hold the request's
+    /// buffers for the stream's life.
     #[must_use]
     pub fn base_of(&self, req: &HttpRequest) -> String {
         self.public_url.clone().unwrap_or_else(|| {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
+            if self.trust_forwarded {
+                let info = req.connection_info();
+                return format!("{}://{}", info.scheme(), info.host());
+            }
+            let scheme = if req.app_config().secure() { "https" } else { "http" };
+            let local = req.conn_data::<LocalAddr>().map_or_else(|| req.app_config().local_addr(), |local| local.0);
+            format!("{scheme}://{local}")
         })
     }
 
@@ -126,6 +149,20 @@ impl LinkSigner {
             return false;
         };
         expires_at >= now.unix_timestamp() && self.mac(job_id, index, expires).verify_slice(&signature).is_ok()
+    }
+}
+
+/// The local address of a request's connection, recorded when it is accepted (the server may
+/// listen on every interface, and its bound address would then be `0.0.0.0`).
+#[derive(Debug, Clone, Copy)]
+pub struct LocalAddr(pub std::net::SocketAddr);
+
+/// Records each accepted connection's [`LocalAddr`].
+pub fn record_local_addr(connection: &dyn std::any::Any, data: &mut actix_web::dev::Extensions) {
+    if let Some(local) =
+        connection.downcast_ref::<actix_web::rt::net::TcpStream>().and_then(|tcp| tcp.local_addr().ok())
+    {
+        data.insert(LocalAddr(local));
     }
 }
 
@@ -174,12 +211,24 @@ mod tests {
     }
 
     #[test]
+    fn forwarded_headers_root_links_only_when_trusted() {
+        let request = TestRequest::default()
+            .insert_header(("host", "evil.example"))
+            .insert_header(("x-forwarded-host", "evil.example"))
+            .insert_header(("x-forwarded-proto", "https"))
+            .to_http_request();
+        let plain = LinkSigner::new(b"token", Duration::from_secs(60), None);
+        assert_eq!(plain.base_of(&request), "http://127.0.0.1:8080");
+        assert_eq!(plain.trusting_forwarded(true).base_of(&request), "https://evil.example");
+    }
+
+    #[test]
     fn any_change_to_a_link_voids_it() {
         let signer = LinkSigner::new(b"token", Duration::from_secs(60), None);
         let now = OffsetDateTime::now_utc();
-        let request = TestRequest::default().insert_header(("host", "localhost:8080")).to_http_request();
+        let request = TestRequest::default().insert_header(("host", "localhost:9999")).to_http_request();
         let url = signer.for_request(&request, now).url(JobId::new_at(now), 0);
-        assert!(url.starts_with("http://localhost:8080/api/v1/files/"), "{url}");
+        assert!(url.starts_with("http://127.0.0.1:8080/api/v1/files/"), "the bound address, not the Host: {url}");
         let (j, i, e, s) = parts(&url);
         let later = (e.parse::<i64>().unwrap() + 3600).to_string();
         assert!(!signer.verify(&j, "1", &e, &s, now), "another index");

@@ -12,7 +12,7 @@
 use std::sync::LazyLock;
 
 use actix_web::HttpResponse;
-use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
@@ -26,6 +26,7 @@ use crate::error::Envelope;
 use crate::handlers;
 use crate::openai::OpenAiEnvelope;
 use crate::openai::handlers as openai;
+use crate::page_policy::strict_policy;
 
 /// The API's document.
 #[derive(OpenApi)]
@@ -243,7 +244,20 @@ pub async fn docs_page() -> HttpResponse {
 #[utoipa::path(get, path = "/playground", tag = "operations",
     responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
 pub async fn playground() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(include_str!("../assets/playground.html"))
+    static POLICY: LazyLock<String> = LazyLock::new(|| strict_policy(PLAYGROUND));
+    page(PLAYGROUND, &POLICY)
+}
+
+const PLAYGROUND: &str = include_str!("../assets/playground.html");
+const ACCOUNT: &str = include_str!("../assets/account.html");
+
+/// A page of the service's own, under its strict policy.
+fn page(html: &'static str, policy: &str) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((CONTENT_SECURITY_POLICY, policy))
+        .insert_header((X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .body(html)
 }
 
 /// The account page
@@ -253,7 +267,8 @@ pub async fn playground() -> HttpResponse {
 #[utoipa::path(get, path = "/playground/account", tag = "operations",
     responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
 pub async fn playground_account() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(include_str!("../assets/account.html"))
+    static POLICY: LazyLock<String> = LazyLock::new(|| strict_policy(ACCOUNT));
+    page(ACCOUNT, &POLICY)
 }
 
 /// A file of the playground: the chart library of the account page (uPlot).

@@ -140,12 +140,23 @@ fn describe_all() {
     );
 }
 
+/// The methods counted by name; any other is counted as `OTHER`.
+const STANDARD_METHODS: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+
+/// `method` as a label: one of [`STANDARD_METHODS`] or `OTHER`, so that a client making up
+/// methods cannot add series (each one kept for good, and rendered at every scrape).
+fn method_label(method: &str) -> &'static str {
+    STANDARD_METHODS.into_iter().find(|standard| *standard == method).unwrap_or("OTHER")
+}
+
 /// One request answered: `genjobs_http_requests_total{route, method, status}` and
-/// `genjobs_http_request_duration_seconds{route, method}`. `route` is the pattern matched
-/// (`/api/v1/jobs/{id}`), so that ids do not multiply the series.
+/// `genjobs_http_request_duration_seconds{route, method}`. Every label comes from a closed set:
+/// `route` is the template matched (`/api/v1/jobs/{id}`) or `unmatched`, so that ids and made-up
+/// paths do not multiply the series; `method` is a standard method or `OTHER`; `status` a
+/// status code.
 pub(crate) fn request(route: String, method: &str, status: u16, elapsed: Duration) {
-    let method = method.to_owned();
-    histogram!("genjobs_http_request_duration_seconds", "route" => route.clone(), "method" => method.clone())
+    let method = method_label(method);
+    histogram!("genjobs_http_request_duration_seconds", "route" => route.clone(), "method" => method)
         .record(elapsed.as_secs_f64());
     counter!("genjobs_http_requests_total", "route" => route, "method" => method, "status" => status.to_string())
         .increment(1);
@@ -177,5 +188,20 @@ impl OpenConnection {
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         gauge!("genjobs_open_connections", "kind" => self.0).decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn made_up_methods_are_counted_as_other() {
+        for standard in STANDARD_METHODS {
+            assert_eq!(method_label(standard), standard);
+        }
+        for made_up in ["BREW", "get", "PROPFIND", &"X".repeat(2048)] {
+            assert_eq!(method_label(made_up), "OTHER", "{made_up}");
+        }
     }
 }

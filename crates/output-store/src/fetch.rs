@@ -1,16 +1,15 @@
 //! Reading an output from the provider's link: one request to a host on the list
 //! ([`OutputHosts`]), its answer classified as the [`CopyFailure`] the domain retries or gives
 //! up on. The copier ([`crate::ObjectOutputStore`])
-//! streams the answer into the store; [`HttpOutputSource`] reads it whole for clients that ask
-//! for an output's bytes.
+//! streams the answer into the store; [`HttpOutputSource`] streams it to clients that ask for an
+//! output's bytes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::BytesMut;
 use futures_util::StreamExt;
-use genjobs_domain::ports::{CopyFailure, FetchedFile, OutputSource};
+use genjobs_domain::ports::{ByteRange, CopyFailure, OpenedFile, OutputSource, RangeRequest, StoreError};
 use reqwest::StatusCode;
 use reqwest::redirect::{Attempt, Policy};
 
@@ -35,6 +34,8 @@ pub(crate) fn client(hosts: &Arc<OutputHosts>) -> reqwest::Result<reqwest::Clien
         .connect_timeout(Duration::from_secs(10))
         .read_timeout(Duration::from_secs(30))
         .redirect(redirects)
+        // A proxy would resolve names itself, past the resolver's check.
+        .no_proxy()
         .dns_resolver(Arc::new(PublicResolver::new({
             let hosts = Arc::clone(hosts);
             move |name: &str| hosts.is_provider(name)
@@ -46,20 +47,22 @@ pub(crate) fn too_large(max: u64) -> CopyFailure {
     CopyFailure::Permanent(format!("the output is larger than the limit of {max} bytes"))
 }
 
-/// `GET url`, from a host on the list, answered 2xx with a body that does not announce more
-/// than `max_bytes`.
+/// `GET url` (the part `range` asks for, when given), from a host on the list, answered 2xx
+/// with a body that does not announce more than `max_bytes`.
 pub(crate) async fn request(
     client: &reqwest::Client,
     hosts: &OutputHosts,
     url: &str,
+    range: Option<RangeRequest>,
     max_bytes: u64,
 ) -> Result<reqwest::Response, CopyFailure> {
     hosts.check(url).map_err(CopyFailure::Permanent)?;
-    let response = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| CopyFailure::Transient(format!("the output could not be fetched: {e}")))?;
+    let mut request = client.get(url);
+    if let Some(range) = range {
+        request = request.header(reqwest::header::RANGE, range.header_value());
+    }
+    let response =
+        request.send().await.map_err(|e| CopyFailure::Transient(format!("the output could not be fetched: {e}")))?;
     let status = response.status();
     if !status.is_success() {
         let message = format!("the output's URL answered HTTP {}", status.as_u16());
@@ -84,7 +87,7 @@ pub(crate) fn content_type(response: &reqwest::Response) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Reads outputs whole from the provider's links over HTTP, from `hosts` only.
+/// Reads outputs from the provider's links over HTTP, from `hosts` only, as streams.
 #[derive(Debug, Clone)]
 pub struct HttpOutputSource {
     client: reqwest::Client,
@@ -104,18 +107,37 @@ impl HttpOutputSource {
 
 #[async_trait]
 impl OutputSource for HttpOutputSource {
-    async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchedFile, CopyFailure> {
-        let response = request(&self.client, &self.hosts, url, max_bytes).await?;
+    async fn open(&self, url: &str, range: Option<RangeRequest>, max_bytes: u64) -> Result<OpenedFile, CopyFailure> {
+        let response = request(&self.client, &self.hosts, url, range, max_bytes).await?;
         let content_type = content_type(&response);
-        let mut bytes = BytesMut::new();
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| CopyFailure::Transient(format!("the download broke off: {e}")))?;
-            if (bytes.len() + chunk.len()) as u64 > max_bytes {
-                return Err(too_large(max_bytes));
+        let (size, range) = match served_range(&response) {
+            Some((range, size)) => (Some(size), Some(range)),
+            None => (response.content_length(), None),
+        };
+        let mut sent = 0u64;
+        let body = response.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(|e| StoreError::Unavailable(format!("the download broke off: {e}")))?;
+            sent += chunk.len() as u64;
+            if sent > max_bytes {
+                return Err(StoreError::Unavailable(format!(
+                    "the output is larger than the limit of {max_bytes} bytes"
+                )));
             }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(FetchedFile { content_type, bytes: bytes.freeze() })
+            Ok(chunk)
+        });
+        Ok(OpenedFile { content_type, size, range, body: body.boxed() })
     }
+}
+
+/// The range a 206 answer carries (`Content-Range: bytes first-last/size`) and the whole file's
+/// size; `None` for a whole file.
+fn served_range(response: &reqwest::Response) -> Option<(ByteRange, u64)> {
+    if response.status() != StatusCode::PARTIAL_CONTENT {
+        return None;
+    }
+    let value = response.headers().get(reqwest::header::CONTENT_RANGE)?.to_str().ok()?;
+    let (span, size) = value.strip_prefix("bytes ")?.split_once('/')?;
+    let (first, last) = span.split_once('-')?;
+    let range = ByteRange { first: first.trim().parse().ok()?, last: last.trim().parse().ok()? };
+    (range.first <= range.last).then_some((range, size.trim().parse().ok()?))
 }

@@ -89,6 +89,20 @@ fn bare(host: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
+/// The error of a name the [`PublicResolver`] found no address for that may be called: a
+/// client finds it among the causes of its connection error, to tell a refused destination from
+/// one that did not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoPublicAddress(pub String);
+
+impl std::fmt::Display for NoPublicAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} resolves to no public address", self.0)
+    }
+}
+
+impl std::error::Error for NoPublicAddress {}
+
 /// A resolver for clients that call hosts someone else named: a name's addresses, less the
 /// non-public ones unless `trusted` says the name may use any. It runs at connection time, so
 /// a name that resolves differently after a check (DNS rebinding) is caught. The output reader
@@ -121,7 +135,7 @@ impl Resolve for PublicResolver {
             let found: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
             let usable: Vec<SocketAddr> = found.into_iter().filter(|a| trusted || is_public(a.ip())).collect();
             if usable.is_empty() {
-                return Err(format!("{name} resolves to no public address").into());
+                return Err(Box::new(NoPublicAddress(name)) as Box<dyn std::error::Error + Send + Sync>);
             }
             Ok(Box::new(usable.into_iter()) as Addrs)
         })

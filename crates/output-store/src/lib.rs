@@ -22,7 +22,7 @@ mod hosts;
 
 pub use args::OutputStoreArgs;
 pub use fetch::HttpOutputSource;
-pub use hosts::{DEFAULT_OUTPUT_HOSTS, OutputHosts, PublicResolver};
+pub use hosts::{DEFAULT_OUTPUT_HOSTS, NoPublicAddress, OutputHosts, PublicResolver};
 
 use std::sync::Arc;
 
@@ -175,7 +175,7 @@ impl OutputStore for ObjectOutputStore {
         source_url: &str,
         content_type: &str,
     ) -> Result<StoredFile, CopyFailure> {
-        let response = fetch::request(&self.client, &self.hosts, source_url, self.max_bytes).await?;
+        let response = fetch::request(&self.client, &self.hosts, source_url, None, self.max_bytes).await?;
         let content_type = fetch::content_type(&response).unwrap_or_else(|| content_type.to_owned());
         let (size, sha256) = self.stream_into(&self.location(job_id, index), response).await?;
         Ok(StoredFile { size, content_type, sha256 })

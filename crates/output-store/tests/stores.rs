@@ -57,8 +57,13 @@ fn source() -> String {
 
 async fn read(store: &ObjectOutputStore, job: JobId, index: usize, range: Option<ByteRange>) -> Option<Vec<u8>> {
     let stream = store.open(job, index, range).await.unwrap()?;
-    let chunks: Vec<_> = stream.try_collect().await.unwrap();
-    Some(chunks.concat())
+    Some(streamed(stream).await.unwrap())
+}
+
+/// A stream's bytes, or its first error.
+async fn streamed(body: genjobs_domain::ports::FileBytes) -> Result<Vec<u8>, genjobs_domain::ports::StoreError> {
+    let chunks: Vec<_> = body.try_collect().await?;
+    Ok(chunks.concat())
 }
 
 /// What every store must do.
@@ -92,10 +97,11 @@ async fn keeps_and_serves_outputs(store: &ObjectOutputStore) {
 async fn outputs_are_read_only_from_allowed_hosts() {
     let base = source();
     let source = HttpOutputSource::new(local()).unwrap();
-    let read = source.fetch(&format!("{base}/big"), 1 << 30).await.unwrap();
-    assert_eq!((read.bytes.len(), read.content_type.as_deref()), (BIG, Some("video/mp4")));
-    let hop = source.fetch(&format!("{base}/hop"), 1 << 30).await.unwrap();
-    assert_eq!(hop.bytes.len(), BIG, "a redirect within the list is followed");
+    let opened = source.open(&format!("{base}/big"), None, 1 << 30).await.unwrap();
+    assert_eq!((opened.size, opened.content_type.as_deref()), (Some(BIG as u64), Some("video/mp4")));
+    assert_eq!(streamed(opened.body).await.unwrap().len(), BIG);
+    let hop = source.open(&format!("{base}/hop"), None, 1 << 30).await.unwrap();
+    assert_eq!(streamed(hop.body).await.unwrap().len(), BIG, "a redirect within the list is followed");
     let port = base.rsplit(':').next().unwrap();
     for refused in [
         format!("{base}/away"),
@@ -103,11 +109,11 @@ async fn outputs_are_read_only_from_allowed_hosts() {
         format!("http://localhost:{port}/big"),
         "http://169.254.169.254/latest/meta-data".to_owned(),
     ] {
-        let failure = source.fetch(&refused, 1 << 30).await.unwrap_err();
+        let failure = source.open(&refused, None, 1 << 30).await.unwrap_err();
         assert!(matches!(failure, CopyFailure::Permanent(_)), "{refused}: {failure:?}");
     }
     assert!(
-        matches!(source.fetch(&format!("{base}/big"), 1024).await, Err(CopyFailure::Permanent(_))),
+        matches!(source.open(&format!("{base}/big"), None, 1024).await, Err(CopyFailure::Permanent(_))),
         "over the limit"
     );
     let store = ObjectOutputStore::open("memory://", [("", "")], 1 << 30, local()).unwrap();

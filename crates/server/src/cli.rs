@@ -578,6 +578,28 @@ mod tests {
     }
 
     #[test]
+    fn the_hardening_settings_have_their_defaults_and_flags() {
+        let (defaults, _) = parse(&[]).unwrap();
+        let c = defaults.settings.into_config();
+        assert_eq!(c.http.body_read_timeout, Duration::from_secs(15));
+        assert!(!c.http.trust_forwarded && c.fal_user_id.is_none());
+        let (cli, _) = parse(&[
+            "--body-read-timeout-secs",
+            "3",
+            "--trust-forwarded",
+            "--unauthenticated-per-minute",
+            "7",
+            "--fal-user-id",
+            "operator",
+        ])
+        .unwrap();
+        let c = cli.settings.into_config();
+        assert_eq!((c.http.body_read_timeout, c.http.unauthenticated_per_minute), (Duration::from_secs(3), 7));
+        assert!(c.http.trust_forwarded);
+        assert_eq!(c.fal_user_id.as_deref(), Some("operator"));
+    }
+
+    #[test]
     fn a_bad_value_names_its_variable_on_one_line() {
         for (args, variable) in [
             (&["--stream-max-secs", "soon"][..], "GENJOBS_STREAM_MAX_SECS"),

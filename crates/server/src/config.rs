@@ -47,6 +47,8 @@ pub struct Config {
     pub public_url: Option<String>,
     /// `GENJOBS_FAL_JWKS_URL`; `None` means fal's own, or the built-in simulator's when it runs.
     pub fal_jwks_url: Option<String>,
+    /// `GENJOBS_FAL_USER_ID`: fal's webhooks for another account are refused; `None` takes any.
+    pub fal_user_id: Option<String>,
     /// `GENJOBS_REPLICATE_URL`, `GENJOBS_REPLICATE_TOKEN` (Replicate is configured when it is
     /// set) and `GENJOBS_REPLICATE_WEBHOOK_SECRET`.
     pub replicate: ReplicateArgs,
@@ -100,6 +102,7 @@ impl Default for Config {
             demo_credits: DEFAULT_DEMO_CREDITS,
             public_url: None,
             fal_jwks_url: None,
+            fal_user_id: None,
             replicate: ReplicateArgs::default(),
             output_store: None,
             output_max_bytes: genjobs_output_store::DEFAULT_MAX_BYTES,
@@ -242,6 +245,22 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_SSE_KEEPALIVE_SECS", default_value_t = HttpSettings::default().keep_alive.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..=MAX_KEEP_ALIVE_SECS), help_heading = "HTTP")]
     pub sse_keepalive_secs: u64,
+    /// Seconds after its headers within which a request's body must have arrived; a body that
+    /// stalls is answered 408 and its connection closed.
+    #[arg(long, env = "GENJOBS_BODY_READ_TIMEOUT_SECS", default_value_t = HttpSettings::default().body_read_timeout.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "HTTP")]
+    pub body_read_timeout_secs: u64,
+    /// Believe `Forwarded` and `X-Forwarded-*` (for link roots and client addresses): only behind a
+    /// proxy that sets them and strips what clients sent.
+    #[arg(long, env = "GENJOBS_TRUST_FORWARDED", help_heading = "HTTP",
+        value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub trust_forwarded: bool,
+    /// Unauthenticated requests (answered 401) one client address may make per minute; beyond,
+    /// 429 without a look-up.
+    #[arg(long, env = "GENJOBS_UNAUTHENTICATED_PER_MINUTE",
+        default_value_t = HttpSettings::default().unauthenticated_per_minute,
+        value_parser = clap::value_parser!(u32).range(1..), help_heading = "HTTP")]
+    pub unauthenticated_per_minute: u32,
     /// HTTP worker threads [default: one per core].
     #[arg(long, env = "GENJOBS_HTTP_WORKERS", value_parser = clap::value_parser!(u64).range(1..1024),
         help_heading = "HTTP")]
@@ -317,6 +336,9 @@ impl ConfigArgs {
             workers: self.http_workers.map(|n| n as usize),
             output_url_ttl: Duration::from_secs(self.output_url_ttl_secs),
             upload_url_ttl: Duration::from_secs(self.upload_ttl_secs),
+            body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
+            trust_forwarded: self.trust_forwarded,
+            unauthenticated_per_minute: self.unauthenticated_per_minute,
             ..defaults.http
         };
         let config = Config {
@@ -330,6 +352,7 @@ impl ConfigArgs {
             demo_credits: self.demo_credits,
             public_url: None,
             fal_jwks_url: self.fal.fal_jwks_url,
+            fal_user_id: self.fal.fal_user_id,
             replicate: self.replicate,
             output_store: self.outputs.output_store,
             output_max_bytes: self.outputs.output_max_bytes,

@@ -374,7 +374,10 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let upstream_url = config.upstream_url.clone().or_else(|| simulator.as_ref().map(|s| s.base_url.clone()));
     let webhooks = config.public_url.as_deref().map(|public_url| {
         let jwks = config.fal_jwks_url.clone().or_else(|| simulator.as_ref().map(RunningSim::jwks_url));
-        WebhookConfig::new(public_url, jwks.unwrap_or_else(|| FAL_JWKS_URL.to_owned()))
+        WebhookConfig {
+            user_id: config.fal_user_id.clone(),
+            ..WebhookConfig::new(public_url, jwks.unwrap_or_else(|| FAL_JWKS_URL.to_owned()))
+        }
     });
     let provider_url = upstream_url.unwrap_or_default();
     let replicate_url = config.replicate.replicate_token.is_some().then_some(config.replicate.replicate_url.as_str());

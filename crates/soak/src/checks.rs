@@ -8,6 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::clients::{Shared, Tally, User, merge};
+use crate::conn::ConnTally;
 use crate::processes::ADMIN_TOKEN;
 
 /// How long the jobs still running at the end may take to become final.
@@ -30,6 +31,8 @@ pub struct Report {
     pub kills: u32,
     /// Database sessions terminated.
     pub terminations: usize,
+    /// What the `conn` phase did.
+    pub conn: ConnTally,
     /// Every broken rule.
     pub violations: Vec<String>,
 }
@@ -49,6 +52,10 @@ impl Report {
         println!(
             "soak: faults {:?}, {} replica kills, {} database sessions terminated",
             self.faults, self.kills, self.terminations
+        );
+        println!(
+            "soak: conn phase: {} stalled bodies answered 408 and closed ({} lost to kills), made-up methods answered {:?}",
+            self.conn.stalled_closed, self.conn.stalled_lost, self.conn.made_up.statuses
         );
         println!("soak: {} violations", self.violations.len());
         for violation in &self.violations {

@@ -82,6 +82,21 @@ impl Shared {
         self.state().violations.clone()
     }
 
+    /// The replicas' base URLs now.
+    #[must_use]
+    pub fn bases(&self) -> Vec<String> {
+        self.cluster.bases()
+    }
+
+    /// The metrics of the replica at `base`, read with the admin token; `None` without an answer.
+    pub async fn metrics(&self, base: &str) -> Option<String> {
+        let response = self.http.get(format!("{base}/metrics")).bearer_auth(ADMIN_TOKEN).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        response.text().await.ok()
+    }
+
     /// The accepted job ids of `user`.
     #[must_use]
     pub fn accepted(&self, user: &str) -> BTreeSet<String> {

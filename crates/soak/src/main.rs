@@ -8,7 +8,9 @@
 //! submit (with and without `Idempotency-Key`, retried and in parallel), cancel (racing the
 //! completions), read, long-poll, stream and list, while each replica is killed with SIGKILL and
 //! restarted, fal is down for a fifth of the run (flux-pro then runs at Replicate), and every
-//! database session is terminated now and then.
+//! database session is terminated now and then. Meanwhile the `conn` phase (`conn.rs`) stalls
+//! request bodies, which must be answered 408 and closed by the body deadline, and sends
+//! made-up methods, which must be answered in the envelope and never become metric labels.
 //!
 //! At the end it checks, for every user: available + held + spent = granted, nothing held, spent
 //! = the sum of `credits_actual`; every accepted job final and listed; no idempotent retry answered
@@ -20,6 +22,7 @@
 
 mod checks;
 mod clients;
+mod conn;
 mod processes;
 
 use std::path::PathBuf;
@@ -111,6 +114,7 @@ async fn soak(args: Args) -> Result<Report, String> {
             tokio::spawn(async move { client.run_until(deadline).await })
         })
         .collect();
+    let conn_phase = tokio::spawn(conn::run_until(Arc::clone(&shared), deadline));
 
     // Chaos: each replica killed once (at a third and two thirds of the run) and restarted; fal
     // down from 40 % to 60 % of the run; every database session terminated every few seconds.
@@ -147,7 +151,10 @@ async fn soak(args: Args) -> Result<Report, String> {
     for client in clients {
         tallies.push(client.await.map_err(|e| format!("a client panicked: {e}"))?);
     }
+    let conn = conn_phase.await.map_err(|e| format!("the conn phase panicked: {e}"))?;
+    conn::check_labels(&shared).await;
     let mut report = settle_and_check(&shared, &users, tallies, GRANTED).await;
+    report.conn = conn;
     report.kills = kills;
     report.terminations = terminations;
     report.faults = cluster.faults().await;

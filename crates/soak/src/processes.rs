@@ -13,6 +13,10 @@ use diesel_async::RunQueryDsl;
 /// The admin token of the soak's replicas.
 pub const ADMIN_TOKEN: &str = "soak-admin-token-of-at-least-32-characters";
 
+/// The replicas' body deadline (`GENJOBS_BODY_READ_TIMEOUT_SECS`), short so that the `conn`
+/// phase sees many stalled bodies closed.
+pub const BODY_READ_TIMEOUT_SECS: u64 = 2;
+
 struct Replica {
     child: Child,
     base: String,
@@ -112,6 +116,7 @@ impl Cluster {
             .env("GENJOBS_JOB_TIMEOUT_SECS", "40")
             .env("GENJOBS_DB_POOL_SIZE", "8")
             .env("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", "100000")
+            .env("GENJOBS_BODY_READ_TIMEOUT_SECS", BODY_READ_TIMEOUT_SECS.to_string())
             .env("RUST_LOG", "error");
         let (child, base) = start(command, "genjobs listening on ")?;
         Ok(Replica { child, base })

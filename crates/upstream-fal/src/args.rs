@@ -23,4 +23,8 @@ pub struct FalArgs {
     /// Where fal's webhook signing keys are published [default: fal's, or the built-in simulator's].
     #[arg(long, env = "GENJOBS_FAL_JWKS_URL", help_heading = "Webhooks and stored outputs")]
     pub fal_jwks_url: Option<String>,
+    /// The operator's fal user id: fal's webhooks signed for another account are refused
+    /// [default: any account's].
+    #[arg(long, env = "GENJOBS_FAL_USER_ID", help_heading = "Webhooks and stored outputs")]
+    pub fal_user_id: Option<String>,
 }

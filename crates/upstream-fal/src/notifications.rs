@@ -2,7 +2,8 @@
 //!
 //! A delivery carries `X-Fal-Webhook-Request-Id`, `-User-Id`, `-Timestamp` (Unix seconds) and
 //! `-Signature` (hex): an ED25519 signature, by one of the keys of fal's JWKS, of the request id,
-//! the user id, the timestamp and the hex SHA-256 of the raw body, joined by `\n`. The keys are
+//! the user id, the timestamp and the hex SHA-256 of the raw body, joined by `\n`. With the
+//! operator's fal user id configured, a delivery for another account is refused. The keys are
 //! fetched once and kept a day; a delivery no kept key verifies makes the adapter fetch them
 //! again (at most once per [`WebhookConfig::min_refetch`], so that forged deliveries cannot make
 //! it hammer fal), which is how a rotated key is picked up.
@@ -44,6 +45,10 @@ pub struct WebhookConfig {
     pub jwks_url: String,
     /// Least time between two fetches of the keys.
     pub min_refetch: Duration,
+    /// The operator's fal user id (`GENJOBS_FAL_USER_ID`): set, a delivery signed for another
+    /// fal account is refused, however well signed (fal signs every account's deliveries with
+    /// the same keys).
+    pub user_id: Option<String>,
 }
 
 impl WebhookConfig {
@@ -54,6 +59,7 @@ impl WebhookConfig {
             url: format!("{}{WEBHOOK_PATH}", public_url.trim_end_matches('/')),
             jwks_url: jwks_url.into(),
             min_refetch: Duration::from_secs(10),
+            user_id: None,
         }
     }
 }
@@ -146,6 +152,9 @@ impl Verifier {
             delivery.header(name).ok_or_else(|| NotificationRejected::InvalidSignature(format!("no {name} header")))
         };
         let (request_id, user_id) = (header("x-fal-webhook-request-id")?, header("x-fal-webhook-user-id")?);
+        if self.config.user_id.as_deref().is_some_and(|operator| operator != user_id) {
+            return Err(NotificationRejected::InvalidSignature("the delivery is for another fal account".into()));
+        }
         let timestamp = header("x-fal-webhook-timestamp")?;
         let signature = header("x-fal-webhook-signature")?;
         let signed_at: i64 = timestamp

@@ -123,6 +123,10 @@ pub struct FalRoute {
     extra_refused: Option<Vec<String>>,
 }
 
+/// fal parameters `extra` may never set, on any route: `sync_mode` makes fal answer with the
+/// outputs inline as `data:` URIs, megabytes each, which would land in job rows and answers.
+const ADAPTER_REFUSED: [&str; 1] = ["sync_mode"];
+
 impl FalRoute {
     /// Reads a route's fal data.
     ///
@@ -161,7 +165,8 @@ impl FalRoute {
 
     /// Whether `extra` may not set the fal parameter `key`.
     fn refuses(&self, key: &str) -> bool {
-        self.params.iter().flatten().any(|(_, param)| param.to() == key)
+        ADAPTER_REFUSED.contains(&key)
+            || self.params.iter().flatten().any(|(_, param)| param.to() == key)
             || self.image_inputs.as_ref().is_some_and(|images| images.to == key)
             || self.extra_refused.iter().flatten().any(|refused| refused == key)
     }

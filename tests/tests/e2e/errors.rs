@@ -103,6 +103,27 @@ async fn readiness_is_503_in_the_envelope_while_the_store_cannot_serve() {
     assert_eq!(alive.status(), 200, "the process still answers");
 }
 
+/// Probes answer from a store check at most a second old: a burst of them costs one check.
+#[tokio::test]
+async fn a_burst_of_readiness_probes_checks_the_store_once() {
+    let checks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut jobs = MockJobStore::new();
+    let counted = Arc::clone(&checks);
+    jobs.expect_ready().returning(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    });
+    let base = spawn_gateway(ports_with(Arc::new(jobs), Arc::new(MemoryStore::new()))).await;
+    let client = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    for _ in 0..20 {
+        assert_eq!(client.get(format!("{base}/readyz")).send().await.unwrap().status(), 200);
+    }
+    let bound = 1 + started.elapsed().as_secs() as usize;
+    let made = checks.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((1..=bound).contains(&made), "{made} store checks for 20 probes in {:?}", started.elapsed());
+}
+
 #[tokio::test]
 async fn an_unreachable_key_store_is_503_not_401() {
     let mut accounts = MockAccountStore::new();

@@ -12,6 +12,7 @@ mod concurrency;
 mod embedded;
 mod errors;
 mod fal_failures;
+mod hardening;
 mod jobs;
 mod ledger;
 mod link_secret;

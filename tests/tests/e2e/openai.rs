@@ -182,8 +182,21 @@ async fn a_video_is_created_retrieved_and_downloaded_as_mp4() {
     let content = app.get(&format!("/openai/v1/videos/{id}/content"), &app.demo_key).await;
     assert_eq!(content.status(), 200);
     assert_eq!(content.headers()["content-type"], "video/mp4");
+    assert_eq!(content.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(content.headers()["content-security-policy"], "sandbox");
     let mp4 = content.bytes().await.unwrap();
     assert_eq!(&mp4[4..8], b"ftyp", "an MP4 starts with its ftyp box");
+    let ranged = app
+        .client
+        .get(app.url(&format!("/openai/v1/videos/{id}/content")))
+        .bearer_auth(&app.demo_key)
+        .header("range", "bytes=4-7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ranged.status(), 206);
+    assert_eq!(ranged.headers()["content-range"].to_str().unwrap(), format!("bytes 4-7/{}", mp4.len()));
+    assert_eq!(ranged.bytes().await.unwrap(), mp4.slice(4..8));
     let thumbnail = app.get(&format!("/openai/v1/videos/{id}/content?variant=thumbnail"), &app.demo_key).await;
     assert_openai_error(thumbnail, 400, Some("variant")).await;
 }

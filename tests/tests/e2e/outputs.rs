@@ -39,6 +39,9 @@ async fn a_stored_image_is_served_by_its_link_without_a_key() {
     assert_eq!(response.status(), 200);
     let headers = response.headers().clone();
     assert_eq!(headers["content-type"], "image/png");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["content-security-policy"], "sandbox");
+    assert!(headers.get("content-disposition").is_none(), "an expected image type is served inline");
     assert_eq!(headers["accept-ranges"], "bytes");
     assert_eq!(headers["content-length"].to_str().unwrap(), meta["size_bytes"].to_string());
     let etag = headers["etag"].to_str().unwrap().to_owned();

@@ -15,6 +15,8 @@ mod concurrency;
 mod errors;
 #[path = "../e2e/fal_failures.rs"]
 mod fal_failures;
+#[path = "../e2e/hardening.rs"]
+mod hardening;
 #[path = "../e2e/jobs.rs"]
 mod jobs;
 #[path = "../e2e/ledger.rs"]

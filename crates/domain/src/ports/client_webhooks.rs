@@ -121,8 +121,44 @@ pub struct OutgoingWebhook {
 pub struct AttemptOutcome {
     /// The receiver's status; `None` when it did not answer.
     pub status: Option<u16>,
-    /// Why it did not deliver.
+    /// Why it did not deliver: an [`AttemptFailure`]'s class, never the operating system's text,
+    /// which would tell a user probing the network a refused port from an unreachable host.
     pub error: Option<String>,
+}
+
+impl AttemptOutcome {
+    /// An attempt that failed for `failure`, with the receiver's `status` when it answered.
+    #[must_use]
+    pub fn failed(status: Option<u16>, failure: AttemptFailure) -> Self {
+        Self { status, error: Some(failure.as_str().to_owned()) }
+    }
+}
+
+/// The classes of a failed attempt the user sees; the detail goes to the operators' logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptFailure {
+    /// No connection was made (refused, unreachable, reset, TLS), or the request could not be
+    /// made at all.
+    ConnectFailed,
+    /// No answer within the transport's timeout.
+    Timeout,
+    /// The receiver answered with a status other than 2xx (redirects included).
+    HttpStatus,
+    /// The destination's address is not one the service may call.
+    RefusedAddress,
+}
+
+impl AttemptFailure {
+    /// The class as an attempt's `error` shows it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::ConnectFailed => "connect_failed",
+            Self::Timeout => "timeout",
+            Self::HttpStatus => "http_status",
+            Self::RefusedAddress => "refused_address",
+        }
+    }
 }
 
 /// The network side of client webhooks.

@@ -106,15 +106,6 @@ pub trait OutputStore: Send + Sync {
     async fn open_upload(&self, id: UploadId) -> Result<Option<FileBytes>, StoreError>;
 }
 
-/// An output file read whole from the provider's link.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchedFile {
-    /// The type the source named, if it named one.
-    pub content_type: Option<String>,
-    /// The file.
-    pub bytes: Bytes,
-}
-
 /// Reads outputs from the provider's links: for clients that ask for an output's bytes (the
 /// OpenAI-compatible edge's `b64_json` and video content) when the service keeps no copy of it.
 ///
@@ -126,6 +117,73 @@ pub struct FetchedFile {
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait OutputSource: Send + Sync {
-    /// The whole file at `url`, refused past `max_bytes`.
-    async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchedFile, CopyFailure>;
+    /// The file at `url`, or the part `range` asks for when the source serves ranges, as a
+    /// stream, never whole in memory: refused at once when the source announces more than
+    /// `max_bytes`, and broken off with [`StoreError::Unavailable`] when it sends more.
+    async fn open(&self, url: &str, range: Option<RangeRequest>, max_bytes: u64) -> Result<OpenedFile, CopyFailure>;
+}
+
+/// What a client asked of a file with `Range`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeRequest {
+    /// `bytes=first-last` (`last` past the end means to the end).
+    Bounded {
+        /// First byte.
+        first: u64,
+        /// Last byte, included.
+        last: u64,
+    },
+    /// `bytes=first-`.
+    From(u64),
+    /// `bytes=-length`: the last `length` bytes.
+    Suffix(u64),
+}
+
+impl RangeRequest {
+    /// The bytes this asks of a file of `size` bytes, or `None` when it asks for none of them.
+    #[must_use]
+    pub fn resolve(self, size: u64) -> Option<ByteRange> {
+        let end = size.checked_sub(1)?;
+        let (first, last) = match self {
+            RangeRequest::Bounded { first, last } if first <= last => (first, last.min(end)),
+            RangeRequest::Bounded { .. } => return None,
+            RangeRequest::From(first) => (first, end),
+            RangeRequest::Suffix(0) => return None,
+            RangeRequest::Suffix(length) => (size.saturating_sub(length), end),
+        };
+        (first <= end).then_some(ByteRange { first, last })
+    }
+
+    /// The request as a `Range` header's value.
+    #[must_use]
+    pub fn header_value(self) -> String {
+        match self {
+            RangeRequest::Bounded { first, last } => format!("bytes={first}-{last}"),
+            RangeRequest::From(first) => format!("bytes={first}-"),
+            RangeRequest::Suffix(length) => format!("bytes=-{length}"),
+        }
+    }
+}
+
+/// An output file opened at the provider's link.
+pub struct OpenedFile {
+    /// The type the source named, if it named one.
+    pub content_type: Option<String>,
+    /// The whole file's length, when the source announced it.
+    pub size: Option<u64>,
+    /// The part being sent, when a range was asked for and the source served it; the whole
+    /// file otherwise.
+    pub range: Option<ByteRange>,
+    /// The bytes, in order.
+    pub body: FileBytes,
+}
+
+impl std::fmt::Debug for OpenedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenedFile")
+            .field("content_type", &self.content_type)
+            .field("size", &self.size)
+            .field("range", &self.range)
+            .finish_non_exhaustive()
+    }
 }

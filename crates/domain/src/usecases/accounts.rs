@@ -8,7 +8,8 @@ use super::{Admin, Ports};
 use crate::credits::Credits;
 use crate::ids::{ApiKey, KeyPrefix, UserId};
 use crate::ports::{
-    Account, AccountError, AccountStore, Limits, RateDecision, RateLimiter, StoreError, StoredKey, UsageStore,
+    Account, AccountError, AccountStore, Credential, Limits, RateDecision, RateLimiter, StoreError, StoredKey,
+    UsageStore,
 };
 use crate::request::InvalidRequest;
 
@@ -169,16 +170,7 @@ impl Accounts {
     /// # Errors
     /// See [`AuthError`].
     pub async fn authenticate(&self, presented: &str) -> Result<Caller, AuthError> {
-        let key = ApiKey::from_presented(presented);
-        let hash = key.hash();
-        let credential = self
-            .ports
-            .accounts
-            .credentials(&key.prefix())
-            .await?
-            .into_iter()
-            .find(|c| c.hash.matches(&hash))
-            .ok_or(AuthError::InvalidKey)?;
+        let credential = self.credential(presented).await?.ok_or(AuthError::InvalidKey)?;
         match self.ports.rate_limiter.acquire(credential.user_id, credential.rate_limit_per_minute).await? {
             RateDecision::Allowed => Ok(Caller { user_id: credential.user_id }),
             RateDecision::Limited { retry_after } => {
@@ -186,6 +178,21 @@ impl Accounts {
                 Err(AuthError::RateLimited { retry_after })
             }
         }
+    }
+
+    /// Whether `presented` is still a valid key, without spending a request of its rate limit:
+    /// what an open stream asks now and then, so that it ends once its key is revoked.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn still_valid(&self, presented: &str) -> Result<bool, StoreError> {
+        Ok(self.credential(presented).await?.is_some())
+    }
+
+    async fn credential(&self, presented: &str) -> Result<Option<Credential>, StoreError> {
+        let key = ApiKey::from_presented(presented);
+        let hash = key.hash();
+        Ok(self.ports.accounts.credentials(&key.prefix()).await?.into_iter().find(|c| c.hash.matches(&hash)))
     }
 
     /// The caller's account.

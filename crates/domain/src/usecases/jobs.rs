@@ -101,7 +101,7 @@ impl JobReads {
     }
 
     /// The same reads, reading outputs the service keeps no copy of from the provider's links
-    /// through `source` ([`JobReads::output_content`]).
+    /// through `source` ([`JobReads::open_output`]).
     #[must_use]
     pub fn with_output_source(self, source: Arc<dyn OutputSource>) -> Self {
         Self { sources: Some(source), ..self }

@@ -40,6 +40,7 @@ mod watch;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::ports::RangeRequest;
 pub use accounts::{Accounts, AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
 pub use admin::{Admin, AdminPorts};
 pub use cancel::{CancelReceipt, Cancellations};
@@ -48,7 +49,7 @@ pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError}
 pub use deliveries::{DeliverySettings, WebhookDeliveries};
 pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
-pub use outputs::{OutputContent, OutputContentError, OutputRead, OutputReadError, RangeRequest};
+pub use outputs::{OpenedOutput, OutputContentError, OutputRead, OutputReadError};
 pub use quote::Quote;
 pub use removals::{KeptListing, MAX_KEPT_PAGE, Removals};
 pub use steps::{Cadence, JobSteps, StepSettings, Stepped, UnrecordedSubmission};

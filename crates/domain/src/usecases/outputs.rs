@@ -10,7 +10,7 @@ use super::{Caller, JobQueryError, JobReads};
 use crate::ids::JobId;
 use crate::job::JobState;
 use crate::output::{OutputCopy, OutputItem, StoredFile};
-use crate::ports::{ByteRange, FileBytes, OutputStore, StoreError};
+use crate::ports::{ByteRange, FileBytes, OutputStore, RangeRequest, StoreError};
 
 /// Copies each output into the output store, when there is one, and marks it stored or not. An
 /// output whose copy fails keeps only the provider's URL ([`OutputCopy::Failed`]): the job still
@@ -39,43 +39,27 @@ pub(super) async fn keep_outputs(
     kept
 }
 
-/// What a client asked of a file with `Range`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RangeRequest {
-    /// `bytes=first-last` (`last` past the end means to the end).
-    Bounded {
-        /// First byte.
-        first: u64,
-        /// Last byte, included.
-        last: u64,
-    },
-    /// `bytes=first-`.
-    From(u64),
-    /// `bytes=-length`: the last `length` bytes.
-    Suffix(u64),
-}
-
-impl RangeRequest {
-    /// The bytes this asks of a file of `size` bytes, or `None` when it asks for none of them.
-    #[must_use]
-    pub fn resolve(self, size: u64) -> Option<ByteRange> {
-        let end = size.checked_sub(1)?;
-        let (first, last) = match self {
-            RangeRequest::Bounded { first, last } if first <= last => (first, last.min(end)),
-            RangeRequest::Bounded { .. } => return None,
-            RangeRequest::From(first) => (first, end),
-            RangeRequest::Suffix(0) => return None,
-            RangeRequest::Suffix(length) => (size.saturating_sub(length), end),
-        };
-        (first <= end).then_some(ByteRange { first, last })
-    }
-}
-
 /// A stored output, opened.
 pub struct OutputRead {
     /// The whole file's facts.
     pub file: StoredFile,
+    /// The type it is served as inline ([`crate::modality::Modality::inline_media_type`]);
+    /// `None` to send it as an attachment.
+    pub served_as: Option<&'static str>,
     /// The part being sent, when a range was asked for; the whole file otherwise.
+    pub range: Option<ByteRange>,
+    /// The bytes being sent.
+    pub body: FileBytes,
+}
+
+/// One output of a caller's job, opened for download.
+pub struct OpenedOutput {
+    /// The type it is served as inline; `None` to send it as an attachment.
+    pub served_as: Option<&'static str>,
+    /// The whole file's length, when known (always for a stored copy).
+    pub size: Option<u64>,
+    /// The part being sent, when a range was asked for and can be served; the whole file
+    /// otherwise.
     pub range: Option<ByteRange>,
     /// The bytes being sent.
     pub body: FileBytes,
@@ -98,17 +82,7 @@ pub enum OutputReadError {
     Store(#[from] StoreError),
 }
 
-/// The bytes of one output of a caller's job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputContent {
-    /// Its MIME type: the stored copy's, else the one the provider's link names, else the one
-    /// the job's output names.
-    pub content_type: String,
-    /// The whole file.
-    pub bytes: Bytes,
-}
-
-/// Why [`JobReads::output_content`] has no bytes to give.
+/// Why [`JobReads::open_output`] has no bytes to give.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputContentError {
     /// The job is not the caller's, or does not exist.
@@ -121,44 +95,89 @@ pub enum OutputContentError {
     /// or the service reads no links.
     #[error("the output cannot be read now: {0}")]
     Unreadable(String),
+    /// The range asks for no byte of the file.
+    #[error("the range lies outside the file's {size} bytes")]
+    RangeNotSatisfiable {
+        /// The file's length.
+        size: u64,
+    },
 }
 
 impl JobReads {
     /// The whole of output `index` of the caller's succeeded job, at most `max_bytes`: the
     /// service's own copy when it keeps one, else the file at the provider's link, read through
-    /// the [`crate::ports::OutputSource`] given with [`JobReads::with_output_source`].
+    /// the [`crate::ports::OutputSource`] given with [`JobReads::with_output_source`]. For
+    /// clients that need the bytes at once (`b64_json`); downloads stream ([`JobReads::open_output`]).
     ///
     /// # Errors
-    /// See [`OutputContentError`].
-    pub async fn output_content(
+    /// See [`OutputContentError`]; [`OutputContentError::Unreadable`] past `max_bytes`.
+    pub async fn output_bytes(
         &self,
         caller: &Caller,
         job_id: JobId,
         index: usize,
         max_bytes: u64,
-    ) -> Result<OutputContent, OutputContentError> {
+    ) -> Result<Bytes, OutputContentError> {
+        let mut opened = self.open_output(caller, job_id, index, None, max_bytes).await?;
+        let unreadable = |e: StoreError| OutputContentError::Unreadable(e.to_string());
+        let mut bytes = BytesMut::with_capacity(opened.size.map_or(0, |size| usize::try_from(size).unwrap_or(0)));
+        while let Some(chunk) = opened.body.next().await {
+            let chunk = chunk.map_err(unreadable)?;
+            if (bytes.len() + chunk.len()) as u64 > max_bytes {
+                return Err(OutputContentError::Unreadable(format!("the output is larger than {max_bytes} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes.freeze())
+    }
+
+    /// Output `index` of the caller's succeeded job as a stream, never whole in memory, the part
+    /// `range` asks for when asked: the service's own copy when it keeps one, else the file at
+    /// the provider's link (whole when the provider serves no ranges, as HTTP allows), refused
+    /// past `max_bytes`.
+    ///
+    /// # Errors
+    /// See [`OutputContentError`].
+    pub async fn open_output(
+        &self,
+        caller: &Caller,
+        job_id: JobId,
+        index: usize,
+        range: Option<RangeRequest>,
+        max_bytes: u64,
+    ) -> Result<OpenedOutput, OutputContentError> {
         let job = self.job(caller, job_id).await?;
         let item = match (job.state(), job.outputs().and_then(|outputs| outputs.get(index))) {
             (JobState::Succeeded, Some(item)) => item.clone(),
             _ => return Err(OutputContentError::NoSuchOutput(index)),
         };
+        let modality = job.modality();
         if let (Some(OutputCopy::Stored(file)), Some(store)) = (&item.copy, &self.ports.outputs) {
-            let unreadable = |e: StoreError| OutputContentError::Unreadable(e.to_string());
-            if let Some(mut body) = store.open(job_id, index, None).await.map_err(unreadable)? {
-                let mut bytes = BytesMut::with_capacity(usize::try_from(file.size).unwrap_or(0));
-                while let Some(chunk) = body.next().await {
-                    bytes.extend_from_slice(&chunk.map_err(unreadable)?);
+            let range = match range {
+                Some(asked) => {
+                    Some(asked.resolve(file.size).ok_or(OutputContentError::RangeNotSatisfiable { size: file.size })?)
                 }
-                return Ok(OutputContent { content_type: file.content_type.clone(), bytes: bytes.freeze() });
+                None => None,
+            };
+            let unreadable = |e: StoreError| OutputContentError::Unreadable(e.to_string());
+            if let Some(body) = store.open(job_id, index, range).await.map_err(unreadable)? {
+                let served_as = modality.inline_media_type(&file.content_type);
+                return Ok(OpenedOutput { served_as, size: Some(file.size), range, body });
             }
         }
         let source =
             self.sources.as_ref().ok_or_else(|| OutputContentError::Unreadable("outputs are not read here".into()))?;
-        let fetched = source
-            .fetch(&item.url, max_bytes)
+        let opened = source
+            .open(&item.url, range, max_bytes)
             .await
             .map_err(|failure| OutputContentError::Unreadable(failure.to_string()))?;
-        Ok(OutputContent { content_type: fetched.content_type.unwrap_or(item.meta.content_type), bytes: fetched.bytes })
+        let content_type = opened.content_type.unwrap_or(item.meta.content_type);
+        Ok(OpenedOutput {
+            served_as: modality.inline_media_type(&content_type),
+            size: opened.size,
+            range: opened.range,
+            body: opened.body,
+        })
     }
 
     /// Output `index` of a succeeded job, from the output store: whole, or the part `range`
@@ -185,7 +204,8 @@ impl JobReads {
             None => None,
         };
         let body = store.open(job_id, index, range).await?.ok_or(OutputReadError::NotFound)?;
-        Ok(OutputRead { file, range, body })
+        let served_as = job.modality().inline_media_type(&file.content_type);
+        Ok(OutputRead { file, served_as, range, body })
     }
 }
 

@@ -1,24 +1,25 @@
 //! Stored outputs behind signed links: answered without an API key, on the strength of the
 //! link's signature.
 
-use actix_web::http::StatusCode;
-use actix_web::http::header::{
-    ACCEPT_RANGES, CACHE_CONTROL, CONTENT_RANGE, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH, RANGE,
-};
-use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use actix_web::http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH, RANGE};
+use actix_web::{HttpRequest, HttpResponse, web};
 use genjobs_domain::ids::JobId;
-use genjobs_domain::usecases::{OutputReadError, RangeRequest};
+use genjobs_domain::usecases::OutputReadError;
 
 use super::{Handled, Query, now};
 use crate::AppState;
+use crate::download::{file_response, parse_range, range_not_satisfiable};
 use crate::error::ApiError;
 
 /// A stored output
 ///
 /// The link comes from a job's `outputs[].url` when the service keeps copies of outputs; it is
 /// valid until `expires` (`GENJOBS_OUTPUT_URL_TTL_SECS` after the job was read) and needs no API
-/// key. Answers with the file's `Content-Type`, `Content-Length` and `ETag`, and serves one byte
-/// range (`Range: bytes=…`) with 206.
+/// key. Answers with `Content-Length` and `ETag`, and serves one byte range (`Range: bytes=…`)
+/// with 206. The `Content-Type` is the file's when it is an image or video type its job's
+/// modality expects; any other file is `application/octet-stream` with `Content-Disposition:
+/// attachment`. Every answer carries `X-Content-Type-Options: nosniff` and
+/// `Content-Security-Policy: sandbox`.
 #[utoipa::path(get, path = "/api/v1/files/{job_id}/{index}", tag = "jobs",
     params(
         ("job_id" = String, Path, description = "The job id"),
@@ -56,11 +57,7 @@ pub async fn output_file(
     let read = match state.services.reads.stored_output(job_id, index, range).await {
         Ok(read) => read,
         Err(OutputReadError::RangeNotSatisfiable { size }) => {
-            let mut response = ApiError::from(OutputReadError::RangeNotSatisfiable { size }).error_response();
-            if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                response.headers_mut().insert(CONTENT_RANGE, value);
-            }
-            return Ok(response);
+            return Ok(range_not_satisfiable(OutputReadError::RangeNotSatisfiable { size }.into(), size));
         }
         Err(e) => return Err(e.into()),
     };
@@ -78,50 +75,8 @@ pub async fn output_file(
             .insert_header((CACHE_CONTROL, cache))
             .finish());
     }
-    let (status, length) = match read.range {
-        Some(range) => (StatusCode::PARTIAL_CONTENT, range.len()),
-        None => (StatusCode::OK, read.file.size),
-    };
-    let mut response = HttpResponse::build(status);
-    response
-        .insert_header((CONTENT_TYPE, read.file.content_type.as_str()))
+    Ok(file_response(read.served_as, read.range, Some(read.file.size))
         .insert_header((ETAG, etag))
-        .insert_header((ACCEPT_RANGES, "bytes"))
         .insert_header((CACHE_CONTROL, cache))
-        .no_chunking(length);
-    if let Some(range) = read.range {
-        response.insert_header((CONTENT_RANGE, format!("bytes {}-{}/{}", range.first, range.last, read.file.size)));
-    }
-    Ok(response.streaming(read.body))
-}
-
-/// One range of `Range: bytes=…`; anything else (several ranges, another unit, bad syntax) is
-/// ignored, which serves the whole file as HTTP allows.
-fn parse_range(header: &str) -> Option<RangeRequest> {
-    let spec = header.trim().strip_prefix("bytes=")?;
-    if spec.contains(',') {
-        return None;
-    }
-    let (first, last) = spec.trim().split_once('-')?;
-    match (first.trim(), last.trim()) {
-        ("", "") => None,
-        ("", suffix) => suffix.parse().ok().map(RangeRequest::Suffix),
-        (first, "") => first.parse().ok().map(RangeRequest::From),
-        (first, last) => Some(RangeRequest::Bounded { first: first.parse().ok()?, last: last.parse().ok()? }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_byte_range_is_read_and_anything_else_ignored() {
-        assert_eq!(parse_range("bytes=0-99"), Some(RangeRequest::Bounded { first: 0, last: 99 }));
-        assert_eq!(parse_range("bytes=100-"), Some(RangeRequest::From(100)));
-        assert_eq!(parse_range("bytes=-500"), Some(RangeRequest::Suffix(500)));
-        for ignored in ["bytes=0-1,5-9", "items=0-9", "bytes=-", "bytes=a-b", "0-99", "bytes=9-x"] {
-            assert_eq!(parse_range(ignored), None, "{ignored}");
-        }
-    }
+        .streaming(read.body))
 }

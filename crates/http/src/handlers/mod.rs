@@ -36,7 +36,7 @@ use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::{IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT_SECS, Submission};
 
 use crate::AppState;
-use crate::auth::{Authenticated, Operator};
+use crate::auth::{Authenticated, Operator, presented_key};
 use crate::body::read_json;
 use crate::dto::model_view;
 use crate::dto::requests::{generation_request, request_fingerprint};
@@ -254,11 +254,14 @@ pub async fn stream_job(
     let draining = drain.started();
     let open = OpenConnection::new(Held::Stream);
     let (linked, base) = (state.clone(), state.links.base_of(&req));
-    // One future, kept inline in the stream: it ends at the connection's lifetime or the drain.
+    let revoked = key_revoked(state.clone(), presented_key(&req), id);
+    // One future, kept inline in the stream: it ends at the connection's lifetime, the drain, or
+    // the revocation of the key that opened it.
     let ended = async move {
         tokio::select! {
             () = tokio::time::sleep(lifetime) => {}
             () = draining => {}
+            () = revoked => {}
         }
     };
     let stream = events
@@ -282,6 +285,22 @@ pub async fn stream_job(
     let mut response = response.respond_to(&req);
     response.headers_mut().insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// How often an open stream checks that its key is still valid.
+const REVALIDATE_EVERY: Duration = Duration::from_secs(1);
+
+/// Resolves once `key` is no longer valid (revoked), checked every [`REVALIDATE_EVERY`]: a stream
+/// must not outlive the key that opened it. A store that cannot answer ends nothing.
+async fn key_revoked(state: web::Data<AppState>, key: Option<String>, job_id: JobId) {
+    let Some(key) = key else { return std::future::pending().await };
+    loop {
+        tokio::time::sleep(REVALIDATE_EVERY).await;
+        if let Ok(false) = state.services.accounts.still_valid(&key).await {
+            tracing::info!(%job_id, "the stream's key was revoked; ending it");
+            return;
+        }
+    }
 }
 
 /// Cancel a job
@@ -337,8 +356,8 @@ pub async fn healthz() -> HttpResponse {
 
 /// Readiness
 ///
-/// `{"status":"ready"}` when the store answers and its migrations are current; 503 otherwise,
-/// and while the process drains. With `?verbose`, also each configured provider's circuit
+/// `{"status":"ready"}` when the store answered, at most a second ago, and its migrations are
+/// current; 503 otherwise, and while the process drains. With `?verbose`, also each configured provider's circuit
 /// breaker (a provider cooling down does not make the replica unready: its jobs wait or take
 /// another route). No key, no rate limit.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
@@ -348,7 +367,7 @@ pub async fn readyz(state: web::Data<AppState>, query: Query) -> Handled {
     if state.drain.is_draining() {
         return Err(genjobs_domain::ports::StoreError::Unavailable("the process is draining".into()).into());
     }
-    state.services.admin.readiness().await?;
+    state.readiness.check(&state.services.admin).await?;
     let providers = if query.contains_key("verbose") {
         state.services.submissions.provider_availability().into_iter().map(provider_status_view).collect()
     } else {

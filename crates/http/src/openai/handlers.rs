@@ -5,7 +5,7 @@ use std::pin::pin;
 use std::time::Duration;
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use actix_web::http::header::RANGE;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use base64::Engine;
 use futures_util::future::{Either, select};
@@ -18,7 +18,9 @@ use genjobs_domain::job::{Job, JobErrorCode, JobState};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{KeptPage, PageOrder};
 use genjobs_domain::request::InvalidRequest;
-use genjobs_domain::usecases::{Caller, IdempotencyKey, MAX_KEPT_PAGE, MAX_WAIT_SECS, OutputContentError, Submission};
+use genjobs_domain::usecases::{
+    Caller, IdempotencyKey, MAX_KEPT_PAGE, MAX_WAIT_SECS, OutputContentError, OutputReadError, Submission,
+};
 use serde_json::Value;
 
 use super::error::OpenAiError;
@@ -26,6 +28,7 @@ use super::wire::{images_into_domain, read_video_request, video_into_domain, vid
 use crate::AppState;
 use crate::auth::Authenticated;
 use crate::body::read_json;
+use crate::download::{file_response, parse_range, range_not_satisfiable};
 use crate::dto::requests::{fingerprint, read};
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
@@ -41,7 +44,7 @@ type Caught = Result<Authenticated, ApiError>;
 
 /// The most one image is read into memory to answer `b64_json`.
 const MAX_INLINE_IMAGE_BYTES: u64 = 32 << 20;
-/// The most one video is read into memory to answer its content.
+/// The largest video streamed from a provider's link (a stored copy is sent whatever its size).
 const MAX_VIDEO_CONTENT_BYTES: u64 = 512 << 20;
 /// Videos in a page of `videos.list` when the client names no `limit`.
 const DEFAULT_VIDEO_PAGE: u64 = 20;
@@ -121,6 +124,7 @@ fn unreadable(e: OutputContentError) -> ApiError {
         OutputContentError::NoSuchOutput(_) => {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "CONTENT_NOT_READY", "the video has no content yet")
         }
+        OutputContentError::RangeNotSatisfiable { size } => OutputReadError::RangeNotSatisfiable { size }.into(),
         OutputContentError::Unreadable(reason) => {
             tracing::warn!(%reason, "an output could not be read");
             ApiError::new(
@@ -184,13 +188,13 @@ pub(super) async fn images_of(
         data.push(match format {
             ResponseFormat::Url => ImageData::Url { url: output_url(&job, index, item, &links) },
             ResponseFormat::B64Json => {
-                let content = state
+                let bytes = state
                     .services
                     .reads
-                    .output_content(caller, id, index, MAX_INLINE_IMAGE_BYTES)
+                    .output_bytes(caller, id, index, MAX_INLINE_IMAGE_BYTES)
                     .await
                     .map_err(unreadable)?;
-                ImageData::B64Json { b64_json: base64::engine::general_purpose::STANDARD.encode(&content.bytes) }
+                ImageData::B64Json { b64_json: base64::engine::general_purpose::STANDARD.encode(&bytes) }
             }
         });
     }
@@ -343,15 +347,19 @@ pub async fn delete_video(
 
 /// Download a video's content (OpenAI's `videos.download_content`)
 ///
-/// The MP4 of a completed video. `variant` may only be `video`: no thumbnails are made here.
+/// The MP4 of a completed video, streamed; one byte range (`Range: bytes=…`) is served with 206
+/// when the service keeps a copy. `variant` may only be `video`: no thumbnails are made here.
 #[utoipa::path(get, path = "/openai/v1/videos/{id}/content", tag = "openai", operation_id = "openai_video_content",
     security(("api_key" = [])),
     params(
         ("id" = String, Path, description = "The video's id: its job id"),
         ("variant" = Option<String>, Query, description = "Only `video`"),
+        ("Range" = Option<String>, Header, description = "One byte range, e.g. `bytes=0-1023`"),
     ),
     responses(
         (status = 200, description = "The MP4", content_type = "video/mp4", body = Vec<u8>),
+        (status = 206, description = "The range asked for", content_type = "video/mp4", body = Vec<u8>),
+        (status = 416, description = "The range lies outside the file", body = super::error::Envelope),
         (status = 400, description = "A variant other than `video`", body = super::error::Envelope),
         (status = 403, description = "Another user's video", body = super::error::Envelope),
         (status = 404, description = "No such video, or it has no content yet", body = super::error::Envelope),
@@ -369,11 +377,16 @@ pub async fn video_content(
         return Err(InvalidRequest::param("variant", "only the `video` variant is available").into());
     }
     let job = video_job(&state, &caller, &path, &req).await?;
-    let content =
-        state.services.reads.output_content(&caller, job.id(), 0, MAX_VIDEO_CONTENT_BYTES).await.map_err(unreadable)?;
-    let content_type =
-        HeaderValue::from_str(&content.content_type).unwrap_or_else(|_| HeaderValue::from_static("video/mp4"));
-    Ok(HttpResponse::Ok().insert_header((CONTENT_TYPE, content_type)).body(content.bytes))
+    let range = req.headers().get(RANGE).and_then(|v| v.to_str().ok()).and_then(parse_range);
+    let opened = match state.services.reads.open_output(&caller, job.id(), 0, range, MAX_VIDEO_CONTENT_BYTES).await {
+        Ok(opened) => opened,
+        Err(OutputContentError::RangeNotSatisfiable { size }) => {
+            let refused = ApiError::from(OutputReadError::RangeNotSatisfiable { size });
+            return Ok(range_not_satisfiable(refused, size));
+        }
+        Err(e) => return Err(unreadable(e).into()),
+    };
+    Ok(file_response(opened.served_as, opened.range, opened.size).streaming(opened.body))
 }
 
 /// List models (OpenAI's `models.list`)

@@ -133,6 +133,7 @@ impl AccountStore for PgStore {
         if let Some(cached) = self.keys.get(prefix) {
             return Ok(cached);
         }
+        let generation = self.keys.generation();
         let rows: Vec<(Vec<u8>, uuid::Uuid, i32)> = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 let prefix = prefix.as_str().to_owned();
@@ -158,9 +159,7 @@ impl AccountStore for PgStore {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        if !found.is_empty() {
-            self.keys.put(prefix.clone(), found.clone());
-        }
+        self.keys.put_if_current(generation, prefix.clone(), found.clone());
         Ok(found)
     }
 

@@ -189,6 +189,24 @@ async fn a_revoked_key_stops_working_on_every_replica_at_once() {
     b.keys.clear();
 }
 
+/// A prefix no key has is cached too, so that a flood of one made-up key costs one query: a key
+/// created behind the cache's back (on another replica, which announces no creation) is not
+/// seen until the entry is forgotten.
+#[tokio::test]
+async fn a_prefix_no_key_has_is_cached() {
+    let db = crate::database().await;
+    let (a, b) = (replica(&db), replica(&db));
+    let key = ApiKey::generate();
+    assert!(a.store.credentials(&key.prefix()).await.unwrap().is_empty());
+    let id = UserId::new_at(OffsetDateTime::now_utc());
+    let limits = Limits { rate_limit_per_minute: 1, max_concurrent_jobs: 1 };
+    let stored = StoredKey::of(&key, id, OffsetDateTime::now_utc());
+    b.store.create_user(id, "late".into(), Credits::new(1), limits, stored).await.unwrap();
+    assert!(a.store.credentials(&key.prefix()).await.unwrap().is_empty(), "the miss was cached");
+    a.keys.forget(&key.prefix());
+    assert_eq!(a.store.credentials(&key.prefix()).await.unwrap().len(), 1);
+}
+
 /// A user and two rate limiters on one database, as two replicas have.
 async fn two_limiters(db: &TestDatabase) -> (UserId, [PgRateLimiter; 2]) {
     let (id, _) = user(&replica(db).store, 1, 1).await;
