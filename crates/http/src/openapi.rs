@@ -3,11 +3,11 @@
 //! whose Swagger UI files are built into the binary (`assets/swagger-ui`, vendored from npm's `swagger-ui-dist` by
 //! `scripts/vendor-swagger-ui.sh`) so that it works offline.
 //!
-//! What every operation shares is added once, by a `Modify` of the document, rather than repeated on each
-//! handler: the security schemes, `X-Request-Id` on every response, the 401 and 429 of the
-//! authenticated routes, the 413 and 415 of the authenticated routes that read a body (a route
-//! that answers them otherwise declares its own), and the 500 and 503 of the routes that reach
-//! the store.
+//! What every operation shares is added once, by a `Modify` of the document, rather than repeated
+//! on each handler: the security schemes, `X-Request-Id` on every response, the 401 and 429 of the
+//! authenticated routes, the 413 of the authenticated routes that read a body and the 415 of those
+//! that read JSON (a route that answers them otherwise declares its own), and the 500 and 503 of
+//! the routes that reach the store.
 
 use std::sync::LazyLock;
 
@@ -150,6 +150,12 @@ impl Modify for Conventions {
             for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete].into_iter().flatten() {
                 let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
                 let reads_body = (user || operator) && operation.request_body.is_some();
+                // Only a JSON body is refused as another type: an upload takes whatever bytes come.
+                let reads_json = reads_body
+                    && operation.request_body.as_ref().is_some_and(|body| match body {
+                        utoipa::openapi::RefOr::T(body) => body.content.contains_key("application/json"),
+                        utoipa::openapi::RefOr::Ref(_) => true,
+                    });
                 let responses = &mut operation.responses.responses;
                 let mut add = |status: &str, response: utoipa::openapi::Response| {
                     responses.entry(status.to_owned()).or_insert_with(|| response.into());
@@ -170,6 +176,8 @@ impl Modify for Conventions {
                 }
                 if reads_body {
                     add("413", error_response(schema, "Body over 1 MiB"));
+                }
+                if reads_json {
                     add("415", error_response(schema, "Body not application/json"));
                 }
                 if reaches_store {
@@ -428,5 +436,14 @@ mod tests {
         let name = item.trim_start_matches("#/components/schemas/");
         let data = &document["components"]["schemas"][name]["properties"]["data"];
         assert_eq!(data["contentSchema"]["$ref"], "#/components/schemas/StreamEvent", "{stream}");
+    }
+
+    #[test]
+    fn a_415_is_declared_only_where_the_route_answers_one() {
+        let document = serde_json::to_value(&*DOCUMENT).unwrap_or_default();
+        let responses = |path: &str| document["paths"][path]["post"]["responses"].clone();
+        assert!(responses("/api/v1/images/generations").get("415").is_some(), "a JSON body of another type");
+        assert!(responses("/openai/v1/images/edits").get("415").is_some(), "a body that is not a form");
+        assert!(responses("/api/v1/uploads").get("415").is_none(), "an upload takes any bytes");
     }
 }
