@@ -88,7 +88,7 @@ impl PgStore {
         Self { db: Db { pooler, ..self.db }, relaxed: Db { pooler, ..self.relaxed }, ..self }
     }
 
-    /// Gives up each unit of work after `deadline` (see [`PgSettings::statement_timeout`]).
+    /// Gives up each unit of work after `deadline` (see [`crate::PgSettings::statement_timeout`]).
     #[must_use]
     pub fn with_deadline(self, deadline: Duration) -> Self {
         Self { db: Db { deadline, ..self.db }, relaxed: Db { deadline, ..self.relaxed }, ..self }
