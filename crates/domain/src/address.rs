@@ -33,25 +33,6 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
-/// The address an `http(s)` URL names as its host, when it names one literally (`10.0.0.1`,
-/// `[::1]`), rather than a name that only resolving tells.
-///
-/// ```
-/// use genjobs_domain::address::literal_host;
-///
-/// assert_eq!(literal_host("http://user@[::1]:8080/a"), Some("::1".parse().unwrap()));
-/// assert_eq!(literal_host("https://example.com/a.png"), None);
-/// ```
-#[must_use]
-pub fn literal_host(url: &str) -> Option<IpAddr> {
-    let host_port = crate::client_webhooks::destination_host(url);
-    let host = match host_port.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next()?,
-        None => host_port.split(':').next()?,
-    };
-    host.parse().ok()
-}
-
 /// The IPv4 address an IPv6 one stands for: IPv4-mapped `::ffff:0:0/96`, IPv4-compatible
 /// `::/96` (deprecated, but still routed by some stacks), NAT64 `64:ff9b::/96` and 6to4
 /// `2002::/16` (whose next 32 bits are the relay's IPv4 address).

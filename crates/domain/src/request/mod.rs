@@ -7,7 +7,6 @@
 
 use serde_json::{Map, Value};
 
-use crate::address::{is_public, literal_host};
 use crate::catalog::{Catalog, DurationRange, Model};
 use crate::ids::ModelId;
 use crate::input::GenerationInput;
@@ -311,12 +310,6 @@ fn image_inputs(urls: Vec<String>) -> Result<Vec<String>, InvalidRequest> {
     let param = "image_inputs";
     if urls.len() > MAX_IMAGE_INPUTS {
         return Err(InvalidRequest::param(param, format!("`image_inputs` takes at most {MAX_IMAGE_INPUTS} URLs")));
-    }
-    if let Some(ip) = urls.iter().filter_map(|url| literal_host(url)).find(|ip| !is_public(*ip)) {
-        return Err(InvalidRequest::param(
-            param,
-            format!("`image_inputs` may not point at the private or reserved address {ip}"),
-        ));
     }
     if urls.iter().all(|url| is_web_url(url)) {
         return Ok(urls);
