@@ -99,7 +99,10 @@ pub(crate) async fn body_deadline(
                 Ok(chunk) => chunk.map(|chunk| (chunk, Some(payload))),
                 Err(_) => Some((Err(PayloadError::Io(io::ErrorKind::TimedOut.into())), None)),
             }
-        });
+        })
+        // Fused: a reader such as actix-multipart may poll again after the end, which an unfold
+        // alone answers with a panic.
+        .fuse();
         req.set_payload(Payload::Stream { payload: Box::pin(bounded) });
     }
     next.call(req).await
