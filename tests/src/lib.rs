@@ -102,6 +102,20 @@ pub fn fast_config() -> Config {
     .with_poll_interval(Duration::from_millis(50))
 }
 
+/// [`fast_config`] for jobs whose request carries tens of MiB (an edit's images as `data:`
+/// URIs): this debug build takes seconds to write, read and send such a job, more than the
+/// Postgres runs' 2 s lease and their store's 3 s deadline, which are for jobs of a few KiB; here
+/// both are 30 s.
+#[must_use]
+pub fn large_job_config() -> Config {
+    let defaults = fast_config();
+    Config {
+        postgres: PgSettings { statement_timeout: Duration::from_secs(30), ..defaults.postgres.clone() },
+        driver: defaults.driver.clone().with_lease(Duration::from_secs(30)),
+        ..defaults
+    }
+}
+
 /// [`fast_config`] with fal's webhooks on: the service's public URL is its own loopback address
 /// (a port picked free beforehand), and a job nobody watches is polled every `fallback_poll`.
 #[must_use]
@@ -169,6 +183,13 @@ pub async fn spawn_pooled_app(config: Config) -> TestApp {
 
 async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
     let demo_credits = config.demo_credits;
+    // A short lease, so that the jobs of a replica that stops are taken over within a test's
+    // waits; a test that chose another lease keeps it.
+    let lease = if config.driver.steps.lease == fast_config().driver.steps.lease {
+        Duration::from_secs(2)
+    } else {
+        config.driver.steps.lease
+    };
     let route = database.settings();
     let config = Config {
         database_url: Some(route.url),
@@ -178,7 +199,7 @@ async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
             listen_url: route.listen_url,
             ..config.postgres
         },
-        driver: config.driver.with_lease(Duration::from_secs(2)),
+        driver: config.driver.with_lease(lease),
         // The same outputs as the in-memory runs, so that the shared tests see the same answers.
         output_store: config.output_store.or_else(|| Some("memory://".into())),
         ..config

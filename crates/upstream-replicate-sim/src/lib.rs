@@ -171,12 +171,18 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
     let server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
+            // An edit's image comes as a data: URI in the input, as Replicate takes it: up to
+            // 20 MiB of image, a third more in base64 (actix reads 256 KiB by default).
+            .app_data(web::PayloadConfig::default().limit(28 << 20))
             .route("/v1/models/{owner}/{name}/predictions", web::post().to(create))
             .route("/v1/predictions/{id}", web::get().to(get))
             .route("/v1/predictions/{id}/cancel", web::post().to(cancel))
             .route("/files/{id}/{name}", web::get().to(files::serve))
     })
     .workers(1)
+    // Idle connections are kept longer than the adapter keeps them in its pool (60 s), as
+    // providers' servers do: actix's 5 s closed one just as a submission reused it.
+    .keep_alive(Duration::from_secs(120))
     .disable_signals()
     .listen(listener)?
     .run();

@@ -193,6 +193,10 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
             .route("/{endpoint:.+}", web::post().to(submit))
     })
     .workers(1)
+    // Idle connections are kept longer than the adapter keeps them in its pool, as providers'
+    // servers do: actix's 5 s closed one just as a submission reused it, and a body of several
+    // MiB was cut on the way (an ambiguous submission, which fails the job).
+    .keep_alive(Duration::from_secs(120))
     .disable_signals()
     .listen(listener)?
     .run();

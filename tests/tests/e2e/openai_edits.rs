@@ -3,12 +3,14 @@
 
 use std::io::Cursor;
 
-use genjobs_tests::TestApp;
+use base64::Engine;
+
+use genjobs_tests::{TestApp, large_job_config};
 use reqwest::{Body, Response};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::spawn_app;
+use crate::{spawn_app, spawn_app_with};
 
 const BOUNDARY: &str = "genjobs-edit-boundary";
 
@@ -21,6 +23,13 @@ fn png() -> Vec<u8> {
     bytes
 }
 
+/// A PNG padded with zeros to `bytes`: still an image by its first bytes, as large as asked.
+fn png_of(bytes: usize) -> Vec<u8> {
+    let mut padded = png();
+    padded.resize(bytes, 0);
+    padded
+}
+
 /// One part of a form: a text field, or a file when `filename` is given.
 enum Part<'a> {
     Text(&'a str, &'a str),
@@ -28,17 +37,21 @@ enum Part<'a> {
 }
 
 fn form(parts: &[Part<'_>]) -> Vec<u8> {
+    form_within(BOUNDARY, parts)
+}
+
+fn form_within(boundary: &str, parts: &[Part<'_>]) -> Vec<u8> {
     let mut body = Vec::new();
     for part in parts {
         match part {
             Part::Text(name, value) => body.extend_from_slice(
-                format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
+                format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
                     .as_bytes(),
             ),
             Part::File(name, filename, bytes) => {
                 body.extend_from_slice(
                     format!(
-                        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: image/png\r\n\r\n"
+                        "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: image/png\r\n\r\n"
                     )
                     .as_bytes(),
                 );
@@ -47,19 +60,20 @@ fn form(parts: &[Part<'_>]) -> Vec<u8> {
             }
         }
     }
-    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
     body
 }
 
-async fn edit(app: &TestApp, key: &str, body: impl Into<Body>) -> Response {
+fn edit_request(app: &TestApp, key: &str, boundary: &str, body: impl Into<Body>) -> reqwest::RequestBuilder {
     app.client
         .post(app.url("/openai/v1/images/edits"))
         .bearer_auth(key)
-        .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+        .header("content-type", format!("multipart/form-data; boundary={boundary}"))
         .body(body)
-        .send()
-        .await
-        .unwrap()
+}
+
+async fn edit(app: &TestApp, key: &str, body: impl Into<Body>) -> Response {
+    edit_request(app, key, BOUNDARY, body).send().await.unwrap()
 }
 
 async fn refused(response: Response, status: u16) -> Value {
@@ -89,13 +103,103 @@ async fn an_edit_of_uploaded_images_answers_images_and_costs_what_generating_doe
     let jobs: Value = app.get("/api/v1/jobs", &user.key).await.json().await.unwrap();
     let job = &jobs["data"][0];
     assert_eq!((job["state"].as_str(), job["credits_actual"].as_u64()), (Some("succeeded"), Some(8)), "{job}");
+}
 
-    // Images of several MiB reach the provider as data: URIs.
-    let mut large = png();
-    large.resize(4 << 20, 0);
-    let body = form(&[Part::File("image", "large.png", large), Part::Text("prompt", "make it larger")]);
+/// `count` images of `bytes` each, as OpenAI's clients name several.
+fn images(count: usize, bytes: usize) -> Vec<Part<'static>> {
+    (0..count).map(|_| Part::File("image[]", "large.png", png_of(bytes))).collect()
+}
+
+async fn jobs_of(app: &TestApp, key: &str) -> Vec<Value> {
+    let jobs: Value = app.get("/api/v1/jobs", key).await.json().await.unwrap();
+    jobs["data"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn sixteen_images_of_19_mib_in_all_reach_fal_and_a_byte_past_20_mib_is_413() {
+    let app = spawn_app_with(large_job_config()).await;
+    let user = app.create_user(100, json!({})).await;
+    // 16 files of 19/16 MiB: about 25 MiB of data: URIs in the JSON the provider is sent.
+    let mut parts = vec![Part::Text("prompt", "merge them all"), Part::Text("model", "nano-banana")];
+    parts.extend(images(16, (19 << 20) / 16));
+    let answer = edit(&app, &user.key, form(&parts)).await;
+    assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
+    let jobs = jobs_of(&app, &user.key).await;
+    let job = &jobs[0];
+    assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("succeeded"), Some("fal")), "{job}");
+
+    // 20 MiB and one byte over four files: refused as the last file arrives, and no job.
+    let mut over = vec![Part::Text("prompt", "one byte too many")];
+    over.extend(images(3, 5 << 20));
+    over.push(Part::File("image[]", "last.png", png_of((5 << 20) + 1)));
+    assert_eq!(refused(edit(&app, &user.key, form(&over)).await, 413).await["code"], "body_too_large");
+    assert_eq!(jobs_of(&app, &user.key).await.len(), 1, "only the first edit made a job");
+}
+
+#[tokio::test]
+async fn an_image_of_19_mib_reaches_replicate_as_a_data_uri() {
+    let sim = super::replicate::replicate_sim();
+    let app = spawn_app_with(super::replicate::replicate_only(&sim, false, large_job_config())).await;
+    let user = app.create_user(100, json!({})).await;
+    let image = png_of(19 << 20);
+    let body = form(&[
+        Part::File("image", "large.png", image.clone()),
+        Part::Text("prompt", "in the same light"),
+        Part::Text("model", "flux-pro"),
+    ]);
     let answer = edit(&app, &user.key, body).await;
     assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
+    let job = &jobs_of(&app, &user.key).await[0];
+    assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("succeeded"), Some("replicate")), "{job}");
+    let calls = sim.create_calls();
+    let sent = calls[0].body["input"]["image_prompt"].as_str().unwrap();
+    let data = sent.strip_prefix("data:image/png;base64,").unwrap();
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(data).unwrap(), image, "the same bytes");
+}
+
+#[tokio::test]
+async fn an_idempotent_edit_retry_answers_the_same_images_whatever_the_forms_boundary() {
+    let app = spawn_app().await;
+    let user = app.create_user(100, json!({})).await;
+    let parts = |image: Vec<u8>| {
+        vec![Part::Text("prompt", "make it blue"), Part::File("image[]", "a.png", image), Part::Text("n", "2")]
+    };
+    let send = |boundary: &'static str, image: Vec<u8>| {
+        edit_request(&app, &user.key, boundary, form_within(boundary, &parts(image)))
+            .header("idempotency-key", "same-edit")
+            .send()
+    };
+    let first: Value = send("first-boundary", png()).await.unwrap().json().await.unwrap();
+    let again = send("another-boundary", png()).await.unwrap();
+    assert_eq!(again.status(), 200);
+    let again: Value = again.json().await.unwrap();
+    let paths = |images: &Value| -> Vec<String> {
+        let data = images["data"].as_array().unwrap();
+        data.iter().map(|image| image["url"].as_str().unwrap().split('?').next().unwrap().to_owned()).collect()
+    };
+    assert_eq!(paths(&first).len(), 2, "{first}");
+    assert_eq!(paths(&first), paths(&again), "the same job's images");
+    assert_eq!(jobs_of(&app, &user.key).await.len(), 1, "one job");
+
+    let other = send("first-boundary", png_of(png().len() + 1)).await.unwrap();
+    assert_eq!(refused(other, 409).await["type"], "conflict_error", "another image under the same key");
+    let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
+    assert_eq!((account["credits_spent"].as_u64(), account["credits_held"].as_u64()), (Some(8), Some(0)));
+}
+
+#[tokio::test]
+async fn a_failed_edit_is_502_without_retry_and_a_refused_one_400() {
+    let app = spawn_app().await;
+    let user = app.create_user(100, json!({})).await;
+    let body = |prompt: &'static str| form(&[Part::File("image", "a.png", png()), Part::Text("prompt", prompt)]);
+    let failed = edit(&app, &user.key, body("[sim:fail] no luck")).await;
+    assert_eq!(failed.headers().get("x-should-retry").and_then(|v| v.to_str().ok()), Some("false"));
+    assert_eq!(refused(failed, 502).await["code"], "upstream_failed");
+    let rejected = edit(&app, &user.key, body("[sim:reject] not this")).await;
+    assert!(rejected.headers().get("x-should-retry").is_none());
+    assert_eq!(refused(rejected, 400).await["code"], "upstream_rejected");
+    let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
+    assert_eq!((account["credits_available"].as_u64(), account["credits_spent"].as_u64()), (Some(100), Some(0)));
 }
 
 #[tokio::test]
@@ -114,6 +218,9 @@ async fn edits_are_refused_by_their_bytes_their_count_and_their_model() {
     let mask =
         form(&[Part::File("image", "a.png", png()), Part::File("mask", "m.png", png()), Part::Text("prompt", "x")]);
     assert_eq!(refused(edit(&app, &app.demo_key, mask).await, 400).await["param"], "mask");
+    let streamed =
+        form(&[Part::File("image", "a.png", png()), Part::Text("prompt", "x"), Part::Text("stream", "true")]);
+    assert_eq!(refused(edit(&app, &app.demo_key, streamed).await, 400).await["param"], "stream");
 
     let minimal = json!({
         "modality": "image",

@@ -21,7 +21,7 @@ fn refusing_url() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-fn replicate_sim() -> RunningSim {
+pub(crate) fn replicate_sim() -> RunningSim {
     spawn(SimConfig {
         starting: Duration::from_millis(50),
         processing: Duration::from_millis(300),
@@ -33,15 +33,21 @@ fn replicate_sim() -> RunningSim {
 /// genjobs with fal refusing every submission and Replicate at `sim`; with `public`, its webhooks
 /// on and signed with the simulator's default secret.
 async fn app(sim: &RunningSim, public: bool) -> TestApp {
+    // With webhooks on, a job nobody watches is polled once a minute: it ends within the tests'
+    // waits only through Replicate's webhook.
+    let base = if public { webhook_config(Duration::from_secs(60)) } else { fast_config() };
+    spawn_app_with(replicate_only(sim, public, base)).await
+}
+
+/// `base` with fal refusing every submission and Replicate at `sim`; with `public`, its webhooks
+/// signed with the simulator's default secret.
+pub(crate) fn replicate_only(sim: &RunningSim, public: bool, base: Config) -> Config {
     let replicate = ReplicateArgs {
         replicate_url: sim.api_url(),
         replicate_token: Some(SimConfig::default().token),
         replicate_webhook_secret: public.then(|| genjobs_upstream_replicate_sim::DEFAULT_WEBHOOK_SECRET.to_owned()),
     };
-    // With webhooks on, a job nobody watches is polled once a minute: it ends within the tests'
-    // waits only through Replicate's webhook.
-    let base = if public { webhook_config(Duration::from_secs(60)) } else { fast_config() };
-    spawn_app_with(Config { upstream_url: Some(refusing_url()), replicate, ..base }).await
+    Config { upstream_url: Some(refusing_url()), replicate, ..base }
 }
 
 async fn flux(app: &TestApp, key: &str, prompt: &str) -> String {
