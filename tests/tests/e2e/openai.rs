@@ -178,7 +178,7 @@ async fn a_video_is_created_retrieved_and_downloaded_as_mp4() {
     assert_eq!(job["credits_held"], 16, "4 s at 720p, as the native API holds");
     let done = completed_video(&app, &app.demo_key, id).await;
     assert_eq!((done["status"].as_str(), done["progress"].as_u64()), (Some("completed"), Some(100)));
-    assert!(done["completed_at"].is_i64());
+    assert!(done["completed_at"].is_i64() && done["error"].is_null(), "{done}");
     let content = app.get(&format!("/openai/v1/videos/{id}/content"), &app.demo_key).await;
     assert_eq!(content.status(), 200);
     assert_eq!(content.headers()["content-type"], "video/mp4");
@@ -243,4 +243,38 @@ async fn models_are_the_catalogs_in_openais_list() {
     assert_eq!(ids, native_ids);
     assert!(models["data"].as_array().unwrap().iter().all(|m| m["object"] == "model" && m["created"].is_i64()));
     assert_openai_error(app.get("/openai/v1/models", "gj_nope").await, 401, None).await;
+}
+
+/// Each call of OpenAI's clients that `docs/openai.md` lists as not answered gets the answer the
+/// table names: 404 for a path not served, 400 naming the parameter otherwise. Nothing is charged.
+#[tokio::test]
+async fn the_calls_not_answered_are_refused_as_the_docs_table_says() {
+    let app = spawn_app().await;
+    let user = app.create_user(100, json!({})).await;
+    let post = async |path: &str, body: Value| app.post(path, &user.key, &body).await;
+    let video = json!({"model": "seedance-2.0-fast", "prompt": "x", "seconds": "4"});
+    let made: Value = post("/openai/v1/videos", video.clone()).await.json().await.unwrap();
+    let id = made["id"].as_str().unwrap();
+    for path in [
+        "/openai/v1/images/variations".to_owned(),
+        format!("/openai/v1/videos/{id}/remix"),
+        "/openai/v1/videos/edits".to_owned(),
+        "/openai/v1/videos/extensions".to_owned(),
+        "/openai/v1/videos/characters".to_owned(),
+    ] {
+        let answer = post(&path, json!({"prompt": "x", "video": {"id": id}})).await;
+        assert_eq!(assert_openai_error(answer, 404, None).await["type"], "not_found_error", "{path}");
+    }
+    let character = app.get("/openai/v1/videos/characters/char_1", &user.key).await;
+    assert_openai_error(character, 404, None).await;
+    let on_a_video = post(&format!("/openai/v1/videos/{id}"), json!({})).await;
+    assert_openai_error(on_a_video, 405, None).await;
+
+    let streamed = post("/openai/v1/images/generations", json!({"prompt": "x", "stream": true})).await;
+    assert_openai_error(streamed, 400, Some("stream")).await;
+    let mut referenced = video;
+    referenced["input_reference"] = json!("file");
+    assert_openai_error(post("/openai/v1/videos", referenced).await, 400, Some("input_reference")).await;
+    let jobs: Value = app.get("/api/v1/jobs", &user.key).await.json().await.unwrap();
+    assert_eq!(jobs["data"].as_array().unwrap().len(), 1, "only the first video: {jobs}");
 }

@@ -415,3 +415,13 @@ pub async fn list_models(state: web::Data<AppState>, caller: Caught) -> Handled 
 pub async fn method_not_allowed() -> Handled {
     Err(ApiError::method_not_allowed().into())
 }
+
+/// Another method on `/openai/v1/videos/{id}`: 405 for a video's path, but 404 when `{id}` cannot
+/// name a video, as for OpenAI's `POST /videos/edits`, `/videos/extensions` and
+/// `/videos/characters`, which are other calls, not served here.
+pub async fn video_method_not_allowed(path: web::Path<String>) -> Handled {
+    if JobId::parse(&path).is_err() {
+        return Err(ApiError::route_not_found().into());
+    }
+    method_not_allowed().await
+}

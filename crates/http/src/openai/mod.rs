@@ -48,7 +48,8 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::get().to(handlers::list_videos)),
         )
         .service(
-            resource("/openai/v1/videos/{id}")
+            web::resource("/openai/v1/videos/{id}")
+                .default_service(web::to(handlers::video_method_not_allowed))
                 .route(web::get().to(handlers::get_video))
                 .route(web::delete().to(handlers::delete_video)),
         )
