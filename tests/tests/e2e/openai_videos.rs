@@ -128,6 +128,20 @@ async fn deleting_a_running_video_refunds_it_and_hides_it_here_only() {
 }
 
 #[tokio::test]
+async fn deleting_a_finished_video_keeps_its_charge_and_its_job() {
+    let app = spawn_app().await;
+    let user = app.create_user(100, json!({})).await;
+    let id = video(&app, &user.key, "short").await;
+    let job = app.wait_final(&user.key, &id).await;
+    assert_eq!((job["state"].as_str(), job["credits_actual"].as_u64()), (Some("succeeded"), Some(16)), "{job}");
+    assert_eq!(delete(&app, &user.key, &id).await.status(), 200);
+    assert_eq!(app.get(&format!("/openai/v1/videos/{id}"), &user.key).await.status(), 404);
+    let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
+    assert_eq!((account["credits_spent"].as_u64(), account["credits_available"].as_u64()), (Some(16), Some(84)));
+    assert_eq!(app.job(&user.key, &id, 0).await["state"], "succeeded", "the native job stays");
+}
+
+#[tokio::test]
 async fn a_canceled_video_is_failed_with_the_code_canceled() {
     let app = spawn_app().await;
     let id = video(&app, &app.demo_key, "stopped [sim:hang]").await;

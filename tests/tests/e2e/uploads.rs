@@ -3,12 +3,15 @@
 //! `image_inputs`.
 
 use std::io::Cursor;
+use std::time::Duration;
 
-use genjobs_tests::TestApp;
+use genjobs::Config;
+use genjobs_test_wait::eventually;
+use genjobs_tests::{TestApp, fast_config};
 use reqwest::Response;
 use serde_json::{Value, json};
 
-use crate::spawn_app;
+use crate::{spawn_app, spawn_app_with};
 
 fn png() -> Vec<u8> {
     let mut bytes = Vec::new();
@@ -62,4 +65,18 @@ async fn uploads_are_refused_by_their_bytes_their_size_and_without_a_key() {
     assert_eq!(too_large.status(), 413);
     let anonymous = app.client.post(app.url("/api/v1/uploads")).body(png()).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
+}
+
+#[tokio::test]
+async fn an_upload_link_is_refused_once_it_has_expired() {
+    let defaults = fast_config();
+    let http = genjobs_http::HttpSettings { upload_url_ttl: Duration::from_secs(1), ..defaults.http.clone() };
+    let app = spawn_app_with(Config { http, ..defaults }).await;
+    let answer = upload(&app, &app.demo_key, png()).await;
+    let url = answer.json::<Value>().await.unwrap()["url"].as_str().unwrap().to_owned();
+    assert_eq!(app.client.get(&url).send().await.unwrap().status(), 200, "valid at first");
+    let expired = eventually(Duration::from_secs(5), async || {
+        app.client.get(&url).send().await.is_ok_and(|served| served.status() == 403)
+    });
+    assert!(expired.await, "the link still served its image 5 s after its 1 s lifetime");
 }
