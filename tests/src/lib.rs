@@ -59,6 +59,8 @@ pub struct TestApp {
     pub client: Client,
     /// The database of a Postgres app, dropped with it.
     pub database: Option<TestDatabase>,
+    /// Starting it stops the app as SIGTERM does; `None` for an app this process did not start.
+    pub drain: Option<genjobs_http::Drain>,
 }
 
 /// A user created through the admin API.
@@ -163,6 +165,7 @@ pub async fn spawn_app_with(config: Config) -> TestApp {
         sim_url: service.simulator_url.clone().unwrap_or_default(),
         client: Client::builder().timeout(Duration::from_secs(90)).build().expect("client"),
         database: None,
+        drain: Some(service.drain()),
     };
     tokio::spawn(service.run());
     app
@@ -211,6 +214,7 @@ async fn spawn_on(database: TestDatabase, config: Config) -> TestApp {
         sim_url: service.simulator_url.clone().unwrap_or_default(),
         client: Client::builder().timeout(Duration::from_secs(90)).build().expect("client"),
         database: Some(database),
+        drain: Some(service.drain()),
     };
     tokio::spawn(service.run());
     app.demo_key = app.create_user(demo_credits, json!({"name": "demo"})).await.key;
@@ -298,7 +302,7 @@ impl TestApp {
     #[must_use]
     pub fn remote(base: String, sim_url: String) -> TestApp {
         let client = Client::builder().timeout(Duration::from_secs(90)).build().expect("client");
-        TestApp { base, demo_key: String::new(), sim_url, client, database: None }
+        TestApp { base, demo_key: String::new(), sim_url, client, database: None, drain: None }
     }
 
     /// The job now (`wait` 0) or long-polled for up to `wait` seconds.

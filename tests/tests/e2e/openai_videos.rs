@@ -1,6 +1,7 @@
 //! The rest of the OpenAI-compatible edge's videos over real HTTP: `videos.list`,
 //! `videos.delete`, the Video object of a canceled job, `Idempotency-Key` on every `POST`, and
-//! `x-should-retry: false` on a 5xx after a job was accepted.
+//! `x-should-retry: false` on a 5xx after a job was accepted (a failed job's 502, a 503 as the
+//! service stops).
 
 use genjobs_tests::TestApp;
 use reqwest::Response;
@@ -222,4 +223,29 @@ async fn a_failed_generation_tells_clients_not_to_retry() {
     assert!(invalid.headers().get("x-should-retry").is_none(), "no job was accepted");
     let account: Value = app.get("/api/v1/account", &user.key).await.json().await.unwrap();
     assert_eq!((account["credits_available"].as_u64(), account["credits_spent"].as_u64()), (Some(100), Some(0)));
+}
+
+#[tokio::test]
+async fn a_wait_cut_short_by_the_service_stopping_is_503_without_retry() {
+    let app = spawn_app().await;
+    let user = app.create_user(100, json!({})).await;
+    let waiting = app
+        .client
+        .post(app.url("/openai/v1/images/generations"))
+        .bearer_auth(&user.key)
+        .json(&json!({"prompt": "patient [sim:run=5000]"}))
+        .send();
+    let waiting = tokio::spawn(waiting);
+    let accepted = genjobs_test_wait::eventually(std::time::Duration::from_secs(10), async || {
+        let jobs: Value = app.get("/api/v1/jobs", &user.key).await.json().await.unwrap();
+        !jobs["data"].as_array().unwrap().is_empty()
+    });
+    assert!(accepted.await, "the job was never accepted");
+    app.drain.as_ref().unwrap().start();
+    let stopped = waiting.await.unwrap().unwrap();
+    assert_eq!(stopped.status(), 503);
+    let header = stopped.headers().get("x-should-retry").and_then(|v| v.to_str().ok());
+    assert_eq!(header, Some("false"), "the job was accepted: a retry would pay twice");
+    let body: Value = stopped.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "service_unavailable", "{body}");
 }
