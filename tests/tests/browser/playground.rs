@@ -257,3 +257,36 @@ async fn the_playground_shows_a_jobs_webhook_deliveries() {
     let posts = receiver.wait_for(2, Duration::from_secs(20)).await;
     assert_eq!(posts[0].header("webhook-id"), posts[1].header("webhook-id"));
 }
+
+/// A restricted key sees its models only and what is left of its budget, which a job spends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_shows_a_keys_models_and_budget_left() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(100, json!({})).await;
+    let body = json!({"name": "flux only", "models": ["flux-pro"], "budget": {"credits": 30, "period": "day"}});
+    let response = app.post(&format!("/api/admin/users/{}/keys", user.id), genjobs_tests::ADMIN_TOKEN, &body).await;
+    assert_eq!(response.status(), 201);
+    let restricted: Value = response.json().await.unwrap();
+    let restricted = restricted["api_key"].as_str().unwrap().to_owned();
+
+    let driver = chromedriver().await;
+    let page = browser(&driver).await;
+    page.goto(&app.url("/playground")).await.unwrap();
+    use_key(&page, &restricted).await;
+    let scope =
+        until(&page, "the key's scope", "return document.getElementById('key-scope').dataset.budgetLeft;").await;
+    assert_eq!(scope, "30");
+    let models = page.execute("return document.getElementById('key-scope').dataset.models;", vec![]).await.unwrap();
+    assert_eq!(models, "flux-pro");
+    let listed =
+        page.execute("return [...document.getElementById('model').options].map(o => o.value);", vec![]).await.unwrap();
+    assert_eq!(listed, json!(["flux-pro"]), "the form offers the key's models only");
+
+    set_prompt(&page, "a lighthouse at dusk").await;
+    page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
+    until(&page, "the job's end", "return document.getElementById('state').textContent === 'succeeded';").await;
+    until(&page, "the budget spent", "return document.getElementById('key-scope').dataset.budgetLeft === '24';").await;
+    let text = page.execute("return document.getElementById('key-scope').textContent;", vec![]).await.unwrap();
+    assert_eq!(text, "· this key: models: flux-pro · budget: 24 of 30 left this day");
+    page.close().await.unwrap();
+}
