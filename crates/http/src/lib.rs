@@ -14,7 +14,7 @@
 //! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
 //!   schemas, and `/docs`.
-//! - `page_policy`: the strict Content-Security-Policy of the playground and the account page.
+//! - `page_policy`: the strict Content-Security-Policy of the playground, the account page and the console.
 //! - `readiness`: `/readyz` from a store check at most a second old.
 //! - `unauthenticated`: the per-address limit on requests answered 401.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
@@ -242,6 +242,7 @@ routes! {
     get "/playground" => openapi::playground,
     get "/playground/account" => openapi::playground_account,
     get "/playground/{asset}" => openapi::playground_asset,
+    get "/console" => openapi::console,
 }
 
 /// Registers every route, with the error envelope on actix's own errors.

@@ -74,6 +74,7 @@ use crate::page_policy::strict_policy;
         playground,
         playground_account,
         playground_asset,
+        console,
         openai::create_image,
         crate::openai::edits::edit_image,
         openai::create_video,
@@ -279,7 +280,21 @@ pub async fn playground_account() -> HttpResponse {
     page(ACCOUNT, &POLICY)
 }
 
-/// A file of the playground: the chart library of the account page (uPlot).
+/// The operators' console
+///
+/// Users and keys, the catalog, usage, jobs and providers on pages signed in with the admin token
+/// (kept in the browser); every action is a call of the admin API. No token needed to load it.
+#[utoipa::path(get, path = "/console", tag = "operations",
+    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
+pub async fn console() -> HttpResponse {
+    static POLICY: LazyLock<String> = LazyLock::new(|| strict_policy(CONSOLE));
+    page(CONSOLE, &POLICY)
+}
+
+const CONSOLE: &str = include_str!("../assets/console.html");
+
+/// A file of the playground: the chart library of the account page and the console (uPlot), and
+/// their chart of spending.
 #[derive(Debug, Clone, Copy, serde::Deserialize, ToSchema)]
 pub enum PlaygroundAsset {
     /// The script.
@@ -288,6 +303,9 @@ pub enum PlaygroundAsset {
     /// The style sheet.
     #[serde(rename = "uplot.css")]
     Style,
+    /// The chart of credits spent per day and model, shared by the account page and the console.
+    #[serde(rename = "spending-chart.js")]
+    SpendingChart,
 }
 
 /// A file of the playground
@@ -304,6 +322,7 @@ pub async fn playground_asset(asset: actix_web::web::Path<PlaygroundAsset>) -> H
     let (content_type, bytes): (&str, &'static [u8]) = match asset.into_inner() {
         PlaygroundAsset::Script => ("application/javascript", include_bytes!("../assets/uplot/uPlot.iife.min.js")),
         PlaygroundAsset::Style => ("text/css", include_bytes!("../assets/uplot/uPlot.min.css")),
+        PlaygroundAsset::SpendingChart => ("application/javascript", include_bytes!("../assets/spending-chart.js")),
     };
     static_file(content_type, bytes)
 }

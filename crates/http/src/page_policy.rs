@@ -1,7 +1,7 @@
-//! The Content-Security-Policy of the service's own pages (the playground and the account page),
-//! which keep the user's API key in the browser. Only the page's own inline script and style run
-//! (allowed by their SHA-256, computed from the page itself so that an edit cannot forget them),
-//! scripts and styles come from this origin only, requests go to this origin only, and no other
+//! The Content-Security-Policy of the service's own pages (the playground, the account page and
+//! the console), which keep an API key or the admin token in the browser. Only the page's own
+//! inline script and style run (allowed by their SHA-256, computed from the page itself so that an
+//! edit cannot forget them), scripts and styles come from this origin only, requests go to this origin only, and no other
 //! site may frame the page (`frame-ancestors 'none'`, against clickjacking). Outputs are images
 //! and videos from the service's links or the provider's media hosts, so media may come from
 //! anywhere: an image or video runs no script.

@@ -1,87 +1,16 @@
-//! The playground in a real browser: headless Chromium, driven over WebDriver (chromedriver and
-//! fantoccini), against a running genjobs. It draws every model's form as the models endpoint
-//! describes it, runs an image job to its pictures with the progress bar moving, cancels a video
-//! job and shows the refund, and explains a 402. Needs Debian's `chromium` and `chromium-driver`
-//! (`.ci/run` installs them); without them the test fails and says so.
-//!
-//! `GENJOBS_CHROMIUM` and `GENJOBS_CHROMEDRIVER` name other binaries than Debian's.
-//! `GENJOBS_UPDATE_SCREENSHOT=1` also writes the screenshot shown in the README to
-//! `docs/playground.png`.
+//! The playground and the account page: every model's form drawn as the models endpoint
+//! describes it, an image job run to its pictures with the progress bar moving, a video job
+//! canceled with its refund shown, a 402 explained, the price before submitting, the account's
+//! balance, ledger and chart, and a job's webhook deliveries.
 
-#![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
-
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use fantoccini::{Client, ClientBuilder, Locator};
-use genjobs_test_wait::{eventually, wait_until};
+use fantoccini::{Client, Locator};
+use genjobs_test_wait::wait_until;
 use genjobs_tests::{fast_config, spawn_app_with};
 use serde_json::{Value, json};
 
-/// Debian's paths; `GENJOBS_CHROMEDRIVER` and `GENJOBS_CHROMIUM` name others.
-fn program(variable: &str, debian: &str) -> String {
-    std::env::var(variable).unwrap_or_else(|_| debian.to_owned())
-}
-
-/// A chromedriver process, stopped on drop.
-struct Driver {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn chromedriver() -> Driver {
-    let (driver, chromium) =
-        (program("GENJOBS_CHROMEDRIVER", "/usr/bin/chromedriver"), program("GENJOBS_CHROMIUM", "/usr/bin/chromium"));
-    for path in [&driver, &chromium] {
-        assert!(
-            std::path::Path::new(path).exists(),
-            "{path} is missing: `cargo xtask test` installs Debian's chromium and chromium-driver"
-        );
-    }
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(&driver)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let driver = Driver { child, url: format!("http://127.0.0.1:{port}") };
-    let listening = async || tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok();
-    assert!(eventually(Duration::from_secs(30), listening).await, "chromedriver did not listen on port {port}");
-    driver
-}
-
-async fn browser(driver: &Driver) -> Client {
-    let capabilities = json!({
-        "browserName": "chrome",
-        "goog:chromeOptions": {
-            "binary": program("GENJOBS_CHROMIUM", "/usr/bin/chromium"),
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,860"]
-        }
-    });
-    let Value::Object(capabilities) = capabilities else { unreachable!("an object literal") };
-    ClientBuilder::rustls().unwrap().capabilities(capabilities).connect(&driver.url).await.unwrap()
-}
-
-/// Runs `script` (a function body returning a value) until it returns something truthy, for at
-/// most 30 s.
-async fn until(page: &Client, what: &str, script: &str) -> Value {
-    let truthy = |value: &Value| match value {
-        Value::Null | Value::Bool(false) => false,
-        Value::String(s) => !s.is_empty(),
-        Value::Number(n) => n.as_f64() != Some(0.0),
-        _ => true,
-    };
-    wait_until(Duration::from_secs(30), what, async || page.execute(script, vec![]).await.unwrap(), truthy).await
-}
+use crate::{browser, chromedriver, screenshot, until};
 
 async fn choose(page: &Client, select: &str, value: &str) {
     let script = "const s = document.getElementById(arguments[0]); s.value = arguments[1]; \
@@ -198,11 +127,7 @@ async fn the_playground_draws_every_form_runs_a_job_cancels_one_and_explains_a_4
     )
     .await;
     assert_eq!(width, 1024, "the picture loaded at its size");
-    let screenshot = page.screenshot().await.unwrap();
-    assert_eq!(&screenshot[1..4], b"PNG");
-    if std::env::var_os("GENJOBS_UPDATE_SCREENSHOT").is_some() {
-        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/playground.png"), &screenshot).unwrap();
-    }
+    screenshot(&page, "playground").await;
 
     choose(&page, "modality", "video").await;
     until(&page, "the video models", "return document.getElementById('field-prompt') && document.getElementById('model').value.includes('seedance');").await;
@@ -331,4 +256,37 @@ async fn the_playground_shows_a_jobs_webhook_deliveries() {
     page.execute("document.querySelector('#deliveries button').click();", vec![]).await.unwrap();
     let posts = receiver.wait_for(2, Duration::from_secs(20)).await;
     assert_eq!(posts[0].header("webhook-id"), posts[1].header("webhook-id"));
+}
+
+/// A restricted key sees its models only and what is left of its budget, which a job spends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_shows_a_keys_models_and_budget_left() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(100, json!({})).await;
+    let body = json!({"name": "flux only", "models": ["flux-pro"], "budget": {"credits": 30, "period": "day"}});
+    let response = app.post(&format!("/api/admin/users/{}/keys", user.id), genjobs_tests::ADMIN_TOKEN, &body).await;
+    assert_eq!(response.status(), 201);
+    let restricted: Value = response.json().await.unwrap();
+    let restricted = restricted["api_key"].as_str().unwrap().to_owned();
+
+    let driver = chromedriver().await;
+    let page = browser(&driver).await;
+    page.goto(&app.url("/playground")).await.unwrap();
+    use_key(&page, &restricted).await;
+    let scope =
+        until(&page, "the key's scope", "return document.getElementById('key-scope').dataset.budgetLeft;").await;
+    assert_eq!(scope, "30");
+    let models = page.execute("return document.getElementById('key-scope').dataset.models;", vec![]).await.unwrap();
+    assert_eq!(models, "flux-pro");
+    let listed =
+        page.execute("return [...document.getElementById('model').options].map(o => o.value);", vec![]).await.unwrap();
+    assert_eq!(listed, json!(["flux-pro"]), "the form offers the key's models only");
+
+    set_prompt(&page, "a lighthouse at dusk").await;
+    page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
+    until(&page, "the job's end", "return document.getElementById('state').textContent === 'succeeded';").await;
+    until(&page, "the budget spent", "return document.getElementById('key-scope').dataset.budgetLeft === '24';").await;
+    let text = page.execute("return document.getElementById('key-scope').textContent;", vec![]).await.unwrap();
+    assert_eq!(text, "· this key: models: flux-pro · budget: 24 of 30 left this day");
+    page.close().await.unwrap();
 }
