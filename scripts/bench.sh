@@ -31,6 +31,8 @@ cargo build --release -q -p genjobs -p genjobs-upstream-sim -p genjobs-bench
 timeout 900 target/release/genjobs-bench
 # Usage reports over 10 million generated jobs: its own report, docs/benchmarks-usage.md.
 timeout 2400 target/release/genjobs-bench usage
+# The operators' job listing over 10 million generated jobs: docs/benchmarks-admin-jobs.md.
+timeout 2400 target/release/genjobs-bench admin-jobs
 # The next two also show where Postgres spends its time, on a cluster that loads pg_stat_statements.
 profiled="$(scripts/profiled-postgres.sh)"
 # 1, 2 and 4 replicas, directly and through PgBouncer: docs/benchmarks-replicas.md.

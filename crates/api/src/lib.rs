@@ -22,6 +22,7 @@
 //!   the receipts of submissions and cancels, quotes, pages of jobs.
 //! - [`models`]: the models listing and each model's form fields; the operators' view of a model.
 //! - [`account`]: the caller's account, ledger and usage; the operators' users, keys and grants.
+//! - [`admin_jobs`]: every user's jobs as operators find and inspect them.
 //! - [`uploads`]: the link to an uploaded image.
 //! - [`client_webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
 //! - [`provider_notifications`]: the receipt of a provider's notification (its webhook).
@@ -30,6 +31,7 @@
 //! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
 
 pub mod account;
+pub mod admin_jobs;
 pub mod client_webhooks;
 pub mod errors;
 pub mod jobs;
@@ -45,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use account::{Account, CreatedUser, Grant, IssuedKey, LedgerEntry, LedgerPage, NewUser, UsageRow, User};
+pub use admin_jobs::{AdminJob, AdminJobDetail, AdminJobPage};
 pub use client_webhooks::{WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 pub use errors::{ErrorEnvelope, ErrorObject};
 pub use jobs::{

@@ -2,7 +2,9 @@
 //! every baseline measured in the same run; writes `docs/benchmarks.md` and appends a line to
 //! `docs/benchmarks-history.jsonl`. `scripts/bench.sh` (`just bench`) builds and calls it.
 //! `genjobs-bench usage` runs only the usage reports over 10 million jobs (`usage_scale`), which
-//! writes `docs/benchmarks-usage.md`; `genjobs-bench replicas` only 1, 2 and 4 replicas, directly
+//! writes `docs/benchmarks-usage.md`; `genjobs-bench admin-jobs` only the operators' job listing
+//! over 10 million jobs (`admin_jobs_scale`), which writes `docs/benchmarks-admin-jobs.md`;
+//! `genjobs-bench replicas` only 1, 2 and 4 replicas, directly
 //! and through PgBouncer (`replicas`), which writes `docs/benchmarks-replicas.md`;
 //! `genjobs-bench client-webhooks` only the webhooks to clients (`client_webhooks`), which writes
 //! `docs/benchmarks-client-webhooks.md`; `just bench` runs all three after the rest.
@@ -200,6 +202,14 @@ async fn run_usage() -> Result<(), Failure> {
     // so that neither run also drives the other's.
     let sim = spawn_simulator(&bin, "0").await?;
     usage_scale::run(&bin, &server, &sim.base).await
+}
+
+/// `genjobs-bench admin-jobs`: only the operators' job listing over 10 million jobs.
+async fn run_admin_jobs() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let sim = spawn_simulator(&bin, "0").await?;
+    admin_jobs_scale::run(&bin, &server, &sim.base).await
 }
 
 /// `genjobs-bench replicas`: only 1, 2 and 4 replicas, directly and through PgBouncer.
@@ -431,6 +441,7 @@ async fn run() -> Result<(), Failure> {
     Ok(())
 }
 
+mod admin_jobs_scale;
 mod ceilings;
 mod client_webhooks;
 mod flame;
@@ -446,6 +457,7 @@ mod usage_scale;
 async fn main() -> std::process::ExitCode {
     let outcome = match std::env::args().nth(1).as_deref() {
         Some("usage") => run_usage().await,
+        Some("admin-jobs") => run_admin_jobs().await,
         Some("replicas") => run_replicas().await,
         Some("client-webhooks") => run_client_webhooks().await,
         Some("outside") => run_outside().await,

@@ -28,9 +28,9 @@ use genjobs_domain::job::{Job, Transition, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, Clock, Commit, IdempotencyClaim, JobChanges, JobEvents, JobStore, MockAccountStore,
-    MockCatalogStore, MockJobRemovals, MockRateLimiter, MockUsageStore, PollFailure, RandomIds, ResultFailure,
-    StoreError, SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
+    AcceptError, Accepted, Clock, Commit, IdempotencyClaim, JobChanges, JobEvents, JobFilter, JobStore,
+    MockAccountStore, MockCatalogStore, MockJobRemovals, MockRateLimiter, MockUsageStore, PollFailure, RandomIds,
+    ResultFailure, StoreError, SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
 };
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
 use genjobs_domain::usecases::{JobSteps, Ports, StepSettings, Stepped};
@@ -89,6 +89,11 @@ impl JobStore for OneAccountStore {
 
     async fn jobs_of(&self, _: UserId, _: Option<JobId>, _: usize) -> Result<Vec<Job>, StoreError> {
         Ok(self.jobs.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect())
+    }
+
+    async fn find_jobs(&self, filter: &JobFilter, _: Option<JobId>, _: usize) -> Result<Vec<Job>, StoreError> {
+        let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(jobs.values().filter(|job| filter.matches(job)).cloned().collect())
     }
 
     /// The store's one real duty: the job and its credit movement change together, and only

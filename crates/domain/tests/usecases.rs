@@ -16,7 +16,7 @@ use genjobs_domain::job::{Job, JobErrorCode, JobState, StoredJob, Trigger, Upstr
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
-use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
+use genjobs_domain::request::{GenerationDraft, GenerationRequest, ReceivedRequest, WholeNumber};
 use genjobs_domain::usecases::*;
 use mockall::predicate::eq;
 use time::OffsetDateTime;
@@ -100,6 +100,10 @@ fn image_request() -> GenerationRequest {
     GenerationRequest::validate(Modality::Image, draft, &Catalog::builtin().unwrap()).unwrap()
 }
 
+fn received() -> ReceivedRequest {
+    ReceivedRequest::new(serde_json::json!({"prompt": "a fox", "n": 3}).as_object().cloned().unwrap())
+}
+
 fn job() -> Job {
     let request = image_request();
     Job::accept(
@@ -142,7 +146,7 @@ async fn submit_holds_the_catalog_price_and_answers_queued() {
     let receipt = mocks
         .services(Settings::default())
         .submissions
-        .submit(&caller(), Submission { request: image_request(), idempotency: None })
+        .submit(&caller(), Submission { request: image_request(), received: received(), idempotency: None })
         .await;
     let receipt = receipt.unwrap();
     assert_eq!(
@@ -170,7 +174,7 @@ async fn submit_maps_each_refusal() {
         let result = mocks
             .services(Settings::default())
             .submissions
-            .submit(&caller(), Submission { request: image_request(), idempotency: None })
+            .submit(&caller(), Submission { request: image_request(), received: received(), idempotency: None })
             .await;
         assert_eq!(result, Err(expected));
     }
@@ -188,6 +192,7 @@ async fn submit_passes_the_idempotency_claim() {
         .returning(|job, _, _, _| Ok(Accepted::Replayed(job)));
     let submission = Submission {
         request: image_request(),
+        received: received(),
         idempotency: Some((IdempotencyKey::parse("k-1").unwrap(), fingerprint)),
     };
     assert!(mocks.services(Settings::default()).submissions.submit(&caller(), submission).await.is_ok());

@@ -20,7 +20,7 @@ use genjobs_domain::ids::{ApiKey, JobId, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobErrorCode, JobState, Transition, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::*;
-use genjobs_domain::request::{GenerationDraft, GenerationRequest};
+use genjobs_domain::request::{GenerationDraft, GenerationRequest, ReceivedRequest};
 use genjobs_domain::usecases::{Caller, Ports, Submission, Submissions};
 use genjobs_driver::{DriverSettings, JobDriver};
 use genjobs_runtime::{EventHub, TokenBucketLimiter};
@@ -61,6 +61,9 @@ impl JobStore for Recording {
     }
     async fn jobs_of(&self, user: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {
         self.store.jobs_of(user, before, limit).await
+    }
+    async fn find_jobs(&self, filter: &JobFilter, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {
+        self.store.find_jobs(filter, before, limit).await
     }
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
         let job = transition.job();
@@ -156,7 +159,14 @@ impl World {
         let catalog = Catalog::builtin().unwrap();
         let draft = GenerationDraft { prompt: Some("a fox".into()), ..GenerationDraft::default() };
         let request = GenerationRequest::validate(Modality::Image, draft, &catalog).unwrap();
-        submissions.submit(&self.caller, Submission { request, idempotency: None }).await.unwrap().job_id
+        submissions
+            .submit(
+                &self.caller,
+                Submission { request, received: ReceivedRequest::new(Default::default()), idempotency: None },
+            )
+            .await
+            .unwrap()
+            .job_id
     }
 
     async fn job(&self, id: JobId) -> Job {

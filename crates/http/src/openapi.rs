@@ -61,6 +61,9 @@ use crate::page_policy::strict_policy;
         handlers::admin_issue_key,
         handlers::admin_grant,
         handlers::admin_revoke_key,
+        handlers::admin_jobs,
+        handlers::admin_job,
+        handlers::admin_cancel_job,
         handlers::admin_usage,
         handlers::admin_models,
         handlers::admin_put_model,
@@ -93,7 +96,7 @@ use crate::page_policy::strict_policy;
         (name = "account", description = "The caller's credits and limits"),
         (name = "uploads", description = "Images a client uploads, to pass among a job's `image_inputs`"),
         (name = "webhooks", description = "Webhooks to clients: the signing secret, a job's deliveries, redelivery. A job submitted with `webhook_url` has its end POSTed there as the `WebhookPayload` schema, signed by the Standard Webhooks scheme (`webhook-id`, `webhook-timestamp`, `webhook-signature`)"),
-        (name = "admin", description = "Users, keys, credits and the model catalog, with the admin token"),
+        (name = "admin", description = "Users, keys, credits, every user's jobs and the model catalog, with the admin token"),
         (name = "operations", description = "Health, readiness, metrics, this document, and the provider's webhooks"),
         (name = "openai", description = "OpenAI's image and video API over the same jobs and credits; errors in OpenAI's shape"),
     )

@@ -1,6 +1,7 @@
 //! The contract cases. Each takes a fresh, empty store.
 
 mod accounts;
+mod admin_jobs;
 mod catalog;
 mod kept;
 mod leases;
@@ -12,6 +13,7 @@ mod retention;
 mod sealing;
 
 pub use accounts::*;
+pub use admin_jobs::*;
 pub use catalog::*;
 pub use kept::*;
 pub use leases::*;

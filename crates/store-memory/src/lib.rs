@@ -26,7 +26,7 @@ use genjobs_domain::ids::{JobId, KeyPrefix, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition, UpstreamRef};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
-    IdempotencyClaim, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
+    IdempotencyClaim, JobFilter, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -292,6 +292,19 @@ impl JobStore for MemoryStore {
             None => ids.range(..),
         };
         Ok(older.rev().take(limit).filter_map(|id| state.jobs.get(id).map(|row| row.job.clone())).collect())
+    }
+
+    /// A scan of every job: the embedded store holds no more jobs than one process keeps.
+    async fn find_jobs(&self, filter: &JobFilter, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {
+        let state = self.state();
+        let mut found: Vec<&Job> = state
+            .jobs
+            .values()
+            .map(|row| &row.job)
+            .filter(|job| before.is_none_or(|before| job.id() < before) && filter.matches(job))
+            .collect();
+        found.sort_unstable_by_key(|job| std::cmp::Reverse(job.id()));
+        Ok(found.into_iter().take(limit).cloned().collect())
     }
 
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {

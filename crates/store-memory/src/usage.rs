@@ -97,6 +97,16 @@ impl UsageStore for MemoryStore {
             .collect())
     }
 
+    async fn job_ledger(&self, id: JobId) -> Result<Vec<LedgerRecord>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .ledger
+            .iter()
+            .filter(|(_, record)| record.job_id == Some(id))
+            .map(|(_, record)| record.clone())
+            .collect())
+    }
+
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
         let state = self.state();
         let live = state

@@ -71,6 +71,7 @@ diesel::table! {
         rate_per -> Text,
         rate_credits -> Int8,
         lease_id -> Nullable<Uuid>,
+        request -> Nullable<Jsonb>,
     }
 }
 

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
 mod admin;
+mod admin_jobs;
 mod auth;
 mod catalog;
 mod client;

@@ -3,6 +3,8 @@
 
 #[path = "../e2e/admin.rs"]
 mod admin;
+#[path = "../e2e/admin_jobs.rs"]
+mod admin_jobs;
 #[path = "../e2e/auth.rs"]
 mod auth;
 #[path = "../e2e/catalog.rs"]

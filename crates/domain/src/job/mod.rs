@@ -37,6 +37,7 @@ use crate::ids::{JobId, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::output::OutputItem;
+use crate::request::ReceivedRequest;
 
 /// A generation job. Read it through its accessors; change it only through [`Job::apply`].
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +73,7 @@ impl Job {
                 rate,
                 input,
                 webhook_url: None,
+                request: None,
                 phase: JobPhase::Accepted,
                 next_poll_at: Some(now),
                 poll_failures: 0,
@@ -119,6 +121,19 @@ impl Job {
     #[must_use]
     pub fn webhook_url(&self) -> Option<&str> {
         self.record.webhook_url.as_deref()
+    }
+
+    /// The same newly accepted job, keeping the body it was `received` with.
+    #[must_use]
+    pub fn with_request(mut self, received: ReceivedRequest) -> Self {
+        self.record.request = Some(received);
+        self
+    }
+
+    /// The body it was received with, when kept.
+    #[must_use]
+    pub fn request(&self) -> Option<&ReceivedRequest> {
+        self.record.request.as_ref()
     }
 
     /// Its id.

@@ -9,6 +9,7 @@ use crate::credits::Credits;
 use crate::ids::{JobId, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
+use crate::request::ReceivedRequest;
 
 /// A job as an adapter kept it: the facts fixed at acceptance, its [`JobPhase`] (which an
 /// adapter maps to and from its own storage), and the driver's schedule.
@@ -35,6 +36,9 @@ pub struct StoredJob {
     pub input: GenerationInput,
     /// Where its end is posted ([`crate::client_webhooks`]), when the client asked.
     pub webhook_url: Option<String>,
+    /// The request body as received, no default filled in; `None` for a job accepted before
+    /// bodies were kept.
+    pub request: Option<ReceivedRequest>,
     /// Its state and that state's data.
     pub phase: JobPhase,
     /// When the driver next looks at it; `None` once final.

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use crate::credits::{Balances, Credits};
-use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, LeaseId, UserId};
-use crate::job::{Job, Transition};
+use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, LeaseId, ModelId, UserId};
+use crate::job::{Job, JobState, Transition};
 
 /// A store that cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -219,6 +219,31 @@ pub struct UnfinishedJobs {
     pub running: u64,
 }
 
+/// Which jobs an operator looks for: every condition given must hold, none given finds every job.
+/// A condition is one more field here and one more clause in each store's search.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only this user's jobs.
+    pub user_id: Option<UserId>,
+    /// Only jobs in this state.
+    pub state: Option<JobState>,
+    /// Only jobs of this model.
+    pub model: Option<ModelId>,
+    /// Only jobs sent to this provider ([`crate::job::UpstreamRef::provider`]).
+    pub upstream: Option<String>,
+}
+
+impl JobFilter {
+    /// Whether `job` meets every condition: the rule each store's search follows.
+    #[must_use]
+    pub fn matches(&self, job: &Job) -> bool {
+        self.user_id.is_none_or(|user_id| job.user_id() == user_id)
+            && self.state.is_none_or(|state| job.state() == state)
+            && self.model.as_ref().is_none_or(|model| job.model() == model)
+            && self.upstream.as_deref().is_none_or(|name| job.upstream().is_some_and(|at| at.provider() == name))
+    }
+}
+
 /// Jobs: acceptance, reads, transitions and the driver's work queue.
 ///
 /// # Errors
@@ -253,6 +278,10 @@ pub trait JobStore: Send + Sync {
 
     /// A user's jobs, newest first, older than `before` when given, at most `limit`.
     async fn jobs_of(&self, user_id: UserId, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError>;
+
+    /// Every user's jobs that `filter` [matches](JobFilter::matches), newest first (by id),
+    /// older than `before` when given, at most `limit`.
+    async fn find_jobs(&self, filter: &JobFilter, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError>;
 
     /// Commits a transition if the stored job still has [`Transition::expected_version`], in one
     /// atomic step with what it implies:

@@ -109,6 +109,10 @@ pub trait UsageStore: Send + Sync {
     async fn ledger(&self, user_id: UserId, before: Option<i64>, limit: usize)
     -> Result<Vec<LedgerRecord>, StoreError>;
 
+    /// The ledger records of job `id`, oldest first (its hold, then its settle or release once
+    /// final); none for a job the store does not know.
+    async fn job_ledger(&self, id: JobId) -> Result<Vec<LedgerRecord>, StoreError>;
+
     /// The jobs created on the days of `query`, counted per group, groups in ascending order
     /// (days, model ids, user ids, providers with the jobs no provider took first); a group with
     /// no job is absent.

@@ -12,8 +12,10 @@ use crate::ids::ModelId;
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 
+mod received;
 mod webhook_url;
 
+pub use received::ReceivedRequest;
 pub use webhook_url::{MAX_WEBHOOK_URL_CHARS, check_webhook_url};
 
 /// Longest `prompt`, in characters after trimming.

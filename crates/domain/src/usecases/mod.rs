@@ -11,7 +11,8 @@
 //! - [`ClientWebhooks`] (`webhooks.rs`): secrets, a job's events, redeliveries.
 //! - [`ProviderNotifications`] (`notifications.rs`): what the provider pushes.
 //! - [`Admin`] (`admin.rs`, and the operators' parts of `accounts.rs`, `catalog.rs`,
-//!   `usage.rs`): users, keys, grants, the catalog, usage reports, readiness.
+//!   `usage.rs`, `admin_jobs.rs`): users, keys, grants, the catalog, usage reports, every
+//!   user's jobs, readiness.
 //!
 //! [`Services`] bundles them over one [`Ports`] for an edge that serves them all. The two use
 //! cases a driver calls are [`JobSteps`] (one step of one job) and [`WebhookDeliveries`] (one
@@ -20,6 +21,7 @@
 
 mod accounts;
 mod admin;
+mod admin_jobs;
 mod cancel;
 mod catalog;
 mod client_webhooks;
@@ -43,6 +45,7 @@ use std::time::Duration;
 pub use crate::ports::RangeRequest;
 pub use accounts::{Accounts, AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
 pub use admin::{Admin, AdminPorts};
+pub use admin_jobs::{InspectedJob, MAX_ADMIN_JOBS_PAGE};
 pub use cancel::{CancelReceipt, Cancellations};
 pub use catalog::{CatalogAdminError, PlannedChange};
 pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};

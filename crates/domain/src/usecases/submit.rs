@@ -13,7 +13,7 @@ use crate::ports::{
     AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability, StoreError,
     UpstreamProvider,
 };
-use crate::request::{GenerationRequest, InvalidRequest};
+use crate::request::{GenerationRequest, InvalidRequest, ReceivedRequest};
 
 /// An `Idempotency-Key` header value, 1 to 255 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +44,8 @@ impl IdempotencyKey {
 pub struct Submission {
     /// The validated request.
     pub request: GenerationRequest,
+    /// The body as the client sent it, kept with the job for operators.
+    pub received: ReceivedRequest,
     /// The idempotency key and a fingerprint of the request as the client sent it (equal
     /// requests, equal fingerprints), when the client sent a key.
     pub idempotency: Option<(IdempotencyKey, String)>,
@@ -183,7 +185,7 @@ impl Submissions {
     /// # Errors
     /// See [`SubmitError`].
     pub async fn submit(&self, caller: &Caller, submission: Submission) -> Result<Receipt, SubmitError> {
-        let Submission { request, idempotency } = submission;
+        let Submission { request, received, idempotency } = submission;
         let catalog = self.catalog.current();
         let rate = self.price(&catalog, &request)?.rate(&request.input);
         if let Some(url) = &request.webhook_url {
@@ -199,7 +201,7 @@ impl Submissions {
             rate,
             now,
         );
-        let job = job.with_webhook_url(request.webhook_url.clone());
+        let job = job.with_webhook_url(request.webhook_url.clone()).with_request(received);
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         let (job, lease) = match &self.handoff {
             Some(handoff) => super::handoff::started(handoff.as_ref(), job, now),

@@ -85,7 +85,7 @@ fn credits(amount: crate::credits::Credits) -> i64 {
 
 /// The entries a record reads as, oldest first: ids `2 × sequence` and, for the release part of
 /// a settle, `2 × sequence + 1`.
-fn entries(record: &LedgerRecord) -> Vec<LedgerEntry> {
+pub(super) fn entries(record: &LedgerRecord) -> Vec<LedgerEntry> {
     let entry = |part: i64, kind: LedgerKind, credits: i64| LedgerEntry {
         id: record.sequence * 2 + part,
         at: record.at,

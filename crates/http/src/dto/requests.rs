@@ -6,7 +6,7 @@
 use genjobs_api::{Grant, ImageRequest, NewUser, VideoRequest};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::modality::Modality;
-use genjobs_domain::request::{GenerationDraft, GenerationRequest, InvalidRequest, WholeNumber};
+use genjobs_domain::request::{GenerationDraft, GenerationRequest, InvalidRequest, ReceivedRequest, WholeNumber};
 use genjobs_domain::usecases::{NewUserRequest, validate_grant};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -156,6 +156,13 @@ fn whole_number(value: &Value) -> WholeNumber {
 #[must_use]
 pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
     fingerprint(endpoint.as_str(), body)
+}
+
+/// The body a submission arrived with, kept with its job as it is (a body that is not an object
+/// was refused before).
+#[must_use]
+pub fn received(body: &Value) -> ReceivedRequest {
+    ReceivedRequest::new(body.as_object().cloned().unwrap_or_default())
 }
 
 /// A fingerprint of the request `body` (its fields and values, keys sorted) made to `endpoint`.

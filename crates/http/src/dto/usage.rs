@@ -7,17 +7,25 @@ use genjobs_domain::usecases;
 
 use super::responses::iso;
 
-/// A page of the caller's ledger.
+/// One entry of a ledger.
 #[must_use]
-pub fn ledger_page_view(page: usecases::LedgerPage) -> LedgerPage {
-    let entry = |e: usecases::LedgerEntry| LedgerEntry {
+pub fn ledger_entry_view(e: usecases::LedgerEntry) -> LedgerEntry {
+    LedgerEntry {
         id: e.id.to_string(),
         created_at: iso(e.at),
         kind: e.kind.as_str().to_owned(),
         job_id: e.job_id.map(|id| id.to_string()),
         credits: e.credits,
-    };
-    LedgerPage { data: page.entries.into_iter().map(entry).collect(), next: page.next.map(|id| id.to_string()) }
+    }
+}
+
+/// A page of the caller's ledger.
+#[must_use]
+pub fn ledger_page_view(page: usecases::LedgerPage) -> LedgerPage {
+    LedgerPage {
+        data: page.entries.into_iter().map(ledger_entry_view).collect(),
+        next: page.next.map(|id| id.to_string()),
+    }
 }
 
 /// One group of a usage report grouped by `group_by`.

@@ -2,6 +2,7 @@
 //! The operators' handlers are in `admin`.
 
 mod admin;
+mod admin_jobs;
 mod client_webhooks;
 mod files;
 mod provider_notifications;
@@ -10,6 +11,7 @@ mod uploads;
 mod usage;
 
 pub use admin::*;
+pub use admin_jobs::*;
 pub use client_webhooks::*;
 pub use files::*;
 pub use provider_notifications::*;
@@ -39,7 +41,7 @@ use crate::AppState;
 use crate::auth::{Authenticated, Operator, presented_key};
 use crate::body::read_json;
 use crate::dto::model_view;
-use crate::dto::requests::{generation_request, request_fingerprint};
+use crate::dto::requests::{generation_request, received, request_fingerprint};
 use crate::dto::responses::{
     account_view, cancel_view, event_view, job_page_view, job_view, provider_status_view, receipt_view,
 };
@@ -98,7 +100,7 @@ async fn generate(
     let receipt = state
         .services
         .submissions
-        .submit(&caller.0, Submission { request, idempotency })
+        .submit(&caller.0, Submission { request, received: received(&body), idempotency })
         .await
         .map_err(|e| ApiError::from_submit(e, state.services.settings().poll_interval))?;
     req.extensions_mut().insert(receipt.job_id);

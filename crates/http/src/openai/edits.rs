@@ -16,7 +16,7 @@ use super::handlers::{IDEMPOTENCY_KEY_DOC, idempotency, images_of, submit};
 use super::wire::edit_into_domain;
 use crate::AppState;
 use crate::auth::Authenticated;
-use crate::dto::requests::read;
+use crate::dto::requests::{read, received};
 use crate::error::ApiError;
 use crate::form::{ImageFile, ImageForm, ImageLimits, read_image_form};
 
@@ -64,11 +64,13 @@ pub async fn edit_image(
 ) -> Result<HttpResponse, OpenAiError> {
     let caller = caller?.0;
     let form = read_image_form(&req, payload, EDIT_IMAGES).await?;
-    let idempotency = idempotency(&req, "openai/images/edits", &fingerprinted(&form))?;
+    // What an operator sees of the form: its fields, each image named by its SHA-256.
+    let fields = fingerprinted(&form);
+    let idempotency = idempotency(&req, "openai/images/edits", &fields)?;
     let asked: ImagesRequest = read(&Value::Object(form.fields))?;
     let format = asked.response_format.unwrap_or_default();
     let images = form.images.iter().map(data_uri).collect();
     let request = edit_into_domain(asked, images, &state.services.submissions.catalog())?;
-    let id = submit(&state, &caller, Submission { request, idempotency }, &req).await?;
+    let id = submit(&state, &caller, Submission { request, received: received(&fields), idempotency }, &req).await?;
     images_of(&state, &caller, id, format, &req).await.map_err(OpenAiError::after_acceptance)
 }

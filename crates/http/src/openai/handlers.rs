@@ -17,7 +17,7 @@ use genjobs_domain::ids::JobId;
 use genjobs_domain::job::{Job, JobErrorCode, JobState};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{KeptPage, PageOrder};
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::request::{InvalidRequest, ReceivedRequest};
 use genjobs_domain::usecases::{
     Caller, IdempotencyKey, MAX_KEPT_PAGE, MAX_WAIT_SECS, OutputContentError, OutputReadError, Submission,
 };
@@ -29,7 +29,7 @@ use crate::AppState;
 use crate::auth::Authenticated;
 use crate::body::read_json;
 use crate::download::{file_response, parse_range, range_not_satisfiable};
-use crate::dto::requests::{fingerprint, read};
+use crate::dto::requests::{fingerprint, read, received};
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
 use crate::form::{ImageLimits, is_form, read_image_form};
@@ -165,7 +165,8 @@ pub async fn create_image(
     let format = asked.response_format.unwrap_or_default();
     let request = images_into_domain(asked, &state.services.submissions.catalog())?;
     let idempotency = idempotency(&req, "openai/images/generations", &body)?;
-    let id = submit(&state, &caller, Submission { request, idempotency }, &req).await?;
+    let submission = Submission { request, received: received(&body), idempotency };
+    let id = submit(&state, &caller, submission, &req).await?;
     images_of(&state, &caller, id, format, &req).await.map_err(OpenAiError::after_acceptance)
 }
 
@@ -237,9 +238,10 @@ pub async fn create_video(
             _ => return Err(InvalidRequest::body("the body must be a JSON object").into()),
         }
     };
+    let received = ReceivedRequest::new(fields.clone());
     let idempotency = idempotency(&req, "openai/videos", &Value::Object(fields.clone()))?;
     let request = video_into_domain(read_video_request(fields)?, &state.services.submissions.catalog())?;
-    let id = submit(&state, &caller, Submission { request, idempotency }, &req).await?;
+    let id = submit(&state, &caller, Submission { request, received, idempotency }, &req).await?;
     let job = state.services.reads.job(&caller, id).await.map_err(|e| OpenAiError::from(e).after_acceptance())?;
     Ok(HttpResponse::Ok().json(video_object(&job)))
 }

@@ -12,6 +12,7 @@ use genjobs_domain::job::{
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputCopy, OutputItem, OutputKind, OutputMeta, StoredFile};
 use genjobs_domain::ports::{Account, Limits, StoreError};
+use genjobs_domain::request::ReceivedRequest;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -78,6 +79,7 @@ impl JobRow {
             upstream_key: upstream.map(|u| u.key().to_owned()),
             queue_position: job.queue_position().map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
             webhook_url: job.webhook_url().map(str::to_owned),
+            request: job.request().map(|received| Value::Object(received.fields().clone())),
             submit_attempted: job.submit_attempted(),
             next_poll_at: job.next_poll_at(),
             poll_failures: i32::try_from(job.poll_failures()).unwrap_or(i32::MAX),
@@ -107,6 +109,13 @@ impl JobRow {
             },
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
             webhook_url: self.webhook_url,
+            request: self
+                .request
+                .map(|value| match value {
+                    Value::Object(fields) => Ok(ReceivedRequest::new(fields)),
+                    other => Err(corrupt("request", other)),
+                })
+                .transpose()?,
             phase,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),

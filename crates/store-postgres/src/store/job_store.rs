@@ -8,7 +8,9 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::ids::{JobId, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition};
-use genjobs_domain::ports::{AcceptError, Accepted, Commit, IdempotencyClaim, JobStore, StoreError, UnfinishedJobs};
+use genjobs_domain::ports::{
+    AcceptError, Accepted, Commit, IdempotencyClaim, JobFilter, JobStore, StoreError, UnfinishedJobs,
+};
 use time::OffsetDateTime;
 
 use super::PgStore;
@@ -86,6 +88,10 @@ impl JobStore for PgStore {
             })
             .await?;
         rows.into_iter().map(JobRow::into_job).collect()
+    }
+
+    async fn find_jobs(&self, filter: &JobFilter, before: Option<JobId>, limit: usize) -> Result<Vec<Job>, StoreError> {
+        self.search_jobs(filter, before, limit).await
     }
 
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {

@@ -3,6 +3,7 @@
 //! whose unique indexes forbid a second hold or a second final movement for one job.
 //!
 //! - `job_store`: the job port: accept, read, commit, and the driver's claims and leases.
+//! - `job_search`: the operators' search of every user's jobs.
 //! - `account_store`: the account port: users, keys, grants.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
 //! - `usage`: the usage port: ledger pages and usage reports.
@@ -16,6 +17,7 @@ mod accept;
 mod account_store;
 mod catalog;
 mod client_webhooks;
+mod job_search;
 mod job_store;
 mod kept;
 mod ledger;

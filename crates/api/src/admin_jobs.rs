@@ -1,0 +1,45 @@
+//! Every user's jobs as operators see them: the job resource and who and what stands behind it,
+//! pages of them, and one job with the body it was received with and its ledger.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::account::LedgerEntry;
+use crate::jobs::Job;
+
+/// A job as `GET /api/admin/jobs` lists it: the job resource plus its owner and the provider's
+/// own id of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AdminJob {
+    /// The job as its owner sees it.
+    #[serde(flatten)]
+    pub job: Job,
+    /// Its owner.
+    pub user_id: String,
+    /// The provider's id of the job (its request id); null until it is sent.
+    pub upstream_request_id: Option<String>,
+}
+
+/// A page of every user's jobs, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AdminJobPage {
+    /// The jobs.
+    pub data: Vec<AdminJob>,
+    /// The `before` of the next page, or null.
+    pub next: Option<String>,
+}
+
+/// One job as `GET /api/admin/jobs/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AdminJobDetail {
+    /// The job as the listing shows it.
+    #[serde(flatten)]
+    pub job: AdminJob,
+    /// The JSON object the submission was received with, no default filled in (for a form, its
+    /// fields, each image named by its SHA-256); null for a job accepted before bodies were kept.
+    #[schema(value_type = Option<Object>)]
+    pub request: Option<Map<String, Value>>,
+    /// Its ledger entries, oldest first.
+    pub ledger: Vec<LedgerEntry>,
+}
