@@ -92,13 +92,6 @@ pub struct Grant {
     pub amount: Option<i64>,
 }
 
-/// A key just issued, shown this once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct IssuedKey {
-    /// The API key.
-    pub api_key: String,
-}
-
 /// One credit movement of the caller's ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LedgerEntry {

@@ -3,6 +3,7 @@
 mod accounts;
 mod catalog;
 mod kept;
+mod keys;
 mod leases;
 mod ledger;
 mod outbox;
@@ -14,6 +15,7 @@ mod sealing;
 pub use accounts::*;
 pub use catalog::*;
 pub use kept::*;
+pub use keys::*;
 pub use leases::*;
 pub use ledger::ledgers_match_accounts;
 pub use outbox::*;
@@ -107,12 +109,12 @@ pub async fn accepted<S: Store>(store: &S, user_id: UserId, held: u64) -> Job {
     }
 }
 
-async fn balances<S: Store>(store: &S, user_id: UserId) -> (Balances, u32) {
+pub(crate) async fn balances<S: Store>(store: &S, user_id: UserId) -> (Balances, u32) {
     let account = store.account(user_id).await.expect("account").expect("user exists");
     (account.balances, account.active_jobs)
 }
 
-fn b(available: u64, held: u64, spent: u64) -> Balances {
+pub(crate) fn b(available: u64, held: u64, spent: u64) -> Balances {
     Balances { available: Credits::new(available), held: Credits::new(held), spent: Credits::new(spent) }
 }
 
@@ -128,12 +130,14 @@ pub async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {
     }
 }
 
-async fn submitted<S: Store>(store: &S, job: &Job) -> Job {
+/// `job` submitted to the provider, committed to `store`.
+pub async fn submitted<S: Store>(store: &S, job: &Job) -> Job {
     let job = step(store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
     step(store, &job, Trigger::Submitted { upstream: upstream(), next_poll_at: now() }).await
 }
 
-fn success(actual: u64) -> Trigger {
+/// The provider's success, delivering one image charged `actual`.
+pub fn success(actual: u64) -> Trigger {
     Trigger::Succeeded {
         outputs: vec![OutputItem {
             url: "https://cdn/x.png".into(),

@@ -7,6 +7,13 @@ diesel::table! {
         user_id -> Uuid,
         created_at -> Timestamptz,
         revoked_at -> Nullable<Timestamptz>,
+        name -> Nullable<Text>,
+        models -> Nullable<Array<Nullable<Text>>>,
+        budget_credits -> Nullable<Int8>,
+        budget_period -> Nullable<Text>,
+        expires_at -> Nullable<Timestamptz>,
+        rate_limit_per_minute -> Nullable<Int4>,
+        max_concurrent_jobs -> Nullable<Int4>,
     }
 }
 
@@ -71,6 +78,7 @@ diesel::table! {
         rate_per -> Text,
         rate_credits -> Int8,
         lease_id -> Nullable<Uuid>,
+        key_prefix -> Nullable<Text>,
     }
 }
 

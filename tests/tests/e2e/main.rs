@@ -14,6 +14,7 @@ mod errors;
 mod fal_failures;
 mod hardening;
 mod jobs;
+mod keys;
 mod ledger;
 mod link_secret;
 mod models;

@@ -19,6 +19,8 @@ mod fal_failures;
 mod hardening;
 #[path = "../e2e/jobs.rs"]
 mod jobs;
+#[path = "../e2e/keys.rs"]
+mod keys;
 #[path = "../e2e/ledger.rs"]
 mod ledger;
 #[path = "../e2e/models.rs"]

@@ -33,7 +33,7 @@ pub use upstream::UpstreamRef;
 
 use crate::catalog::Rate;
 use crate::credits::{CreditMovement, Credits};
-use crate::ids::{JobId, ModelId, UserId};
+use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::output::OutputItem;
@@ -65,6 +65,7 @@ impl Job {
             record: StoredJob {
                 id,
                 user_id,
+                key_prefix: None,
                 model,
                 modality,
                 created_at: now,
@@ -113,6 +114,19 @@ impl Job {
     pub fn with_webhook_url(mut self, url: Option<String>) -> Self {
         self.record.webhook_url = url;
         self
+    }
+
+    /// The same newly accepted job, submitted with the key of `prefix`.
+    #[must_use]
+    pub fn with_key_prefix(mut self, prefix: Option<KeyPrefix>) -> Self {
+        self.record.key_prefix = prefix;
+        self
+    }
+
+    /// The prefix of the key it was submitted with, when known.
+    #[must_use]
+    pub fn key_prefix(&self) -> Option<&KeyPrefix> {
+        self.record.key_prefix.as_ref()
     }
 
     /// Where its end is posted, when the client asked.

@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 use crate::credits::{Balances, Credits};
 use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, LeaseId, UserId};
 use crate::job::{Job, Transition};
+use crate::keys::{BudgetExceeded, KeySettings};
 
 /// A store that cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,14 +56,37 @@ pub struct StoredKey {
     pub user_id: UserId,
     /// When it was issued.
     pub created_at: OffsetDateTime,
+    /// What it may do.
+    pub settings: KeySettings,
 }
 
 impl StoredKey {
-    /// The stored form of `key`.
+    /// The stored form of `key`, without restrictions of its own.
     #[must_use]
     pub fn of(key: &ApiKey, user_id: UserId, created_at: OffsetDateTime) -> Self {
-        Self { prefix: key.prefix(), hash: key.hash(), user_id, created_at }
+        Self { prefix: key.prefix(), hash: key.hash(), user_id, created_at, settings: KeySettings::default() }
     }
+
+    /// The same key, restricted by `settings`.
+    #[must_use]
+    pub fn with_settings(self, settings: KeySettings) -> Self {
+        Self { settings, ..self }
+    }
+}
+
+/// A key as its listing shows it (never its hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// Public prefix.
+    pub prefix: KeyPrefix,
+    /// The key's owner.
+    pub user_id: UserId,
+    /// What it may do.
+    pub settings: KeySettings,
+    /// When it was issued.
+    pub created_at: OffsetDateTime,
+    /// When it was revoked; a revoked key stays listed.
+    pub revoked_at: Option<OffsetDateTime>,
 }
 
 /// What authentication needs to know about a key, in one look-up.
@@ -70,10 +94,14 @@ impl StoredKey {
 pub struct Credential {
     /// SHA-256 of the key, to compare in constant time.
     pub hash: KeyHash,
+    /// The key's prefix.
+    pub prefix: KeyPrefix,
     /// The key's owner.
     pub user_id: UserId,
     /// The owner's request rate limit.
     pub rate_limit_per_minute: u32,
+    /// What the key may do.
+    pub settings: KeySettings,
 }
 
 /// Why an account operation was refused.
@@ -132,8 +160,25 @@ pub trait AccountStore: Send + Sync {
     /// [`AccountError::UnknownUser`], [`AccountError::KeyPrefixTaken`].
     async fn add_key(&self, key: StoredKey) -> Result<(), AccountError>;
 
-    /// Revokes the key with this prefix at once; `false` when there was none.
+    /// Revokes the key with this prefix at once; `false` when there was none. A revoked key
+    /// stays listed, with the time of its revocation.
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError>;
+
+    /// The key with this prefix, revoked or not, or `None`.
+    async fn key(&self, prefix: &KeyPrefix) -> Result<Option<KeyRecord>, StoreError>;
+
+    /// A user's keys, revoked ones included, oldest first.
+    async fn keys_of(&self, user_id: UserId) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// Replaces the settings of the key with this prefix, effective for every reader of its
+    /// credentials at once (other replicas evict their cached copy as on a revocation); `false`
+    /// when there is no such key.
+    async fn set_key_settings(&self, prefix: &KeyPrefix, settings: KeySettings) -> Result<bool, StoreError>;
+
+    /// What the jobs submitted with the key of `prefix` since `since` (ever, when `None`) hold
+    /// or were charged: a job not yet final counts its hold, a succeeded one its charge, a
+    /// failed or canceled one nothing.
+    async fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Result<Credits, StoreError>;
 
     /// The credentials stored under a prefix (zero or one; a list so that the caller compares
     /// hashes itself, in constant time).
@@ -188,6 +233,15 @@ pub enum AcceptError {
         /// The user's concurrent-job limit.
         limit: u32,
     },
+    /// The hold would take the key's `used` for the current period past its budget.
+    #[error(transparent)]
+    KeyBudgetExceeded(BudgetExceeded),
+    /// The key has `limit` jobs not yet final.
+    #[error("{limit} jobs of this key are already running")]
+    KeyConcurrencyLimit {
+        /// The key's concurrent-job limit.
+        limit: u32,
+    },
     /// The idempotency key was used with another body.
     #[error("idempotency key reused with a different body")]
     IdempotencyConflict,
@@ -229,13 +283,18 @@ pub struct UnfinishedJobs {
 #[async_trait]
 pub trait JobStore: Send + Sync {
     /// Accepts a job in one atomic step: replays an idempotent retry, checks the credits
-    /// (first) and the concurrent-job limit, holds `job.credits_held`, inserts the job and
-    /// records the idempotency claim. With `lease`, the new job is put under the caller's
+    /// (first), then, for a job with a [`Job::key_prefix`] whose key has them, the key's budget
+    /// for the current period ([`crate::keys::BudgetPeriod::start`] at `now`, counted as
+    /// [`AccountStore::key_used`] counts it), the user's and then the key's concurrent-job limit,
+    /// holds `job.credits_held`, inserts the job and records the idempotency claim. The key's
+    /// checks read its settings as stored and run in the same atomic step as the hold, so that
+    /// concurrent accepts on one key never take its `used` past its budget. With `lease`, the new job is put under the caller's
     /// driver's lease in the same step, as [`JobStore::claim_due`] would claim it; a replayed
     /// job stays under whatever lease it is.
     ///
     /// # Errors
-    /// [`AcceptError::InsufficientCredits`], [`AcceptError::ConcurrencyLimit`],
+    /// [`AcceptError::InsufficientCredits`], [`AcceptError::KeyBudgetExceeded`],
+    /// [`AcceptError::ConcurrencyLimit`], [`AcceptError::KeyConcurrencyLimit`],
     /// [`AcceptError::IdempotencyConflict`], [`AcceptError::UnknownUser`].
     async fn accept(
         &self,

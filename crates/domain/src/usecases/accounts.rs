@@ -6,18 +6,50 @@ use std::sync::Arc;
 
 use super::{Admin, Ports};
 use crate::credits::Credits;
-use crate::ids::{ApiKey, KeyPrefix, UserId};
+use crate::ids::{ApiKey, KeyPrefix, ModelId, UserId};
+use crate::keys::KeySettings;
 use crate::ports::{
-    Account, AccountError, AccountStore, Credential, Limits, RateDecision, RateLimiter, StoreError, StoredKey,
+    Account, AccountError, AccountStore, Clock, Credential, Limits, RateDecision, RateLimiter, StoreError, StoredKey,
     UsageStore,
 };
 use crate::request::InvalidRequest;
 
 /// An authenticated caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// Who is calling.
     pub user_id: UserId,
+    /// The key it called with; `None` for a caller the service itself acts for.
+    pub key: Option<CallerKey>,
+}
+
+/// The key a caller presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerKey {
+    /// Its prefix.
+    pub prefix: KeyPrefix,
+    /// What it may do.
+    pub settings: Arc<KeySettings>,
+}
+
+impl Caller {
+    /// A caller acting as `user_id` with no key of its own, so without a key's restrictions.
+    #[must_use]
+    pub fn user(user_id: UserId) -> Self {
+        Self { user_id, key: None }
+    }
+
+    /// Whether the caller's key may use `model`.
+    #[must_use]
+    pub fn may_use(&self, model: &ModelId) -> bool {
+        self.key.as_ref().is_none_or(|key| key.settings.allows_model(model))
+    }
+
+    /// The caller's key's settings; no restriction without a key.
+    #[must_use]
+    pub fn settings(&self) -> Arc<KeySettings> {
+        self.key.as_ref().map_or_else(Arc::default, |key| Arc::clone(&key.settings))
+    }
 }
 
 /// Why a request is not let in.
@@ -26,6 +58,9 @@ pub enum AuthError {
     /// 401 `INVALID_API_KEY`: no such key, or a revoked one.
     #[error("the API key is not valid")]
     InvalidKey,
+    /// 401 `API_KEY_EXPIRED`: the key is past its `expires_at`.
+    #[error("the API key expired at {0}")]
+    KeyExpired(String),
     /// 429 `RATE_LIMIT_EXCEEDED`.
     #[error("too many requests; retry in {} s", .retry_after.as_secs().max(1))]
     RateLimited {
@@ -136,7 +171,7 @@ pub fn validate_grant(amount: i64) -> Result<i64, InvalidRequest> {
 }
 
 /// How often a new key is drawn when its prefix is taken (48 random bits make a second try rare).
-const KEY_ATTEMPTS: usize = 4;
+pub(super) const KEY_ATTEMPTS: usize = 4;
 
 /// The caller's account: letting a request in, balances, and (in `usage.rs`) the ledger and usage.
 #[derive(Clone)]
@@ -147,9 +182,11 @@ pub struct Accounts {
 /// The ports of [`Accounts`].
 #[derive(Clone)]
 pub(super) struct AccountPorts {
-    accounts: Arc<dyn AccountStore>,
+    pub(super) accounts: Arc<dyn AccountStore>,
     pub(super) usage: Arc<dyn UsageStore>,
     rate_limiter: Arc<dyn RateLimiter>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) ids: Arc<dyn crate::ports::IdSource>,
 }
 
 impl Accounts {
@@ -161,18 +198,30 @@ impl Accounts {
                 accounts: Arc::clone(&ports.accounts),
                 usage: Arc::clone(&ports.usage),
                 rate_limiter: Arc::clone(&ports.rate_limiter),
+                clock: Arc::clone(&ports.clock),
+                ids: Arc::clone(&ports.ids),
             },
         }
     }
 
-    /// Lets a request in: the key must be known, and the user under its rate limit.
+    /// Lets a request in: the key must be known and not expired, and the user under its rate
+    /// limit.
     ///
     /// # Errors
     /// See [`AuthError`].
     pub async fn authenticate(&self, presented: &str) -> Result<Caller, AuthError> {
         let credential = self.credential(presented).await?.ok_or(AuthError::InvalidKey)?;
+        if credential.settings.is_expired(self.ports.clock.now())
+            && let Some(at) = credential.settings.expires_at
+        {
+            let at = at.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| at.to_string());
+            return Err(AuthError::KeyExpired(at));
+        }
         match self.ports.rate_limiter.acquire(credential.user_id, credential.rate_limit_per_minute).await? {
-            RateDecision::Allowed => Ok(Caller { user_id: credential.user_id }),
+            RateDecision::Allowed => Ok(Caller {
+                user_id: credential.user_id,
+                key: Some(CallerKey { prefix: credential.prefix, settings: Arc::new(credential.settings) }),
+            }),
             RateDecision::Limited { retry_after } => {
                 tracing::info!(user_id = %credential.user_id, "rate limited");
                 Err(AuthError::RateLimited { retry_after })
@@ -186,7 +235,8 @@ impl Accounts {
     /// # Errors
     /// [`StoreError`] when the store fails.
     pub async fn still_valid(&self, presented: &str) -> Result<bool, StoreError> {
-        Ok(self.credential(presented).await?.is_some())
+        let now = self.ports.clock.now();
+        Ok(self.credential(presented).await?.is_some_and(|c| !c.settings.is_expired(now)))
     }
 
     async fn credential(&self, presented: &str) -> Result<Option<Credential>, StoreError> {
@@ -228,25 +278,6 @@ impl Admin {
                 Ok(account) => {
                     tracing::info!(user_id = %user_id, credits = %request.credits, "user created");
                     return Ok((account, key));
-                }
-                Err(AccountError::KeyPrefixTaken) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(StoreError::Internal("could not draw an unused key prefix".into()).into())
-    }
-
-    /// Issues another key to a user.
-    ///
-    /// # Errors
-    /// [`AdminError::UnknownUser`], [`AdminError::Store`].
-    pub async fn issue_key(&self, user_id: UserId) -> Result<ApiKey, AdminError> {
-        for _ in 0..KEY_ATTEMPTS {
-            let key = self.ports.ids.api_key();
-            match self.ports.accounts.add_key(StoredKey::of(&key, user_id, self.ports.clock.now())).await {
-                Ok(()) => {
-                    tracing::info!(user_id = %user_id, key_prefix = %key.prefix(), "key issued");
-                    return Ok(key);
                 }
                 Err(AccountError::KeyPrefixTaken) => continue,
                 Err(e) => return Err(e.into()),

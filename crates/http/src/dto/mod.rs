@@ -2,11 +2,12 @@
 //! JSON with serde and turned into domain values once ([`requests`]), and the views of domain
 //! values as the API's answers ([`responses`]; the models listing's in `models`, the admin API's
 //! model documents in [`catalog`], the ledger and usage in [`usage`], client webhooks' bodies and
-//! deliveries in [`client_webhooks`]). Renaming a domain field changes neither; the API crate does not
+//! deliveries in [`client_webhooks`], keys with their settings in [`keys`]). Renaming a domain field changes neither; the API crate does not
 //! know the domain, so these conversions live here.
 
 pub mod catalog;
 pub mod client_webhooks;
+pub mod keys;
 mod models;
 pub mod requests;
 pub mod responses;

@@ -1,7 +1,7 @@
 //! The admin API's handlers (`/api/admin`), behind the operators' token.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use genjobs_api::{AdminModel, CreatedUser, DataView, Grant, IssuedKey, NewUser, User};
+use genjobs_api::{AdminModel, CreatedUser, DataView, Grant, NewUser, User};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::PutOutcome;
 
@@ -14,7 +14,7 @@ use crate::dto::requests::{grant_amount, new_user_request, read};
 use crate::dto::responses::{created_user_view, user_view};
 use crate::error::ApiError;
 
-fn user_id(path: &str) -> Result<UserId, ApiError> {
+pub(super) fn user_id(path: &str) -> Result<UserId, ApiError> {
     UserId::parse(path).map_err(|_| genjobs_domain::usecases::AdminError::UnknownUser.into())
 }
 
@@ -37,19 +37,6 @@ pub async fn admin_create_user(
     let request = new_user_request(read(&read_json(&req, payload).await?)?)?;
     let (account, key) = state.services.admin.create_user(request).await?;
     Ok(HttpResponse::Created().json(created_user_view(&account, key.expose())))
-}
-
-/// Issue another key to a user
-#[utoipa::path(post, path = "/api/admin/users/{id}/keys", tag = "admin",
-    security(("admin_token" = [])),
-    params(("id" = String, Path, description = "The user id")),
-    responses(
-        (status = 201, description = "The new key, shown only here", body = IssuedKey),
-        (status = 404, description = "No such user", body = crate::error::Envelope),
-    ))]
-pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    let key = state.services.admin.issue_key(user_id(&path)?).await?;
-    Ok(HttpResponse::Created().json(IssuedKey { api_key: key.expose().to_owned() }))
 }
 
 /// Revoke a key

@@ -4,7 +4,7 @@
 use diesel::prelude::*;
 use genjobs_domain::catalog::{Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
-use genjobs_domain::ids::{JobId, KeyHash, ModelId, UserId};
+use genjobs_domain::ids::{JobId, KeyHash, KeyPrefix, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{
     Job, JobError, JobErrorCode, JobPhase, JobState, Reached, StoredJob, Submission, UpstreamRef,
@@ -20,9 +20,11 @@ use uuid::Uuid;
 use crate::schema::users;
 
 mod job_columns;
+mod key_settings;
 mod settle;
 
 pub(crate) use job_columns::{Accept, JobRow, UpdateMany, update_rows};
+pub(crate) use key_settings::KeySettingsRow;
 pub(crate) use settle::Settle;
 
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
@@ -51,6 +53,7 @@ impl JobRow {
         Ok(Self {
             id: job.id().as_uuid(),
             user_id: job.user_id().as_uuid(),
+            key_prefix: job.key_prefix().map(|prefix| prefix.as_str().to_owned()),
             model: job.model().to_string(),
             modality: job.modality().as_str().to_owned(),
             state: job.state().as_str().to_owned(),
@@ -93,6 +96,7 @@ impl JobRow {
         let stored = StoredJob {
             id,
             user_id: UserId::from_uuid(self.user_id),
+            key_prefix: self.key_prefix.as_deref().map(KeyPrefix::of),
             model: ModelId::new(self.model),
             modality: Modality::parse(&self.modality).ok_or_else(|| corrupt("modality", &self.modality))?,
             created_at: self.created_at,

@@ -4,6 +4,7 @@
 //!
 //! - `job_store`: the job port: accept, read, commit, and the driver's claims and leases.
 //! - `account_store`: the account port: users, keys, grants.
+//! - `keys`: keys' settings, their changes, and what a key's jobs use.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
 //! - `usage`: the usage port: ledger pages and usage reports.
 //! - `client_webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
@@ -18,6 +19,7 @@ mod catalog;
 mod client_webhooks;
 mod job_store;
 mod kept;
+mod keys;
 mod ledger;
 mod removals;
 mod usage;
