@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,7 +109,7 @@ fn job() -> Job {
         request.model,
         request.modality,
         request.input,
-        Rate { per: Unit::Image, credits: 4 },
+        Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
         t0(),
     )
     .0
@@ -214,6 +214,7 @@ fn credential_for(key: &ApiKey) -> Credential {
         prefix: key.prefix(),
         user_id: owner(),
         rate_limit_per_minute: 7,
+        price_percent: PricePercent::FULL,
         settings: KeySettings::default(),
     }
 }

@@ -61,6 +61,8 @@ use crate::page_policy::strict_policy;
         handlers::upstream_webhook,
         handlers::admin_create_user,
         handlers::admin_user,
+        handlers::admin_users,
+        handlers::admin_change_user,
         handlers::admin_issue_key,
         handlers::admin_keys,
         handlers::admin_grant,

@@ -301,6 +301,7 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
                 credits: Credits::new(*credits),
                 rate_limit_per_minute: None,
                 max_concurrent_jobs: None,
+                price_percent: None,
             };
             let (account, key) =
                 admin(config).await?.create_user(request).await.map_err(|e| CliError::Failed(e.to_string()))?;

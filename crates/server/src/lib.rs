@@ -448,6 +448,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
                 credits: genjobs_domain::credits::Credits::new(config.demo_credits),
                 rate_limit_per_minute: None,
                 max_concurrent_jobs: None,
+                price_percent: None,
             };
             let (_, key) = services.admin.create_user(demo).await.map_err(|e| StartError::Demo(e.to_string()))?;
             Some(key.expose().to_owned())

@@ -27,7 +27,7 @@ pub use sealing::*;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{ApiKey, JobId, LeaseId, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
@@ -95,7 +95,7 @@ pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
         ModelId::new("nano-banana"),
         Modality::Image,
         input(),
-        Rate { per: Unit::Image, credits: held },
+        Rate { per: Unit::Image, credits: held, percent: PricePercent::FULL },
         at,
     )
     .0

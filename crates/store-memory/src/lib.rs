@@ -21,6 +21,7 @@ mod catalog;
 mod kept;
 
 use async_trait::async_trait;
+use genjobs_domain::catalog::PricePercent;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
 use genjobs_domain::ids::{JobId, KeyPrefix, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition, UpstreamRef};
@@ -28,6 +29,7 @@ use genjobs_domain::keys::KeySettings;
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
     IdempotencyClaim, JobStore, KeyRecord, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
+    UserChange, UserQuery,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -71,7 +73,9 @@ struct User {
     name: String,
     balances: Balances,
     limits: Limits,
+    price_percent: PricePercent,
     active_jobs: u32,
+    created_at: OffsetDateTime,
 }
 
 #[derive(Debug, Clone)]
@@ -106,7 +110,9 @@ impl State {
             name: u.name.clone(),
             balances: u.balances,
             limits: u.limits,
+            price_percent: u.price_percent,
             active_jobs: u.active_jobs,
+            created_at: u.created_at,
         })
     }
 
@@ -172,7 +178,15 @@ impl AccountStore for MemoryStore {
             return Err(AccountError::KeyPrefixTaken);
         }
         let balances = Balances { available: credits, ..Balances::default() };
-        state.users.insert(user_id, User { name, balances, limits, active_jobs: 0 });
+        let user = User {
+            name,
+            balances,
+            limits,
+            price_percent: PricePercent::FULL,
+            active_jobs: 0,
+            created_at: OffsetDateTime::now_utc(),
+        };
+        state.users.insert(user_id, user);
         state.keys.insert(key.prefix.clone(), keys::MemoryKey { stored: key, revoked_at: None });
         state.record(user_id, None, LedgerMovement::Grant(i64::try_from(credits.get()).unwrap_or(i64::MAX)));
         state.account(user_id).ok_or(AccountError::UnknownUser)
@@ -233,6 +247,7 @@ impl AccountStore for MemoryStore {
                     prefix: key.prefix.clone(),
                     user_id: key.user_id,
                     rate_limit_per_minute: user.limits.rate_limit_per_minute,
+                    price_percent: user.price_percent,
                     settings: key.settings.clone(),
                 })
             })
@@ -253,6 +268,43 @@ impl AccountStore for MemoryStore {
 
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {
         Ok(self.state().account(user_id))
+    }
+
+    async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Option<Account>, StoreError> {
+        let mut state = self.state();
+        let Some(user) = state.users.get_mut(&user_id) else { return Ok(None) };
+        if let Some(rate) = change.rate_limit_per_minute {
+            user.limits.rate_limit_per_minute = rate;
+        }
+        if let Some(jobs) = change.max_concurrent_jobs {
+            user.limits.max_concurrent_jobs = jobs;
+        }
+        if let Some(percent) = change.price_percent {
+            user.price_percent = percent;
+        }
+        Ok(state.account(user_id))
+    }
+
+    async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, StoreError> {
+        let state = self.state();
+        let q = query.q.as_deref().filter(|q| !q.is_empty());
+        let matches = |id: &UserId, user: &User| {
+            q.is_none_or(|q| {
+                user.name.starts_with(q)
+                    || state
+                        .keys
+                        .values()
+                        .any(|key| key.stored.user_id == *id && key.stored.prefix.as_str().starts_with(q))
+            })
+        };
+        let mut ids: Vec<UserId> = state
+            .users
+            .iter()
+            .filter(|(id, user)| query.before.is_none_or(|before| **id < before) && matches(id, user))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(ids.into_iter().take(query.limit).filter_map(|id| state.account(id)).collect())
     }
 }
 

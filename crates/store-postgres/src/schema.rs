@@ -79,6 +79,7 @@ diesel::table! {
         rate_credits -> Int8,
         lease_id -> Nullable<Uuid>,
         key_prefix -> Nullable<Text>,
+        rate_percent -> Int4,
     }
 }
 
@@ -162,6 +163,7 @@ diesel::table! {
         max_concurrent_jobs -> Int4,
         active_jobs -> Int4,
         created_at -> Timestamptz,
+        price_percent -> Int4,
     }
 }
 

@@ -29,6 +29,7 @@ mod provider_notifications;
 mod replicate;
 mod streams;
 mod submit;
+mod tiers;
 mod uploads;
 mod upstream;
 mod wording;

@@ -47,6 +47,8 @@ mod replicate;
 mod streams;
 #[path = "../e2e/submit.rs"]
 mod submit;
+#[path = "../e2e/tiers.rs"]
+mod tiers;
 #[path = "../e2e/uploads.rs"]
 mod uploads;
 #[path = "../e2e/upstream.rs"]

@@ -298,7 +298,7 @@ impl Job {
     /// The transition `trigger` causes at `now`.
     ///
     /// ```
-    /// use genjobs_domain::catalog::{Rate, Unit};
+    /// use genjobs_domain::catalog::{PricePercent, Rate, Unit};
     /// use genjobs_domain::credits::{CreditMovement, Credits};
     /// use genjobs_domain::ids::{JobId, ModelId, UserId};
     /// use genjobs_domain::input::GenerationInput;
@@ -323,7 +323,7 @@ impl Job {
     ///     ModelId::new("nano-banana"),
     ///     Modality::Image,
     ///     input,
-    ///     Rate { per: Unit::Image, credits: 4 },
+    ///     Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
     ///     now,
     /// );
     /// assert_eq!(hold, CreditMovement::Hold(Credits::new(4)));

@@ -5,6 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
+use crate::catalog::PricePercent;
 use crate::credits::{Balances, Credits};
 use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, LeaseId, UserId};
 use crate::job::{Job, Transition};
@@ -41,8 +42,35 @@ pub struct Account {
     pub balances: Balances,
     /// The user's limits.
     pub limits: Limits,
+    /// The user's price tier.
+    pub price_percent: PricePercent,
     /// Jobs not yet final.
     pub active_jobs: u32,
+    /// When the user was created.
+    pub created_at: OffsetDateTime,
+}
+
+/// A change to a user's limits and tier; `None` keeps a field as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UserChange {
+    /// Requests per minute.
+    pub rate_limit_per_minute: Option<u32>,
+    /// Jobs not yet final at once.
+    pub max_concurrent_jobs: Option<u32>,
+    /// The price tier.
+    pub price_percent: Option<PricePercent>,
+}
+
+/// Which users a listing shows: newest first, older than `before` when given, whose name
+/// begins with `q` or who has a key whose prefix begins with `q`, at most `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserQuery {
+    /// The beginning of a name or of a key prefix.
+    pub q: Option<String>,
+    /// Only users created before this one.
+    pub before: Option<UserId>,
+    /// At most this many.
+    pub limit: usize,
 }
 
 /// A key to store: only its prefix and hash, never the key.
@@ -100,6 +128,8 @@ pub struct Credential {
     pub user_id: UserId,
     /// The owner's request rate limit.
     pub rate_limit_per_minute: u32,
+    /// The owner's price tier.
+    pub price_percent: PricePercent,
     /// What the key may do.
     pub settings: KeySettings,
 }
@@ -193,6 +223,14 @@ pub trait AccountStore: Send + Sync {
 
     /// The account, or `None` when there is no such user.
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError>;
+
+    /// Changes a user's limits and tier, for every reader of the user's keys' credentials at once
+    /// (other replicas evict them as on a revocation); the account after, or `None` when there
+    /// is no such user.
+    async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Option<Account>, StoreError>;
+
+    /// The users `query` selects, newest first.
+    async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, StoreError>;
 }
 
 /// An `Idempotency-Key` claim: the key and a fingerprint of the request it was first used with.

@@ -5,12 +5,13 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use super::{Admin, Ports};
+use crate::catalog::PricePercent;
 use crate::credits::Credits;
 use crate::ids::{ApiKey, KeyPrefix, ModelId, UserId};
 use crate::keys::KeySettings;
 use crate::ports::{
     Account, AccountError, AccountStore, Clock, Credential, Limits, RateDecision, RateLimiter, StoreError, StoredKey,
-    UsageStore,
+    UsageStore, UserChange, UserQuery,
 };
 use crate::request::InvalidRequest;
 
@@ -21,6 +22,8 @@ pub struct Caller {
     pub user_id: UserId,
     /// The key it called with; `None` for a caller the service itself acts for.
     pub key: Option<CallerKey>,
+    /// The user's price tier.
+    pub price_percent: PricePercent,
 }
 
 /// The key a caller presented.
@@ -36,7 +39,7 @@ impl Caller {
     /// A caller acting as `user_id` with no key of its own, so without a key's restrictions.
     #[must_use]
     pub fn user(user_id: UserId) -> Self {
-        Self { user_id, key: None }
+        Self { user_id, key: None, price_percent: PricePercent::FULL }
     }
 
     /// Whether the caller's key may use `model`.
@@ -113,6 +116,8 @@ pub struct NewUserRequest {
     pub rate_limit_per_minute: Option<u32>,
     /// Concurrent-job limit; the service default when absent.
     pub max_concurrent_jobs: Option<u32>,
+    /// Price tier; the catalog's price when absent.
+    pub price_percent: Option<PricePercent>,
 }
 
 /// Longest user name, in characters after trimming.
@@ -129,6 +134,7 @@ impl NewUserRequest {
         credits: u64,
         rate_limit_per_minute: Option<u64>,
         max_concurrent_jobs: Option<u64>,
+        price_percent: Option<u64>,
     ) -> Result<Self, InvalidRequest> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > MAX_USER_NAME_CHARS {
@@ -155,8 +161,27 @@ impl NewUserRequest {
             credits: Credits::new(credits),
             rate_limit_per_minute: limit("rate_limit_per_minute", rate_limit_per_minute)?,
             max_concurrent_jobs: limit("max_concurrent_jobs", max_concurrent_jobs)?,
+            price_percent: price_percent.map(PricePercent::new).transpose()?,
         })
     }
+}
+
+/// Checks an operator's change to a user: limits of at least 1, a tier of 1 to 1,000, each
+/// optional.
+///
+/// # Errors
+/// [`InvalidRequest`] naming the field at fault.
+pub fn validate_user_change(
+    rate_limit_per_minute: Option<u64>,
+    max_concurrent_jobs: Option<u64>,
+    price_percent: Option<u64>,
+) -> Result<UserChange, InvalidRequest> {
+    use crate::keys::key_limit;
+    Ok(UserChange {
+        rate_limit_per_minute: rate_limit_per_minute.map(|v| key_limit("rate_limit_per_minute", v)).transpose()?,
+        max_concurrent_jobs: max_concurrent_jobs.map(|v| key_limit("max_concurrent_jobs", v)).transpose()?,
+        price_percent: price_percent.map(PricePercent::new).transpose()?,
+    })
 }
 
 /// Checks an operator's grant: a non-zero number of credits, negative to take away.
@@ -221,6 +246,7 @@ impl Accounts {
             RateDecision::Allowed => Ok(Caller {
                 user_id: credential.user_id,
                 key: Some(CallerKey { prefix: credential.prefix, settings: Arc::new(credential.settings) }),
+                price_percent: credential.price_percent,
             }),
             RateDecision::Limited { retry_after } => {
                 tracing::info!(user_id = %credential.user_id, "rate limited");
@@ -277,6 +303,15 @@ impl Admin {
             {
                 Ok(account) => {
                     tracing::info!(user_id = %user_id, credits = %request.credits, "user created");
+                    // A tier is set before the key is shown, so no job of the user is priced
+                    // without it.
+                    let account = match request.price_percent.filter(|p| *p != account.price_percent) {
+                        Some(price_percent) => {
+                            let change = UserChange { price_percent: Some(price_percent), ..UserChange::default() };
+                            self.ports.accounts.change_user(user_id, change).await?.ok_or(AdminError::UnknownUser)?
+                        }
+                        None => account,
+                    };
                     return Ok((account, key));
                 }
                 Err(AccountError::KeyPrefixTaken) => continue,
@@ -318,6 +353,24 @@ impl Admin {
     pub async fn user(&self, user_id: UserId) -> Result<Account, AdminError> {
         self.ports.accounts.account(user_id).await?.ok_or(AdminError::UnknownUser)
     }
+
+    /// Changes a user's limits and tier, effective on every replica at once.
+    ///
+    /// # Errors
+    /// [`AdminError::UnknownUser`], [`AdminError::Store`].
+    pub async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Account, AdminError> {
+        let account = self.ports.accounts.change_user(user_id, change).await?.ok_or(AdminError::UnknownUser)?;
+        tracing::info!(user_id = %user_id, ?change, "user changed");
+        Ok(account)
+    }
+
+    /// The users `query` selects, newest first.
+    ///
+    /// # Errors
+    /// [`AdminError::Store`].
+    pub async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, AdminError> {
+        Ok(self.ports.accounts.users(query).await?)
+    }
 }
 
 #[cfg(test)]
@@ -326,15 +379,18 @@ mod tests {
 
     #[test]
     fn new_user_is_validated() {
-        let ok = NewUserRequest::validate(" ada ", 10, None, Some(2)).unwrap();
+        let ok = NewUserRequest::validate(" ada ", 10, None, Some(2), Some(150)).unwrap();
+        assert_eq!(ok.price_percent.map(PricePercent::get), Some(150));
         assert_eq!((ok.name.as_str(), ok.credits), ("ada", Credits::new(10)));
         assert_eq!((ok.rate_limit_per_minute, ok.max_concurrent_jobs), (None, Some(2)));
         let refusals = [
-            (NewUserRequest::validate("", 1, None, None), "name"),
-            (NewUserRequest::validate(&"x".repeat(201), 1, None, None), "name"),
-            (NewUserRequest::validate("a", u64::MAX, None, None), "credits"),
-            (NewUserRequest::validate("a", 1, Some(0), None), "rate_limit_per_minute"),
-            (NewUserRequest::validate("a", 1, None, Some(u64::from(u32::MAX) + 1)), "max_concurrent_jobs"),
+            (NewUserRequest::validate("", 1, None, None, None), "name"),
+            (NewUserRequest::validate(&"x".repeat(201), 1, None, None, None), "name"),
+            (NewUserRequest::validate("a", u64::MAX, None, None, None), "credits"),
+            (NewUserRequest::validate("a", 1, Some(0), None, None), "rate_limit_per_minute"),
+            (NewUserRequest::validate("a", 1, None, Some(u64::from(u32::MAX) + 1), None), "max_concurrent_jobs"),
+            (NewUserRequest::validate("a", 1, None, None, Some(0)), "price_percent"),
+            (NewUserRequest::validate("a", 1, None, None, Some(1001)), "price_percent"),
         ];
         for (result, param) in refusals {
             assert_eq!(result.unwrap_err().param.as_deref(), Some(param));

@@ -45,6 +45,7 @@ use std::time::Duration;
 pub use crate::ports::RangeRequest;
 pub use accounts::{
     Accounts, AdminError, AuthError, Caller, CallerKey, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant,
+    validate_user_change,
 };
 pub use admin::{Admin, AdminPorts};
 pub use cancel::{CancelReceipt, Cancellations};

@@ -204,7 +204,7 @@ impl Submissions {
             return Err(SubmitError::ModelNotAllowed { model: request.model.clone() });
         }
         let catalog = self.catalog.current();
-        let rate = self.price(&catalog, &request)?.rate(&request.input);
+        let rate = self.price(&catalog, &request)?.rate(&request.input).at(caller.price_percent);
         if let Some(url) = &request.webhook_url {
             self.check_webhook_destination(url).await?;
         }

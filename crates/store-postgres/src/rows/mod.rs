@@ -2,7 +2,7 @@
 //! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{JobId, KeyHash, KeyPrefix, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
@@ -15,6 +15,7 @@ use genjobs_domain::ports::{Account, Limits, StoreError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::schema::users;
@@ -54,6 +55,7 @@ impl JobRow {
             id: job.id().as_uuid(),
             user_id: job.user_id().as_uuid(),
             key_prefix: job.key_prefix().map(|prefix| prefix.as_str().to_owned()),
+            rate_percent: i32::try_from(job.rate().percent.get()).unwrap_or(i32::MAX),
             model: job.model().to_string(),
             modality: job.modality().as_str().to_owned(),
             state: job.state().as_str().to_owned(),
@@ -108,6 +110,7 @@ impl JobRow {
                     other => return Err(corrupt("rate", other)),
                 },
                 credits: u64::try_from(self.rate_credits).map_err(|e| corrupt("rate", e))?,
+                percent: price_percent(self.rate_percent)?,
             },
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
             webhook_url: self.webhook_url,
@@ -399,6 +402,13 @@ pub(crate) struct UserRow {
     pub rate_limit_per_minute: i32,
     pub max_concurrent_jobs: i32,
     pub active_jobs: i32,
+    pub created_at: OffsetDateTime,
+    pub price_percent: i32,
+}
+
+/// A tier as stored: 1 to 1,000.
+pub(crate) fn price_percent(value: i32) -> Result<PricePercent, StoreError> {
+    u64::try_from(value).ok().and_then(|v| PricePercent::new(v).ok()).ok_or_else(|| corrupt("price_percent", value))
 }
 
 impl UserRow {
@@ -416,7 +426,9 @@ impl UserRow {
                 rate_limit_per_minute: count(self.rate_limit_per_minute)?,
                 max_concurrent_jobs: count(self.max_concurrent_jobs)?,
             },
+            price_percent: price_percent(self.price_percent)?,
             active_jobs: count(self.active_jobs)?,
+            created_at: self.created_at,
         })
     }
 }

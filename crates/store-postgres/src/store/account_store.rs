@@ -9,13 +9,13 @@ use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{KeyPrefix, UserId};
 use genjobs_domain::keys::KeySettings;
 use genjobs_domain::ports::{
-    Account, AccountError, AccountStore, Credential, KeyRecord, Limits, StoreError, StoredKey,
+    Account, AccountError, AccountStore, Credential, KeyRecord, Limits, StoreError, StoredKey, UserChange, UserQuery,
 };
 use time::OffsetDateTime;
 
 use super::PgStore;
 use crate::error::from_diesel;
-use crate::rows::{KeySettingsRow, UserRow, amount, key_hash};
+use crate::rows::{KeySettingsRow, UserRow, amount, key_hash, price_percent};
 use crate::schema::{api_keys, ledger, users};
 
 /// The `NOTIFY` channel of revoked or changed key prefixes.
@@ -160,7 +160,7 @@ impl AccountStore for PgStore {
             return Ok(cached);
         }
         let generation = self.keys.generation();
-        let rows: Vec<(Vec<u8>, uuid::Uuid, i32, KeySettingsRow)> = self
+        let rows: Vec<(Vec<u8>, uuid::Uuid, i32, i32, KeySettingsRow)> = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 let prefix = prefix.as_str().to_owned();
                 async move {
@@ -172,6 +172,7 @@ impl AccountStore for PgStore {
                             api_keys::key_hash,
                             api_keys::user_id,
                             users::rate_limit_per_minute,
+                            users::price_percent,
                             KeySettingsRow::as_select(),
                         ))
                         .load(conn)
@@ -182,12 +183,13 @@ impl AccountStore for PgStore {
             .await?;
         let found = rows
             .into_iter()
-            .map(|(hash, user_id, rate, settings)| {
+            .map(|(hash, user_id, rate, tier, settings)| {
                 Ok(Credential {
                     hash: key_hash(&hash)?,
                     prefix: prefix.clone(),
                     user_id: UserId::from_uuid(user_id),
                     rate_limit_per_minute: u32::try_from(rate).unwrap_or(1),
+                    price_percent: price_percent(tier)?,
                     settings: settings.into_settings()?,
                 })
             })
@@ -240,6 +242,14 @@ impl AccountStore for PgStore {
             }
         })
         .await
+    }
+
+    async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Option<Account>, StoreError> {
+        self.change_user_row(user_id, change).await
+    }
+
+    async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, StoreError> {
+        self.user_rows(query).await
     }
 
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {

@@ -5,6 +5,7 @@
 //! - `job_store`: the job port: accept, read, commit, and the driver's claims and leases.
 //! - `account_store`: the account port: users, keys, grants.
 //! - `keys`: keys' settings, their changes, and what a key's jobs use.
+//! - `user_admin`: a change to a user's limits and tier, and the operators' listing of users.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
 //! - `usage`: the usage port: ledger pages and usage reports.
 //! - `client_webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
@@ -23,6 +24,7 @@ mod keys;
 mod ledger;
 mod removals;
 mod usage;
+mod user_admin;
 
 use std::sync::Arc;
 use std::time::Duration;
