@@ -13,6 +13,7 @@
 pub mod cli;
 mod config;
 pub mod config_table;
+pub mod keys_cli;
 pub mod remote;
 mod secrets;
 mod simulator;
