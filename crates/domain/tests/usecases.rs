@@ -225,9 +225,44 @@ async fn authenticate_checks_the_hash_then_the_rate_limit() {
     let mut mocks = Mocks::new();
     let stored = credential_for(&key);
     mocks.accounts.expect_credentials().with(eq(key.prefix())).returning(move |_| Ok(vec![stored.clone()]));
-    mocks.rate_limiter.expect_acquire().with(eq(owner()), eq(7)).times(1).returning(|_, _| Ok(RateDecision::Allowed));
+    mocks
+        .rate_limiter
+        .expect_acquire()
+        .with(eq(RateBucket::user(owner())), eq(7))
+        .times(1)
+        .returning(|_, _| Ok(RateDecision::Allowed));
     let expected = Caller { key: Some(CallerKey { prefix: key.prefix(), settings: Arc::default() }), ..caller() };
     assert_eq!(mocks.services(Settings::default()).accounts.authenticate(key.expose()).await, Ok(expected));
+}
+
+#[tokio::test]
+async fn a_key_with_a_rate_limit_of_its_own_spends_its_users_allowance_then_its_own() {
+    let key = ApiKey::generate();
+    let mut mocks = Mocks::new();
+    let limited = Credential {
+        settings: KeySettings { rate_limit_per_minute: Some(2), ..KeySettings::default() },
+        ..credential_for(&key)
+    };
+    mocks.accounts.expect_credentials().returning(move |_| Ok(vec![limited.clone()]));
+    let mut order = mockall::Sequence::new();
+    mocks
+        .rate_limiter
+        .expect_acquire()
+        .with(eq(RateBucket::user(owner())), eq(7))
+        .times(1)
+        .in_sequence(&mut order)
+        .returning(|_, _| Ok(RateDecision::Allowed));
+    let retry_after = Duration::from_secs(30);
+    mocks
+        .rate_limiter
+        .expect_acquire()
+        .with(eq(RateBucket::key(&key.prefix())), eq(2))
+        .times(1)
+        .in_sequence(&mut order)
+        .returning(move |_, _| Ok(RateDecision::Limited { retry_after }));
+    let refused = mocks.services(Settings::default()).accounts.authenticate(key.expose()).await;
+    assert_eq!(refused, Err(AuthError::RateLimited { retry_after }));
+    assert_ne!(RateBucket::key(&key.prefix()), RateBucket::user(owner()));
 }
 
 #[tokio::test]

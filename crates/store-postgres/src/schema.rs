@@ -182,7 +182,6 @@ diesel::joinable!(idempotency_keys -> jobs (job_id));
 diesel::joinable!(idempotency_keys -> users (user_id));
 diesel::joinable!(jobs -> users (user_id));
 diesel::joinable!(ledger -> users (user_id));
-diesel::joinable!(rate_limits -> users (user_id));
 diesel::joinable!(removed_jobs -> jobs (job_id));
 diesel::joinable!(usage_rollup -> users (user_id));
 diesel::joinable!(webhook_secrets -> users (user_id));

@@ -127,6 +127,21 @@ async fn an_expired_key_is_refused_and_a_change_reaches_it_at_once() {
 }
 
 #[tokio::test]
+async fn a_keys_own_rate_limit_applies_beside_its_users() {
+    let app = spawn_app().await;
+    let user = app.create_user(100, json!({})).await;
+    let issued = issue(&app, &user, &json!({"rate_limit_per_minute": 2})).await;
+    let key = issued["api_key"].as_str().unwrap();
+    for _ in 0..2 {
+        assert_eq!(app.get("/api/v1/account", key).await.status(), 200);
+    }
+    let limited = app.get("/api/v1/account", key).await;
+    assert!(limited.headers().contains_key("retry-after"));
+    assert_error(limited, 429, "rate_limited", "RATE_LIMIT_EXCEEDED").await;
+    assert_eq!(app.get("/api/v1/account", &user.key).await.status(), 200, "the user's other key is not limited");
+}
+
+#[tokio::test]
 async fn bad_key_settings_are_refused_naming_their_field_and_change_nothing() {
     let app = spawn_app().await;
     let user = app.create_user(100, json!({})).await;

@@ -10,8 +10,8 @@ use crate::credits::Credits;
 use crate::ids::{ApiKey, KeyPrefix, ModelId, UserId};
 use crate::keys::KeySettings;
 use crate::ports::{
-    Account, AccountError, AccountStore, Clock, Credential, Limits, RateDecision, RateLimiter, StoreError, StoredKey,
-    UsageStore, UserChange, UserQuery,
+    Account, AccountError, AccountStore, Clock, Credential, Limits, RateBucket, RateDecision, RateLimiter, StoreError,
+    StoredKey, UsageStore, UserChange, UserQuery,
 };
 use crate::request::InvalidRequest;
 
@@ -229,8 +229,8 @@ impl Accounts {
         }
     }
 
-    /// Lets a request in: the key must be known and not expired, and the user under its rate
-    /// limit.
+    /// Lets a request in: the key must be known and not expired, the user under its rate limit,
+    /// and the key under its own when it has one.
     ///
     /// # Errors
     /// See [`AuthError`].
@@ -242,14 +242,20 @@ impl Accounts {
             let at = at.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| at.to_string());
             return Err(AuthError::KeyExpired(at));
         }
-        match self.ports.rate_limiter.acquire(credential.user_id, credential.rate_limit_per_minute).await? {
+        let limiter = &self.ports.rate_limiter;
+        let user = RateBucket::user(credential.user_id);
+        let mut decision = limiter.acquire(user, credential.rate_limit_per_minute).await?;
+        if let (RateDecision::Allowed, Some(per_minute)) = (decision, credential.settings.rate_limit_per_minute) {
+            decision = limiter.acquire(RateBucket::key(&credential.prefix), per_minute).await?;
+        }
+        match decision {
             RateDecision::Allowed => Ok(Caller {
                 user_id: credential.user_id,
                 key: Some(CallerKey { prefix: credential.prefix, settings: Arc::new(credential.settings) }),
                 price_percent: credential.price_percent,
             }),
             RateDecision::Limited { retry_after } => {
-                tracing::info!(user_id = %credential.user_id, "rate limited");
+                tracing::info!(user_id = %credential.user_id, key_prefix = %credential.prefix, "rate limited");
                 Err(AuthError::RateLimited { retry_after })
             }
         }
