@@ -175,6 +175,11 @@ pub struct UsageRow {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     pub provider: Option<Option<String>>,
+    /// The key prefix the jobs were submitted with, when grouped by key; null for jobs of no
+    /// recorded key.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub key: Option<Option<String>>,
     /// Jobs created in the group.
     pub jobs: u64,
     /// Of which succeeded.

@@ -55,6 +55,7 @@ macro_rules! store_contract_tests {
             output_copies_are_kept_as_committed,
             purging_final_jobs_keeps_the_ledger_and_usage,
             usage_groups_jobs_by_the_provider_that_took_them,
+            usage_groups_jobs_by_the_key_that_submitted_them,
             a_sealed_day_reads_the_same_and_counts_its_purged_jobs_once,
             a_final_commit_records_one_webhook_event,
             webhook_events_are_claimed_once_until_their_lease_ends,

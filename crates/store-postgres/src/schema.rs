@@ -131,7 +131,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    usage_rollup (day, user_id, model, provider) {
+    usage_rollup (day, user_id, model, provider, key_prefix) {
         day -> Date,
         user_id -> Uuid,
         model -> Text,
@@ -141,6 +141,7 @@ diesel::table! {
         canceled -> Int8,
         credits_spent -> Int8,
         provider -> Text,
+        key_prefix -> Text,
     }
 }
 

@@ -127,6 +127,26 @@ async fn an_expired_key_is_refused_and_a_change_reaches_it_at_once() {
 }
 
 #[tokio::test]
+async fn usage_groups_by_the_key_that_submitted_the_jobs() {
+    let app = spawn_app().await;
+    let user = app.create_user(100, json!({})).await;
+    let issued = issue(&app, &user, &json!({"name": "second"})).await;
+    let (key, prefix) = (issued["api_key"].as_str().unwrap(), issued["prefix"].as_str().unwrap());
+    let receipt = app.submit("images", key, json!({"model": "nano-banana", "prompt": "a fox"})).await;
+    app.wait_final(key, receipt["job_id"].as_str().unwrap()).await;
+    app.submit("images", &user.key, json!({"model": "flux-pro", "prompt": "a fox [sim:hang]"})).await;
+    let mine: Value = app.get("/api/v1/account/usage?group_by=key", &user.key).await.json().await.unwrap();
+    let rows = mine["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{mine}");
+    let of = |prefix: &str| rows.iter().find(|r| r["key"] == prefix).cloned().unwrap_or(Value::Null);
+    assert_eq!((of(prefix)["jobs"].clone(), of(prefix)["credits_spent"].clone()), (json!(1), json!(4)), "{mine}");
+    assert_eq!(of(&user.key[..15])["jobs"], 1, "{mine}");
+    let all: Value =
+        app.get(&format!("/api/admin/usage?group_by=key&user_id={}", user.id), ADMIN_TOKEN).await.json().await.unwrap();
+    assert_eq!(all["data"], mine["data"], "the operators' report groups alike");
+}
+
+#[tokio::test]
 async fn a_keys_own_rate_limit_applies_beside_its_users() {
     let app = spawn_app().await;
     let user = app.create_user(100, json!({})).await;
