@@ -43,6 +43,38 @@ pub struct User {
     pub max_concurrent_jobs: u32,
     /// Jobs not yet final now.
     pub active_jobs: u32,
+    /// The price tier: jobs cost the catalog's price times this percent, rounded up per job.
+    pub price_percent: u32,
+    /// When the user was created.
+    #[schema(schema_with = timestamp_schema)]
+    pub created_at: String,
+}
+
+/// A page of users, newest first (`GET /api/admin/users`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UserPage {
+    /// The users.
+    pub data: Vec<User>,
+    /// The `before` of the next page, or null.
+    pub next: Option<String>,
+}
+
+/// The body of `PATCH /api/admin/users/{id}`: each field optional, a field left out unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserPatch {
+    /// Requests per minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub rate_limit_per_minute: Option<u64>,
+    /// Jobs not yet final at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub max_concurrent_jobs: Option<u64>,
+    /// The price tier, 1 to 1,000 percent of the catalog's price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub price_percent: Option<u64>,
 }
 
 /// The body of `POST /api/admin/users`. `name` and `credits` are required: the edge refuses a
@@ -64,6 +96,10 @@ pub struct NewUser {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub max_concurrent_jobs: Option<u64>,
+    /// Price tier, 1 to 1,000 percent of the catalog's price; 100 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub price_percent: Option<u64>,
 }
 
 /// A user just created, with its key shown this once.
@@ -90,13 +126,6 @@ pub struct Grant {
     /// Credits to add; negative to take away. Required, and not zero.
     #[schema(required = true, value_type = i64)]
     pub amount: Option<i64>,
-}
-
-/// A key just issued, shown this once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct IssuedKey {
-    /// The API key.
-    pub api_key: String,
 }
 
 /// One credit movement of the caller's ledger.
@@ -146,6 +175,11 @@ pub struct UsageRow {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     pub provider: Option<Option<String>>,
+    /// The key prefix the jobs were submitted with, when grouped by key; null for jobs of no
+    /// recorded key.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub key: Option<Option<String>>,
     /// Jobs created in the group.
     pub jobs: u64,
     /// Of which succeeded.

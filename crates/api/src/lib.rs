@@ -35,6 +35,7 @@ pub mod admin_jobs;
 pub mod client_webhooks;
 pub mod errors;
 pub mod jobs;
+pub mod keys;
 pub mod models;
 mod numbers;
 pub mod openai;
@@ -46,13 +47,14 @@ pub mod uploads;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-pub use account::{Account, CreatedUser, Grant, IssuedKey, LedgerEntry, LedgerPage, NewUser, UsageRow, User};
+pub use account::{Account, CreatedUser, Grant, LedgerEntry, LedgerPage, NewUser, UsageRow, User, UserPage, UserPatch};
 pub use admin_jobs::{AdminJob, AdminJobDetail, AdminJobPage};
 pub use client_webhooks::{WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 pub use errors::{ErrorEnvelope, ErrorObject};
 pub use jobs::{
     CancelReceipt, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt, StreamEvent,
 };
+pub use keys::{BudgetBody, IssuedKey, KeyBudgetView, KeyPatch, KeyView, NewKey};
 pub use models::{AdminModel, Field, FieldOption, Model, Price};
 pub use provider_notifications::UpstreamWebhookReceipt;
 pub use requests::{ImageRequest, VideoRequest};

@@ -14,6 +14,7 @@
 //!   a validated request's inputs, a delivered output).
 //! - [`ids`]: job, user and model ids; API keys, hashed and compared in constant time.
 //! - [`credits`]: credits and balances; the hold / settle / release rules.
+//! - [`keys`]: what one API key may do (models, budget per period, expiry, its own limits).
 //! - [`job`]: the job and its state machine ([`job::next_state`] is the table). Every change is
 //!   a [`job::Transition`]: the new job, the version it replaces (for compare-and-set) and the
 //!   credit movement to commit with it. Fields are private: no caller can fabricate a settlement.
@@ -48,6 +49,7 @@ pub mod credits;
 pub mod ids;
 pub mod input;
 pub mod job;
+pub mod keys;
 pub mod modality;
 pub mod output;
 pub mod ports;

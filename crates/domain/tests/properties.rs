@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::{Balances, CreditMovement, Credits};
 use genjobs_domain::ids::{JobId, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
@@ -60,7 +60,7 @@ fn accepted(held: u64) -> (Job, CreditMovement) {
         ModelId::new("nano-banana"),
         Modality::Image,
         input,
-        Rate { per: Unit::Image, credits: held },
+        Rate { per: Unit::Image, credits: held, percent: PricePercent::FULL },
         t0(),
     )
 }

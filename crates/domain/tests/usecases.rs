@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::{CreditMovement, Credits};
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
 use genjobs_domain::job::{Job, JobErrorCode, JobState, StoredJob, Trigger, UpstreamRef};
+use genjobs_domain::keys::{BudgetExceeded, BudgetPeriod, KeyBudget, KeySettings};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
@@ -91,7 +92,7 @@ fn uuid_of(n: u128) -> uuid::Uuid {
 }
 
 fn caller() -> Caller {
-    Caller { user_id: owner() }
+    Caller::user(owner())
 }
 
 fn image_request() -> GenerationRequest {
@@ -112,7 +113,7 @@ fn job() -> Job {
         request.model,
         request.modality,
         request.input,
-        Rate { per: Unit::Image, credits: 4 },
+        Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
         t0(),
     )
     .0
@@ -155,6 +156,11 @@ async fn submit_holds_the_catalog_price_and_answers_queued() {
     );
 }
 
+fn exceeded() -> BudgetExceeded {
+    let budget = KeyBudget { credits: Credits::new(10), period: BudgetPeriod::Day };
+    BudgetExceeded { budget, used: Credits::new(8), cost: Credits::new(12) }
+}
+
 #[tokio::test]
 async fn submit_maps_each_refusal() {
     for (refusal, expected) in [
@@ -163,6 +169,8 @@ async fn submit_maps_each_refusal() {
             SubmitError::InsufficientCredits { needed: Credits::new(12), available: Credits::new(3) },
         ),
         (AcceptError::ConcurrencyLimit { limit: 2 }, SubmitError::ConcurrencyLimit { limit: 2 }),
+        (AcceptError::KeyConcurrencyLimit { limit: 1 }, SubmitError::KeyConcurrencyLimit { limit: 1 }),
+        (AcceptError::KeyBudgetExceeded(exceeded()), SubmitError::KeyBudgetExceeded(exceeded())),
         (AcceptError::IdempotencyConflict, SubmitError::IdempotencyConflict),
         (
             AcceptError::Store(StoreError::Unavailable("down".into())),
@@ -206,7 +214,14 @@ fn idempotency_keys_are_1_to_255_characters() {
 }
 
 fn credential_for(key: &ApiKey) -> Credential {
-    Credential { hash: key.hash(), user_id: owner(), rate_limit_per_minute: 7 }
+    Credential {
+        hash: key.hash(),
+        prefix: key.prefix(),
+        user_id: owner(),
+        rate_limit_per_minute: 7,
+        price_percent: PricePercent::FULL,
+        settings: KeySettings::default(),
+    }
 }
 
 #[tokio::test]
@@ -215,8 +230,93 @@ async fn authenticate_checks_the_hash_then_the_rate_limit() {
     let mut mocks = Mocks::new();
     let stored = credential_for(&key);
     mocks.accounts.expect_credentials().with(eq(key.prefix())).returning(move |_| Ok(vec![stored.clone()]));
-    mocks.rate_limiter.expect_acquire().with(eq(owner()), eq(7)).times(1).returning(|_, _| Ok(RateDecision::Allowed));
-    assert_eq!(mocks.services(Settings::default()).accounts.authenticate(key.expose()).await, Ok(caller()));
+    mocks
+        .rate_limiter
+        .expect_acquire()
+        .with(eq(RateBucket::user(owner())), eq(7))
+        .times(1)
+        .returning(|_, _| Ok(RateDecision::Allowed));
+    let expected = Caller { key: Some(CallerKey { prefix: key.prefix(), settings: Arc::default() }), ..caller() };
+    assert_eq!(mocks.services(Settings::default()).accounts.authenticate(key.expose()).await, Ok(expected));
+}
+
+#[tokio::test]
+async fn a_key_with_a_rate_limit_of_its_own_spends_its_users_allowance_then_its_own() {
+    let key = ApiKey::generate();
+    let mut mocks = Mocks::new();
+    let limited = Credential {
+        settings: KeySettings { rate_limit_per_minute: Some(2), ..KeySettings::default() },
+        ..credential_for(&key)
+    };
+    mocks.accounts.expect_credentials().returning(move |_| Ok(vec![limited.clone()]));
+    let mut order = mockall::Sequence::new();
+    mocks
+        .rate_limiter
+        .expect_acquire()
+        .with(eq(RateBucket::user(owner())), eq(7))
+        .times(1)
+        .in_sequence(&mut order)
+        .returning(|_, _| Ok(RateDecision::Allowed));
+    let retry_after = Duration::from_secs(30);
+    mocks
+        .rate_limiter
+        .expect_acquire()
+        .with(eq(RateBucket::key(&key.prefix())), eq(2))
+        .times(1)
+        .in_sequence(&mut order)
+        .returning(move |_, _| Ok(RateDecision::Limited { retry_after }));
+    let refused = mocks.services(Settings::default()).accounts.authenticate(key.expose()).await;
+    assert_eq!(refused, Err(AuthError::RateLimited { retry_after }));
+    assert_ne!(RateBucket::key(&key.prefix()), RateBucket::user(owner()));
+}
+
+#[tokio::test]
+async fn an_expired_key_is_refused_before_its_rate_is_spent() {
+    let key = ApiKey::generate();
+    let mut mocks = Mocks::new();
+    let expired = Credential {
+        settings: KeySettings { expires_at: Some(t0()), ..KeySettings::default() },
+        ..credential_for(&key)
+    };
+    mocks.accounts.expect_credentials().returning(move |_| Ok(vec![expired.clone()]));
+    mocks.rate_limiter.expect_acquire().times(0);
+    let refused = mocks.services(Settings::default()).accounts.authenticate(key.expose()).await;
+    assert!(matches!(refused, Err(AuthError::KeyExpired(_))), "{refused:?}");
+}
+
+#[tokio::test]
+async fn a_key_outside_its_models_is_refused_before_the_store_and_a_submission_carries_its_prefix() {
+    let key = ApiKey::generate();
+    let restricted = |models: &[&str]| Caller {
+        key: Some(CallerKey {
+            prefix: key.prefix(),
+            settings: Arc::new(KeySettings {
+                models: Some(models.iter().map(|m| genjobs_domain::ids::ModelId::new(*m)).collect()),
+                ..KeySettings::default()
+            }),
+        }),
+        ..caller()
+    };
+    let mut mocks = Mocks::new();
+    let prefix = key.prefix();
+    mocks
+        .jobs
+        .expect_accept()
+        .withf(move |job, _, _, _| job.key_prefix() == Some(&prefix))
+        .times(1)
+        .returning(|job, _, _, _| Ok(Accepted::Created(job)));
+    let submissions = mocks.services(Settings::default()).submissions;
+    let submit = |caller: Caller| {
+        let submissions = submissions.clone();
+        async move {
+            submissions
+                .submit(&caller, Submission { request: image_request(), received: received(), idempotency: None })
+                .await
+        }
+    };
+    let refused = submit(restricted(&["flux-pro"])).await;
+    assert!(matches!(refused, Err(SubmitError::ModelNotAllowed { .. })), "{refused:?}");
+    assert!(submit(restricted(&["nano-banana"])).await.is_ok());
 }
 
 #[tokio::test]

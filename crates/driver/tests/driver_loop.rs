@@ -7,7 +7,7 @@
 
 mod common;
 
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -88,7 +88,7 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
             request.model.clone(),
             Modality::Image,
             request.input.clone(),
-            Rate { per: Unit::Image, credits: 4 },
+            Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
             now,
         );
         ids.push(job.id());

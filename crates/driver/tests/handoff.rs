@@ -139,7 +139,7 @@ async fn world() -> World {
         clock,
         ids: Arc::new(RandomIds),
     };
-    World { ports, store, submits, caller: Caller { user_id: user } }
+    World { ports, store, submits, caller: Caller::user(user) }
 }
 
 impl World {

@@ -47,7 +47,7 @@ fn state(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
 }
 
 /// A caller let in by API key and rate limit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Authenticated(pub Caller);
 
 /// The address the request came from: the peer's, or the forwarded client's when

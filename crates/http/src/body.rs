@@ -40,6 +40,20 @@ pub async fn read_json(req: &HttpRequest, payload: web::Payload) -> Result<Value
     serde_json::from_slice(&body).map_err(|e| InvalidRequest::body(format!("the body is not valid JSON: {e}")).into())
 }
 
+/// The body as JSON, or `None` for a request that sends none (no `Content-Type`, and no
+/// `Content-Length` or a zero one): the endpoints whose body is optional.
+///
+/// # Errors
+/// As [`read_json`] for a request that sends a body.
+pub async fn read_optional_json(req: &HttpRequest, payload: web::Payload) -> Result<Option<Value>, ApiError> {
+    let declared_empty =
+        req.headers().get(CONTENT_LENGTH).is_none_or(|length| length.to_str().is_ok_and(|length| length.trim() == "0"));
+    if declared_empty && req.headers().get(CONTENT_TYPE).is_none() && req.headers().get(TRANSFER_ENCODING).is_none() {
+        return Ok(None);
+    }
+    read_json(req, payload).await.map(Some)
+}
+
 /// The body's bytes, as they came.
 ///
 /// # Errors

@@ -12,8 +12,8 @@ use genjobs_domain::ports::StoreError;
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::upload::MAX_UPLOAD_BYTES;
 use genjobs_domain::usecases::{
-    AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, SubmitError,
-    UploadError,
+    AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, OwnKeyError,
+    SubmitError, UploadError,
 };
 
 /// An error response.
@@ -222,6 +222,9 @@ impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {
             AuthError::InvalidKey => Self::invalid_key(),
+            AuthError::KeyExpired(_) => {
+                Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "API_KEY_EXPIRED", e.to_string())
+            }
             AuthError::RateLimited { retry_after } => Self {
                 retry_after: Some(retry_after),
                 ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "RATE_LIMIT_EXCEEDED", e.to_string())
@@ -249,12 +252,34 @@ impl ApiError {
             SubmitError::InsufficientCredits { .. } => {
                 Self::new(StatusCode::PAYMENT_REQUIRED, "insufficient_credits", "NOT_ENOUGH_CREDITS", e.to_string())
             }
-            SubmitError::ConcurrencyLimit { .. } => Self::concurrency_limit(e.to_string(), retry_after),
+            SubmitError::KeyBudgetExceeded(_) => {
+                Self::new(StatusCode::PAYMENT_REQUIRED, "insufficient_credits", "KEY_BUDGET_EXCEEDED", e.to_string())
+            }
+            SubmitError::ModelNotAllowed { .. } => Self {
+                param: Some("model".to_owned()),
+                ..Self::new(StatusCode::FORBIDDEN, "forbidden", "MODEL_NOT_ALLOWED", e.to_string())
+            },
+            SubmitError::ConcurrencyLimit { .. } | SubmitError::KeyConcurrencyLimit { .. } => {
+                Self::concurrency_limit(e.to_string(), retry_after)
+            }
             SubmitError::IdempotencyConflict => {
                 Self::new(StatusCode::CONFLICT, "idempotency_conflict", "IDEMPOTENCY_KEY_REUSED", e.to_string())
             }
             SubmitError::Invalid(e) => e.into(),
             SubmitError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<OwnKeyError> for ApiError {
+    fn from(e: OwnKeyError) -> Self {
+        match e {
+            OwnKeyError::UnknownKey => Self::new(StatusCode::NOT_FOUND, "not_found", "KEY_NOT_FOUND", e.to_string()),
+            OwnKeyError::ScopeExceeded => {
+                Self::new(StatusCode::FORBIDDEN, "forbidden", "KEY_SCOPE_EXCEEDED", e.to_string())
+            }
+            OwnKeyError::Invalid(e) => e.into(),
+            OwnKeyError::Store(e) => e.into(),
         }
     }
 }

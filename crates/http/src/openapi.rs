@@ -48,6 +48,9 @@ use crate::page_policy::strict_policy;
         handlers::account,
         handlers::account_ledger,
         handlers::account_usage,
+        handlers::account_issue_key,
+        handlers::account_keys,
+        handlers::account_revoke_key,
         handlers::webhook_secret,
         handlers::rotate_webhook_secret,
         handlers::job_webhooks,
@@ -58,12 +61,16 @@ use crate::page_policy::strict_policy;
         handlers::upstream_webhook,
         handlers::admin_create_user,
         handlers::admin_user,
+        handlers::admin_users,
+        handlers::admin_change_user,
         handlers::admin_issue_key,
+        handlers::admin_keys,
         handlers::admin_grant,
         handlers::admin_revoke_key,
         handlers::admin_jobs,
         handlers::admin_job,
         handlers::admin_cancel_job,
+        handlers::admin_change_key,
         handlers::admin_usage,
         handlers::admin_models,
         handlers::admin_put_model,
@@ -151,7 +158,8 @@ impl Modify for Conventions {
                 || path == "/readyz"
                 || path == "/metrics";
             let schema = error_schema(path);
-            for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete].into_iter().flatten() {
+            let operations = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
+            for operation in operations.into_iter().flatten() {
                 let (user, operator) = (requires(operation, "api_key"), requires(operation, "admin_token"));
                 let reads_body = (user || operator) && operation.request_body.is_some();
                 // Only a JSON body is refused as another type: an upload takes whatever bytes come.

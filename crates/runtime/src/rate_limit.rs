@@ -3,14 +3,13 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use genjobs_domain::ids::UserId;
-use genjobs_domain::ports::{RateDecision, RateLimiter, StoreError};
+use genjobs_domain::ports::{RateBucket, RateDecision, RateLimiter, StoreError};
 
-/// A token bucket per user: `per_minute` requests in a burst, refilled evenly over a minute.
+/// A token bucket per user (or key with a limit of its own): `per_minute` requests in a burst, refilled evenly over a minute.
 /// Kept in process: with several replicas, a database-backed limiter replaces it.
 #[derive(Debug, Default)]
 pub struct TokenBucketLimiter {
-    buckets: Mutex<HashMap<UserId, Bucket>>,
+    buckets: Mutex<HashMap<RateBucket, Bucket>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -26,11 +25,11 @@ impl TokenBucketLimiter {
         Self::default()
     }
 
-    fn take(&self, user_id: UserId, per_minute: u32, now: Instant) -> RateDecision {
+    fn take(&self, bucket_id: RateBucket, per_minute: u32, now: Instant) -> RateDecision {
         let capacity = f64::from(per_minute.max(1));
         let per_second = capacity / 60.0;
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        let bucket = buckets.entry(user_id).or_insert(Bucket { tokens: capacity, refilled_at: now });
+        let bucket = buckets.entry(bucket_id).or_insert(Bucket { tokens: capacity, refilled_at: now });
         let elapsed = now.saturating_duration_since(bucket.refilled_at).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * per_second).min(capacity);
         bucket.refilled_at = now;
@@ -46,8 +45,8 @@ impl TokenBucketLimiter {
 
 #[async_trait]
 impl RateLimiter for TokenBucketLimiter {
-    async fn acquire(&self, user_id: UserId, per_minute: u32) -> Result<RateDecision, StoreError> {
-        Ok(self.take(user_id, per_minute, Instant::now()))
+    async fn acquire(&self, bucket: RateBucket, per_minute: u32) -> Result<RateDecision, StoreError> {
+        Ok(self.take(bucket, per_minute, Instant::now()))
     }
 }
 
@@ -55,8 +54,8 @@ impl RateLimiter for TokenBucketLimiter {
 mod tests {
     use super::*;
 
-    fn user() -> UserId {
-        UserId::new_at(time::OffsetDateTime::now_utc())
+    fn user() -> RateBucket {
+        RateBucket::user(genjobs_domain::ids::UserId::new_at(time::OffsetDateTime::now_utc()))
     }
 
     #[test]

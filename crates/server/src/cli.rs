@@ -1,5 +1,6 @@
 //! The command line: `genjobs [serve]` serves; `migrate`, `users create`, `users grant`,
-//! `models export` and `models apply` administer the store at `DATABASE_URL`; `models import`
+//! `keys create|list|revoke|set` (`keys_cli`), `models export` and `models apply` administer the
+//! store at `DATABASE_URL`; `models import`
 //! drafts a model document from a provider's schema genjobs holds; `config` prints the effective
 //! configuration, secrets masked; `image`, `video`, `jobs`, `models` and `account` are the API's
 //! client (`remote`).
@@ -16,6 +17,7 @@ use genjobs_domain::ids::UserId;
 use genjobs_domain::usecases::{NewUserRequest, PlannedChange};
 
 use crate::config::ConfigArgs;
+use crate::keys_cli::KeysCommand;
 use crate::remote;
 use crate::{Config, StartError, admin};
 
@@ -43,6 +45,9 @@ pub enum Command {
     /// Create users or grant credits in DATABASE_URL.
     #[command(subcommand)]
     Users(UsersCommand),
+    /// Issue, list, revoke or change users' keys (models, budget, expiry, limits) in DATABASE_URL.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Print the effective configuration, secrets masked.
     Config(ConfigArgs),
     /// Make a new admin token in place of the one the first start over DATABASE_URL generated:
@@ -178,6 +183,7 @@ impl Command {
             Command::Users(UsersCommand::Create { settings, .. } | UsersCommand::Grant { settings, .. }) => {
                 Some(settings)
             }
+            Command::Keys(command) => Some(command.settings()),
             Command::Models(ModelsCommand {
                 catalog: Some(CatalogCommand::Export { settings } | CatalogCommand::Apply { settings, .. }),
                 ..
@@ -212,6 +218,7 @@ impl Command {
             Command::Serve(_)
             | Command::Migrate(_)
             | Command::Users(_)
+            | Command::Keys(_)
             | Command::Config(_)
             | Command::AdminToken(_)
             | Command::ConfigTable { .. }
@@ -288,6 +295,7 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
         Command::AdminToken(_) => "admin-token",
         Command::Users(UsersCommand::Create { .. }) => "users create",
         Command::Users(UsersCommand::Grant { .. }) => "users grant",
+        Command::Keys(command) => command.name(),
         Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Export { .. }), .. }) => "models export",
         Command::Models(ModelsCommand { catalog: Some(CatalogCommand::Apply { .. }), .. }) => "models apply",
         _ => return Err(CliError::Invalid("not an administration command".into())),
@@ -295,12 +303,14 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
     let Some(pg) = config.postgres_settings() else { return Err(CliError::NoDatabase(name)) };
     match command {
         Command::AdminToken(_) => Ok(format!("admin token: {}", crate::new_admin_token(config).await?)),
+        Command::Keys(command) => crate::keys_cli::run(&admin(config).await?, command).await,
         Command::Users(UsersCommand::Create { name, credits, .. }) => {
             let request = NewUserRequest {
                 name: name.clone(),
                 credits: Credits::new(*credits),
                 rate_limit_per_minute: None,
                 max_concurrent_jobs: None,
+                price_percent: None,
             };
             let (account, key) =
                 admin(config).await?.create_user(request).await.map_err(|e| CliError::Failed(e.to_string()))?;

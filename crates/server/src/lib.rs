@@ -13,6 +13,7 @@
 pub mod cli;
 mod config;
 pub mod config_table;
+pub mod keys_cli;
 pub mod remote;
 mod secrets;
 mod simulator;
@@ -448,6 +449,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
                 credits: genjobs_domain::credits::Credits::new(config.demo_credits),
                 rate_limit_per_minute: None,
                 max_concurrent_jobs: None,
+                price_percent: None,
             };
             let (_, key) = services.admin.create_user(demo).await.map_err(|e| StartError::Demo(e.to_string()))?;
             Some(key.expose().to_owned())

@@ -4,6 +4,7 @@ mod accounts;
 mod admin_jobs;
 mod catalog;
 mod kept;
+mod keys;
 mod leases;
 mod ledger;
 mod outbox;
@@ -16,6 +17,7 @@ pub use accounts::*;
 pub use admin_jobs::*;
 pub use catalog::*;
 pub use kept::*;
+pub use keys::*;
 pub use leases::*;
 pub use ledger::ledgers_match_accounts;
 pub use outbox::*;
@@ -27,7 +29,7 @@ pub use sealing::*;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{ApiKey, JobId, LeaseId, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
@@ -95,7 +97,7 @@ pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
         ModelId::new("nano-banana"),
         Modality::Image,
         input(),
-        Rate { per: Unit::Image, credits: held },
+        Rate { per: Unit::Image, credits: held, percent: PricePercent::FULL },
         at,
     )
     .0
@@ -109,12 +111,12 @@ pub async fn accepted<S: Store>(store: &S, user_id: UserId, held: u64) -> Job {
     }
 }
 
-async fn balances<S: Store>(store: &S, user_id: UserId) -> (Balances, u32) {
+pub(crate) async fn balances<S: Store>(store: &S, user_id: UserId) -> (Balances, u32) {
     let account = store.account(user_id).await.expect("account").expect("user exists");
     (account.balances, account.active_jobs)
 }
 
-fn b(available: u64, held: u64, spent: u64) -> Balances {
+pub(crate) fn b(available: u64, held: u64, spent: u64) -> Balances {
     Balances { available: Credits::new(available), held: Credits::new(held), spent: Credits::new(spent) }
 }
 
@@ -130,12 +132,14 @@ pub async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {
     }
 }
 
-async fn submitted<S: Store>(store: &S, job: &Job) -> Job {
+/// `job` submitted to the provider, committed to `store`.
+pub async fn submitted<S: Store>(store: &S, job: &Job) -> Job {
     let job = step(store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
     step(store, &job, Trigger::Submitted { upstream: upstream(), next_poll_at: now() }).await
 }
 
-fn success(actual: u64) -> Trigger {
+/// The provider's success, delivering one image charged `actual`.
+pub fn success(actual: u64) -> Trigger {
     Trigger::Succeeded {
         outputs: vec![OutputItem {
             url: "https://cdn/x.png".into(),

@@ -21,15 +21,19 @@ mod catalog;
 mod kept;
 
 use async_trait::async_trait;
+use genjobs_domain::catalog::PricePercent;
 use genjobs_domain::credits::{BalanceError, Balances, CreditMovement, Credits};
 use genjobs_domain::ids::{JobId, KeyPrefix, LeaseId, UserId};
 use genjobs_domain::job::{Job, JobState, Transition, UpstreamRef};
+use genjobs_domain::keys::KeySettings;
 use genjobs_domain::ports::{
     AcceptError, Accepted, Account, AccountError, AccountStore, Commit, Credential, IDEMPOTENCY_RETENTION,
-    IdempotencyClaim, JobFilter, JobStore, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey, UnfinishedJobs,
+    IdempotencyClaim, JobFilter, JobStore, KeyRecord, LedgerMovement, LedgerRecord, Limits, StoreError, StoredKey,
+    UnfinishedJobs, UserChange, UserQuery,
 };
 use time::{Duration, OffsetDateTime};
 
+mod keys;
 mod leases;
 mod outbox;
 mod removals;
@@ -46,7 +50,7 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct State {
     users: HashMap<UserId, User>,
-    keys: HashMap<KeyPrefix, StoredKey>,
+    keys: HashMap<KeyPrefix, keys::MemoryKey>,
     jobs: HashMap<JobId, JobRow>,
     jobs_by_user: HashMap<UserId, BTreeSet<JobId>>,
     jobs_by_upstream_key: HashMap<String, JobId>,
@@ -69,7 +73,9 @@ struct User {
     name: String,
     balances: Balances,
     limits: Limits,
+    price_percent: PricePercent,
     active_jobs: u32,
+    created_at: OffsetDateTime,
 }
 
 #[derive(Debug, Clone)]
@@ -104,7 +110,9 @@ impl State {
             name: u.name.clone(),
             balances: u.balances,
             limits: u.limits,
+            price_percent: u.price_percent,
             active_jobs: u.active_jobs,
+            created_at: u.created_at,
         })
     }
 
@@ -170,8 +178,16 @@ impl AccountStore for MemoryStore {
             return Err(AccountError::KeyPrefixTaken);
         }
         let balances = Balances { available: credits, ..Balances::default() };
-        state.users.insert(user_id, User { name, balances, limits, active_jobs: 0 });
-        state.keys.insert(key.prefix.clone(), key);
+        let user = User {
+            name,
+            balances,
+            limits,
+            price_percent: PricePercent::FULL,
+            active_jobs: 0,
+            created_at: OffsetDateTime::now_utc(),
+        };
+        state.users.insert(user_id, user);
+        state.keys.insert(key.prefix.clone(), keys::MemoryKey { stored: key, revoked_at: None });
         state.record(user_id, None, LedgerMovement::Grant(i64::try_from(credits.get()).unwrap_or(i64::MAX)));
         state.account(user_id).ok_or(AccountError::UnknownUser)
     }
@@ -184,12 +200,38 @@ impl AccountStore for MemoryStore {
         if state.keys.contains_key(&key.prefix) {
             return Err(AccountError::KeyPrefixTaken);
         }
-        state.keys.insert(key.prefix.clone(), key);
+        state.keys.insert(key.prefix.clone(), keys::MemoryKey { stored: key, revoked_at: None });
         Ok(())
     }
 
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError> {
-        Ok(self.state().keys.remove(prefix).is_some())
+        let mut state = self.state();
+        let Some(key) = state.keys.get_mut(prefix).filter(|key| key.revoked_at.is_none()) else { return Ok(false) };
+        key.revoked_at = Some(OffsetDateTime::now_utc());
+        Ok(true)
+    }
+
+    async fn key(&self, prefix: &KeyPrefix) -> Result<Option<KeyRecord>, StoreError> {
+        Ok(self.state().keys.get(prefix).map(keys::MemoryKey::record))
+    }
+
+    async fn keys_of(&self, user_id: UserId) -> Result<Vec<KeyRecord>, StoreError> {
+        let state = self.state();
+        let mut records: Vec<KeyRecord> =
+            state.keys.values().filter(|key| key.stored.user_id == user_id).map(keys::MemoryKey::record).collect();
+        records.sort_by(|a, b| (a.created_at, &a.prefix).cmp(&(b.created_at, &b.prefix)));
+        Ok(records)
+    }
+
+    async fn set_key_settings(&self, prefix: &KeyPrefix, settings: KeySettings) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        let Some(key) = state.keys.get_mut(prefix) else { return Ok(false) };
+        key.stored.settings = settings;
+        Ok(true)
+    }
+
+    async fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Result<Credits, StoreError> {
+        Ok(self.state().key_used(prefix, since))
     }
 
     async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
@@ -197,11 +239,16 @@ impl AccountStore for MemoryStore {
         Ok(state
             .keys
             .get(prefix)
+            .filter(|key| key.revoked_at.is_none())
             .and_then(|key| {
+                let key = &key.stored;
                 state.users.get(&key.user_id).map(|user| Credential {
                     hash: key.hash,
+                    prefix: key.prefix.clone(),
                     user_id: key.user_id,
                     rate_limit_per_minute: user.limits.rate_limit_per_minute,
+                    price_percent: user.price_percent,
+                    settings: key.settings.clone(),
                 })
             })
             .into_iter()
@@ -221,6 +268,43 @@ impl AccountStore for MemoryStore {
 
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {
         Ok(self.state().account(user_id))
+    }
+
+    async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Option<Account>, StoreError> {
+        let mut state = self.state();
+        let Some(user) = state.users.get_mut(&user_id) else { return Ok(None) };
+        if let Some(rate) = change.rate_limit_per_minute {
+            user.limits.rate_limit_per_minute = rate;
+        }
+        if let Some(jobs) = change.max_concurrent_jobs {
+            user.limits.max_concurrent_jobs = jobs;
+        }
+        if let Some(percent) = change.price_percent {
+            user.price_percent = percent;
+        }
+        Ok(state.account(user_id))
+    }
+
+    async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, StoreError> {
+        let state = self.state();
+        let q = query.q.as_deref().filter(|q| !q.is_empty());
+        let matches = |id: &UserId, user: &User| {
+            q.is_none_or(|q| {
+                user.name.starts_with(q)
+                    || state
+                        .keys
+                        .values()
+                        .any(|key| key.stored.user_id == *id && key.stored.prefix.as_str().starts_with(q))
+            })
+        };
+        let mut ids: Vec<UserId> = state
+            .users
+            .iter()
+            .filter(|(id, user)| query.before.is_none_or(|before| **id < before) && matches(id, user))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(ids.into_iter().take(query.limit).filter_map(|id| state.account(id)).collect())
     }
 }
 
@@ -249,7 +333,7 @@ impl JobStore for MemoryStore {
                 return Ok(Accepted::Replayed(original));
             }
         }
-        let user = state.users.get_mut(&job.user_id()).ok_or(AcceptError::UnknownUser)?;
+        let user = state.users.get(&job.user_id()).ok_or(AcceptError::UnknownUser)?;
         let balances = match user.balances.apply(CreditMovement::Hold(job.credits_held())) {
             Ok(b) => b,
             Err(BalanceError::Insufficient { needed, available }) => {
@@ -257,9 +341,12 @@ impl JobStore for MemoryStore {
             }
             Err(e) => return Err(inconsistent(e).into()),
         };
+        state.check_key_budget(&job, now)?;
         if user.active_jobs >= user.limits.max_concurrent_jobs {
             return Err(AcceptError::ConcurrencyLimit { limit: user.limits.max_concurrent_jobs });
         }
+        state.check_key_concurrency(&job)?;
+        let user = state.users.get_mut(&job.user_id()).ok_or(AcceptError::UnknownUser)?;
         user.balances = balances;
         user.active_jobs += 1;
         if let Some(claim) = idempotency {

@@ -13,8 +13,8 @@ use time::{Date, OffsetDateTime};
 
 use super::MemoryStore;
 
-/// What a report counts of a job: its creation day, user, model and provider.
-type Group = (Date, UserId, String, Option<String>);
+/// What a report counts of a job: its creation day, user, model, provider and key prefix.
+type Group = (Date, UserId, String, Option<String>, Option<String>);
 
 /// What usage reports count besides the live jobs.
 #[derive(Debug, Default)]
@@ -75,6 +75,7 @@ fn group_of(job: &Job) -> Group {
         job.user_id(),
         job.model().to_string(),
         job.upstream().map(|upstream| upstream.provider().to_owned()),
+        job.key_prefix().map(|prefix| prefix.as_str().to_owned()),
     )
 }
 
@@ -115,28 +116,30 @@ impl UsageStore for MemoryStore {
             .map(|row| (group_of(&row.job), Counts::of(&row.job)))
             .filter(|((day, ..), _)| !state.rollup.is_sealed(*day));
         let rolled = state.rollup.counted.iter().map(|(group, counts)| (group.clone(), *counts));
-        type Key = (Option<Date>, Option<String>, Option<UserId>, Option<String>);
+        type Key = (Option<Date>, Option<String>, Option<UserId>, Option<String>, Option<String>);
         let mut groups: BTreeMap<Key, Counts> = BTreeMap::new();
-        for ((day, user, model, provider), counts) in live.chain(rolled) {
+        for ((day, user, model, provider, key), counts) in live.chain(rolled) {
             if query.user_id.is_some_and(|only| only != user) || !(query.from..=query.to).contains(&day) {
                 continue;
             }
             let key = match query.group_by {
-                UsageGrouping::Day => (Some(day), None, None, None),
-                UsageGrouping::Model => (None, Some(model), None, None),
-                UsageGrouping::User => (None, None, Some(user), None),
-                UsageGrouping::DayAndModel => (Some(day), Some(model), None, None),
-                UsageGrouping::Provider => (None, None, None, provider),
+                UsageGrouping::Day => (Some(day), None, None, None, None),
+                UsageGrouping::Model => (None, Some(model), None, None, None),
+                UsageGrouping::User => (None, None, Some(user), None, None),
+                UsageGrouping::DayAndModel => (Some(day), Some(model), None, None, None),
+                UsageGrouping::Provider => (None, None, None, provider, None),
+                UsageGrouping::Key => (None, None, None, None, key),
             };
             groups.entry(key).or_default().add(counts);
         }
         Ok(groups
             .into_iter()
-            .map(|((day, model, user_id, provider), c)| UsageRow {
+            .map(|((day, model, user_id, provider, key), c)| UsageRow {
                 day,
                 model,
                 user_id,
                 provider,
+                key,
                 jobs: c.jobs,
                 succeeded: c.succeeded,
                 failed: c.failed,

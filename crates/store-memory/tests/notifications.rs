@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use std::sync::Arc;
 
 use genjobs_domain::catalog::Catalog;
@@ -56,7 +56,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         request.model,
         request.modality,
         request.input,
-        Rate { per: Unit::Image, credits: 10 },
+        Rate { per: Unit::Image, credits: 10, percent: PricePercent::FULL },
         now(),
     );
     store.accept(job.clone(), None, None, now()).await.unwrap();

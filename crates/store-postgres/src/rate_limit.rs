@@ -1,4 +1,6 @@
-//! The request rate limit in Postgres, so that replicas share one token bucket per user. A
+//! The request rate limit in Postgres, so that replicas share one token bucket per user (and per
+//! key with a limit of its own: `rate_limits.user_id` holds the bucket's id, see
+//! [`RateBucket`]). A
 //! replica takes a small batch of tokens at a time (a lease) and spends them locally: the buckets
 //! stay exact across replicas, since every token spent was taken from the shared bucket first,
 //! while most requests cost no database round trip. Tokens of a lease not spent within
@@ -11,8 +13,7 @@ use async_trait::async_trait;
 use diesel::sql_types::{Bool, Double, Integer, Uuid as SqlUuid};
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use genjobs_domain::ids::UserId;
-use genjobs_domain::ports::{RateDecision, RateLimiter, StoreError};
+use genjobs_domain::ports::{RateBucket, RateDecision, RateLimiter, StoreError};
 
 use crate::cache::TtlCache;
 use crate::pool::Pooler;
@@ -31,11 +32,11 @@ fn lease_size(per_minute: u32) -> u32 {
 pub struct PgRateLimiter {
     db: Db,
     /// Tokens left of each user's current lease.
-    leases: TtlCache<UserId, u32>,
+    leases: TtlCache<RateBucket, u32>,
     /// Whose lease is being taken, so that the requests that find a user's lease spent together
     /// wait for one statement rather than each send their own: a herd of 16 upserts of the same
     /// row every lease (queued on its lock, 8 ms each) was most of a GET's p99.
-    refilling: TtlCache<UserId, Arc<tokio::sync::Mutex<()>>>,
+    refilling: TtlCache<RateBucket, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl PgRateLimiter {
@@ -58,9 +59,9 @@ impl PgRateLimiter {
         Self { db: Db { deadline, ..self.db }, ..self }
     }
 
-    fn spend_leased(&self, user_id: UserId) -> bool {
+    fn spend_leased(&self, bucket: RateBucket) -> bool {
         self.leases
-            .update(&user_id, |tokens| {
+            .update(&bucket, |tokens| {
                 let spent = *tokens > 0;
                 *tokens = tokens.saturating_sub(1);
                 spent
@@ -70,7 +71,7 @@ impl PgRateLimiter {
 }
 
 #[derive(diesel::QueryableByName)]
-struct Bucket {
+struct Taken {
     #[diesel(sql_type = Bool)]
     allowed: bool,
     #[diesel(sql_type = Integer)]
@@ -103,13 +104,13 @@ fn take_sql() -> String {
 
 #[async_trait]
 impl RateLimiter for PgRateLimiter {
-    async fn acquire(&self, user_id: UserId, per_minute: u32) -> Result<RateDecision, StoreError> {
-        if self.spend_leased(user_id) {
+    async fn acquire(&self, bucket: RateBucket, per_minute: u32) -> Result<RateDecision, StoreError> {
+        if self.spend_leased(bucket) {
             return Ok(RateDecision::Allowed);
         }
-        let refill = self.refilling.get(&user_id).unwrap_or_else(|| {
+        let refill = self.refilling.get(&bucket).unwrap_or_else(|| {
             let refill = Arc::default();
-            self.refilling.put(user_id, Arc::clone(&refill));
+            self.refilling.put(bucket, Arc::clone(&refill));
             refill
         });
         let _taking = match refill.try_lock() {
@@ -118,7 +119,7 @@ impl RateLimiter for PgRateLimiter {
                 // Another request takes the lease: wait for it, and ask the database only if
                 // it left no token (the user is at the limit, which the statement tells).
                 drop(refill.lock().await);
-                if self.spend_leased(user_id) {
+                if self.spend_leased(bucket) {
                     return Ok(RateDecision::Allowed);
                 }
                 None
@@ -127,16 +128,16 @@ impl RateLimiter for PgRateLimiter {
         let capacity = f64::from(per_minute.max(1));
         let lease = i32::try_from(lease_size(per_minute)).unwrap_or(1);
         let take = diesel::sql_query(take_sql())
-            .bind::<SqlUuid, _>(user_id.as_uuid())
+            .bind::<SqlUuid, _>(bucket.as_uuid())
             .bind::<Double, _>(capacity)
             .bind::<Integer, _>(lease);
-        let bucket: Bucket = self.db.run(async |conn| take.get_result(conn).await).await?;
-        if bucket.allowed && bucket.taken >= 1 {
-            self.leases.put(user_id, u32::try_from(bucket.taken - 1).unwrap_or(0));
+        let taken: Taken = self.db.run(async |conn| take.get_result(conn).await).await?;
+        if taken.allowed && taken.taken >= 1 {
+            self.leases.put(bucket, u32::try_from(taken.taken - 1).unwrap_or(0));
             return Ok(RateDecision::Allowed);
         }
         let per_second = capacity / 60.0;
-        let tokens_now = (bucket.tokens + bucket.idle_secs * per_second).min(capacity);
+        let tokens_now = (taken.tokens + taken.idle_secs * per_second).min(capacity);
         let wait = ((1.0 - tokens_now) / per_second).max(0.0);
         Ok(RateDecision::Limited { retry_after: Duration::from_secs_f64(wait) })
     }

@@ -7,6 +7,13 @@ diesel::table! {
         user_id -> Uuid,
         created_at -> Timestamptz,
         revoked_at -> Nullable<Timestamptz>,
+        name -> Nullable<Text>,
+        models -> Nullable<Array<Nullable<Text>>>,
+        budget_credits -> Nullable<Int8>,
+        budget_period -> Nullable<Text>,
+        expires_at -> Nullable<Timestamptz>,
+        rate_limit_per_minute -> Nullable<Int4>,
+        max_concurrent_jobs -> Nullable<Int4>,
     }
 }
 
@@ -71,6 +78,8 @@ diesel::table! {
         rate_per -> Text,
         rate_credits -> Int8,
         lease_id -> Nullable<Uuid>,
+        key_prefix -> Nullable<Text>,
+        rate_percent -> Int4,
         request -> Nullable<Jsonb>,
     }
 }
@@ -123,7 +132,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    usage_rollup (day, user_id, model, provider) {
+    usage_rollup (day, user_id, model, provider, key_prefix) {
         day -> Date,
         user_id -> Uuid,
         model -> Text,
@@ -133,6 +142,7 @@ diesel::table! {
         canceled -> Int8,
         credits_spent -> Int8,
         provider -> Text,
+        key_prefix -> Text,
     }
 }
 
@@ -155,6 +165,7 @@ diesel::table! {
         max_concurrent_jobs -> Int4,
         active_jobs -> Int4,
         created_at -> Timestamptz,
+        price_percent -> Int4,
     }
 }
 
@@ -173,7 +184,6 @@ diesel::joinable!(idempotency_keys -> jobs (job_id));
 diesel::joinable!(idempotency_keys -> users (user_id));
 diesel::joinable!(jobs -> users (user_id));
 diesel::joinable!(ledger -> users (user_id));
-diesel::joinable!(rate_limits -> users (user_id));
 diesel::joinable!(removed_jobs -> jobs (job_id));
 diesel::joinable!(usage_rollup -> users (user_id));
 diesel::joinable!(webhook_secrets -> users (user_id));

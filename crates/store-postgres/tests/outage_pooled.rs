@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
-use genjobs_domain::ports::{Accepted, AccountStore, JobStore, Limits, RateLimiter, StoreError, StoredKey};
+use genjobs_domain::ports::{Accepted, AccountStore, JobStore, Limits, RateBucket, RateLimiter, StoreError, StoredKey};
 use genjobs_store_postgres::connect;
 use genjobs_test_postgres::TestDatabase;
 use genjobs_test_wait::eventually;
@@ -49,7 +49,7 @@ async fn with_the_database_unreachable_behind_pgbouncer_work_fails_within_5_s_an
                     other => StoreError::Internal(format!("{other:?}")),
                 })
             }
-            2 => limiter.acquire(UserId::new_at(OffsetDateTime::now_utc()), 60).await.map(|_| ()),
+            2 => limiter.acquire(RateBucket::user(UserId::new_at(OffsetDateTime::now_utc())), 60).await.map(|_| ()),
             _ => store.jobs_of(user_id, None, 10).await.map(|_| ()),
         };
         (answer, started.elapsed())

@@ -58,11 +58,13 @@ async fn grants_change_available_credits_and_keep_the_ledger_whole() {
     let response =
         app.post(&format!("/api/admin/users/{}/credits", user.id), ADMIN_TOKEN, &json!({"amount": 50})).await;
     assert_eq!(response.status(), 200);
-    let account: Value = response.json().await.unwrap();
+    let mut account: Value = response.json().await.unwrap();
+    let created_at = account.as_object_mut().and_then(|a| a.remove("created_at"));
+    assert!(created_at.is_some_and(|at| at.is_string()));
     assert_eq!(
         account,
         json!({"id": user.id, "name": "tester", "credits_available": 146, "credits_held": 4, "credits_spent": 0,
-               "rate_limit_per_minute": 120, "max_concurrent_jobs": 8, "active_jobs": 1})
+               "rate_limit_per_minute": 120, "max_concurrent_jobs": 8, "active_jobs": 1, "price_percent": 100})
     );
     let taken = app.post(&format!("/api/admin/users/{}/credits", user.id), ADMIN_TOKEN, &json!({"amount": -146})).await;
     assert_eq!(taken.json::<Value>().await.unwrap()["credits_available"], 0);

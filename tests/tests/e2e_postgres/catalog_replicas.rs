@@ -10,7 +10,7 @@ use genjobs_tests::{ADMIN_TOKEN, TestApp, fast_config};
 use serde_json::{Value, json};
 
 /// A replica on `database`, with the drain that stops it.
-async fn replica(database: &TestDatabase) -> (TestApp, genjobs_http::Drain) {
+pub(crate) async fn replica(database: &TestDatabase) -> (TestApp, genjobs_http::Drain) {
     let service = start(Config { database_url: Some(database.url.clone()), ..fast_config() })
         .await
         .expect("genjobs starts on Postgres");

@@ -5,6 +5,7 @@
 
 mod catalog_replicas;
 mod deploy;
+mod key_budget_replicas;
 #[path = "shared.rs"]
 mod shared;
 

@@ -21,6 +21,8 @@ mod fal_failures;
 mod hardening;
 #[path = "../e2e/jobs.rs"]
 mod jobs;
+#[path = "../e2e/keys.rs"]
+mod keys;
 #[path = "../e2e/ledger.rs"]
 mod ledger;
 #[path = "../e2e/models.rs"]
@@ -47,6 +49,8 @@ mod replicate;
 mod streams;
 #[path = "../e2e/submit.rs"]
 mod submit;
+#[path = "../e2e/tiers.rs"]
+mod tiers;
 #[path = "../e2e/uploads.rs"]
 mod uploads;
 #[path = "../e2e/upstream.rs"]

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 pub use document::{DocumentFault, Field, FieldKind, FieldOption, ModelDocument, Route, read_at_path};
 pub use live::LiveCatalog;
 pub use model::{DurationRange, MAX_MODEL_ID_CHARS, Model};
-pub use price::{Price, Rate, Unit};
+pub use price::{Price, PricePercent, Rate, Unit};
 
 use crate::modality::Modality;
 

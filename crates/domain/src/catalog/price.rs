@@ -8,6 +8,53 @@ use serde::{Deserialize, Serialize};
 use crate::credits::Credits;
 use crate::input::GenerationInput;
 use crate::output::OutputItem;
+use crate::request::InvalidRequest;
+
+/// A user's price tier: what a job costs them, in percent of the catalog's price, rounded up to
+/// whole credits per job. 1 to 1,000; 100 is the catalog's price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PricePercent(u32);
+
+impl PricePercent {
+    /// The catalog's price.
+    pub const FULL: PricePercent = PricePercent(100);
+    /// Lowest tier.
+    pub const MIN: u32 = 1;
+    /// Highest tier.
+    pub const MAX: u32 = 1000;
+
+    /// The tier of `percent`.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming `price_percent` outside 1 to 1,000.
+    pub fn new(percent: u64) -> Result<Self, InvalidRequest> {
+        u32::try_from(percent).ok().filter(|p| (Self::MIN..=Self::MAX).contains(p)).map(Self).ok_or_else(|| {
+            InvalidRequest::param(
+                "price_percent",
+                format!("`price_percent` must be an integer from {} to {}", Self::MIN, Self::MAX),
+            )
+        })
+    }
+
+    /// The percent.
+    #[must_use]
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    /// `credits` at this tier, rounded up.
+    #[must_use]
+    pub fn apply(self, credits: Credits) -> Credits {
+        let scaled = u128::from(credits.get()) * u128::from(self.0);
+        Credits::new(u64::try_from(scaled.div_ceil(100)).unwrap_or(u64::MAX))
+    }
+}
+
+impl Default for PricePercent {
+    fn default() -> Self {
+        Self::FULL
+    }
+}
 
 /// What a price counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,20 +87,28 @@ impl Price {
     pub fn rate(&self, input: &GenerationInput) -> Rate {
         let credits =
             input.resolution.as_deref().and_then(|r| self.by_resolution.get(r)).copied().unwrap_or(self.credits);
-        Rate { per: self.per, credits }
+        Rate { per: self.per, credits, percent: PricePercent::FULL }
     }
 }
 
-/// What one unit of a job's output costs, fixed when the job is accepted.
+/// What one unit of a job's output costs, and the owner's tier, fixed when the job is accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rate {
     /// What is counted.
     pub per: Unit,
-    /// Credits per unit.
+    /// Credits per unit, at the catalog's price.
     pub credits: u64,
+    /// The owner's tier, applied to the whole job's price (so rounded once per job).
+    pub percent: PricePercent,
 }
 
 impl Rate {
+    /// The same rate at the tier `percent`.
+    #[must_use]
+    pub fn at(self, percent: PricePercent) -> Rate {
+        Rate { percent, ..self }
+    }
+
     /// The most a request can cost: what is held at acceptance (the images asked for, or the
     /// seconds asked for).
     #[must_use]
@@ -62,7 +117,7 @@ impl Rate {
             Unit::Image => u64::from(input.n.unwrap_or(1)),
             Unit::Second => u64::from(input.duration_sec.unwrap_or(0)),
         };
-        Credits::new(self.credits.saturating_mul(units))
+        self.percent.apply(Credits::new(self.credits.saturating_mul(units)))
     }
 
     /// What the delivered outputs cost: images delivered, or seconds of video delivered (the
@@ -81,6 +136,6 @@ impl Rate {
                     .unwrap_or(u64::from(requested))
             }
         };
-        Credits::new(self.credits.saturating_mul(units)).min(held)
+        self.percent.apply(Credits::new(self.credits.saturating_mul(units))).min(held)
     }
 }

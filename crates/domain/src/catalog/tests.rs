@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::credits::Credits;
 use crate::input::GenerationInput;
 use crate::output::{OutputItem, OutputKind, OutputMeta};
 
@@ -106,6 +107,25 @@ fn deleted_and_disabled_models_are_not_offered_but_still_known() {
     }
     assert!(catalog.managed().any(|m| m.id.as_str() == disabled));
     assert!(catalog.managed().all(|m| m.id.as_str() != deleted));
+}
+
+#[test]
+fn a_tier_scales_the_whole_jobs_price_rounded_up_once() {
+    let percent = |p| PricePercent::new(p).unwrap();
+    assert_eq!(percent(33).apply(Credits::new(4)), Credits::new(2), "1.32 rounds up to 2");
+    assert_eq!(percent(150).apply(Credits::new(3)), Credits::new(5), "4.5 rounds up to 5");
+    assert_eq!(percent(1000).apply(Credits::new(u64::MAX)), Credits::new(u64::MAX), "saturates");
+    assert!(PricePercent::new(0).is_err() && PricePercent::new(1001).is_err());
+    let rate = Rate { per: Unit::Second, credits: 3, percent: percent(150) };
+    let five_seconds = input();
+    assert_eq!(rate.to_hold(&five_seconds), Credits::new(23), "15 × 1.5 = 22.5, rounded once per job");
+    let video = OutputItem {
+        url: "https://cdn/v.mp4".into(),
+        kind: OutputKind::Video,
+        meta: OutputMeta { duration_sec: Some(2.0), ..OutputMeta::default() },
+        copy: None,
+    };
+    assert_eq!(rate.delivered(&five_seconds, &[video], Credits::new(23)), Credits::new(9), "6 × 1.5");
 }
 
 #[test]

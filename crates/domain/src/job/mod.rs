@@ -33,7 +33,7 @@ pub use upstream::UpstreamRef;
 
 use crate::catalog::Rate;
 use crate::credits::{CreditMovement, Credits};
-use crate::ids::{JobId, ModelId, UserId};
+use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::output::OutputItem;
@@ -66,6 +66,7 @@ impl Job {
             record: StoredJob {
                 id,
                 user_id,
+                key_prefix: None,
                 model,
                 modality,
                 created_at: now,
@@ -115,6 +116,19 @@ impl Job {
     pub fn with_webhook_url(mut self, url: Option<String>) -> Self {
         self.record.webhook_url = url;
         self
+    }
+
+    /// The same newly accepted job, submitted with the key of `prefix`.
+    #[must_use]
+    pub fn with_key_prefix(mut self, prefix: Option<KeyPrefix>) -> Self {
+        self.record.key_prefix = prefix;
+        self
+    }
+
+    /// The prefix of the key it was submitted with, when known.
+    #[must_use]
+    pub fn key_prefix(&self) -> Option<&KeyPrefix> {
+        self.record.key_prefix.as_ref()
     }
 
     /// Where its end is posted, when the client asked.
@@ -299,7 +313,7 @@ impl Job {
     /// The transition `trigger` causes at `now`.
     ///
     /// ```
-    /// use genjobs_domain::catalog::{Rate, Unit};
+    /// use genjobs_domain::catalog::{PricePercent, Rate, Unit};
     /// use genjobs_domain::credits::{CreditMovement, Credits};
     /// use genjobs_domain::ids::{JobId, ModelId, UserId};
     /// use genjobs_domain::input::GenerationInput;
@@ -324,7 +338,7 @@ impl Job {
     ///     ModelId::new("nano-banana"),
     ///     Modality::Image,
     ///     input,
-    ///     Rate { per: Unit::Image, credits: 4 },
+    ///     Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
     ///     now,
     /// );
     /// assert_eq!(hold, CreditMovement::Hold(Credits::new(4)));

@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 use super::JobPhase;
 use crate::catalog::Rate;
 use crate::credits::Credits;
-use crate::ids::{JobId, ModelId, UserId};
+use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::request::ReceivedRequest;
@@ -21,6 +21,8 @@ pub struct StoredJob {
     pub id: JobId,
     /// Its owner.
     pub user_id: UserId,
+    /// The prefix of the key it was submitted with; `None` for jobs older than keys' budgets.
+    pub key_prefix: Option<KeyPrefix>,
     /// The model in effect.
     pub model: ModelId,
     /// `video` or `image`.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::catalog::Unit;
+use crate::catalog::{PricePercent, Unit};
 use crate::output::{OutputKind, OutputMeta};
 
 fn now() -> OffsetDateTime {
@@ -31,7 +31,7 @@ fn accepted() -> (Job, CreditMovement) {
         ModelId::new("nano-banana"),
         Modality::Image,
         input(),
-        Rate { per: Unit::Image, credits: 4 },
+        Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
         now(),
     )
 }

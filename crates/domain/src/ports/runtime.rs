@@ -8,7 +8,7 @@ use futures_util::stream::BoxStream;
 use time::OffsetDateTime;
 
 use super::StoreError;
-use crate::ids::{ApiKey, JobId, LeaseId, UserId};
+use crate::ids::{ApiKey, JobId, KeyPrefix, LeaseId, UserId};
 use crate::job::Job;
 
 /// Notifications that a job changed; each item means "read the job again".
@@ -98,15 +98,45 @@ pub enum RateDecision {
     },
 }
 
-/// Requests per minute per user.
+/// Whose allowance a request spends: its user's, or its key's own (a key with a rate limit of
+/// its own spends both). A user's bucket is the user's id; a key's is a UUID of version 8 made
+/// from its prefix, which no user id (version 7) can equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RateBucket(uuid::Uuid);
+
+impl RateBucket {
+    /// The bucket of `user_id`.
+    #[must_use]
+    pub fn user(user_id: UserId) -> Self {
+        Self(user_id.as_uuid())
+    }
+
+    /// The bucket of the key of `prefix`.
+    #[must_use]
+    pub fn key(prefix: &KeyPrefix) -> Self {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(format!("genjobs rate bucket of key {prefix}").as_bytes());
+        let mut bytes = [0_u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        Self(uuid::Builder::from_custom_bytes(bytes).into_uuid())
+    }
+
+    /// The bucket as a UUID, for storage.
+    #[must_use]
+    pub fn as_uuid(self) -> uuid::Uuid {
+        self.0
+    }
+}
+
+/// Requests per minute per bucket (a user, or a key with a limit of its own).
 ///
 /// # Errors
 /// [`StoreError::Unavailable`] when a shared limiter cannot be reached.
 #[cfg_attr(feature = "mocks", mockall::automock)]
 #[async_trait]
 pub trait RateLimiter: Send + Sync {
-    /// Takes one request from the user's allowance of `per_minute`.
-    async fn acquire(&self, user_id: UserId, per_minute: u32) -> Result<RateDecision, StoreError>;
+    /// Takes one request from the bucket's allowance of `per_minute`.
+    async fn acquire(&self, bucket: RateBucket, per_minute: u32) -> Result<RateDecision, StoreError>;
 }
 
 /// Time, so that tests control it.

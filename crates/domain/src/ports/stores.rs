@@ -5,9 +5,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
+use crate::catalog::PricePercent;
 use crate::credits::{Balances, Credits};
 use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, LeaseId, ModelId, UserId};
 use crate::job::{Job, JobState, Transition};
+use crate::keys::{BudgetExceeded, KeySettings};
 
 /// A store that cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,8 +42,35 @@ pub struct Account {
     pub balances: Balances,
     /// The user's limits.
     pub limits: Limits,
+    /// The user's price tier.
+    pub price_percent: PricePercent,
     /// Jobs not yet final.
     pub active_jobs: u32,
+    /// When the user was created.
+    pub created_at: OffsetDateTime,
+}
+
+/// A change to a user's limits and tier; `None` keeps a field as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UserChange {
+    /// Requests per minute.
+    pub rate_limit_per_minute: Option<u32>,
+    /// Jobs not yet final at once.
+    pub max_concurrent_jobs: Option<u32>,
+    /// The price tier.
+    pub price_percent: Option<PricePercent>,
+}
+
+/// Which users a listing shows: newest first, older than `before` when given, whose name
+/// begins with `q` or who has a key whose prefix begins with `q`, at most `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserQuery {
+    /// The beginning of a name or of a key prefix.
+    pub q: Option<String>,
+    /// Only users created before this one.
+    pub before: Option<UserId>,
+    /// At most this many.
+    pub limit: usize,
 }
 
 /// A key to store: only its prefix and hash, never the key.
@@ -55,14 +84,37 @@ pub struct StoredKey {
     pub user_id: UserId,
     /// When it was issued.
     pub created_at: OffsetDateTime,
+    /// What it may do.
+    pub settings: KeySettings,
 }
 
 impl StoredKey {
-    /// The stored form of `key`.
+    /// The stored form of `key`, without restrictions of its own.
     #[must_use]
     pub fn of(key: &ApiKey, user_id: UserId, created_at: OffsetDateTime) -> Self {
-        Self { prefix: key.prefix(), hash: key.hash(), user_id, created_at }
+        Self { prefix: key.prefix(), hash: key.hash(), user_id, created_at, settings: KeySettings::default() }
     }
+
+    /// The same key, restricted by `settings`.
+    #[must_use]
+    pub fn with_settings(self, settings: KeySettings) -> Self {
+        Self { settings, ..self }
+    }
+}
+
+/// A key as its listing shows it (never its hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// Public prefix.
+    pub prefix: KeyPrefix,
+    /// The key's owner.
+    pub user_id: UserId,
+    /// What it may do.
+    pub settings: KeySettings,
+    /// When it was issued.
+    pub created_at: OffsetDateTime,
+    /// When it was revoked; a revoked key stays listed.
+    pub revoked_at: Option<OffsetDateTime>,
 }
 
 /// What authentication needs to know about a key, in one look-up.
@@ -70,10 +122,16 @@ impl StoredKey {
 pub struct Credential {
     /// SHA-256 of the key, to compare in constant time.
     pub hash: KeyHash,
+    /// The key's prefix.
+    pub prefix: KeyPrefix,
     /// The key's owner.
     pub user_id: UserId,
     /// The owner's request rate limit.
     pub rate_limit_per_minute: u32,
+    /// The owner's price tier.
+    pub price_percent: PricePercent,
+    /// What the key may do.
+    pub settings: KeySettings,
 }
 
 /// Why an account operation was refused.
@@ -132,8 +190,25 @@ pub trait AccountStore: Send + Sync {
     /// [`AccountError::UnknownUser`], [`AccountError::KeyPrefixTaken`].
     async fn add_key(&self, key: StoredKey) -> Result<(), AccountError>;
 
-    /// Revokes the key with this prefix at once; `false` when there was none.
+    /// Revokes the key with this prefix at once; `false` when there was none. A revoked key
+    /// stays listed, with the time of its revocation.
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError>;
+
+    /// The key with this prefix, revoked or not, or `None`.
+    async fn key(&self, prefix: &KeyPrefix) -> Result<Option<KeyRecord>, StoreError>;
+
+    /// A user's keys, revoked ones included, oldest first.
+    async fn keys_of(&self, user_id: UserId) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// Replaces the settings of the key with this prefix, effective for every reader of its
+    /// credentials at once (other replicas evict their cached copy as on a revocation); `false`
+    /// when there is no such key.
+    async fn set_key_settings(&self, prefix: &KeyPrefix, settings: KeySettings) -> Result<bool, StoreError>;
+
+    /// What the jobs submitted with the key of `prefix` since `since` (ever, when `None`) hold
+    /// or were charged: a job not yet final counts its hold, a succeeded one its charge, a
+    /// failed or canceled one nothing.
+    async fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Result<Credits, StoreError>;
 
     /// The credentials stored under a prefix (zero or one; a list so that the caller compares
     /// hashes itself, in constant time).
@@ -148,6 +223,14 @@ pub trait AccountStore: Send + Sync {
 
     /// The account, or `None` when there is no such user.
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError>;
+
+    /// Changes a user's limits and tier, for every reader of the user's keys' credentials at once
+    /// (other replicas evict them as on a revocation); the account after, or `None` when there
+    /// is no such user.
+    async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Option<Account>, StoreError>;
+
+    /// The users `query` selects, newest first.
+    async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, StoreError>;
 }
 
 /// An `Idempotency-Key` claim: the key and a fingerprint of the request it was first used with.
@@ -186,6 +269,15 @@ pub enum AcceptError {
     #[error("{limit} jobs are already running")]
     ConcurrencyLimit {
         /// The user's concurrent-job limit.
+        limit: u32,
+    },
+    /// The hold would take the key's `used` for the current period past its budget.
+    #[error(transparent)]
+    KeyBudgetExceeded(BudgetExceeded),
+    /// The key has `limit` jobs not yet final.
+    #[error("{limit} jobs of this key are already running")]
+    KeyConcurrencyLimit {
+        /// The key's concurrent-job limit.
         limit: u32,
     },
     /// The idempotency key was used with another body.
@@ -254,13 +346,18 @@ impl JobFilter {
 #[async_trait]
 pub trait JobStore: Send + Sync {
     /// Accepts a job in one atomic step: replays an idempotent retry, checks the credits
-    /// (first) and the concurrent-job limit, holds `job.credits_held`, inserts the job and
-    /// records the idempotency claim. With `lease`, the new job is put under the caller's
+    /// (first), then, for a job with a [`Job::key_prefix`] whose key has them, the key's budget
+    /// for the current period ([`crate::keys::BudgetPeriod::start`] at `now`, counted as
+    /// [`AccountStore::key_used`] counts it), the user's and then the key's concurrent-job limit,
+    /// holds `job.credits_held`, inserts the job and records the idempotency claim. The key's
+    /// checks read its settings as stored and run in the same atomic step as the hold, so that
+    /// concurrent accepts on one key never take its `used` past its budget. With `lease`, the new job is put under the caller's
     /// driver's lease in the same step, as [`JobStore::claim_due`] would claim it; a replayed
     /// job stays under whatever lease it is.
     ///
     /// # Errors
-    /// [`AcceptError::InsufficientCredits`], [`AcceptError::ConcurrencyLimit`],
+    /// [`AcceptError::InsufficientCredits`], [`AcceptError::KeyBudgetExceeded`],
+    /// [`AcceptError::ConcurrencyLimit`], [`AcceptError::KeyConcurrencyLimit`],
     /// [`AcceptError::IdempotencyConflict`], [`AcceptError::UnknownUser`].
     async fn accept(
         &self,

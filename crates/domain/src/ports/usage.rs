@@ -58,6 +58,9 @@ pub enum UsageGrouping {
     /// By the provider that took each job (operators' report); jobs no provider took form a group
     /// of their own.
     Provider,
+    /// By the key each job was submitted with (its prefix); jobs from before keys were recorded
+    /// form a group of their own.
+    Key,
 }
 
 /// Which jobs a usage report counts.
@@ -84,6 +87,8 @@ pub struct UsageRow {
     pub user_id: Option<UserId>,
     /// The group's provider, when grouped by provider; `None` there for the jobs no provider took.
     pub provider: Option<String>,
+    /// The group's key prefix, when grouped by key; `None` there for jobs of no recorded key.
+    pub key: Option<String>,
     /// Jobs created.
     pub jobs: u64,
     /// Of which succeeded.

@@ -5,19 +5,54 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use super::{Admin, Ports};
+use crate::catalog::PricePercent;
 use crate::credits::Credits;
-use crate::ids::{ApiKey, KeyPrefix, UserId};
+use crate::ids::{ApiKey, KeyPrefix, ModelId, UserId};
+use crate::keys::KeySettings;
 use crate::ports::{
-    Account, AccountError, AccountStore, Credential, Limits, RateDecision, RateLimiter, StoreError, StoredKey,
-    UsageStore,
+    Account, AccountError, AccountStore, Clock, Credential, Limits, RateBucket, RateDecision, RateLimiter, StoreError,
+    StoredKey, UsageStore, UserChange, UserQuery,
 };
 use crate::request::InvalidRequest;
 
 /// An authenticated caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// Who is calling.
     pub user_id: UserId,
+    /// The key it called with; `None` for a caller the service itself acts for.
+    pub key: Option<CallerKey>,
+    /// The user's price tier.
+    pub price_percent: PricePercent,
+}
+
+/// The key a caller presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerKey {
+    /// Its prefix.
+    pub prefix: KeyPrefix,
+    /// What it may do.
+    pub settings: Arc<KeySettings>,
+}
+
+impl Caller {
+    /// A caller acting as `user_id` with no key of its own, so without a key's restrictions.
+    #[must_use]
+    pub fn user(user_id: UserId) -> Self {
+        Self { user_id, key: None, price_percent: PricePercent::FULL }
+    }
+
+    /// Whether the caller's key may use `model`.
+    #[must_use]
+    pub fn may_use(&self, model: &ModelId) -> bool {
+        self.key.as_ref().is_none_or(|key| key.settings.allows_model(model))
+    }
+
+    /// The caller's key's settings; no restriction without a key.
+    #[must_use]
+    pub fn settings(&self) -> Arc<KeySettings> {
+        self.key.as_ref().map_or_else(Arc::default, |key| Arc::clone(&key.settings))
+    }
 }
 
 /// Why a request is not let in.
@@ -26,6 +61,9 @@ pub enum AuthError {
     /// 401 `INVALID_API_KEY`: no such key, or a revoked one.
     #[error("the API key is not valid")]
     InvalidKey,
+    /// 401 `API_KEY_EXPIRED`: the key is past its `expires_at`.
+    #[error("the API key expired at {0}")]
+    KeyExpired(String),
     /// 429 `RATE_LIMIT_EXCEEDED`.
     #[error("too many requests; retry in {} s", .retry_after.as_secs().max(1))]
     RateLimited {
@@ -78,6 +116,8 @@ pub struct NewUserRequest {
     pub rate_limit_per_minute: Option<u32>,
     /// Concurrent-job limit; the service default when absent.
     pub max_concurrent_jobs: Option<u32>,
+    /// Price tier; the catalog's price when absent.
+    pub price_percent: Option<PricePercent>,
 }
 
 /// Longest user name, in characters after trimming.
@@ -94,6 +134,7 @@ impl NewUserRequest {
         credits: u64,
         rate_limit_per_minute: Option<u64>,
         max_concurrent_jobs: Option<u64>,
+        price_percent: Option<u64>,
     ) -> Result<Self, InvalidRequest> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > MAX_USER_NAME_CHARS {
@@ -120,8 +161,27 @@ impl NewUserRequest {
             credits: Credits::new(credits),
             rate_limit_per_minute: limit("rate_limit_per_minute", rate_limit_per_minute)?,
             max_concurrent_jobs: limit("max_concurrent_jobs", max_concurrent_jobs)?,
+            price_percent: price_percent.map(PricePercent::new).transpose()?,
         })
     }
+}
+
+/// Checks an operator's change to a user: limits of at least 1, a tier of 1 to 1,000, each
+/// optional.
+///
+/// # Errors
+/// [`InvalidRequest`] naming the field at fault.
+pub fn validate_user_change(
+    rate_limit_per_minute: Option<u64>,
+    max_concurrent_jobs: Option<u64>,
+    price_percent: Option<u64>,
+) -> Result<UserChange, InvalidRequest> {
+    use crate::keys::key_limit;
+    Ok(UserChange {
+        rate_limit_per_minute: rate_limit_per_minute.map(|v| key_limit("rate_limit_per_minute", v)).transpose()?,
+        max_concurrent_jobs: max_concurrent_jobs.map(|v| key_limit("max_concurrent_jobs", v)).transpose()?,
+        price_percent: price_percent.map(PricePercent::new).transpose()?,
+    })
 }
 
 /// Checks an operator's grant: a non-zero number of credits, negative to take away.
@@ -136,7 +196,7 @@ pub fn validate_grant(amount: i64) -> Result<i64, InvalidRequest> {
 }
 
 /// How often a new key is drawn when its prefix is taken (48 random bits make a second try rare).
-const KEY_ATTEMPTS: usize = 4;
+pub(super) const KEY_ATTEMPTS: usize = 4;
 
 /// The caller's account: letting a request in, balances, and (in `usage.rs`) the ledger and usage.
 #[derive(Clone)]
@@ -147,9 +207,11 @@ pub struct Accounts {
 /// The ports of [`Accounts`].
 #[derive(Clone)]
 pub(super) struct AccountPorts {
-    accounts: Arc<dyn AccountStore>,
+    pub(super) accounts: Arc<dyn AccountStore>,
     pub(super) usage: Arc<dyn UsageStore>,
     rate_limiter: Arc<dyn RateLimiter>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) ids: Arc<dyn crate::ports::IdSource>,
 }
 
 impl Accounts {
@@ -161,20 +223,39 @@ impl Accounts {
                 accounts: Arc::clone(&ports.accounts),
                 usage: Arc::clone(&ports.usage),
                 rate_limiter: Arc::clone(&ports.rate_limiter),
+                clock: Arc::clone(&ports.clock),
+                ids: Arc::clone(&ports.ids),
             },
         }
     }
 
-    /// Lets a request in: the key must be known, and the user under its rate limit.
+    /// Lets a request in: the key must be known and not expired, the user under its rate limit,
+    /// and the key under its own when it has one.
     ///
     /// # Errors
     /// See [`AuthError`].
     pub async fn authenticate(&self, presented: &str) -> Result<Caller, AuthError> {
         let credential = self.credential(presented).await?.ok_or(AuthError::InvalidKey)?;
-        match self.ports.rate_limiter.acquire(credential.user_id, credential.rate_limit_per_minute).await? {
-            RateDecision::Allowed => Ok(Caller { user_id: credential.user_id }),
+        if credential.settings.is_expired(self.ports.clock.now())
+            && let Some(at) = credential.settings.expires_at
+        {
+            let at = at.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| at.to_string());
+            return Err(AuthError::KeyExpired(at));
+        }
+        let limiter = &self.ports.rate_limiter;
+        let user = RateBucket::user(credential.user_id);
+        let mut decision = limiter.acquire(user, credential.rate_limit_per_minute).await?;
+        if let (RateDecision::Allowed, Some(per_minute)) = (decision, credential.settings.rate_limit_per_minute) {
+            decision = limiter.acquire(RateBucket::key(&credential.prefix), per_minute).await?;
+        }
+        match decision {
+            RateDecision::Allowed => Ok(Caller {
+                user_id: credential.user_id,
+                key: Some(CallerKey { prefix: credential.prefix, settings: Arc::new(credential.settings) }),
+                price_percent: credential.price_percent,
+            }),
             RateDecision::Limited { retry_after } => {
-                tracing::info!(user_id = %credential.user_id, "rate limited");
+                tracing::info!(user_id = %credential.user_id, key_prefix = %credential.prefix, "rate limited");
                 Err(AuthError::RateLimited { retry_after })
             }
         }
@@ -186,7 +267,8 @@ impl Accounts {
     /// # Errors
     /// [`StoreError`] when the store fails.
     pub async fn still_valid(&self, presented: &str) -> Result<bool, StoreError> {
-        Ok(self.credential(presented).await?.is_some())
+        let now = self.ports.clock.now();
+        Ok(self.credential(presented).await?.is_some_and(|c| !c.settings.is_expired(now)))
     }
 
     async fn credential(&self, presented: &str) -> Result<Option<Credential>, StoreError> {
@@ -227,26 +309,16 @@ impl Admin {
             {
                 Ok(account) => {
                     tracing::info!(user_id = %user_id, credits = %request.credits, "user created");
+                    // A tier is set before the key is shown, so no job of the user is priced
+                    // without it.
+                    let account = match request.price_percent.filter(|p| *p != account.price_percent) {
+                        Some(price_percent) => {
+                            let change = UserChange { price_percent: Some(price_percent), ..UserChange::default() };
+                            self.ports.accounts.change_user(user_id, change).await?.ok_or(AdminError::UnknownUser)?
+                        }
+                        None => account,
+                    };
                     return Ok((account, key));
-                }
-                Err(AccountError::KeyPrefixTaken) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(StoreError::Internal("could not draw an unused key prefix".into()).into())
-    }
-
-    /// Issues another key to a user.
-    ///
-    /// # Errors
-    /// [`AdminError::UnknownUser`], [`AdminError::Store`].
-    pub async fn issue_key(&self, user_id: UserId) -> Result<ApiKey, AdminError> {
-        for _ in 0..KEY_ATTEMPTS {
-            let key = self.ports.ids.api_key();
-            match self.ports.accounts.add_key(StoredKey::of(&key, user_id, self.ports.clock.now())).await {
-                Ok(()) => {
-                    tracing::info!(user_id = %user_id, key_prefix = %key.prefix(), "key issued");
-                    return Ok(key);
                 }
                 Err(AccountError::KeyPrefixTaken) => continue,
                 Err(e) => return Err(e.into()),
@@ -287,6 +359,24 @@ impl Admin {
     pub async fn user(&self, user_id: UserId) -> Result<Account, AdminError> {
         self.ports.accounts.account(user_id).await?.ok_or(AdminError::UnknownUser)
     }
+
+    /// Changes a user's limits and tier, effective on every replica at once.
+    ///
+    /// # Errors
+    /// [`AdminError::UnknownUser`], [`AdminError::Store`].
+    pub async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Account, AdminError> {
+        let account = self.ports.accounts.change_user(user_id, change).await?.ok_or(AdminError::UnknownUser)?;
+        tracing::info!(user_id = %user_id, ?change, "user changed");
+        Ok(account)
+    }
+
+    /// The users `query` selects, newest first.
+    ///
+    /// # Errors
+    /// [`AdminError::Store`].
+    pub async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, AdminError> {
+        Ok(self.ports.accounts.users(query).await?)
+    }
 }
 
 #[cfg(test)]
@@ -295,15 +385,18 @@ mod tests {
 
     #[test]
     fn new_user_is_validated() {
-        let ok = NewUserRequest::validate(" ada ", 10, None, Some(2)).unwrap();
+        let ok = NewUserRequest::validate(" ada ", 10, None, Some(2), Some(150)).unwrap();
+        assert_eq!(ok.price_percent.map(PricePercent::get), Some(150));
         assert_eq!((ok.name.as_str(), ok.credits), ("ada", Credits::new(10)));
         assert_eq!((ok.rate_limit_per_minute, ok.max_concurrent_jobs), (None, Some(2)));
         let refusals = [
-            (NewUserRequest::validate("", 1, None, None), "name"),
-            (NewUserRequest::validate(&"x".repeat(201), 1, None, None), "name"),
-            (NewUserRequest::validate("a", u64::MAX, None, None), "credits"),
-            (NewUserRequest::validate("a", 1, Some(0), None), "rate_limit_per_minute"),
-            (NewUserRequest::validate("a", 1, None, Some(u64::from(u32::MAX) + 1)), "max_concurrent_jobs"),
+            (NewUserRequest::validate("", 1, None, None, None), "name"),
+            (NewUserRequest::validate(&"x".repeat(201), 1, None, None, None), "name"),
+            (NewUserRequest::validate("a", u64::MAX, None, None, None), "credits"),
+            (NewUserRequest::validate("a", 1, Some(0), None, None), "rate_limit_per_minute"),
+            (NewUserRequest::validate("a", 1, None, Some(u64::from(u32::MAX) + 1), None), "max_concurrent_jobs"),
+            (NewUserRequest::validate("a", 1, None, None, Some(0)), "price_percent"),
+            (NewUserRequest::validate("a", 1, None, None, Some(1001)), "price_percent"),
         ];
         for (result, param) in refusals {
             assert_eq!(result.unwrap_err().param.as_deref(), Some(param));

@@ -123,7 +123,7 @@ impl JobReads {
     /// the edge waits as [`LongPoll::look`] says.
     #[must_use]
     pub fn long_poll(&self, caller: &Caller, id: JobId, wait: Duration) -> LongPoll {
-        LongPoll::new(self.clone(), *caller, id, wait)
+        LongPoll::new(self.clone(), caller.clone(), id, wait)
     }
 
     /// Tells the drivers someone waits on the job, when the provider notifies (otherwise every
@@ -142,7 +142,7 @@ impl JobReads {
     /// # Errors
     /// See [`JobQueryError`]; checked before the stream starts.
     pub async fn job_events(&self, caller: &Caller, id: JobId) -> Result<JobStream, JobQueryError> {
-        JobStream::start(self.clone(), *caller, id).await
+        JobStream::start(self.clone(), caller.clone(), id).await
     }
 
     /// The caller's jobs, newest first.

@@ -7,10 +7,11 @@
 //! - [`Uploads`] (`uploads.rs`): keep an image a client uploads, read it back.
 //! - [`Removals`] (`removals.rs`): remove a job from a listing (canceling it when it runs), and
 //!   read the jobs kept.
-//! - [`Accounts`] (`accounts.rs`, `usage.rs`): authenticate, account, ledger, usage.
+//! - [`Accounts`] (`accounts.rs`, `usage.rs`, `keys.rs`): authenticate, account, ledger, usage,
+//!   the caller's own keys.
 //! - [`ClientWebhooks`] (`webhooks.rs`): secrets, a job's events, redeliveries.
 //! - [`ProviderNotifications`] (`notifications.rs`): what the provider pushes.
-//! - [`Admin`] (`admin.rs`, and the operators' parts of `accounts.rs`, `catalog.rs`,
+//! - [`Admin`] (`admin.rs`, and the operators' parts of `accounts.rs`, `keys.rs`, `catalog.rs`,
 //!   `usage.rs`, `admin_jobs.rs`): users, keys, grants, the catalog, usage reports, every
 //!   user's jobs, readiness.
 //!
@@ -28,6 +29,7 @@ mod client_webhooks;
 mod deliveries;
 mod handoff;
 mod jobs;
+mod keys;
 mod notifications;
 mod outputs;
 mod quote;
@@ -43,7 +45,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::ports::RangeRequest;
-pub use accounts::{Accounts, AdminError, AuthError, Caller, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant};
+pub use accounts::{
+    Accounts, AdminError, AuthError, Caller, CallerKey, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant,
+    validate_user_change,
+};
 pub use admin::{Admin, AdminPorts};
 pub use admin_jobs::{InspectedJob, MAX_ADMIN_JOBS_PAGE};
 pub use cancel::{CancelReceipt, Cancellations};
@@ -51,6 +56,7 @@ pub use catalog::{CatalogAdminError, PlannedChange};
 pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};
 pub use deliveries::{DeliverySettings, WebhookDeliveries};
 pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX_WAIT_SECS};
+pub use keys::{KeyListing, OwnKeyError};
 pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
 pub use outputs::{OpenedOutput, OutputContentError, OutputRead, OutputReadError};
 pub use quote::Quote;

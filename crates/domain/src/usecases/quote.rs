@@ -2,7 +2,7 @@
 //! without holding anything. A submission prices itself through the same function, so a quote
 //! and a hold can never disagree.
 
-use super::{Submissions, SubmitError};
+use super::{Caller, Submissions, SubmitError};
 use crate::catalog::{Catalog, Model};
 use crate::credits::Credits;
 use crate::ids::ModelId;
@@ -47,15 +47,16 @@ impl Submissions {
         Ok(model)
     }
 
-    /// What submitting `request` now would hold. No job is made and nothing is held; a quote
-    /// is never refused for lack of credits.
+    /// What submitting `request` now would hold for `caller` (at the caller's price tier). No
+    /// job is made and nothing is held; a quote is never refused for lack of credits.
     ///
     /// # Errors
     /// [`SubmitError::Invalid`] naming `extra.<key>` for a key `extra` may not set;
     /// [`SubmitError::Store`] when the model left the catalog.
-    pub fn quote(&self, request: &GenerationRequest) -> Result<Quote, SubmitError> {
+    pub fn quote(&self, caller: &Caller, request: &GenerationRequest) -> Result<Quote, SubmitError> {
         let catalog = self.catalog.current();
         let model = self.price(&catalog, request)?;
-        Ok(Quote { model: model.id.clone(), credits: model.price_to_hold(&request.input) })
+        let credits = model.rate(&request.input).at(caller.price_percent).to_hold(&request.input);
+        Ok(Quote { model: model.id.clone(), credits })
     }
 }

@@ -9,6 +9,7 @@ use crate::catalog::{Catalog, LiveCatalog, Model};
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
 use crate::job::{Job, JobState};
+use crate::keys::BudgetExceeded;
 use crate::ports::{
     AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability, StoreError,
     UpstreamProvider,
@@ -93,6 +94,21 @@ pub enum SubmitError {
     #[error("at most {limit} jobs may run at once; wait for one to finish")]
     ConcurrencyLimit {
         /// The user's limit.
+        limit: u32,
+    },
+    /// 402 `KEY_BUDGET_EXCEEDED`: the hold would take the key past its budget for the period.
+    #[error(transparent)]
+    KeyBudgetExceeded(BudgetExceeded),
+    /// 403 `MODEL_NOT_ALLOWED`: the key may not use the model.
+    #[error("this API key may not use the model `{model}`")]
+    ModelNotAllowed {
+        /// The model asked for.
+        model: ModelId,
+    },
+    /// 429: too many jobs of the key not yet final.
+    #[error("at most {limit} jobs of this API key may run at once; wait for one to finish")]
+    KeyConcurrencyLimit {
+        /// The key's limit.
         limit: u32,
     },
     /// 409: the idempotency key was used with another body.
@@ -186,8 +202,11 @@ impl Submissions {
     /// See [`SubmitError`].
     pub async fn submit(&self, caller: &Caller, submission: Submission) -> Result<Receipt, SubmitError> {
         let Submission { request, received, idempotency } = submission;
+        if !caller.may_use(&request.model) {
+            return Err(SubmitError::ModelNotAllowed { model: request.model.clone() });
+        }
         let catalog = self.catalog.current();
-        let rate = self.price(&catalog, &request)?.rate(&request.input);
+        let rate = self.price(&catalog, &request)?.rate(&request.input).at(caller.price_percent);
         if let Some(url) = &request.webhook_url {
             self.check_webhook_destination(url).await?;
         }
@@ -201,7 +220,10 @@ impl Submissions {
             rate,
             now,
         );
-        let job = job.with_webhook_url(request.webhook_url.clone()).with_request(received);
+        let job = job
+            .with_webhook_url(request.webhook_url.clone())
+            .with_request(received)
+            .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone()));
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         let (job, lease) = match &self.handoff {
             Some(handoff) => super::handoff::started(handoff.as_ref(), job, now),
@@ -227,6 +249,8 @@ impl Submissions {
                 Err(SubmitError::InsufficientCredits { needed, available })
             }
             Err(AcceptError::ConcurrencyLimit { limit }) => Err(SubmitError::ConcurrencyLimit { limit }),
+            Err(AcceptError::KeyBudgetExceeded(exceeded)) => Err(SubmitError::KeyBudgetExceeded(exceeded)),
+            Err(AcceptError::KeyConcurrencyLimit { limit }) => Err(SubmitError::KeyConcurrencyLimit { limit }),
             Err(AcceptError::IdempotencyConflict) => Err(SubmitError::IdempotencyConflict),
             Err(AcceptError::UnknownUser) => {
                 Err(StoreError::Internal("an authenticated user has no account".into()).into())

@@ -144,8 +144,8 @@ impl Accounts {
         Ok(LedgerPage { entries: page, next })
     }
 
-    /// The caller's jobs created from `from` to `to` (UTC days, both included), grouped by day
-    /// or model.
+    /// The caller's jobs created from `from` to `to` (UTC days, both included), grouped by day,
+    /// model or key.
     ///
     /// # Errors
     /// See [`UsageError`]; grouping by user or provider is the operators' report
@@ -158,7 +158,9 @@ impl Accounts {
         group_by: UsageGrouping,
     ) -> Result<Vec<UsageRow>, UsageError> {
         if matches!(group_by, UsageGrouping::User | UsageGrouping::Provider) {
-            return Err(InvalidRequest::param("group_by", "`group_by` must be `day` or `model`").into());
+            return Err(
+                InvalidRequest::param("group_by", "`group_by` must be `day`, `model`, `day,model` or `key`").into()
+            );
         }
         report(self.ports.usage.as_ref(), UsageQuery { user_id: Some(caller.user_id), from, to, group_by }).await
     }

@@ -3,11 +3,12 @@
 //! the wrong type, or a field the endpoint does not have, is refused by serde; the refusal's
 //! `param` is the body field at the head of the serde path.
 
-use genjobs_api::{Grant, ImageRequest, NewUser, VideoRequest};
+use genjobs_api::{Grant, ImageRequest, NewUser, UserPatch, VideoRequest};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::modality::Modality;
+use genjobs_domain::ports::UserChange;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, InvalidRequest, ReceivedRequest, WholeNumber};
-use genjobs_domain::usecases::{NewUserRequest, validate_grant};
+use genjobs_domain::usecases::{NewUserRequest, validate_grant, validate_user_change};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_path_to_error::Segment;
@@ -184,7 +185,15 @@ pub fn new_user_request(body: NewUser) -> Result<NewUserRequest, InvalidRequest>
         body.name.ok_or_else(|| InvalidRequest::param("name", "`name` must be a string of 1 to 200 characters"))?;
     let credits =
         body.credits.ok_or_else(|| InvalidRequest::param("credits", "`credits` must be a non-negative integer"))?;
-    NewUserRequest::validate(&name, credits, body.rate_limit_per_minute, body.max_concurrent_jobs)
+    NewUserRequest::validate(&name, credits, body.rate_limit_per_minute, body.max_concurrent_jobs, body.price_percent)
+}
+
+/// The domain's validated change to a user.
+///
+/// # Errors
+/// [`InvalidRequest`] naming the field at fault.
+pub fn user_change(body: UserPatch) -> Result<UserChange, InvalidRequest> {
+    validate_user_change(body.rate_limit_per_minute, body.max_concurrent_jobs, body.price_percent)
 }
 
 /// The domain's validated grant.

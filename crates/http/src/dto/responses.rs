@@ -174,6 +174,8 @@ pub fn user_view(a: &ports::Account) -> User {
         rate_limit_per_minute: a.limits.rate_limit_per_minute,
         max_concurrent_jobs: a.limits.max_concurrent_jobs,
         active_jobs: a.active_jobs,
+        price_percent: a.price_percent.get(),
+        created_at: iso(a.created_at),
     }
 }
 

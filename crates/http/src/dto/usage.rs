@@ -36,6 +36,7 @@ pub fn usage_row_view(group_by: UsageGrouping, row: ports::UsageRow) -> UsageRow
         model: row.model,
         user_id: row.user_id.map(|id| id.to_string()),
         provider: (group_by == UsageGrouping::Provider).then_some(row.provider),
+        key: (group_by == UsageGrouping::Key).then_some(row.key),
         jobs: row.jobs,
         succeeded: row.succeeded,
         failed: row.failed,
@@ -51,6 +52,7 @@ const DAY: GroupColumn = ("day", |row| row.day.as_deref());
 const MODEL: GroupColumn = ("model", |row| row.model.as_deref());
 const USER: GroupColumn = ("user_id", |row| row.user_id.as_deref());
 const PROVIDER: GroupColumn = ("provider", |row| row.provider.as_ref().and_then(Option::as_deref));
+const KEY: GroupColumn = ("key", |row| row.key.as_ref().and_then(Option::as_deref));
 
 /// The rows as CSV: a header naming the JSON fields (the group's columns first), one line a row;
 /// a group's value that JSON gives as null (the jobs no provider took) is an empty field.
@@ -62,6 +64,7 @@ pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRow]) -> String {
         UsageGrouping::User => &[USER],
         UsageGrouping::DayAndModel => &[DAY, MODEL],
         UsageGrouping::Provider => &[PROVIDER],
+        UsageGrouping::Key => &[KEY],
     };
     let header: Vec<&str> = group.iter().map(|(name, _)| *name).collect();
     let mut csv = format!("{},jobs,succeeded,failed,canceled,credits_spent\n", header.join(","));
@@ -96,6 +99,7 @@ mod tests {
             model: Some("a,b".into()),
             user_id: None,
             provider: None,
+            key: None,
             jobs: 3,
             succeeded: 2,
             failed: 1,
@@ -115,6 +119,7 @@ mod tests {
             model: None,
             user_id: None,
             provider: Some(provider.map(str::to_owned)),
+            key: None,
             jobs: 1,
             succeeded: 0,
             failed: 1,

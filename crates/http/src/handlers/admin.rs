@@ -1,20 +1,22 @@
 //! The admin API's handlers (`/api/admin`), behind the operators' token.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use genjobs_api::{AdminModel, CreatedUser, DataView, Grant, IssuedKey, NewUser, User};
+use genjobs_api::{AdminModel, CreatedUser, DataView, Grant, NewUser, User, UserPage, UserPatch};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::PutOutcome;
+use genjobs_domain::ports::UserQuery;
+use genjobs_domain::request::InvalidRequest;
 
 use super::Handled;
 use crate::AppState;
 use crate::auth::Operator;
 use crate::body::read_json;
 use crate::dto::catalog::{admin_model_view, model_document};
-use crate::dto::requests::{grant_amount, new_user_request, read};
+use crate::dto::requests::{grant_amount, new_user_request, read, user_change};
 use crate::dto::responses::{created_user_view, user_view};
 use crate::error::ApiError;
 
-fn user_id(path: &str) -> Result<UserId, ApiError> {
+pub(super) fn user_id(path: &str) -> Result<UserId, ApiError> {
     UserId::parse(path).map_err(|_| genjobs_domain::usecases::AdminError::UnknownUser.into())
 }
 
@@ -37,19 +39,6 @@ pub async fn admin_create_user(
     let request = new_user_request(read(&read_json(&req, payload).await?)?)?;
     let (account, key) = state.services.admin.create_user(request).await?;
     Ok(HttpResponse::Created().json(created_user_view(&account, key.expose())))
-}
-
-/// Issue another key to a user
-#[utoipa::path(post, path = "/api/admin/users/{id}/keys", tag = "admin",
-    security(("admin_token" = [])),
-    params(("id" = String, Path, description = "The user id")),
-    responses(
-        (status = 201, description = "The new key, shown only here", body = IssuedKey),
-        (status = 404, description = "No such user", body = crate::error::Envelope),
-    ))]
-pub async fn admin_issue_key(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
-    let key = state.services.admin.issue_key(user_id(&path)?).await?;
-    Ok(HttpResponse::Created().json(IssuedKey { api_key: key.expose().to_owned() }))
 }
 
 /// Revoke a key
@@ -103,6 +92,64 @@ pub async fn admin_grant(
 pub async fn admin_user(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
     let account = state.services.admin.user(user_id(&path)?).await?;
     Ok(HttpResponse::Ok().json(user_view(&account)))
+}
+
+/// Change a user's limits and price tier
+///
+/// Each field optional; effective on every replica within a second.
+#[utoipa::path(patch, path = "/api/admin/users/{id}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The user id")),
+    request_body(content = UserPatch, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The account after the change", body = User),
+        (status = 400, description = "A field is not valid", body = crate::error::Envelope),
+        (status = 404, description = "No such user", body = crate::error::Envelope),
+    ))]
+pub async fn admin_change_user(
+    state: web::Data<AppState>,
+    _: Operator,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
+    let user_id = user_id(&path)?;
+    let change = user_change(read(&read_json(&req, payload).await?)?)?;
+    let account = state.services.admin.change_user(user_id, change).await?;
+    Ok(HttpResponse::Ok().json(user_view(&account)))
+}
+
+/// Most users a page lists.
+const MAX_USERS_PAGE: u64 = 100;
+
+/// List users
+///
+/// Newest first; `q` matches the beginning of a name or of one of the user's key prefixes.
+#[utoipa::path(get, path = "/api/admin/users", tag = "admin",
+    security(("admin_token" = [])),
+    params(
+        ("q" = Option<String>, Query, description = "The beginning of a name or of a key prefix"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 100, description = "Users per page (default 20)"),
+        ("before" = Option<String>, Query, description = "A user id: list only users created before it"),
+    ),
+    responses(
+        (status = 200, description = "A page of users", body = UserPage),
+        (status = 400, description = "`limit` or `before` is not valid", body = crate::error::Envelope),
+    ))]
+pub async fn admin_users(state: web::Data<AppState>, _: Operator, query: super::Query) -> Handled {
+    let limit = super::integer_param(&query, "limit", 1, MAX_USERS_PAGE)?.unwrap_or(20);
+    let before = query
+        .get("before")
+        .map(|b| UserId::parse(b).map_err(|_| InvalidRequest::param("before", "`before` must be a user id")))
+        .transpose()?;
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let listing = UserQuery { q: query.get("q").cloned(), before, limit: limit + 1 };
+    let mut users = state.services.admin.users(&listing).await?;
+    let next = (users.len() > limit).then(|| {
+        users.truncate(limit);
+        users.last().map(|last| last.user_id.to_string())
+    });
+    Ok(HttpResponse::Ok().json(UserPage { data: users.iter().map(user_view).collect(), next: next.flatten() }))
 }
 
 /// List the catalog's models

@@ -1,10 +1,12 @@
 //! The handlers: each parses its input into domain types, calls one use case, and maps the result.
-//! The operators' handlers are in `admin`.
+//! The operators' handlers are in `admin`; keys with settings, the operators' and the users' own,
+//! in `keys`.
 
 mod admin;
 mod admin_jobs;
 mod client_webhooks;
 mod files;
+mod keys;
 mod provider_notifications;
 mod quotes;
 mod uploads;
@@ -14,6 +16,7 @@ pub use admin::*;
 pub use admin_jobs::*;
 pub use client_webhooks::*;
 pub use files::*;
+pub use keys::*;
 pub use provider_notifications::*;
 pub use quotes::*;
 pub use uploads::*;
@@ -332,7 +335,7 @@ pub async fn cancel_job(state: web::Data<AppState>, caller: Authenticated, path:
         (status = 200, description = "The models", body = DataView<Model>),
         (status = 400, description = "`modality` is not one of the modalities", body = crate::error::Envelope),
     ))]
-pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, query: Query) -> Handled {
+pub async fn list_models(state: web::Data<AppState>, caller: Authenticated, query: Query) -> Handled {
     let modality = query
         .get("modality")
         .map(|m| {
@@ -343,7 +346,11 @@ pub async fn list_models(state: web::Data<AppState>, _caller: Authenticated, que
         .transpose()?;
     let submissions = &state.services.submissions;
     let catalog = submissions.catalog();
-    let data = catalog.models_of(modality).map(|m| model_view(m, submissions.provider_of(m))).collect();
+    let data = catalog
+        .models_of(modality)
+        .filter(|m| caller.0.may_use(&m.id))
+        .map(|m| model_view(m, submissions.provider_of(m)))
+        .collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
 }
 

@@ -13,13 +13,19 @@ use crate::dto::requests::generation_request;
 use crate::dto::responses::quote_view;
 use crate::error::ApiError;
 
-async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: web::Payload) -> Handled {
+async fn quote(
+    modality: Modality,
+    state: &AppState,
+    caller: &Authenticated,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Handled {
     let body = read_json(&req, payload).await?;
     let request = generation_request(modality, &body, &state.services.submissions.catalog())?;
     let quote = state
         .services
         .submissions
-        .quote(&request)
+        .quote(&caller.0, &request)
         .map_err(|e| ApiError::from_submit(e, state.services.settings().poll_interval))?;
     Ok(HttpResponse::Ok().json(quote_view(quote)))
 }
@@ -38,11 +44,11 @@ async fn quote(modality: Modality, state: &AppState, req: HttpRequest, payload: 
     ))]
 pub async fn quote_video(
     state: web::Data<AppState>,
-    _: Authenticated,
+    caller: Authenticated,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Handled {
-    quote(Modality::Video, &state, req, payload).await
+    quote(Modality::Video, &state, &caller, req, payload).await
 }
 
 /// Price an image generation
@@ -57,9 +63,9 @@ pub async fn quote_video(
     ))]
 pub async fn quote_image(
     state: web::Data<AppState>,
-    _: Authenticated,
+    caller: Authenticated,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Handled {
-    quote(Modality::Image, &state, req, payload).await
+    quote(Modality::Image, &state, &caller, req, payload).await
 }

@@ -91,7 +91,7 @@ pub async fn account_ledger(state: web::Data<AppState>, caller: Authenticated, q
     params(
         ("from" = Option<String>, Query, description = "First day, YYYY-MM-DD (default: 29 days before `to`)"),
         ("to" = Option<String>, Query, description = "Last day, included, YYYY-MM-DD (default: today, UTC)"),
-        ("group_by" = Option<String>, Query, description = "`day` (default), `model`, or `day,model` (a row per model and day)"),
+        ("group_by" = Option<String>, Query, description = "`day` (default), `model`, `day,model` (a row per model and day), or `key` (the key prefix the jobs were submitted with; null for jobs of no recorded key)"),
     ),
     responses(
         (status = 200, description = "The usage, one row a group", body = DataView<UsageRow>),
@@ -101,7 +101,12 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
     let (from, to) = days(&query)?;
     let group_by = grouping(
         &query,
-        &[("day", UsageGrouping::Day), ("model", UsageGrouping::Model), ("day,model", UsageGrouping::DayAndModel)],
+        &[
+            ("day", UsageGrouping::Day),
+            ("model", UsageGrouping::Model),
+            ("day,model", UsageGrouping::DayAndModel),
+            ("key", UsageGrouping::Key),
+        ],
     )?;
     let rows = state.services.accounts.usage(&caller.0, from, to, group_by).await?;
     Ok(HttpResponse::Ok().json(DataView { data: rows.into_iter().map(|row| usage_row_view(group_by, row)).collect() }))
@@ -116,7 +121,7 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
     params(
         ("from" = Option<String>, Query, description = "First day, YYYY-MM-DD (default: 29 days before `to`)"),
         ("to" = Option<String>, Query, description = "Last day, included, YYYY-MM-DD (default: today, UTC)"),
-        ("group_by" = Option<String>, Query, description = "`user` (default), `model`, `day`, `day,model`, or `provider` (the provider that took the jobs; null for those none took)"),
+        ("group_by" = Option<String>, Query, description = "`user` (default), `model`, `day`, `day,model`, `provider` (the provider that took the jobs; null for those none took), or `key` (the key prefix the jobs were submitted with; null for jobs of no recorded key)"),
         ("user_id" = Option<String>, Query, description = "Only this user's jobs"),
     ),
     responses(
@@ -136,6 +141,7 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
             ("day", UsageGrouping::Day),
             ("day,model", UsageGrouping::DayAndModel),
             ("provider", UsageGrouping::Provider),
+            ("key", UsageGrouping::Key),
         ],
     )?;
     let user_id = query

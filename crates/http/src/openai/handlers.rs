@@ -398,11 +398,12 @@ pub async fn video_content(
     security(("api_key" = [])),
     responses((status = 200, description = "The catalog's models", body = ModelList)))]
 pub async fn list_models(state: web::Data<AppState>, caller: Caught) -> Handled {
-    caller?;
+    let caller = caller?;
     let submissions = &state.services.submissions;
     let data = submissions
         .catalog()
         .models_of(None)
+        .filter(|model| caller.0.may_use(&model.id))
         .map(|model| ModelObject {
             id: model.id.to_string(),
             object: "model".to_owned(),

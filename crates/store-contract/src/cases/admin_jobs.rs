@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{JobId, ModelId, UserId};
 use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, UpstreamRef};
@@ -24,7 +24,7 @@ fn received(model: &str) -> ReceivedRequest {
 /// A job of `user_id` and `model` holding 1 credit, accepted by `store` at `at`, with the body
 /// it was received with.
 async fn job_of<S: Store>(store: &S, user_id: UserId, model: &str, at: OffsetDateTime) -> Job {
-    let rate = Rate { per: Unit::Image, credits: 1 };
+    let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL };
     let (job, _) = Job::accept(JobId::new_at(at), user_id, ModelId::new(model), Modality::Image, input(), rate, at);
     let job = job.with_request(received(model));
     store.accept(job.clone(), None, None, now()).await.expect("accept");

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::ids::{JobId, ModelId, UserId};
 use genjobs_domain::job::{Job, Trigger};
 use genjobs_domain::modality::Modality;
@@ -21,7 +21,7 @@ async fn video<S: Store>(store: &S, user_id: UserId, offset_ms: i64) -> Job {
         ModelId::new("seedance-2.0-fast"),
         Modality::Video,
         input(),
-        Rate { per: Unit::Image, credits: 1 },
+        Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL },
         at,
     )
     .0;

@@ -2,9 +2,9 @@
 //! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
-use genjobs_domain::catalog::{Rate, Unit};
+use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
-use genjobs_domain::ids::{JobId, KeyHash, ModelId, UserId};
+use genjobs_domain::ids::{JobId, KeyHash, KeyPrefix, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{
     Job, JobError, JobErrorCode, JobPhase, JobState, Reached, StoredJob, Submission, UpstreamRef,
@@ -16,14 +16,17 @@ use genjobs_domain::request::ReceivedRequest;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::schema::users;
 
 mod job_columns;
+mod key_settings;
 mod settle;
 
 pub(crate) use job_columns::{Accept, JobRow, UpdateMany, update_rows};
+pub(crate) use key_settings::KeySettingsRow;
 pub(crate) use settle::Settle;
 
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {
@@ -52,6 +55,8 @@ impl JobRow {
         Ok(Self {
             id: job.id().as_uuid(),
             user_id: job.user_id().as_uuid(),
+            key_prefix: job.key_prefix().map(|prefix| prefix.as_str().to_owned()),
+            rate_percent: i32::try_from(job.rate().percent.get()).unwrap_or(i32::MAX),
             model: job.model().to_string(),
             modality: job.modality().as_str().to_owned(),
             state: job.state().as_str().to_owned(),
@@ -95,6 +100,7 @@ impl JobRow {
         let stored = StoredJob {
             id,
             user_id: UserId::from_uuid(self.user_id),
+            key_prefix: self.key_prefix.as_deref().map(KeyPrefix::of),
             model: ModelId::new(self.model),
             modality: Modality::parse(&self.modality).ok_or_else(|| corrupt("modality", &self.modality))?,
             created_at: self.created_at,
@@ -106,6 +112,7 @@ impl JobRow {
                     other => return Err(corrupt("rate", other)),
                 },
                 credits: u64::try_from(self.rate_credits).map_err(|e| corrupt("rate", e))?,
+                percent: price_percent(self.rate_percent)?,
             },
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
             webhook_url: self.webhook_url,
@@ -404,6 +411,13 @@ pub(crate) struct UserRow {
     pub rate_limit_per_minute: i32,
     pub max_concurrent_jobs: i32,
     pub active_jobs: i32,
+    pub created_at: OffsetDateTime,
+    pub price_percent: i32,
+}
+
+/// A tier as stored: 1 to 1,000.
+pub(crate) fn price_percent(value: i32) -> Result<PricePercent, StoreError> {
+    u64::try_from(value).ok().and_then(|v| PricePercent::new(v).ok()).ok_or_else(|| corrupt("price_percent", value))
 }
 
 impl UserRow {
@@ -421,7 +435,9 @@ impl UserRow {
                 rate_limit_per_minute: count(self.rate_limit_per_minute)?,
                 max_concurrent_jobs: count(self.max_concurrent_jobs)?,
             },
+            price_percent: price_percent(self.price_percent)?,
             active_jobs: count(self.active_jobs)?,
+            created_at: self.created_at,
         })
     }
 }

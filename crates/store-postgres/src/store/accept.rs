@@ -1,19 +1,22 @@
 //! Accepting a job: one statement without an idempotency key (conditional hold, job, ledger
-//! row), a transaction with one (the account locked, then checked); and the pruning of old
-//! idempotency records. Either way a refusal is named by the state its check saw.
+//! row), a transaction with one or for a key with a budget or a concurrency limit of its own
+//! (the key's row locked, its jobs counted, the account locked, then all checked); and the
+//! pruning of old idempotency records. Either way a refusal is named by the state its check saw.
 
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::LeaseId;
 use genjobs_domain::job::Job;
-use genjobs_domain::ports::{AcceptError, Accepted, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
+use genjobs_domain::keys::check_budget;
+use genjobs_domain::ports::{AcceptError, Accepted, AccountStore, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
 use time::OffsetDateTime;
 
 use super::PgStore;
+use super::keys::{key_active, key_used, lock_key_settings};
 use crate::error::{TxError, from_diesel};
 use crate::pool::{Durability, count_job_commit};
-use crate::rows::{Accept, JobRow, amount};
+use crate::rows::{Accept, JobRow, amount, credits};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 
 /// How often an accept races another request with the same idempotency key, or another change
@@ -80,6 +83,29 @@ impl PgStore {
                             return Ok(Accepted::Replayed(original));
                         }
                     }
+                    // The key is locked before the account (every transaction that locks both does
+                    // so in this order), so that two accepts on one key count its jobs one after
+                    // the other: neither misses the other's hold.
+                    let key = match job.key_prefix() {
+                        Some(prefix) => lock_key_settings(conn, prefix.as_str())
+                            .await?
+                            .map(|row| row.into_settings())
+                            .transpose()
+                            .map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?
+                            .map(|settings| (prefix.as_str(), settings)),
+                        None => None,
+                    };
+                    let mut key_budget = None;
+                    let mut key_limit = None;
+                    if let Some((prefix, settings)) = &key {
+                        if let Some(budget) = settings.budget {
+                            let used = key_used(conn, prefix, budget.period.start(now)).await?;
+                            key_budget = Some((budget, used));
+                        }
+                        if let Some(limit) = settings.max_concurrent_jobs {
+                            key_limit = Some((limit, key_active(conn, prefix).await?));
+                        }
+                    }
                     // The account is locked and checked in this transaction, so that a refusal names
                     // the check that refused it.
                     let account: Option<(i64, i32, i32)> = users::table
@@ -92,8 +118,21 @@ impl PgStore {
                     let Some((available, active, limit)) = account else {
                         return Err(TxError::Refused(Refusal::Accept(AcceptError::UnknownUser)));
                     };
-                    if available < held || active >= limit {
+                    if available < held {
                         return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
+                    }
+                    if let Some((budget, used)) = key_budget {
+                        let used = credits(used).map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
+                        check_budget(budget, used, job.credits_held())
+                            .map_err(|e| TxError::Refused(Refusal::Accept(AcceptError::KeyBudgetExceeded(e))))?;
+                    }
+                    if active >= limit {
+                        return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
+                    }
+                    if let Some((limit, active)) = key_limit
+                        && active >= i64::from(limit)
+                    {
+                        return Err(TxError::Refused(Refusal::Accept(AcceptError::KeyConcurrencyLimit { limit })));
                     }
                     diesel::update(users::table.find(user_id))
                         .set((
@@ -205,6 +244,14 @@ impl PgStore {
 pub const IDEMPOTENCY_PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl PgStore {
+    /// Whether `job`'s key has a budget or a concurrency limit, as its credentials (cached, and
+    /// evicted on every replica when its settings change) say: its accept then takes the
+    /// transaction that locks the key and counts its jobs.
+    async fn key_limits_jobs(&self, job: &Job) -> Result<bool, StoreError> {
+        let Some(prefix) = job.key_prefix() else { return Ok(false) };
+        Ok(self.credentials(prefix).await?.iter().any(|credential| credential.settings.limits_jobs()))
+    }
+
     /// [`genjobs_domain::ports::JobStore::accept`]: see there.
     pub(super) async fn accept_job(
         &self,
@@ -213,7 +260,7 @@ impl PgStore {
         lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
-        if idempotency.is_none() {
+        if idempotency.is_none() && !self.key_limits_jobs(&job).await? {
             return self.accept_in_one_statement(job, lease, now).await;
         }
         for _ in 0..ACCEPT_ATTEMPTS {

@@ -7,25 +7,33 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{KeyPrefix, UserId};
-use genjobs_domain::ports::{Account, AccountError, AccountStore, Credential, Limits, StoreError, StoredKey};
+use genjobs_domain::keys::KeySettings;
+use genjobs_domain::ports::{
+    Account, AccountError, AccountStore, Credential, KeyRecord, Limits, StoreError, StoredKey, UserChange, UserQuery,
+};
 use time::OffsetDateTime;
 
 use super::PgStore;
 use crate::error::from_diesel;
-use crate::rows::{UserRow, amount, key_hash};
+use crate::rows::{KeySettingsRow, UserRow, amount, key_hash, price_percent};
 use crate::schema::{api_keys, ledger, users};
 
-/// The `NOTIFY` channel of revoked key prefixes.
+/// The `NOTIFY` channel of revoked or changed key prefixes.
 pub const KEYS_CHANNEL: &str = "genjobs_keys";
 
 /// Stores a key's prefix and hash; 0 rows when the prefix is taken.
-async fn insert_key(conn: &mut AsyncPgConnection, key: &StoredKey) -> Result<usize, diesel::result::Error> {
+async fn insert_key(
+    conn: &mut AsyncPgConnection,
+    key: &StoredKey,
+    settings: KeySettingsRow,
+) -> Result<usize, diesel::result::Error> {
     diesel::insert_into(api_keys::table)
         .values((
             api_keys::prefix.eq(key.prefix.as_str()),
             api_keys::key_hash.eq(key.hash.as_bytes().to_vec()),
             api_keys::user_id.eq(key.user_id.as_uuid()),
             api_keys::created_at.eq(key.created_at),
+            settings,
         ))
         .on_conflict_do_nothing()
         .execute(conn)
@@ -44,6 +52,7 @@ impl AccountStore for PgStore {
     ) -> Result<Account, AccountError> {
         self.within(async {
             let granted = amount(credits_granted)?;
+            let settings = KeySettingsRow::of(&key.settings)?;
             let to_i32 = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
             let mut conn = self.conn().await?;
             let created = conn
@@ -70,7 +79,7 @@ impl AccountStore for PgStore {
                         ))
                         .execute(conn)
                         .await?;
-                    if insert_key(conn, &key).await? == 0 {
+                    if insert_key(conn, &key, settings).await? == 0 {
                         return Err(diesel::result::Error::RollbackTransaction);
                     }
                     Ok(true)
@@ -91,12 +100,13 @@ impl AccountStore for PgStore {
     async fn add_key(&self, key: StoredKey) -> Result<(), AccountError> {
         self.within(async {
             let owner = key.user_id.as_uuid();
+            let settings = KeySettingsRow::of(&key.settings)?;
             let mut session = self.session().await?;
             let exists: i64 = users::table.find(owner).count().get_result(&mut *session).await.map_err(from_diesel)?;
             if exists == 0 {
                 return Err(AccountError::UnknownUser);
             }
-            if insert_key(&mut session, &key).await.map_err(from_diesel)? == 0 {
+            if insert_key(&mut session, &key, settings).await.map_err(from_diesel)? == 0 {
                 return Err(AccountError::KeyPrefixTaken);
             }
             session.finish().await?;
@@ -129,12 +139,28 @@ impl AccountStore for PgStore {
         .await
     }
 
+    async fn key(&self, prefix: &KeyPrefix) -> Result<Option<KeyRecord>, StoreError> {
+        self.key_record(prefix).await
+    }
+
+    async fn keys_of(&self, user_id: UserId) -> Result<Vec<KeyRecord>, StoreError> {
+        self.key_records(user_id).await
+    }
+
+    async fn set_key_settings(&self, prefix: &KeyPrefix, settings: KeySettings) -> Result<bool, StoreError> {
+        self.write_key_settings(prefix, &settings).await
+    }
+
+    async fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Result<Credits, StoreError> {
+        self.used_by_key(prefix, since).await
+    }
+
     async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
         if let Some(cached) = self.keys.get(prefix) {
             return Ok(cached);
         }
         let generation = self.keys.generation();
-        let rows: Vec<(Vec<u8>, uuid::Uuid, i32)> = self
+        let rows: Vec<(Vec<u8>, uuid::Uuid, i32, i32, KeySettingsRow)> = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 let prefix = prefix.as_str().to_owned();
                 async move {
@@ -142,7 +168,13 @@ impl AccountStore for PgStore {
                         .inner_join(users::table)
                         .filter(api_keys::prefix.eq(prefix))
                         .filter(api_keys::revoked_at.is_null())
-                        .select((api_keys::key_hash, api_keys::user_id, users::rate_limit_per_minute))
+                        .select((
+                            api_keys::key_hash,
+                            api_keys::user_id,
+                            users::rate_limit_per_minute,
+                            users::price_percent,
+                            KeySettingsRow::as_select(),
+                        ))
                         .load(conn)
                         .await
                 }
@@ -151,11 +183,14 @@ impl AccountStore for PgStore {
             .await?;
         let found = rows
             .into_iter()
-            .map(|(hash, user_id, rate)| {
+            .map(|(hash, user_id, rate, tier, settings)| {
                 Ok(Credential {
                     hash: key_hash(&hash)?,
+                    prefix: prefix.clone(),
                     user_id: UserId::from_uuid(user_id),
                     rate_limit_per_minute: u32::try_from(rate).unwrap_or(1),
+                    price_percent: price_percent(tier)?,
+                    settings: settings.into_settings()?,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -207,6 +242,14 @@ impl AccountStore for PgStore {
             }
         })
         .await
+    }
+
+    async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Option<Account>, StoreError> {
+        self.change_user_row(user_id, change).await
+    }
+
+    async fn users(&self, query: &UserQuery) -> Result<Vec<Account>, StoreError> {
+        self.user_rows(query).await
     }
 
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {

@@ -5,6 +5,8 @@
 //! - `job_store`: the job port: accept, read, commit, and the driver's claims and leases.
 //! - `job_search`: the operators' search of every user's jobs.
 //! - `account_store`: the account port: users, keys, grants.
+//! - `keys`: keys' settings, their changes, and what a key's jobs use.
+//! - `user_admin`: a change to a user's limits and tier, and the operators' listing of users.
 //! - `ledger`: credit movements as ledger rows, and the ledger's sums for checks.
 //! - `usage`: the usage port: ledger pages and usage reports.
 //! - `client_webhooks`: the outbox of client webhooks (written by a trigger with the final transition)
@@ -20,9 +22,11 @@ mod client_webhooks;
 mod job_search;
 mod job_store;
 mod kept;
+mod keys;
 mod ledger;
 mod removals;
 mod usage;
+mod user_admin;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -43,6 +43,8 @@ struct Counted {
     user_id: Option<uuid::Uuid>,
     #[diesel(sql_type = Nullable<Text>)]
     provider: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    key_prefix: Option<String>,
     #[diesel(sql_type = BigInt)]
     jobs: i64,
     #[diesel(sql_type = BigInt)]
@@ -61,12 +63,13 @@ struct Counted {
 /// `jobs_user_id_created_at` or `jobs_created_at` index.
 #[must_use]
 pub fn usage_statement(group_by: UsageGrouping, one_user: bool) -> String {
-    let (by_day, by_model, by_user, by_provider) = match group_by {
-        UsageGrouping::Day => (true, false, false, false),
-        UsageGrouping::Model => (false, true, false, false),
-        UsageGrouping::User => (false, false, true, false),
-        UsageGrouping::DayAndModel => (true, true, false, false),
-        UsageGrouping::Provider => (false, false, false, true),
+    let (by_day, by_model, by_user, by_provider, by_key) = match group_by {
+        UsageGrouping::Day => (true, false, false, false, false),
+        UsageGrouping::Model => (false, true, false, false, false),
+        UsageGrouping::User => (false, false, true, false, false),
+        UsageGrouping::DayAndModel => (true, true, false, false, false),
+        UsageGrouping::Provider => (false, false, false, true, false),
+        UsageGrouping::Key => (false, false, false, false, true),
     };
     // Each group column as the live jobs and the rollup give it, or a typed NULL when the report
     // is not grouped by it.
@@ -78,14 +81,16 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool) -> String {
     let (live_user, user) = column(by_user, "user_id", "user_id", "NULL::uuid");
     let (live_provider, provider) =
         column(by_provider, "coalesce(upstream ->> 'provider', '')", "provider", "NULL::text");
+    let (live_key, key) = column(by_key, "coalesce(key_prefix, '')", "key_prefix", "NULL::text");
     let one = if one_user { " AND user_id = $3" } else { "" };
     format!(
-        "SELECT day, model, user_id, nullif(provider, '') AS provider, sum(jobs)::int8 AS jobs,
+        "SELECT day, model, user_id, nullif(provider, '') AS provider, nullif(key_prefix, '') AS key_prefix,
+            sum(jobs)::int8 AS jobs,
             sum(succeeded)::int8 AS succeeded, sum(failed)::int8 AS failed, sum(canceled)::int8 AS canceled,
             sum(credits_spent)::int8 AS credits_spent
          FROM (
             SELECT {live_day} AS day, {live_model} AS model, {live_user} AS user_id, {live_provider} AS provider,
-                count(*) AS jobs,
+                {live_key} AS key_prefix, count(*) AS jobs,
                 count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
                 count(*) FILTER (WHERE state = 'failed') AS failed,
                 count(*) FILTER (WHERE state = 'canceled') AS canceled,
@@ -93,26 +98,28 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool) -> String {
             FROM jobs
             WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
                 AND created_at < $2{one}
-            GROUP BY 1, 2, 3, 4
+            GROUP BY 1, 2, 3, 4, 5
             UNION ALL
-            SELECT {day}, {model}, {user}, {provider}, jobs, succeeded, failed, canceled, credits_spent
+            SELECT {day}, {model}, {user}, {provider}, {key}, jobs, succeeded, failed, canceled, credits_spent
             FROM usage_rollup
             WHERE day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date{one}
          ) counted
-         GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 NULLS FIRST"
+         GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4 NULLS FIRST, 5 NULLS FIRST"
     )
 }
 
 /// The rollup's rows for the jobs `counted` yields (`created_at`, `user_id`, `model`, `upstream`,
-/// `state`, `credits_actual`), added to the rows already there.
+/// `key_prefix`, `state`, `credits_actual`), added to the rows already there.
 fn roll_up(counted: &str) -> String {
     format!(
-        "INSERT INTO usage_rollup AS r (day, user_id, model, provider, jobs, succeeded, failed, canceled, credits_spent)
-        SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, model, coalesce(upstream ->> 'provider', ''), count(*),
+        "INSERT INTO usage_rollup AS r
+            (day, user_id, model, provider, key_prefix, jobs, succeeded, failed, canceled, credits_spent)
+        SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, model, coalesce(upstream ->> 'provider', ''),
+            coalesce(key_prefix, ''), count(*),
             count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
             count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0)
-        FROM {counted} GROUP BY 1, 2, 3, 4
-        ON CONFLICT (day, user_id, model, provider) DO UPDATE SET
+        FROM {counted} GROUP BY 1, 2, 3, 4, 5
+        ON CONFLICT (day, user_id, model, provider, key_prefix) DO UPDATE SET
             jobs = r.jobs + excluded.jobs, succeeded = r.succeeded + excluded.succeeded,
             failed = r.failed + excluded.failed, canceled = r.canceled + excluded.canceled,
             credits_spent = r.credits_spent + excluded.credits_spent"
@@ -139,7 +146,8 @@ fn purge_final_jobs_statement() -> String {
             DELETE FROM client_webhook_events USING doomed WHERE client_webhook_events.job_id = doomed.id
         ), removed AS (
             DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id
-            RETURNING jobs.id, jobs.user_id, jobs.model, jobs.upstream, jobs.state, jobs.credits_actual, jobs.created_at
+            RETURNING jobs.id, jobs.user_id, jobs.model, jobs.upstream, jobs.key_prefix, jobs.state, jobs.credits_actual,
+                jobs.created_at
         ), rolled AS (
             {}
         )
@@ -266,6 +274,7 @@ impl UsageStore for PgStore {
                     model: row.model,
                     user_id: row.user_id.map(UserId::from_uuid),
                     provider: row.provider,
+                    key: row.key_prefix,
                     jobs: count(row.jobs),
                     succeeded: count(row.succeeded),
                     failed: count(row.failed),

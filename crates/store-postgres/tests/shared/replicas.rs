@@ -222,7 +222,7 @@ async fn two_replicas_share_one_rate_limit() {
     let mut allowed = 0;
     let mut retry_after = Duration::ZERO;
     for i in 0..12 {
-        match limiters[i % 2].acquire(id, 5).await.unwrap() {
+        match limiters[i % 2].acquire(RateBucket::user(id), 5).await.unwrap() {
             RateDecision::Allowed => allowed += 1,
             RateDecision::Limited { retry_after: r } => retry_after = r,
         }
@@ -336,7 +336,7 @@ async fn leased_tokens_never_let_two_replicas_past_the_limit_together() {
     let mut allowed = 0;
     let started = std::time::Instant::now();
     for i in 0..300 {
-        if limiters[i % 2].acquire(id, 120).await.unwrap() == RateDecision::Allowed {
+        if limiters[i % 2].acquire(RateBucket::user(id), 120).await.unwrap() == RateDecision::Allowed {
             allowed += 1;
         }
     }

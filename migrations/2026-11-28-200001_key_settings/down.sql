@@ -1,0 +1,9 @@
+ALTER TABLE api_keys
+    DROP CONSTRAINT api_keys_budget_is_whole,
+    DROP COLUMN name,
+    DROP COLUMN models,
+    DROP COLUMN budget_credits,
+    DROP COLUMN budget_period,
+    DROP COLUMN expires_at,
+    DROP COLUMN rate_limit_per_minute,
+    DROP COLUMN max_concurrent_jobs;
