@@ -71,6 +71,10 @@ diesel::table! {
         rate_per -> Text,
         rate_credits -> Int8,
         lease_id -> Nullable<Uuid>,
+        slot_provider -> Nullable<Text>,
+        slot_key -> Nullable<Text>,
+        waiting_for_capacity -> Bool,
+        sent_at -> Nullable<Timestamptz>,
     }
 }
 

@@ -118,6 +118,29 @@ impl SimState {
         #[cfg(feature = "stats")]
         self.recorder.count(route, request_id);
     }
+
+    /// Records a submission with `key`, which now has `in_flight` requests not completed.
+    #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
+    fn submitted(&self, key: Option<&str>, in_flight: u64) {
+        #[cfg(feature = "stats")]
+        self.recorder.submitted(key, in_flight);
+    }
+}
+
+/// The key a call carries: its `Authorization` header.
+fn caller(req: &HttpRequest) -> Option<String> {
+    req.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// Whether the call may read or cancel request `id`: as at fal, a request answers only the
+/// account that submitted it, so a call with another key is refused.
+fn owned_by_caller(sim: &Sim, req: &HttpRequest, id: &str) -> bool {
+    let caller = caller(req);
+    sim.state.requests().get(id).is_none_or(|request| request.key == caller)
+}
+
+fn other_key() -> HttpResponse {
+    HttpResponse::Forbidden().json(json!({"detail": "The request belongs to another key"}))
 }
 
 struct Sim {
@@ -237,6 +260,11 @@ async fn admit(
     if !authorized(sim, req) {
         return Err(unauthorized());
     }
+    if let Some(id) = id
+        && !owned_by_caller(sim, req, id)
+    {
+        return Err(other_key());
+    }
     let fault = chaos::draw(sim.config.chaos);
     if let Some(fault) = fault {
         sim.state.count(fault.name(), None);
@@ -278,7 +306,8 @@ async fn submit(
         Err(answer) => return answer,
     };
     let webhook = query.into_inner().fal_webhook;
-    chaos::after(fault, submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook))
+    let key = caller(&req);
+    chaos::after(fault, submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook, key))
 }
 
 fn submit_answer(
@@ -287,6 +316,7 @@ fn submit_answer(
     endpoint: String,
     input: Value,
     webhook: Option<String>,
+    key: Option<String>,
 ) -> HttpResponse {
     let Some(schema) = genjobs_upstream_fal::schema::endpoint(&endpoint) else {
         return HttpResponse::NotFound().json(json!({"detail": format!("Application '{endpoint}' not found")}));
@@ -315,7 +345,10 @@ fn submit_answer(
         let files = format!("{base}/_sim/files/{request_id}");
         tokio::spawn(notifications::notify_at_end(sim.clone(), url, request_id.clone(), files, queue + run));
     }
-    sim.state.requests().insert(
+    let mut requests = sim.state.requests();
+    let same_key = requests.values().filter(|r| r.key == key && !matches!(r.phase(), Phase::Completed)).count();
+    sim.state.submitted(key.as_deref(), u64::try_from(same_key).unwrap_or(u64::MAX) + 1);
+    requests.insert(
         request_id.clone(),
         SimRequest {
             shape: schema.output,
@@ -329,8 +362,10 @@ fn submit_answer(
             canceled: false,
             completed: false,
             invalid,
+            key,
         },
     );
+    drop(requests);
     HttpResponse::Ok().json(json!({
         "request_id": request_id,
         "response_url": urls,
@@ -350,6 +385,9 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
     sim.state.count("cancel", Some(&id));
     if !authorized(&sim, &req) {
         return unauthorized();
+    }
+    if !owned_by_caller(&sim, &req, &id) {
+        return other_key();
     }
     let mut requests = sim.state.requests();
     let Some(request) = requests.get_mut(&id) else {

@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod capacity;
 mod catalog;
 mod client;
 mod client_webhooks;

@@ -37,6 +37,7 @@ async fn app(sim: &RunningSim, public: bool) -> TestApp {
         replicate_url: sim.api_url(),
         replicate_token: Some(SimConfig::default().token),
         replicate_webhook_secret: public.then(|| genjobs_upstream_replicate_sim::DEFAULT_WEBHOOK_SECRET.to_owned()),
+        ..ReplicateArgs::default()
     };
     // With webhooks on, a job nobody watches is polled once a minute: it ends within the tests'
     // waits only through Replicate's webhook.
@@ -95,6 +96,7 @@ async fn app_with_fal_answering(sim: &RunningSim, status: u16) -> (TestApp, Webh
         replicate_url: sim.api_url(),
         replicate_token: Some(SimConfig::default().token),
         replicate_webhook_secret: None,
+        ..ReplicateArgs::default()
     };
     let url = fal.url.trim_end_matches("/hook").to_owned();
     (spawn_app_with(Config { upstream_url: Some(url), replicate, ..fast_config() }).await, fal)

@@ -5,6 +5,8 @@
 mod admin;
 #[path = "../e2e/auth.rs"]
 mod auth;
+#[path = "../e2e/capacity.rs"]
+mod capacity;
 #[path = "../e2e/catalog.rs"]
 mod catalog;
 #[path = "../e2e/client_webhooks.rs"]

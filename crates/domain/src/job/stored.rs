@@ -37,6 +37,9 @@ pub struct StoredJob {
     pub webhook_url: Option<String>,
     /// Its state and that state's data.
     pub phase: JobPhase,
+    /// When its provider took it: the job timeout counts from then. `None` until sent (and for
+    /// jobs sent before this was kept).
+    pub sent_at: Option<OffsetDateTime>,
     /// When the driver next looks at it; `None` once final.
     pub next_poll_at: Option<OffsetDateTime>,
     /// Consecutive transient failures talking to the provider, for back-off.

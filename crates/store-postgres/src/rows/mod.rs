@@ -81,6 +81,8 @@ impl JobRow {
             submit_attempted: job.submit_attempted(),
             next_poll_at: job.next_poll_at(),
             poll_failures: i32::try_from(job.poll_failures()).unwrap_or(i32::MAX),
+            waiting_for_capacity: job.waits_for_capacity(),
+            sent_at: job.sent_at(),
             version: i64::try_from(job.version())
                 .map_err(|e| StoreError::Internal(format!("version out of range: {e}")))?,
             lease_id: None,
@@ -108,6 +110,7 @@ impl JobRow {
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
             webhook_url: self.webhook_url,
             phase,
+            sent_at: self.sent_at,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),
             version: u64::try_from(self.version).map_err(|e| corrupt("version", e))?,
@@ -149,6 +152,7 @@ impl JobRow {
                         .transpose()?,
                 },
                 None if self.submit_attempted => JobPhase::Sending,
+                None if self.waiting_for_capacity => JobPhase::WaitingForCapacity,
                 None => JobPhase::Accepted,
             },
             JobState::Running => JobPhase::Running {
