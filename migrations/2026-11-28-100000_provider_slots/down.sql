@@ -1,3 +1,4 @@
+ALTER TABLE jobs DROP COLUMN priority;
 ALTER TABLE jobs DROP COLUMN sent_at, DROP COLUMN waiting_for_capacity;
 DROP INDEX jobs_slots_in_flight;
 ALTER TABLE jobs DROP CONSTRAINT jobs_slot_has_provider;

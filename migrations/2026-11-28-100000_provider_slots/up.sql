@@ -13,3 +13,6 @@ CREATE INDEX jobs_slots_in_flight ON jobs (slot_provider, slot_key)
 -- the moment the provider took the job. Jobs sent before this count from their acceptance.
 ALTER TABLE jobs ADD COLUMN waiting_for_capacity boolean NOT NULL DEFAULT false,
     ADD COLUMN sent_at timestamptz;
+
+-- `low` jobs are sent only while no `normal` job waits for the same provider.
+ALTER TABLE jobs ADD COLUMN priority text NOT NULL DEFAULT 'normal' CHECK (priority IN ('normal', 'low'));

@@ -15,6 +15,34 @@ use sha2::{Digest, Sha256};
 
 use crate::ids::{JobId, UserId};
 
+/// How soon a job goes to its provider when slots are scarce.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Sent in fair order with the other normal jobs.
+    #[default]
+    Normal,
+    /// Sent only while no normal job waits for the same provider; a provider that takes a queue
+    /// priority is asked to run it after its normal requests too.
+    Low,
+}
+
+impl Priority {
+    /// `normal` or `low`, as the API and stores name it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        }
+    }
+
+    /// The priority named `text`, if it is one.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Priority> {
+        [Priority::Normal, Priority::Low].into_iter().find(|p| p.as_str() == text)
+    }
+}
+
 /// How many characters of a key operators see.
 const HINT_CHARS: usize = 4;
 
@@ -73,25 +101,26 @@ pub fn free_slots(keys: &[ProviderKey], in_flight: &[u64]) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-/// The order in which `waiting` jobs (each with its owner) take the slots that free at one
-/// provider, given how many jobs each user has in flight there (`busy`): a user's own jobs
-/// oldest first, and across users the job whose owner would have the fewest in flight once it
-/// runs, the older job first on a tie. So a user with a burst gets one slot in turn with every
-/// user who has fewer, never all of them. Job ids order by acceptance time.
+/// The order in which `waiting` jobs (each with its owner and priority) take the slots that
+/// free at one provider, given how many jobs each user has in flight there (`busy`): every
+/// normal job before any low one; among them a user's own jobs oldest first, and across users
+/// the job whose owner would have the fewest in flight once it runs, the older job first on a
+/// tie. So a user with a burst gets one slot in turn with every user who has fewer, never all of
+/// them. Job ids order by acceptance time.
 #[must_use]
-pub fn fair_order(waiting: &[(JobId, UserId)], busy: &HashMap<UserId, u64>) -> Vec<JobId> {
-    let mut by_user: HashMap<UserId, Vec<JobId>> = HashMap::new();
-    for (job, user) in waiting {
-        by_user.entry(*user).or_default().push(*job);
+pub fn fair_order(waiting: &[(JobId, UserId, Priority)], busy: &HashMap<UserId, u64>) -> Vec<JobId> {
+    let mut by_user: HashMap<(Priority, UserId), Vec<JobId>> = HashMap::new();
+    for (job, user, priority) in waiting {
+        by_user.entry((*priority, *user)).or_default().push(*job);
     }
-    let mut ranked: Vec<(u64, JobId)> = Vec::with_capacity(waiting.len());
-    for (user, mut jobs) in by_user {
+    let mut ranked: Vec<(Priority, u64, JobId)> = Vec::with_capacity(waiting.len());
+    for ((priority, user), mut jobs) in by_user {
         jobs.sort_unstable();
         let running = busy.get(&user).copied().unwrap_or(0);
-        ranked.extend(jobs.into_iter().zip(running..).map(|(job, load)| (load, job)));
+        ranked.extend(jobs.into_iter().zip(running..).map(|(job, load)| (priority, load, job)));
     }
     ranked.sort_unstable();
-    ranked.into_iter().map(|(_, job)| job).collect()
+    ranked.into_iter().map(|(_, _, job)| job).collect()
 }
 
 /// A setting of keys or caps that the service refuses to start with; the message names it.
@@ -189,7 +218,14 @@ mod tests {
         let at = time::OffsetDateTime::now_utc();
         let ids: Vec<JobId> = (0..5).map(|i| JobId::new_at(at + time::Duration::milliseconds(i))).collect();
         let (big, small) = (UserId::new_at(at), UserId::new_at(at + time::Duration::SECOND));
-        let waiting = [(ids[0], big), (ids[1], big), (ids[2], big), (ids[3], small), (ids[4], small)];
+        let normal = Priority::Normal;
+        let waiting = [
+            (ids[0], big, normal),
+            (ids[1], big, normal),
+            (ids[2], big, normal),
+            (ids[3], small, normal),
+            (ids[4], small, normal),
+        ];
         let busy = HashMap::from([(big, 2)]);
         assert_eq!(fair_order(&waiting, &busy), [ids[3], ids[4], ids[0], ids[1], ids[2]]);
         let even = HashMap::from([(big, 1), (small, 1)]);
@@ -198,6 +234,8 @@ mod tests {
             [ids[0], ids[3], ids[1], ids[4], ids[2]],
             "turns alternate, the older job first on a tie"
         );
+        let low = [(ids[0], small, Priority::Low), (ids[1], big, normal), (ids[2], small, normal)];
+        assert_eq!(fair_order(&low, &busy), [ids[2], ids[1], ids[0]], "a low job only after every normal one");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitFailure, UpstreamProvider,
     UpstreamReport, UpstreamStatus,
 };
 use metrics::{counter, histogram};
@@ -93,15 +93,15 @@ impl UpstreamProvider for MeteredUpstream {
         self.inner.keys()
     }
 
-    async fn submit_on_key(
+    async fn submit_as(
         &self,
         job_id: JobId,
         model: &Model,
         input: &GenerationInput,
-        key_id: &str,
+        send: &SendAs,
     ) -> Result<UpstreamRef, SubmitFailure> {
         let started = Instant::now();
-        let result = self.inner.submit_on_key(job_id, model, input, key_id).await;
+        let result = self.inner.submit_as(job_id, model, input, send).await;
         record(self.inner.name(), "submit", started, &result, submit_class);
         result
     }

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use genjobs_domain::capacity::ProviderKey;
+use genjobs_domain::capacity::{Priority, ProviderKey};
 use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
@@ -38,7 +38,7 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
     BreakerState, CancelOutcome, Capacity, Delivery, NotificationRejected, Placement, PollFailure,
-    ProviderAvailability, ProviderSlots, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamReport,
+    ProviderAvailability, ProviderSlots, ResultFailure, SendAs, SubmitFailure, UpstreamProvider, UpstreamReport,
     UpstreamStatus,
 };
 use metrics::{counter, gauge};
@@ -275,7 +275,7 @@ impl UpstreamProvider for RoutedUpstream {
             Err(SubmitFailure::AtCapacity(_)) => return Capacity::Full,
             Err(e) => return Capacity::Unknown(e.to_string()),
         };
-        Capacity::Free(Placement { provider: Some(provider.name().to_owned()), key_id })
+        Capacity::Free(Placement { provider: Some(provider.name().to_owned()), key_id, ..Placement::default() })
     }
 
     async fn submit_placed(
@@ -309,9 +309,12 @@ impl UpstreamProvider for RoutedUpstream {
                 }
             };
             for attempt in 0..2 {
-                let sent = match &key {
-                    Some(key) => provider.submit_on_key(job_id, model, input, key).await,
-                    None => provider.submit(job_id, model, input).await,
+                let sent = match (&key, placement.priority) {
+                    (None, Priority::Normal) => provider.submit(job_id, model, input).await,
+                    (key_id, priority) => {
+                        let send = SendAs { key_id: key_id.clone(), priority };
+                        provider.submit_as(job_id, model, input, &send).await
+                    }
                 };
                 match sent {
                     Err(SubmitFailure::NotReached(reason)) => {

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
-use genjobs_domain::capacity::{ProviderKey, fair_order, free_slots, least_busy};
+use genjobs_domain::capacity::{Priority, ProviderKey, fair_order, free_slots, least_busy};
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::ports::{ProviderSlots, StoreError};
 
@@ -41,12 +41,12 @@ impl State {
         (by_key, by_user)
     }
 
-    /// The jobs waiting for `provider`, each with its owner.
-    fn waiting_for(&self, provider: &str) -> Vec<(JobId, UserId)> {
+    /// The jobs waiting for `provider`, each with its owner and priority.
+    fn waiting_for(&self, provider: &str) -> Vec<(JobId, UserId, Priority)> {
         self.slots
             .iter()
             .filter(|(_, slot)| slot.provider == provider && slot.key_id.is_none())
-            .filter_map(|(id, _)| self.jobs.get(id).map(|row| (*id, row.job.user_id())))
+            .filter_map(|(id, _)| self.jobs.get(id).map(|row| (*id, row.job.user_id(), row.job.priority())))
             .collect()
     }
 }

@@ -75,6 +75,7 @@ diesel::table! {
         slot_key -> Nullable<Text>,
         waiting_for_capacity -> Bool,
         sent_at -> Nullable<Timestamptz>,
+        priority -> Text,
     }
 }
 

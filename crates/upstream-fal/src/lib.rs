@@ -33,7 +33,7 @@ pub mod schema;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use genjobs_domain::capacity::ProviderKey;
+use genjobs_domain::capacity::{Priority, ProviderKey};
 use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
@@ -41,7 +41,7 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitCall, SubmitFailure,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitCall, SubmitFailure,
     UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
@@ -197,15 +197,16 @@ impl FalUpstream {
         self.authorized(request, key_id).send().await
     }
 
-    /// Submits with the key named `key_id` (the first when `None`), and records it in the job's
-    /// reference.
+    /// Submits with the key `send` names (the first when none), recorded in the job's reference,
+    /// and asks fal to queue a low-priority job after its normal requests.
     async fn submit_with(
         &self,
         job_id: JobId,
         model: &Model,
         input: &GenerationInput,
-        key_id: Option<&str>,
+        send: &SendAs,
     ) -> Result<UpstreamRef, SubmitFailure> {
+        let key_id = send.key_id.as_deref();
         let request = routes::fal_request(model, input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
         let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
         let mut post = self.client.post(&url).json(&request.body);
@@ -214,6 +215,9 @@ impl FalUpstream {
         }
         if let Some(webhooks) = &self.webhooks {
             post = post.query(&[("fal_webhook", webhooks.config().url.as_str())]);
+        }
+        if send.priority == Priority::Low {
+            post = post.header(PRIORITY_HEADER, "low");
         }
         let response = match self.send(post, key_id).await {
             Ok(r) => r,
@@ -258,6 +262,10 @@ impl FalUpstream {
     }
 }
 
+/// fal's queue priority (`X-Fal-Queue-Priority`): `low` requests run after the account's normal
+/// ones; normal requests carry no header.
+pub const PRIORITY_HEADER: &str = "x-fal-queue-priority";
+
 /// The detail of a job's reference that names the key it was submitted with
 /// ([`ProviderKey::id`]).
 pub const KEY_DETAIL: &str = "key";
@@ -296,7 +304,7 @@ impl UpstreamProvider for FalUpstream {
         model: &Model,
         input: &GenerationInput,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        self.submit_with(job_id, model, input, None).await
+        self.submit_with(job_id, model, input, &SendAs::default()).await
     }
 
     /// Several keys, or a cap, make each job take a slot of one key; one key with no cap needs none.
@@ -308,14 +316,14 @@ impl UpstreamProvider for FalUpstream {
         }
     }
 
-    async fn submit_on_key(
+    async fn submit_as(
         &self,
         job_id: JobId,
         model: &Model,
         input: &GenerationInput,
-        key_id: &str,
+        send: &SendAs,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        self.submit_with(job_id, model, input, Some(key_id)).await
+        self.submit_with(job_id, model, input, send).await
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {

@@ -41,7 +41,7 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind};
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitCall, SubmitFailure,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitCall, SubmitFailure,
     UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
@@ -297,14 +297,15 @@ impl UpstreamProvider for ReplicateUpstream {
         }
     }
 
-    async fn submit_on_key(
+    /// Replicate has no queue priority: only the token counts.
+    async fn submit_as(
         &self,
         job_id: JobId,
         model: &Model,
         input: &GenerationInput,
-        key_id: &str,
+        send: &SendAs,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        self.create(job_id, model, input, Some(key_id)).await
+        self.create(job_id, model, input, send.key_id.as_deref()).await
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {

@@ -119,17 +119,25 @@ impl SimState {
         self.recorder.count(route, request_id);
     }
 
-    /// Records a submission with `key`, which now has `in_flight` requests not completed.
+    /// Records a submission with `key`, which now has `in_flight` requests not completed; `low`
+    /// when it asked for fal's low queue priority.
     #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
-    fn submitted(&self, key: Option<&str>, in_flight: u64) {
+    fn submitted(&self, key: Option<&str>, in_flight: u64, low: bool) {
         #[cfg(feature = "stats")]
-        self.recorder.submitted(key, in_flight);
+        self.recorder.submitted(key, in_flight, low);
     }
 }
 
 /// The key a call carries: its `Authorization` header.
 fn caller(req: &HttpRequest) -> Option<String> {
     req.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// How many requests of `key` have not completed.
+fn in_flight_of(sim: &Sim, key: Option<&str>) -> u64 {
+    let requests = sim.state.requests();
+    let open = requests.values().filter(|r| r.key.as_deref() == key && !matches!(r.phase(), Phase::Completed));
+    u64::try_from(open.count()).unwrap_or(u64::MAX)
 }
 
 /// Whether the call may read or cancel request `id`: as at fal, a request answers only the
@@ -307,7 +315,12 @@ async fn submit(
     };
     let webhook = query.into_inner().fal_webhook;
     let key = caller(&req);
-    chaos::after(fault, submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook, key))
+    let low = req.headers().get("x-fal-queue-priority").is_some_and(|value| value == "low");
+    let answer = submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook, key.clone());
+    if answer.status().is_success() {
+        sim.state.submitted(key.as_deref(), in_flight_of(&sim, key.as_deref()), low);
+    }
+    chaos::after(fault, answer)
 }
 
 fn submit_answer(
@@ -346,8 +359,6 @@ fn submit_answer(
         tokio::spawn(notifications::notify_at_end(sim.clone(), url, request_id.clone(), files, queue + run));
     }
     let mut requests = sim.state.requests();
-    let same_key = requests.values().filter(|r| r.key == key && !matches!(r.phase(), Phase::Completed)).count();
-    sim.state.submitted(key.as_deref(), u64::try_from(same_key).unwrap_or(u64::MAX) + 1);
     requests.insert(
         request_id.clone(),
         SimRequest {

@@ -21,6 +21,8 @@ pub struct SimStats {
     /// The same keys → the most requests of that key not completed at once, as seen at each
     /// submission.
     pub peak_in_flight_by_key: HashMap<String, u64>,
+    /// Submissions that asked for the low queue priority (`X-Fal-Queue-Priority: low`).
+    pub low_priority_submits: u64,
 }
 
 /// How a key is shown in the stats: its last 4 characters.
@@ -56,8 +58,9 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn submitted(&self, key: Option<&str>, in_flight: u64) {
+    pub(crate) fn submitted(&self, key: Option<&str>, in_flight: u64, low: bool) {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        stats.low_priority_submits += u64::from(low);
         let hint = hint(key);
         *stats.submits_by_key.entry(hint.clone()).or_default() += 1;
         let peak = stats.peak_in_flight_by_key.entry(hint).or_default();

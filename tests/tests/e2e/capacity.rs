@@ -124,6 +124,42 @@ async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
     assert_eq!(app.sim_stats().await["peak_in_flight_by_key"]["eeee"], 2);
 }
 
+/// A low job goes to the provider only while no normal job waits there: a normal job that came
+/// later is sent first, and fal is asked to queue the low one after its normal requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_job_waits_while_a_normal_one_waits() {
+    let app = spawn_app_with(Config { upstream_key: Some("only-key-ffff".into()), ..capped(400) }).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let first = app.submit("images", &user.key, json!({"prompt": "holds the slot"})).await;
+    let first = first["job_id"].as_str().unwrap().to_owned();
+    app.job_until(&user.key, &first, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let low = app.submit("images", &user.key, json!({"prompt": "whenever", "priority": "low"})).await;
+    let low = low["job_id"].as_str().unwrap().to_owned();
+    let normal = app.submit("images", &user.key, json!({"prompt": "now", "priority": "normal"})).await;
+    let normal = normal["job_id"].as_str().unwrap().to_owned();
+    app.job_until(&user.key, &normal, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let waiting = app.job(&user.key, &low, 0).await;
+    assert!(waiting["upstream"].is_null(), "the older low job still waits: {waiting}");
+    assert_eq!(waiting["meta"], json!({"waiting_for": "capacity"}));
+    assert_eq!(app.wait_final(&user.key, &low).await["state"], "succeeded");
+    let stats = app.sim_stats().await;
+    assert_eq!(stats["low_priority_submits"], 1, "{stats}");
+    assert_eq!(stats["peak_in_flight_by_key"]["ffff"], 1, "{stats}");
+}
+
+/// `priority` takes `normal` or `low` only, on both generation endpoints and their quotes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_other_than_normal_or_low_is_refused_naming_it() {
+    let app = spawn_app_with(fast_config()).await;
+    for path in ["/api/v1/images/generations", "/api/v1/video/generations", "/api/v1/images/generations/quote"] {
+        for priority in [json!("urgent"), json!(""), json!(1)] {
+            let response = app.post(path, &app.demo_key, &json!({"prompt": "a fox", "priority": priority})).await;
+            let error = genjobs_tests::assert_error(response, 400, "invalid_request", "INVALID_REQUEST").await;
+            assert_eq!(error["param"], "priority", "{path} {priority}: {error}");
+        }
+    }
+}
+
 /// A list of keys with an empty item, or a negative cap, stops the service at start with a
 /// message that names the setting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,6 +31,7 @@ pub use stored::{CorruptJob, StoredJob};
 pub use transition::{Transition, TransitionError};
 pub use upstream::UpstreamRef;
 
+use crate::capacity::Priority;
 use crate::catalog::Rate;
 use crate::credits::{CreditMovement, Credits};
 use crate::ids::{JobId, ModelId, UserId};
@@ -72,6 +73,7 @@ impl Job {
                 rate,
                 input,
                 webhook_url: None,
+                priority: Priority::Normal,
                 phase: JobPhase::Accepted,
                 sent_at: None,
                 next_poll_at: Some(now),
@@ -114,6 +116,19 @@ impl Job {
     pub fn with_webhook_url(mut self, url: Option<String>) -> Self {
         self.record.webhook_url = url;
         self
+    }
+
+    /// The same newly accepted job, sent as `priority` says when slots are scarce.
+    #[must_use]
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.record.priority = priority;
+        self
+    }
+
+    /// How soon it goes to its provider when slots are scarce.
+    #[must_use]
+    pub fn priority(&self) -> Priority {
+        self.record.priority
     }
 
     /// Where its end is posted, when the client asked.

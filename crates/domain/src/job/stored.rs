@@ -4,6 +4,7 @@
 use time::OffsetDateTime;
 
 use super::JobPhase;
+use crate::capacity::Priority;
 use crate::catalog::Rate;
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId, UserId};
@@ -35,6 +36,8 @@ pub struct StoredJob {
     pub input: GenerationInput,
     /// Where its end is posted ([`crate::client_webhooks`]), when the client asked.
     pub webhook_url: Option<String>,
+    /// How soon it goes to its provider when slots are scarce.
+    pub priority: Priority,
     /// Its state and that state's data.
     pub phase: JobPhase,
     /// When its provider took it: the job timeout counts from then. `None` until sent (and for

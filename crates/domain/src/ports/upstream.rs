@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::capacity::ProviderKey;
+use crate::capacity::{Priority, ProviderKey};
 use crate::catalog::Model;
 use crate::ids::JobId;
 use crate::input::GenerationInput;
@@ -114,13 +114,24 @@ impl SubmitCall {
 }
 
 /// Where a job goes: the provider the router chose for it and the key whose slot it holds there
-/// (none for a provider with one key and no cap).
+/// (none for a provider with one key and no cap), and the job's priority.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Placement {
     /// The provider, by name; `None` leaves the choice to the submission.
     pub provider: Option<String>,
     /// The [`crate::capacity::ProviderKey::id`] of the key it is sent with.
     pub key_id: Option<String>,
+    /// The job's priority, which the provider is told where it takes one.
+    pub priority: Priority,
+}
+
+/// How one provider is sent a job: on which key, at which priority.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendAs {
+    /// The [`crate::capacity::ProviderKey::id`] of the key; `None`: the provider's first.
+    pub key_id: Option<String>,
+    /// The job's priority.
+    pub priority: Priority,
 }
 
 /// Whether a job may be sent now, as its provider's keys and their caps say.
@@ -322,19 +333,21 @@ pub trait UpstreamProvider: Send + Sync {
         self.submit(job_id, model, input).await
     }
 
-    /// As [`UpstreamProvider::submit`], with the key whose [`ProviderKey::id`] is `key_id`; the
-    /// returned reference names that key, so that every later call for the job uses it.
+    /// As [`UpstreamProvider::submit`], as `send` says: with the key whose [`ProviderKey::id`] it
+    /// names (the returned reference names that key, so that every later call for the job uses
+    /// it), at its priority where the provider takes one.
     ///
     /// # Errors
-    /// As [`UpstreamProvider::submit`]; the default, for a provider of one key, submits with it.
-    async fn submit_on_key(
+    /// As [`UpstreamProvider::submit`]; the default, for a provider of one key and no
+    /// priorities, submits as usual.
+    async fn submit_as(
         &self,
         job_id: JobId,
         model: &Model,
         input: &GenerationInput,
-        key_id: &str,
+        send: &SendAs,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        let _ = key_id;
+        let _ = send;
         self.submit(job_id, model, input).await
     }
 

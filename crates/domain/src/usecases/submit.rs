@@ -199,7 +199,7 @@ impl Submissions {
             rate,
             now,
         );
-        let job = job.with_webhook_url(request.webhook_url.clone());
+        let job = job.with_webhook_url(request.webhook_url.clone()).with_priority(request.priority);
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         let (job, lease) = match &self.handoff {
             Some(handoff) => super::handoff::started(handoff.as_ref(), job, now),

@@ -105,6 +105,7 @@ job_columns! {
         webhook_url: Option<String> => Nullable<Text> as "text",
         rate_per: String => Text as "text",
         rate_credits: i64 => BigInt as "int8",
+        priority: String => Text as "text",
     }
     changing {
         state: String => Text as "text",
@@ -230,10 +231,10 @@ mod tests {
 
     #[test]
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
-        assert_eq!(INSERTED.len(), 28, "jobs has 30 columns, and an accept writes all but the provider slot's");
+        assert_eq!(INSERTED.len(), 29, "jobs has 31 columns, and an accept writes all but the provider slot's");
         let row = row();
         let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
-        assert!(accept.contains("$28::uuid AS lease_id") && !accept.contains("$29"), "{accept}");
+        assert!(accept.contains("$29::uuid AS lease_id") && !accept.contains("$30"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

@@ -2,6 +2,7 @@
 //! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
+use genjobs_domain::capacity::Priority;
 use genjobs_domain::catalog::{Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{JobId, KeyHash, ModelId, UserId};
@@ -74,6 +75,7 @@ impl JobRow {
             .to_owned(),
             rate_credits: i64::try_from(job.rate().credits)
                 .map_err(|e| StoreError::Internal(format!("rate out of range: {e}")))?,
+            priority: job.priority().as_str().to_owned(),
             upstream: upstream.map(|u| to_jsonb(&UpstreamJson::from(u))).transpose()?,
             upstream_key: upstream.map(|u| u.key().to_owned()),
             queue_position: job.queue_position().map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
@@ -109,6 +111,7 @@ impl JobRow {
             },
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
             webhook_url: self.webhook_url,
+            priority: Priority::parse(&self.priority).ok_or_else(|| corrupt("priority", &self.priority))?,
             phase,
             sent_at: self.sent_at,
             next_poll_at: self.next_poll_at,

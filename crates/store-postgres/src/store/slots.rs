@@ -29,20 +29,21 @@ const LOCK_PROVIDER: &str = "SELECT pg_advisory_xact_lock(hashtextextended('genj
 const IN_FLIGHT: &str = "SELECT slot_key, count(*) AS jobs FROM jobs
     WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running') GROUP BY slot_key";
 
-/// How many jobs waiting for provider `$1` come before job `$2` in fair order: a user's waiting
-/// jobs oldest first, each counting as one more of that user's jobs in flight, and across users
-/// the lower count first, the older job on a tie.
+/// How many jobs waiting for provider `$1` come before job `$2` in fair order: normal jobs before
+/// low ones; a user's waiting jobs oldest first, each counting as one more of that user's jobs in
+/// flight, and across users the lower count first, the older job on a tie.
 const AHEAD: &str = "WITH busy AS (
         SELECT user_id, count(*) AS jobs FROM jobs
         WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running')
         GROUP BY user_id
     ), waiting AS (
-        SELECT w.id, coalesce(busy.jobs, 0) + row_number() OVER (PARTITION BY w.user_id ORDER BY w.id) AS load
+        SELECT w.id, w.priority = 'low' AS low,
+            coalesce(busy.jobs, 0) + row_number() OVER (PARTITION BY w.user_id, w.priority ORDER BY w.id) AS load
         FROM jobs w LEFT JOIN busy ON busy.user_id = w.user_id
         WHERE w.slot_provider = $1 AND w.slot_key IS NULL AND w.state IN ('queued', 'running')
     )
     SELECT count(*) AS ahead FROM waiting, waiting AS me
-    WHERE me.id = $2 AND (waiting.load, waiting.id) < (me.load, me.id)";
+    WHERE me.id = $2 AND (waiting.low, waiting.load, waiting.id) < (me.low, me.load, me.id)";
 
 #[derive(QueryableByName)]
 struct Ahead {

@@ -21,7 +21,7 @@ use super::Ports;
 use crate::catalog::LiveCatalog;
 use crate::ids::{JobId, LeaseId};
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
-use crate::ports::{Capacity, PollFailure, SubmitFailure, UpstreamStatus};
+use crate::ports::{Capacity, Placement, PollFailure, SubmitFailure, UpstreamStatus};
 
 /// Back-off cap: a job whose provider keeps failing transiently is polled at most every
 /// 16 intervals.
@@ -211,7 +211,7 @@ impl JobSteps {
             return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await);
         };
         let placement = match self.ports.upstream.reserve(job.id(), model).await {
-            Capacity::Free(placement) => placement,
+            Capacity::Free(placement) => Placement { priority: job.priority(), ..placement },
             Capacity::Full => {
                 tracing::debug!(job_id = %job.id(), "no slot at the provider; the job waits for capacity");
                 let next_poll_at = self.ports.clock.now() + self.settings.lease;
