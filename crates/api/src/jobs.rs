@@ -122,12 +122,17 @@ pub struct JobError {
     pub message: String,
 }
 
-/// What the provider says of a job while it runs there: `{queue_position}` while it waits in the
-/// provider's queue.
+/// Why a queued job waits: `{waiting_for: "capacity"}` while it waits, unsent, for a slot of its
+/// provider's keys; `{queue_position}` while it waits in the provider's queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JobMeta {
+    /// `capacity`: every key of its provider has its cap of jobs in flight, or other users' jobs
+    /// come first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     /// How many requests are ahead of it in the provider's queue.
-    pub queue_position: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u32>,
 }
 
 /// A job as `GET /api/v1/jobs/{id}` shows it.

@@ -51,6 +51,11 @@ pub struct ImageRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2048)]
     pub webhook_url: Option<String>,
+    /// `normal` (the default) or `low`: a low job goes to its provider only while no normal job
+    /// waits for a slot there (and fal is asked to run it after its normal requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(normal|low)$", example = "low")]
+    pub priority: Option<String>,
 }
 
 impl ImageRequest {
@@ -108,6 +113,11 @@ pub struct VideoRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2048)]
     pub webhook_url: Option<String>,
+    /// `normal` (the default) or `low`: a low job goes to its provider only while no normal job
+    /// waits for a slot there (and fal is asked to run it after its normal requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(normal|low)$", example = "low")]
+    pub priority: Option<String>,
 }
 
 impl VideoRequest {

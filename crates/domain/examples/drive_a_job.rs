@@ -214,6 +214,12 @@ impl JobEvents for ChangeLog {
     fn subscribe_webhooks(&self) -> BoxStream<'static, ()> {
         stream::pending().boxed()
     }
+
+    async fn free_capacity(&self, _: JobId) {}
+
+    fn subscribe_capacity(&self) -> BoxStream<'static, ()> {
+        stream::pending().boxed()
+    }
 }
 
 /// The system's time.

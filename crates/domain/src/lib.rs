@@ -36,6 +36,7 @@
 //! - [`upload`]: what an uploaded image is (by its bytes) and how large it may be.
 //! - [`client_webhooks`]: client webhooks: the event a job's end records, its id, the retry schedule.
 //! - [`address`]: which addresses the service may call out to (outputs, client webhooks).
+//! - [`capacity`]: a provider's keys, each with its cap of jobs in flight, and which key a job goes on.
 //!
 //! ## Why it is shaped this way
 //! Credits must move exactly once per job even with several replicas, retries and a cancel
@@ -43,6 +44,7 @@
 //! transition atomically when the job's version is still the expected one.
 
 pub mod address;
+pub mod capacity;
 pub mod catalog;
 pub mod client_webhooks;
 pub mod credits;

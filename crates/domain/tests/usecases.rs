@@ -42,10 +42,13 @@ impl Mocks {
         clock.expect_sleep().returning(|_| ());
         let mut events = MockJobEvents::new();
         events.expect_subscribe().returning(|_| stream::pending().boxed());
+        events.expect_free_capacity().returning(|_| ());
+        let mut upstream = MockUpstreamProvider::new();
+        upstream.expect_reserve().returning(|_, _| Capacity::Free(Placement::default()));
         Self {
             jobs: MockJobStore::new(),
             accounts: MockAccountStore::new(),
-            upstream: MockUpstreamProvider::new(),
+            upstream,
             events,
             rate_limiter: MockRateLimiter::new(),
             clock,
@@ -503,11 +506,11 @@ async fn driver_submits_a_queued_job_once_recording_the_attempt_first() {
         .returning(applied);
     mocks
         .upstream
-        .expect_submit()
-        .withf(|_, model, input| model.id.as_str() == "nano-banana" && input.n == Some(3))
+        .expect_submit_placed()
+        .withf(|_, model, input, _| model.id.as_str() == "nano-banana" && input.n == Some(3))
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, _, _| Ok(upstream_ref()));
+        .returning(|_, _, _, _| Ok(upstream_ref()));
     mocks
         .jobs
         .expect_commit()
@@ -532,7 +535,7 @@ async fn a_submission_is_recorded_through_a_store_outage_and_never_sent_twice() 
     let mut mocks = Mocks::new();
     let mut seq = mockall::Sequence::new();
     mocks.jobs.expect_commit().times(1).in_sequence(&mut seq).returning(applied);
-    mocks.upstream.expect_submit().times(1).in_sequence(&mut seq).returning(|_, _, _| Ok(upstream_ref()));
+    mocks.upstream.expect_submit_placed().times(1).in_sequence(&mut seq).returning(|_, _, _, _| Ok(upstream_ref()));
     mocks
         .jobs
         .expect_commit()
@@ -563,7 +566,11 @@ async fn a_submission_is_recorded_through_a_store_outage_and_never_sent_twice() 
 #[tokio::test]
 async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
     let mut mocks = Mocks::new();
-    mocks.upstream.expect_submit().times(1).returning(|_, _, _| Err(SubmitFailure::Ambiguous("timeout".into())));
+    mocks
+        .upstream
+        .expect_submit_placed()
+        .times(1)
+        .returning(|_, _, _, _| Err(SubmitFailure::Ambiguous("timeout".into())));
     mocks.jobs.expect_commit().withf(|t| !t.job().state().is_final()).times(1).returning(applied);
     mocks
         .jobs
@@ -576,7 +583,7 @@ async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
 
     let mut mocks = Mocks::new();
     let interrupted = job().apply(Trigger::SubmitStarted { next_poll_at: t0() }, t0()).unwrap().into_job();
-    mocks.upstream.expect_submit().times(0);
+    mocks.upstream.expect_submit_placed().times(0);
     mocks
         .jobs
         .expect_commit()
@@ -592,7 +599,11 @@ async fn driver_never_resubmits_after_an_ambiguous_or_interrupted_submission() {
 #[tokio::test]
 async fn driver_retries_a_submission_that_never_reached_the_provider() {
     let mut mocks = Mocks::new();
-    mocks.upstream.expect_submit().times(1).returning(|_, _, _| Err(SubmitFailure::NotReached("refused".into())));
+    mocks
+        .upstream
+        .expect_submit_placed()
+        .times(1)
+        .returning(|_, _, _, _| Err(SubmitFailure::NotReached("refused".into())));
     mocks.jobs.expect_commit().withf(|t| t.job().submit_attempted()).times(1).returning(applied);
     mocks
         .jobs
@@ -779,4 +790,26 @@ async fn an_upload_is_kept_only_when_it_is_an_image_within_the_limit() {
     let mut large = b"\x89PNG\r\n\x1a\n".to_vec();
     large.resize(genjobs_domain::upload::MAX_UPLOAD_BYTES + 1, 0);
     assert_eq!(uploads.keep(&caller(), large.into()).await, Err(UploadError::TooLarge));
+}
+
+#[tokio::test]
+async fn a_job_with_no_free_slot_waits_unsent_and_costs_no_write_while_it_waits() {
+    let mut mocks = Mocks::new();
+    mocks.upstream = MockUpstreamProvider::new();
+    mocks.upstream.expect_reserve().times(2).returning(|_, _| Capacity::Full);
+    mocks.upstream.expect_submit_placed().times(0);
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.job().waits_for_capacity() && !t.job().submit_attempted())
+        .times(1)
+        .returning(applied);
+    mocks.events.expect_publish().returning(|_| ());
+    let steps = mocks.steps();
+    let lease = steps.settings().lease;
+    let waiting = advance(steps.clone(), job()).await.expect("the driver keeps the waiting job");
+    assert!(waiting.waits_for_capacity());
+    assert_eq!(waiting.next_poll_at(), Some(t0() + lease), "it looks again a lease later unless a slot frees");
+    let still = advance(steps, waiting).await.expect("still held");
+    assert!(still.waits_for_capacity(), "a second look that finds no slot writes nothing");
 }

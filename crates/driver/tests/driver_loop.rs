@@ -38,7 +38,8 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
     let events = Arc::new(EventHub::new());
     let status_calls = Arc::new(AtomicU64::new(0));
     let mut upstream = MockUpstreamProvider::new();
-    upstream.expect_submit().returning(|id, _, _| Ok(UpstreamRef::new("test", id.to_string())));
+    upstream.expect_reserve().returning(|_, _| Capacity::Free(Placement::default()));
+    upstream.expect_submit_placed().returning(|id, _, _, _| Ok(UpstreamRef::new("test", id.to_string())));
     let calls = Arc::clone(&status_calls);
     upstream.expect_status().returning(move |_, _| {
         calls.fetch_add(1, Ordering::SeqCst);

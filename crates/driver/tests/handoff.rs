@@ -113,7 +113,8 @@ async fn world() -> World {
     let submits = Arc::new(AtomicU64::new(0));
     let mut upstream = MockUpstreamProvider::new();
     let sent = Arc::clone(&submits);
-    upstream.expect_submit().returning(move |id, _, _| {
+    upstream.expect_reserve().returning(|_, _| Capacity::Free(Placement::default()));
+    upstream.expect_submit_placed().returning(move |id, _, _, _| {
         sent.fetch_add(1, Ordering::SeqCst);
         Ok(UpstreamRef::new("test", id.to_string()))
     });

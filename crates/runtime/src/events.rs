@@ -19,6 +19,7 @@ pub struct EventHub {
     every_change: broadcast::Sender<JobId>,
     watches: broadcast::Sender<JobId>,
     webhooks: watch::Sender<()>,
+    capacity: watch::Sender<()>,
 }
 
 impl Default for EventHub {
@@ -29,6 +30,8 @@ impl Default for EventHub {
             watches: broadcast::channel(4096).0,
             // Announcements not yet seen are one wake-up: a dispatcher looks at the whole outbox.
             webhooks: watch::channel(()).0,
+            // Slots freed and not yet seen are one wake-up: a driver hurries all its waiting jobs.
+            capacity: watch::channel(()).0,
         }
     }
 }
@@ -66,6 +69,11 @@ impl EventHub {
     pub fn notify_watch(&self, job_id: JobId) {
         // No receiver is not an error: a process may run no driver.
         let _ = self.watches.send(job_id);
+    }
+
+    /// Tells this process's driver that a slot of a provider's keys may have freed.
+    pub fn notify_capacity(&self) {
+        self.capacity.send_replace(());
     }
 
     /// Wakes every subscriber in this process, after notifications may have been missed.
@@ -117,6 +125,14 @@ impl JobEvents for EventHub {
 
     fn subscribe_webhooks(&self) -> BoxStream<'static, ()> {
         WatchStream::from_changes(self.webhooks.subscribe()).boxed()
+    }
+
+    async fn free_capacity(&self, _: JobId) {
+        self.notify_capacity();
+    }
+
+    fn subscribe_capacity(&self) -> BoxStream<'static, ()> {
+        WatchStream::from_changes(self.capacity.subscribe()).boxed()
     }
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use genjobs_domain::capacity::ProviderKey;
 use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
@@ -11,7 +12,7 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitFailure, UpstreamProvider,
     UpstreamReport, UpstreamStatus,
 };
 use metrics::{counter, histogram};
@@ -46,6 +47,15 @@ fn record<T, E>(
         .record(started.elapsed().as_secs_f64());
 }
 
+fn submit_class(failure: &SubmitFailure) -> &'static str {
+    match failure {
+        SubmitFailure::Rejected(_) => "rejected",
+        SubmitFailure::NotReached(_) => "not_reached",
+        SubmitFailure::Ambiguous(_) => "ambiguous",
+        SubmitFailure::AtCapacity(_) => "at_capacity",
+    }
+}
+
 fn poll_class(failure: &PollFailure) -> &'static str {
     match failure {
         PollFailure::Transient(_) => "transient",
@@ -75,11 +85,24 @@ impl UpstreamProvider for MeteredUpstream {
     ) -> Result<UpstreamRef, SubmitFailure> {
         let started = Instant::now();
         let result = self.inner.submit(job_id, model, input).await;
-        record(self.inner.name(), "submit", started, &result, |e| match e {
-            SubmitFailure::Rejected(_) => "rejected",
-            SubmitFailure::NotReached(_) => "not_reached",
-            SubmitFailure::Ambiguous(_) => "ambiguous",
-        });
+        record(self.inner.name(), "submit", started, &result, submit_class);
+        result
+    }
+
+    fn keys(&self) -> Vec<ProviderKey> {
+        self.inner.keys()
+    }
+
+    async fn submit_as(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        send: &SendAs,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let started = Instant::now();
+        let result = self.inner.submit_as(job_id, model, input, send).await;
+        record(self.inner.name(), "submit", started, &result, submit_class);
         result
     }
 

@@ -8,6 +8,15 @@
 //! and one job is never sent to two providers. Every later call (status, result, cancel) goes to
 //! the provider named by the job's reference, and a notification to the one its path names.
 //!
+//! A provider with several keys, or a cap of jobs in flight per key, sends each job on the least
+//! busy key under its cap: the router takes a slot of it in the store first
+//! ([`ProviderSlots::take_slot`], one atomic step across replicas) and gives it back when the
+//! provider provably did not take the job. The driver's step reserves the slot first
+//! ([`UpstreamProvider::reserve`], at the first route not cooling down) and sends as reserved
+//! ([`UpstreamProvider::submit_placed`]). With no slot free for it the job is not sent
+//! ([`Capacity::Full`], or [`SubmitFailure::AtCapacity`] at a provider it falls back to) and waits
+//! for that provider, in fair order with the other jobs waiting there.
+//!
 //! A provider that keeps refusing is put in cool-down (a circuit breaker): after
 //! [`TRIP_AFTER`] refusals in a row, submissions pass it by for [`COOL_DOWN`], so that routing
 //! does not pay a refused connection per request; then one submission probes it (half-open), and
@@ -20,6 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use genjobs_domain::capacity::{Priority, ProviderKey};
 use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
@@ -27,8 +37,9 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    BreakerState, CancelOutcome, Delivery, NotificationRejected, PollFailure, ProviderAvailability, ResultFailure,
-    SubmitFailure, UpstreamProvider, UpstreamReport, UpstreamStatus,
+    BreakerState, CancelOutcome, Capacity, Delivery, NotificationRejected, Placement, PollFailure,
+    ProviderAvailability, ProviderSlots, ResultFailure, SendAs, SubmitFailure, UpstreamProvider, UpstreamReport,
+    UpstreamStatus,
 };
 use metrics::{counter, gauge};
 use tokio::time::Instant;
@@ -49,6 +60,15 @@ pub struct RoutedUpstream {
     others: Vec<Arc<dyn UpstreamProvider>>,
     retry_pause: Duration,
     breakers: Mutex<HashMap<&'static str, Breaker>>,
+    slots: Option<Arc<dyn ProviderSlots>>,
+}
+
+/// Which key a submission goes on.
+enum Slot {
+    /// The provider has one key and no cap: it is sent with that key, holding no slot.
+    NotCapped,
+    /// A slot of the key with this id was taken.
+    Taken(String),
 }
 
 /// A provider's circuit breaker.
@@ -111,7 +131,21 @@ impl RoutedUpstream {
         for provider in std::iter::once(&first).chain(&others) {
             gauge!("genjobs_upstream_cooling_down", "provider" => provider.name()).set(0.0);
         }
-        Self { first, others, retry_pause, breakers: Mutex::default() }
+        Self { first, others, retry_pause, breakers: Mutex::default(), slots: None }
+    }
+
+    /// The same router, sending each job on the least busy key of its provider under its cap,
+    /// as `slots` count them; a provider whose keys are all at their cap keeps the job waiting.
+    #[must_use]
+    pub fn with_slots(mut self, slots: Arc<dyn ProviderSlots>) -> Self {
+        self.slots = Some(slots);
+        self
+    }
+
+    /// Each configured provider's name and keys, in the order routing tries them.
+    #[must_use]
+    pub fn provider_keys(&self) -> Vec<(&'static str, Vec<ProviderKey>)> {
+        self.providers().map(|provider| (provider.name(), provider.keys())).collect()
     }
 
     /// Runs `change` on `provider`'s breaker and shows whether it is cooling down; returns what
@@ -145,6 +179,37 @@ impl RoutedUpstream {
             }
         }
         found
+    }
+
+    /// Takes a slot of one of `provider`'s keys for the job, when the provider has keys to
+    /// choose from or a cap.
+    ///
+    /// A store that cannot answer leaves the job unsent, to be tried again like a refusal.
+    async fn take_slot(&self, job_id: JobId, provider: &dyn UpstreamProvider) -> Result<Slot, SubmitFailure> {
+        let Some(slots) = self.slots.as_ref() else {
+            return Ok(Slot::NotCapped);
+        };
+        let keys = provider.keys();
+        if keys.is_empty() {
+            return Ok(Slot::NotCapped);
+        }
+        let name = provider.name();
+        match slots.take_slot(job_id, name, &keys).await {
+            Ok(Some(key)) => Ok(Slot::Taken(key)),
+            Ok(None) => Err(SubmitFailure::AtCapacity(format!("every key of {name} has its cap of jobs in flight"))),
+            Err(e) => Err(SubmitFailure::NotReached(format!("no slot of {name} could be taken: {e}"))),
+        }
+    }
+
+    /// Gives back the slot of a job that the provider provably did not take, so that it moves
+    /// to the next route holding none.
+    async fn release_slot(&self, job_id: JobId) {
+        if let Some(slots) = &self.slots
+            && let Err(e) = slots.release_slot(job_id).await
+        {
+            // The slot stays with the job and stops counting once the job is final.
+            tracing::warn!(%job_id, error = %e, "a refused submission's slot could not be given back");
+        }
     }
 
     /// The configured provider that has the job at `upstream`, or why there is none.
@@ -191,6 +256,35 @@ impl UpstreamProvider for RoutedUpstream {
         model: &Model,
         input: &GenerationInput,
     ) -> Result<UpstreamRef, SubmitFailure> {
+        self.submit_placed(job_id, model, input, &Placement::default()).await
+    }
+
+    /// The slot is taken at the first provider of the model's routes that is not cooling down:
+    /// the one the submission goes to unless it refuses.
+    async fn reserve(&self, job_id: JobId, model: &Model) -> Capacity {
+        let now = Instant::now();
+        let first = self.route_providers(model).into_iter().find(|provider| {
+            !matches!(self.breaker(provider.name(), |breaker| breaker.state(now)), BreakerState::Open { .. })
+        });
+        let Some(provider) = first else {
+            return Capacity::Free(Placement::default());
+        };
+        let key_id = match self.take_slot(job_id, provider.as_ref()).await {
+            Ok(Slot::Taken(key)) => Some(key),
+            Ok(Slot::NotCapped) => None,
+            Err(SubmitFailure::AtCapacity(_)) => return Capacity::Full,
+            Err(e) => return Capacity::Unknown(e.to_string()),
+        };
+        Capacity::Free(Placement { provider: Some(provider.name().to_owned()), key_id, ..Placement::default() })
+    }
+
+    async fn submit_placed(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        placement: &Placement,
+    ) -> Result<UpstreamRef, SubmitFailure> {
         let providers = self.route_providers(model);
         if providers.is_empty() {
             return Err(SubmitFailure::Rejected("no route of this model has its provider configured here".into()));
@@ -206,8 +300,23 @@ impl UpstreamProvider for RoutedUpstream {
                 counter!("genjobs_upstream_fallbacks_total", "to" => name).increment(1);
                 tracing::info!(%job_id, provider = name, "the submission falls back to the next route");
             }
+            let key = if placement.provider.as_deref() == Some(name) {
+                placement.key_id.clone()
+            } else {
+                match self.take_slot(job_id, provider.as_ref()).await? {
+                    Slot::Taken(key) => Some(key),
+                    Slot::NotCapped => None,
+                }
+            };
             for attempt in 0..2 {
-                match provider.submit(job_id, model, input).await {
+                let sent = match (&key, placement.priority) {
+                    (None, Priority::Normal) => provider.submit(job_id, model, input).await,
+                    (key_id, priority) => {
+                        let send = SendAs { key_id: key_id.clone(), priority };
+                        provider.submit_as(job_id, model, input, &send).await
+                    }
+                };
+                match sent {
                     Err(SubmitFailure::NotReached(reason)) => {
                         tracing::warn!(%job_id, provider = name, attempt, %reason, "provider refused the submission");
                         counter!("genjobs_upstream_refusals_total", "provider" => name).increment(1);
@@ -228,6 +337,9 @@ impl UpstreamProvider for RoutedUpstream {
                         return sent;
                     }
                 }
+            }
+            if key.is_some() {
+                self.release_slot(job_id).await;
             }
         }
         Err(SubmitFailure::NotReached(refusals.join("; ")))

@@ -34,8 +34,10 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// `GENJOBS_UPSTREAM_URL`; `None` means the built-in simulator.
     pub upstream_url: Option<String>,
-    /// `GENJOBS_UPSTREAM_KEY`.
+    /// `GENJOBS_UPSTREAM_KEY`: one key, or several separated by commas.
     pub upstream_key: Option<String>,
+    /// `GENJOBS_UPSTREAM_MAX_IN_FLIGHT`: jobs in flight per fal key (0: no cap; checked at start).
+    pub upstream_max_in_flight: i64,
     /// `GENJOBS_MODELS`.
     pub models_path: Option<PathBuf>,
     /// `GENJOBS_FAL_SCHEMAS`.
@@ -97,6 +99,7 @@ impl Default for Config {
             admin_token: None,
             upstream_url: None,
             upstream_key: None,
+            upstream_max_in_flight: 0,
             models_path: None,
             fal_schemas_path: None,
             demo_credits: DEFAULT_DEMO_CREDITS,
@@ -347,6 +350,7 @@ impl ConfigArgs {
             admin_token: self.admin_token,
             upstream_url: self.fal.upstream_url,
             upstream_key: self.fal.upstream_key,
+            upstream_max_in_flight: self.fal.upstream_max_in_flight,
             models_path: self.models,
             fal_schemas_path: self.fal.fal_schemas,
             demo_credits: self.demo_credits,

@@ -23,10 +23,11 @@ use std::sync::Arc;
 
 use actix_web::dev::Server;
 use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
+use genjobs_domain::capacity::{self, CapacitySettingError};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ports::{
-    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, OutputStore, RandomIds, RateLimiter,
-    UpstreamProvider, UsageStore, WebhookStore,
+    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, OutputStore, ProviderSlots, RandomIds,
+    RateLimiter, UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
@@ -88,6 +89,9 @@ pub enum StartError {
     /// Replicate's adapter cannot be built (its HTTP client, or a webhook secret not in `whsec_` form).
     #[error("Replicate: {0}")]
     Replicate(#[from] genjobs_upstream_replicate::BuildError),
+    /// A provider's keys or cap of jobs in flight per key are set wrong.
+    #[error(transparent)]
+    Capacity(#[from] CapacitySettingError),
     /// The client webhooks' HTTP client cannot be built.
     #[error("cannot build the client webhooks' HTTP client: {0}")]
     ClientWebhooks(String),
@@ -243,6 +247,7 @@ struct StorePorts {
     rate_limiter: Arc<dyn RateLimiter>,
     outbox: Arc<dyn WebhookStore>,
     removals: Arc<dyn JobRemovals>,
+    slots: Arc<dyn ProviderSlots>,
     postgres: Option<PgAdapters>,
 }
 
@@ -270,7 +275,8 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
             events: Arc::new(EventHub::new()),
             rate_limiter: Arc::new(TokenBucketLimiter::new()),
             outbox: store.clone(),
-            removals: store,
+            removals: store.clone(),
+            slots: store,
             postgres: None,
         });
     };
@@ -284,6 +290,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
         rate_limiter: adapters.rate_limiter.clone(),
         outbox: adapters.store.clone(),
         removals: adapters.store.clone(),
+        slots: adapters.store.clone(),
         postgres: Some(adapters),
     })
 }
@@ -292,10 +299,11 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
 /// secrets, and the tasks that serve them in the background.
 async fn ports(
     config: &Config,
-    upstream: Arc<dyn UpstreamProvider>,
+    routed: RoutedUpstream,
     outputs: Option<Arc<dyn OutputStore>>,
 ) -> Result<(Ports, StorePorts), StartError> {
     let stores = store_ports(config).await?;
+    let upstream = Arc::new(routed.with_slots(Arc::clone(&stores.slots)));
     let admin = stores.admin.clone();
     let ports = Ports {
         jobs: admin.jobs,
@@ -369,6 +377,12 @@ fn client_webhooks(
 /// See [`StartError`].
 pub async fn start(config: Config) -> Result<Service, StartError> {
     secrets::refuse_short(&config)?;
+    let fal_keys = match config.upstream_key.as_deref() {
+        Some(keys) => capacity::key_list("GENJOBS_UPSTREAM_KEY", keys)?,
+        None => Vec::new(),
+    };
+    let jobs_per_key = capacity::cap("GENJOBS_UPSTREAM_MAX_IN_FLIGHT", config.upstream_max_in_flight)?;
+    let replicate = config.replicate.config(config.public_url.as_deref())?;
     add_fal_schemas(&config)?;
     let initial_catalog = initial_documents(&config)?;
     let simulator = simulator::start_unless_configured(&config)?;
@@ -390,10 +404,12 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let fal = FalConfig {
         webhooks,
         start_timeout: Some(config.driver.steps.job_timeout),
-        ..FalConfig::new(provider_url, config.upstream_key.clone())
+        keys: fal_keys,
+        jobs_per_key,
+        ..FalConfig::new(provider_url, None)
     };
     let fal: Arc<dyn UpstreamProvider> = Arc::new(MeteredUpstream::new(Arc::new(FalUpstream::new(fal)?)));
-    let replicate = match config.replicate.config(config.public_url.as_deref()) {
+    let replicate = match replicate {
         Some(replicate) => {
             tracing::info!(url = %replicate.base_url, webhooks = replicate.webhook.is_some(), "replicate routes run at Replicate");
             let adapter = Arc::new(MeteredUpstream::new(Arc::new(ReplicateUpstream::new(replicate)?)));
@@ -401,7 +417,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         }
         None => Vec::new(),
     };
-    let upstream = Arc::new(RoutedUpstream::new(fal, replicate, REFUSED_RETRY_PAUSE));
+    let routed = RoutedUpstream::new(fal, replicate, REFUSED_RETRY_PAUSE);
     let outputs = match config.output_store_url() {
         Some(url) => {
             let store = ObjectOutputStore::open(url, std::env::vars(), config.output_max_bytes, output_hosts.clone())?;
@@ -410,7 +426,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
         }
         None => None,
     };
-    let (ports, stores) = ports(&config, upstream, outputs).await?;
+    let (ports, stores) = ports(&config, routed, outputs).await?;
     let secrets = secrets::resolve(&config, &*stores.kept).await?;
     let postgres = stores.postgres;
     let catalog = LiveCatalog::default();

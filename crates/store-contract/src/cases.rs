@@ -12,6 +12,7 @@ mod provider;
 mod removals;
 mod retention;
 mod sealing;
+mod slots;
 
 pub use accounts::*;
 pub use admin_jobs::*;
@@ -25,6 +26,7 @@ pub use provider::*;
 pub use removals::*;
 pub use retention::*;
 pub use sealing::*;
+pub use slots::*;
 
 use std::sync::Arc;
 
@@ -38,17 +40,26 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobRemovals, JobStore, KeptSecrets,
-    Limits, StoredKey, UnfinishedJobs, UsageStore, WebhookStore,
+    Limits, ProviderSlots, StoredKey, UnfinishedJobs, UsageStore, WebhookStore,
 };
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
 pub trait Store:
-    JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + KeptSecrets + JobRemovals + 'static
+    JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + KeptSecrets + JobRemovals + ProviderSlots + 'static
 {
 }
-impl<T: JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + KeptSecrets + JobRemovals + 'static> Store
-    for T
+impl<
+    T: JobStore
+        + AccountStore
+        + UsageStore
+        + WebhookStore
+        + CatalogStore
+        + KeptSecrets
+        + JobRemovals
+        + ProviderSlots
+        + 'static,
+> Store for T
 {
 }
 

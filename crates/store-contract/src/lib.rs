@@ -71,6 +71,8 @@ macro_rules! store_contract_tests {
             catalog_changes_apply_together,
             the_initial_catalog_fills_only_a_store_that_never_held_a_model,
             a_kept_secret_is_made_once_and_replaced_only_when_asked,
+            slots_go_to_the_least_busy_key_up_to_its_cap,
+            concurrent_takes_never_pass_a_cap,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

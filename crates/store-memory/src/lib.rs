@@ -6,7 +6,8 @@
 //!
 //! A job's final commit records its client webhook event in the same step (`outbox`). Usage
 //! reports count the live jobs plus a rollup of purged jobs and sealed days (`usage`).
-//! Removed jobs (`removals`) are a set of ids beside the jobs.
+//! Removed jobs (`removals`) are a set of ids beside the jobs, and the provider key each sent job
+//! holds a slot of (`slots`) a map beside them.
 //! The catalog's documents (`catalog`) and the kept secrets (`kept`) sit behind mutexes of
 //! their own.
 //!
@@ -37,6 +38,7 @@ mod keys;
 mod leases;
 mod outbox;
 mod removals;
+mod slots;
 mod usage;
 
 /// The in-memory store.
@@ -66,6 +68,8 @@ struct State {
     rollup: usage::Rollup,
     /// Client webhook events and users' secrets.
     outbox: outbox::Outbox,
+    /// The provider key each sent job holds a slot of (`slots`).
+    slots: slots::Slots,
 }
 
 #[derive(Debug, Clone)]

@@ -75,6 +75,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     clock.expect_sleep().returning(|_| ());
     let mut events = MockJobEvents::new();
     events.expect_publish().returning(|_| ());
+    events.expect_free_capacity().returning(|_| ());
     let ports = Ports {
         jobs: store.clone(),
         accounts: store.clone(),

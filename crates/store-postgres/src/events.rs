@@ -45,6 +45,10 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// The `NOTIFY` channel of watched jobs (someone waits on them); the payload is the job id.
 pub const WATCHES_CHANNEL: &str = "genjobs_watches";
 
+/// The `NOTIFY` channel of slots freed at a provider's keys (a job that held one ended); the
+/// payload is that job's id.
+pub const CAPACITY_CHANNEL: &str = "genjobs_capacity";
+
 /// Job events over Postgres.
 pub struct PgEvents {
     hub: Arc<EventHub>,
@@ -120,6 +124,18 @@ impl JobEvents for PgEvents {
 
     fn subscribe_webhooks(&self) -> BoxStream<'static, ()> {
         self.hub.subscribe_webhooks()
+    }
+
+    async fn free_capacity(&self, job_id: JobId) {
+        // Every replica hears it through the listener, this one included.
+        if let Err(error) = self.notify(CAPACITY_CHANNEL, job_id).await {
+            self.hub.notify_capacity();
+            tracing::warn!(job_id = %job_id, %error, "could not tell other replicas a slot freed; their waiting jobs look at their next check");
+        }
+    }
+
+    fn subscribe_capacity(&self) -> BoxStream<'static, ()> {
+        self.hub.subscribe_capacity()
     }
 }
 
@@ -200,13 +216,14 @@ pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
 async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Result<(), String> {
     let Listeners { hub, keys, jobs, catalog, origin } = listeners;
     let mut conn = open_connection(url, Duration::ZERO, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
-    for channel in [JOBS_CHANNEL, JOB_ROWS_CHANNEL, WATCHES_CHANNEL, KEYS_CHANNEL, CATALOG_CHANNEL] {
+    for channel in [JOBS_CHANNEL, JOB_ROWS_CHANNEL, WATCHES_CHANNEL, CAPACITY_CHANNEL, KEYS_CHANNEL, CATALOG_CHANNEL] {
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
     }
     jobs.listening();
     if reconnecting {
         keys.clear();
         hub.notify_all();
+        hub.notify_capacity();
         catalog.changed();
     }
     tracing::info!("listening for job changes and key revocations");
@@ -247,6 +264,7 @@ async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Re
                 Ok(id) => hub.notify_watch(JobId::from_uuid(id)),
                 Err(_) => tracing::warn!(payload = %notification.payload, "malformed watch notification"),
             },
+            CAPACITY_CHANNEL => hub.notify_capacity(),
             KEYS_CHANNEL => keys.forget(&KeyPrefix::of(&notification.payload)),
             CATALOG_CHANNEL => catalog.changed(),
             _ => {}

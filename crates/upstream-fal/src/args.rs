@@ -12,9 +12,20 @@ pub struct FalArgs {
     /// Base URL of a fal-protocol queue; unset means the built-in simulator.
     #[arg(long, env = "GENJOBS_UPSTREAM_URL", help_heading = "Upstream")]
     pub upstream_url: Option<String>,
-    /// Sent upstream as `Authorization: Key <value>`.
+    /// Sent upstream as `Authorization: Key <value>`. Several keys, separated by commas, share
+    /// the jobs: each new job goes on the one with the fewest in flight.
     #[arg(long, env = "GENJOBS_UPSTREAM_KEY", hide_env_values = true, help_heading = "Upstream")]
     pub upstream_key: Option<String>,
+    /// Most jobs sent with one fal key and not yet final, across every replica (what the account
+    /// runs at once); more wait, queued, for a slot. 0 means no cap.
+    #[arg(
+        long,
+        env = "GENJOBS_UPSTREAM_MAX_IN_FLIGHT",
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        help_heading = "Upstream"
+    )]
+    pub upstream_max_in_flight: i64,
     /// Path to a file of fal endpoint schemas ({"endpoints": {...}}, as `genjobs models import fal
     /// --online --schemas FILE` writes it) added to those shipped, so that models may route to
     /// those endpoints.

@@ -33,6 +33,7 @@ pub mod schema;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use genjobs_domain::capacity::{Priority, ProviderKey};
 use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
@@ -40,7 +41,7 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitCall, SubmitFailure,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitCall, SubmitFailure,
     UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
@@ -64,8 +65,10 @@ use retry::{Read, ReadError, says_later};
 pub struct FalConfig {
     /// Queue base URL, e.g. `https://queue.fal.run`.
     pub base_url: String,
-    /// Sent as `Authorization: Key <key>`.
-    pub key: Option<String>,
+    /// The account's keys, each sent as `Authorization: Key <key>`; none sends no header.
+    pub keys: Vec<String>,
+    /// Most jobs sent with one key and not final; 0 means no cap.
+    pub jobs_per_key: u32,
     /// Timeout of one call.
     pub request_timeout: Duration,
     /// Most calls in flight at once.
@@ -92,7 +95,8 @@ impl FalConfig {
     pub fn new(base_url: impl Into<String>, key: Option<String>) -> Self {
         Self {
             base_url: base_url.into(),
-            key,
+            keys: key.into_iter().collect(),
+            jobs_per_key: 0,
             request_timeout: Duration::from_secs(15),
             max_in_flight: 64,
             webhooks: None,
@@ -107,6 +111,8 @@ impl FalConfig {
 pub struct FalUpstream {
     client: Client,
     config: FalConfig,
+    /// Each key's secret with the name jobs record of it, in the operator's order.
+    keys: Vec<(ProviderKey, String)>,
     in_flight: Semaphore,
     webhooks: Option<Verifier>,
 }
@@ -159,27 +165,110 @@ impl FalUpstream {
             .build()?;
         let in_flight = Semaphore::new(config.max_in_flight.max(1));
         let webhooks = config.webhooks.clone().map(Verifier::new);
-        Ok(Self { client, config, in_flight, webhooks })
+        let keys =
+            config.keys.iter().map(|secret| (ProviderKey::of(secret, config.jobs_per_key), secret.clone())).collect();
+        Ok(Self { client, config, keys, in_flight, webhooks })
     }
 
-    fn authorized(&self, request: RequestBuilder) -> RequestBuilder {
-        match &self.config.key {
+    /// The secret of the key named `key_id`; the first key for a job that names none (sent
+    /// before keys were recorded) or one no longer configured.
+    fn secret(&self, key_id: Option<&str>) -> Option<&str> {
+        let named = key_id.and_then(|id| self.keys.iter().find(|(key, _)| key.id == id));
+        named.or_else(|| self.keys.first()).map(|(_, secret)| secret.as_str())
+    }
+
+    fn authorized(&self, request: RequestBuilder, key_id: Option<&str>) -> RequestBuilder {
+        match self.secret(key_id) {
             Some(key) => request.header("authorization", format!("Key {key}")),
             None => request,
         }
     }
 
-    /// A status or result read, tried again while fal answers "later" ([`retry`]).
-    async fn read(&self, what: &str, url: &str) -> Result<Read, ReadError> {
-        self.config.read_retry.read(what, || self.send(self.client.get(url))).await
+    /// A status or result read, tried again while fal answers "later" ([`retry`]), with the
+    /// key that submitted the job.
+    async fn read(&self, what: &str, url: &str, upstream: &UpstreamRef) -> Result<Read, ReadError> {
+        let key_id = upstream.detail(KEY_DETAIL);
+        self.config.read_retry.read(what, || self.send(self.client.get(url), key_id)).await
     }
 
-    async fn send(&self, request: RequestBuilder) -> Result<Response, reqwest::Error> {
+    async fn send(&self, request: RequestBuilder, key_id: Option<&str>) -> Result<Response, reqwest::Error> {
         // A closed semaphore never happens (it is never closed); proceed without a permit if so.
         let _permit = self.in_flight.acquire().await.ok();
-        self.authorized(request).send().await
+        self.authorized(request, key_id).send().await
+    }
+
+    /// Submits with the key `send` names (the first when none), recorded in the job's reference,
+    /// and asks fal to queue a low-priority job after its normal requests.
+    async fn submit_with(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        send: &SendAs,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let key_id = send.key_id.as_deref();
+        let request = routes::fal_request(model, input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
+        let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
+        let mut post = self.client.post(&url).json(&request.body);
+        if let Some(seconds) = self.config.start_timeout.map(|t| t.as_secs()).filter(|s| *s > 1) {
+            post = post.header(START_TIMEOUT_HEADER, seconds.to_string());
+        }
+        if let Some(webhooks) = &self.webhooks {
+            post = post.query(&[("fal_webhook", webhooks.config().url.as_str())]);
+        }
+        if send.priority == Priority::Low {
+            post = post.header(PRIORITY_HEADER, "low");
+        }
+        let response = match self.send(post, key_id).await {
+            Ok(r) => r,
+            Err(e) => return Err(SubmitCall::unanswered_by(e.is_connect(), e.is_timeout()).unanswered()),
+        };
+        let status = response.status();
+        tracing::debug!(job_id = %job_id, endpoint = %request.endpoint, status = status.as_u16(), "fal submit");
+        if status.is_success() {
+            let answer: SubmitAnswer = response
+                .json()
+                .await
+                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()))?;
+            tracing::info!(job_id = %job_id, request_id = %answer.request_id, endpoint = %request.endpoint, "fal accepted the job");
+            let fal = FalRef {
+                endpoint: request.endpoint,
+                request_id: answer.request_id,
+                status_url: answer.status_url,
+                response_url: answer.response_url,
+                cancel_url: answer.cancel_url,
+            };
+            let upstream = fal.to_upstream();
+            return Ok(match key_id {
+                Some(key_id) => upstream.with_detail(KEY_DETAIL, key_id),
+                None => upstream,
+            });
+        }
+        let call = SubmitCall::Answered(status.as_u16());
+        match status {
+            StatusCode::TOO_MANY_REQUESTS => Err(call.failure("the provider is rate limiting")),
+            // fal's queue answers a queued request with its request id, and a gateway error or an
+            // unavailable queue carries none: the domain's rule counts them as never reached.
+            _ if call.never_reached() => Err(call.failure(format!(
+                "the provider's queue answered HTTP {} without queuing the request",
+                status.as_u16()
+            ))),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                Err(SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into()))
+            }
+            s if s.is_client_error() => Err(SubmitFailure::Rejected(FalError::read(response).await.message())),
+            _ => Err(SubmitFailure::Ambiguous(format!("the provider answered HTTP {}", status.as_u16()))),
+        }
     }
 }
+
+/// fal's queue priority (`X-Fal-Queue-Priority`): `low` requests run after the account's normal
+/// ones; normal requests carry no header.
+pub const PRIORITY_HEADER: &str = "x-fal-queue-priority";
+
+/// The detail of a job's reference that names the key it was submitted with
+/// ([`ProviderKey::id`]).
+pub const KEY_DETAIL: &str = "key";
 
 fn transient_status(status: StatusCode) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT || status.is_server_error()
@@ -215,58 +304,33 @@ impl UpstreamProvider for FalUpstream {
         model: &Model,
         input: &GenerationInput,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        let request = routes::fal_request(model, input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
-        let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
-        let mut post = self.client.post(&url).json(&request.body);
-        if let Some(seconds) = self.config.start_timeout.map(|t| t.as_secs()).filter(|s| *s > 1) {
-            post = post.header(START_TIMEOUT_HEADER, seconds.to_string());
+        self.submit_with(job_id, model, input, &SendAs::default()).await
+    }
+
+    /// Several keys, or a cap, make each job take a slot of one key; one key with no cap needs none.
+    fn keys(&self) -> Vec<ProviderKey> {
+        if self.keys.len() > 1 || self.config.jobs_per_key > 0 {
+            self.keys.iter().map(|(key, _)| key.clone()).collect()
+        } else {
+            Vec::new()
         }
-        if let Some(webhooks) = &self.webhooks {
-            post = post.query(&[("fal_webhook", webhooks.config().url.as_str())]);
-        }
-        let response = match self.send(post).await {
-            Ok(r) => r,
-            Err(e) => return Err(SubmitCall::unanswered_by(e.is_connect(), e.is_timeout()).unanswered()),
-        };
-        let status = response.status();
-        tracing::debug!(job_id = %job_id, endpoint = %request.endpoint, status = status.as_u16(), "fal submit");
-        if status.is_success() {
-            let answer: SubmitAnswer = response
-                .json()
-                .await
-                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()))?;
-            tracing::info!(job_id = %job_id, request_id = %answer.request_id, endpoint = %request.endpoint, "fal accepted the job");
-            let fal = FalRef {
-                endpoint: request.endpoint,
-                request_id: answer.request_id,
-                status_url: answer.status_url,
-                response_url: answer.response_url,
-                cancel_url: answer.cancel_url,
-            };
-            return Ok(fal.to_upstream());
-        }
-        let call = SubmitCall::Answered(status.as_u16());
-        match status {
-            StatusCode::TOO_MANY_REQUESTS => Err(call.failure("the provider is rate limiting")),
-            // fal's queue answers a queued request with its request id, and a gateway error or an
-            // unavailable queue carries none: the domain's rule counts them as never reached.
-            _ if call.never_reached() => Err(call.failure(format!(
-                "the provider's queue answered HTTP {} without queuing the request",
-                status.as_u16()
-            ))),
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                Err(SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into()))
-            }
-            s if s.is_client_error() => Err(SubmitFailure::Rejected(FalError::read(response).await.message())),
-            _ => Err(SubmitFailure::Ambiguous(format!("the provider answered HTTP {}", status.as_u16()))),
-        }
+    }
+
+    async fn submit_as(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        send: &SendAs,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        self.submit_with(job_id, model, input, send).await
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
         let fal = FalRef::from_upstream(upstream).map_err(PollFailure::Gone)?;
         let separator = if fal.status_url.contains('?') { '&' } else { '?' };
         let url = format!("{}{separator}logs=1", fal.status_url);
-        let read = self.read("status", &url).await.map_err(|e| {
+        let read = self.read("status", &url, upstream).await.map_err(|e| {
             PollFailure::Transient(
                 match e {
                     ReadError::Timeout => "status call timed out",
@@ -311,7 +375,7 @@ impl UpstreamProvider for FalUpstream {
         modality: Modality,
     ) -> Result<Vec<OutputItem>, ResultFailure> {
         let fal = FalRef::from_upstream(upstream).map_err(ResultFailure::Failed)?;
-        let read = self.read("result", &fal.response_url).await.map_err(|e| {
+        let read = self.read("result", &fal.response_url, upstream).await.map_err(|e| {
             ResultFailure::Transient(
                 match e {
                     ReadError::Timeout => "result call timed out",
@@ -355,7 +419,7 @@ impl UpstreamProvider for FalUpstream {
     async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
         let fal = FalRef::from_upstream(upstream).map_err(PollFailure::Gone)?;
         let response = self
-            .send(self.client.put(&fal.cancel_url))
+            .send(self.client.put(&fal.cancel_url), upstream.detail(KEY_DETAIL))
             .await
             .map_err(|_| PollFailure::Transient("cancel call failed".into()))?;
         let status = response.status();

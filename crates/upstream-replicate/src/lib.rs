@@ -33,6 +33,7 @@ pub mod schema;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use genjobs_domain::capacity::ProviderKey;
 use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
@@ -40,7 +41,7 @@ use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind};
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SubmitCall, SubmitFailure,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitCall, SubmitFailure,
     UpstreamProvider, UpstreamReport, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
@@ -64,8 +65,11 @@ pub const DEFAULT_BASE_URL: &str = "https://api.replicate.com/v1";
 pub struct ReplicateConfig {
     /// The API's base URL, `https://api.replicate.com/v1` ([`DEFAULT_BASE_URL`]).
     pub base_url: String,
-    /// Sent as `Authorization: Bearer <token>`.
-    pub token: String,
+    /// The account's tokens, each sent as `Authorization: Bearer <token>`; the first when a job
+    /// names none.
+    pub tokens: Vec<String>,
+    /// Most jobs sent with one token and not final; 0 means no cap.
+    pub jobs_per_token: u32,
     /// Where Replicate delivers the end of each prediction, and the secret that signs it;
     /// `None` means no webhooks (the driver polls every job).
     pub webhook: Option<WebhookConfig>,
@@ -84,7 +88,8 @@ impl ReplicateConfig {
     pub fn new(base_url: impl Into<String>, token: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
-            token: token.into(),
+            tokens: vec![token.into()],
+            jobs_per_token: 0,
             webhook: None,
             request_timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(5),
@@ -109,9 +114,15 @@ pub enum BuildError {
 pub struct ReplicateUpstream {
     client: Client,
     config: ReplicateConfig,
+    /// Each token with the name jobs record of it, in the operator's order.
+    tokens: Vec<(ProviderKey, String)>,
     in_flight: Semaphore,
     webhooks: Option<Verifier>,
 }
+
+/// The detail of a job's reference that names the token it was created with
+/// ([`ProviderKey::id`]).
+pub const KEY_DETAIL: &str = "key";
 
 impl ReplicateUpstream {
     /// An adapter with its own connection pool.
@@ -127,27 +138,86 @@ impl ReplicateUpstream {
             .build()?;
         let webhooks = config.webhook.as_ref().map(Verifier::new).transpose()?;
         let in_flight = Semaphore::new(config.max_in_flight.max(1));
-        Ok(Self { client, config, in_flight, webhooks })
+        let tokens =
+            config.tokens.iter().map(|token| (ProviderKey::of(token, config.jobs_per_token), token.clone())).collect();
+        Ok(Self { client, config, tokens, in_flight, webhooks })
+    }
+
+    /// The token named `key_id`; the first for a job that names none or one no longer configured.
+    fn token(&self, key_id: Option<&str>) -> &str {
+        let named = key_id.and_then(|id| self.tokens.iter().find(|(key, _)| key.id == id));
+        named.or_else(|| self.tokens.first()).map_or("", |(_, token)| token.as_str())
     }
 
     fn url(&self, path: &str) -> String {
         format!("{}/{path}", self.config.base_url.trim_end_matches('/'))
     }
 
-    async fn send(&self, request: RequestBuilder) -> Result<Response, reqwest::Error> {
+    async fn send(&self, request: RequestBuilder, key_id: Option<&str>) -> Result<Response, reqwest::Error> {
         // The semaphore is never closed; proceed without a permit if it were.
         let _permit = self.in_flight.acquire().await.ok();
-        request.bearer_auth(&self.config.token).send().await
+        request.bearer_auth(self.token(key_id)).send().await
     }
 
     /// `GET /predictions/{id}`, classified as a poll.
     async fn prediction(&self, upstream: &UpstreamRef) -> Result<Prediction, PollFailure> {
         let id = prediction_id(upstream).map_err(PollFailure::Gone)?;
         let response = self
-            .send(self.client.get(self.url(&format!("predictions/{id}"))))
+            .send(self.client.get(self.url(&format!("predictions/{id}"))), upstream.detail(KEY_DETAIL))
             .await
             .map_err(|e| PollFailure::Transient(transport("prediction read", &e)))?;
         read_prediction(response).await
+    }
+
+    /// Creates the prediction with the token named `key_id` (the first when `None`), and records
+    /// it in the job's reference.
+    async fn create(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        key_id: Option<&str>,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let request = ReplicateRoute::of(model).and_then(|route| route.request(model, input)).map_err(|e| match e {
+            // Nothing was sent: another route of the model may make them all.
+            RouteError::OneOutput { .. } => SubmitFailure::NotReached(e.to_string()),
+            other => SubmitFailure::Rejected(other.to_string()),
+        })?;
+        let url = self.url(&format!("models/{}/predictions", request.model));
+        let body = creation_body(request.input, self.webhooks.as_ref().map(Verifier::url));
+        let response = match self.send(self.client.post(url).json(&body), key_id).await {
+            Ok(response) => response,
+            Err(e) => return Err(SubmitCall::unanswered_by(e.is_connect(), e.is_timeout()).unanswered()),
+        };
+        let status = response.status();
+        tracing::debug!(job_id = %job_id, model = %request.model, status = status.as_u16(), "replicate create");
+        if status.is_success() {
+            let prediction: Prediction = response
+                .json()
+                .await
+                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()))?;
+            tracing::info!(job_id = %job_id, prediction = %prediction.id, model = %request.model, "replicate created the prediction");
+            let upstream = UpstreamRef::new(PROVIDER, prediction.id).with_detail("model", request.model);
+            return Ok(match key_id {
+                Some(key_id) => upstream.with_detail(KEY_DETAIL, key_id),
+                None => upstream,
+            });
+        }
+        let problem = Problem::read(response).await;
+        let call = SubmitCall::Answered(status.as_u16());
+        if call.never_reached() {
+            let wait = problem.retry_after.map(|s| format!(", retry after {s} s")).unwrap_or_default();
+            return Err(call.failure(format!("the provider refused the request: {}{wait}", problem.message())));
+        }
+        match status {
+            // A wrong or revoked token: nothing was created, and another provider may serve.
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(SubmitFailure::NotReached(format!(
+                "the provider refused the gateway's credentials (HTTP {})",
+                status.as_u16()
+            ))),
+            s if s.is_client_error() => Err(SubmitFailure::Rejected(problem.message())),
+            _ => Err(SubmitFailure::Ambiguous(format!("the provider answered {}", problem.message()))),
+        }
     }
 }
 
@@ -214,42 +284,28 @@ impl UpstreamProvider for ReplicateUpstream {
         model: &Model,
         input: &GenerationInput,
     ) -> Result<UpstreamRef, SubmitFailure> {
-        let request = ReplicateRoute::of(model).and_then(|route| route.request(model, input)).map_err(|e| match e {
-            // Nothing was sent: another route of the model may make them all.
-            RouteError::OneOutput { .. } => SubmitFailure::NotReached(e.to_string()),
-            other => SubmitFailure::Rejected(other.to_string()),
-        })?;
-        let url = self.url(&format!("models/{}/predictions", request.model));
-        let body = creation_body(request.input, self.webhooks.as_ref().map(Verifier::url));
-        let response = match self.send(self.client.post(url).json(&body)).await {
-            Ok(response) => response,
-            Err(e) => return Err(SubmitCall::unanswered_by(e.is_connect(), e.is_timeout()).unanswered()),
-        };
-        let status = response.status();
-        tracing::debug!(job_id = %job_id, model = %request.model, status = status.as_u16(), "replicate create");
-        if status.is_success() {
-            let prediction: Prediction = response
-                .json()
-                .await
-                .map_err(|_| SubmitFailure::Ambiguous("the provider's answer could not be read".into()))?;
-            tracing::info!(job_id = %job_id, prediction = %prediction.id, model = %request.model, "replicate created the prediction");
-            return Ok(UpstreamRef::new(PROVIDER, prediction.id).with_detail("model", request.model));
+        self.create(job_id, model, input, None).await
+    }
+
+    /// Several tokens, or a cap, make each job take a slot of one token; one token with no cap
+    /// needs none.
+    fn keys(&self) -> Vec<ProviderKey> {
+        if self.tokens.len() > 1 || self.config.jobs_per_token > 0 {
+            self.tokens.iter().map(|(key, _)| key.clone()).collect()
+        } else {
+            Vec::new()
         }
-        let problem = Problem::read(response).await;
-        let call = SubmitCall::Answered(status.as_u16());
-        if call.never_reached() {
-            let wait = problem.retry_after.map(|s| format!(", retry after {s} s")).unwrap_or_default();
-            return Err(call.failure(format!("the provider refused the request: {}{wait}", problem.message())));
-        }
-        match status {
-            // A wrong or revoked token: nothing was created, and another provider may serve.
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(SubmitFailure::NotReached(format!(
-                "the provider refused the gateway's credentials (HTTP {})",
-                status.as_u16()
-            ))),
-            s if s.is_client_error() => Err(SubmitFailure::Rejected(problem.message())),
-            _ => Err(SubmitFailure::Ambiguous(format!("the provider answered {}", problem.message()))),
-        }
+    }
+
+    /// Replicate has no queue priority: only the token counts.
+    async fn submit_as(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        send: &SendAs,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        self.create(job_id, model, input, send.key_id.as_deref()).await
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
@@ -292,7 +348,7 @@ impl UpstreamProvider for ReplicateUpstream {
     async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
         let id = prediction_id(upstream).map_err(PollFailure::Gone)?;
         let response = self
-            .send(self.client.post(self.url(&format!("predictions/{id}/cancel"))))
+            .send(self.client.post(self.url(&format!("predictions/{id}/cancel"))), upstream.detail(KEY_DETAIL))
             .await
             .map_err(|e| PollFailure::Transient(transport("cancel", &e)))?;
         let status = response.status();

@@ -118,6 +118,37 @@ impl SimState {
         #[cfg(feature = "stats")]
         self.recorder.count(route, request_id);
     }
+
+    /// Records a submission with `key`, which now has `in_flight` requests not completed; `low`
+    /// when it asked for fal's low queue priority.
+    #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
+    fn submitted(&self, key: Option<&str>, in_flight: u64, low: bool) {
+        #[cfg(feature = "stats")]
+        self.recorder.submitted(key, in_flight, low);
+    }
+}
+
+/// The key a call carries: its `Authorization` header.
+fn caller(req: &HttpRequest) -> Option<String> {
+    req.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// How many requests of `key` have not completed.
+fn in_flight_of(sim: &Sim, key: Option<&str>) -> u64 {
+    let requests = sim.state.requests();
+    let open = requests.values().filter(|r| r.key.as_deref() == key && !matches!(r.phase(), Phase::Completed));
+    u64::try_from(open.count()).unwrap_or(u64::MAX)
+}
+
+/// Whether the call may read or cancel request `id`: as at fal, a request answers only the
+/// account that submitted it, so a call with another key is refused.
+fn owned_by_caller(sim: &Sim, req: &HttpRequest, id: &str) -> bool {
+    let caller = caller(req);
+    sim.state.requests().get(id).is_none_or(|request| request.key == caller)
+}
+
+fn other_key() -> HttpResponse {
+    HttpResponse::Forbidden().json(json!({"detail": "The request belongs to another key"}))
 }
 
 struct Sim {
@@ -241,6 +272,11 @@ async fn admit(
     if !authorized(sim, req) {
         return Err(unauthorized());
     }
+    if let Some(id) = id
+        && !owned_by_caller(sim, req, id)
+    {
+        return Err(other_key());
+    }
     let fault = chaos::draw(sim.config.chaos);
     if let Some(fault) = fault {
         sim.state.count(fault.name(), None);
@@ -282,7 +318,13 @@ async fn submit(
         Err(answer) => return answer,
     };
     let webhook = query.into_inner().fal_webhook;
-    chaos::after(fault, submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook))
+    let key = caller(&req);
+    let low = req.headers().get("x-fal-queue-priority").is_some_and(|value| value == "low");
+    let answer = submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook, key.clone());
+    if answer.status().is_success() {
+        sim.state.submitted(key.as_deref(), in_flight_of(&sim, key.as_deref()), low);
+    }
+    chaos::after(fault, answer)
 }
 
 fn submit_answer(
@@ -291,6 +333,7 @@ fn submit_answer(
     endpoint: String,
     input: Value,
     webhook: Option<String>,
+    key: Option<String>,
 ) -> HttpResponse {
     let Some(schema) = genjobs_upstream_fal::schema::endpoint(&endpoint) else {
         return HttpResponse::NotFound().json(json!({"detail": format!("Application '{endpoint}' not found")}));
@@ -319,7 +362,8 @@ fn submit_answer(
         let files = format!("{base}/_sim/files/{request_id}");
         tokio::spawn(notifications::notify_at_end(sim.clone(), url, request_id.clone(), files, queue + run));
     }
-    sim.state.requests().insert(
+    let mut requests = sim.state.requests();
+    requests.insert(
         request_id.clone(),
         SimRequest {
             shape: schema.output,
@@ -333,8 +377,10 @@ fn submit_answer(
             canceled: false,
             completed: false,
             invalid,
+            key,
         },
     );
+    drop(requests);
     HttpResponse::Ok().json(json!({
         "request_id": request_id,
         "response_url": urls,
@@ -354,6 +400,9 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
     sim.state.count("cancel", Some(&id));
     if !authorized(&sim, &req) {
         return unauthorized();
+    }
+    if !owned_by_caller(&sim, &req, &id) {
+        return other_key();
     }
     let mut requests = sim.state.requests();
     let Some(request) = requests.get_mut(&id) else {

@@ -99,6 +99,8 @@ pub(crate) struct SimRequest {
     /// fal's validation errors of the input (`detail` items): fal queues any JSON and fails the
     /// request with them when it runs.
     pub(crate) invalid: Option<Value>,
+    /// The `Authorization` it was submitted with: only that key may read or cancel it.
+    pub(crate) key: Option<String>,
 }
 
 /// Where `id` waits in the queue: how many requests still queued were accepted before it, as

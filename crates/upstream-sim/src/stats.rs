@@ -16,6 +16,20 @@ pub struct SimStats {
     pub routes: HashMap<String, u64>,
     /// Request id → route → count.
     pub requests: HashMap<String, HashMap<String, u64>>,
+    /// The last 4 characters of each key submitted with (`-` for none) → submissions.
+    pub submits_by_key: HashMap<String, u64>,
+    /// The same keys → the most requests of that key not completed at once, as seen at each
+    /// submission.
+    pub peak_in_flight_by_key: HashMap<String, u64>,
+    /// Submissions that asked for the low queue priority (`X-Fal-Queue-Priority: low`).
+    pub low_priority_submits: u64,
+}
+
+/// How a key is shown in the stats: its last 4 characters.
+fn hint(key: Option<&str>) -> String {
+    let Some(key) = key else { return "-".to_owned() };
+    let skip = key.chars().count().saturating_sub(4);
+    key.chars().skip(skip).collect()
 }
 
 /// Counts calls as they arrive.
@@ -42,6 +56,15 @@ impl Recorder {
             let at = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
             self.polls.lock().unwrap_or_else(PoisonError::into_inner).entry(id.to_owned()).or_default().push(at);
         }
+    }
+
+    pub(crate) fn submitted(&self, key: Option<&str>, in_flight: u64, low: bool) {
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        stats.low_priority_submits += u64::from(low);
+        let hint = hint(key);
+        *stats.submits_by_key.entry(hint.clone()).or_default() += 1;
+        let peak = stats.peak_in_flight_by_key.entry(hint).or_default();
+        *peak = (*peak).max(in_flight);
     }
 
     pub(crate) fn stats(&self) -> SimStats {

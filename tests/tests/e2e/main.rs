@@ -6,6 +6,7 @@
 mod admin;
 mod admin_jobs;
 mod auth;
+mod capacity;
 mod catalog;
 mod client;
 mod client_webhooks;

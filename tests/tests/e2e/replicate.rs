@@ -46,6 +46,7 @@ pub(crate) fn replicate_only(sim: &RunningSim, public: bool, base: Config) -> Co
         replicate_url: sim.api_url(),
         replicate_token: Some(SimConfig::default().token),
         replicate_webhook_secret: public.then(|| genjobs_upstream_replicate_sim::DEFAULT_WEBHOOK_SECRET.to_owned()),
+        ..ReplicateArgs::default()
     };
     Config { upstream_url: Some(refusing_url()), replicate, ..base }
 }
@@ -101,6 +102,7 @@ async fn app_with_fal_answering(sim: &RunningSim, status: u16) -> (TestApp, Webh
         replicate_url: sim.api_url(),
         replicate_token: Some(SimConfig::default().token),
         replicate_webhook_secret: None,
+        ..ReplicateArgs::default()
     };
     let url = fal.url.trim_end_matches("/hook").to_owned();
     (spawn_app_with(Config { upstream_url: Some(url), replicate, ..fast_config() }).await, fal)

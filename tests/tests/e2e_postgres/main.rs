@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
 
+mod capacity_replicas;
 mod catalog_replicas;
 mod deploy;
 mod key_budget_replicas;

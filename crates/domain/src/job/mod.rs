@@ -31,6 +31,7 @@ pub use stored::{CorruptJob, StoredJob};
 pub use transition::{Transition, TransitionError};
 pub use upstream::UpstreamRef;
 
+use crate::capacity::Priority;
 use crate::catalog::Rate;
 use crate::credits::{CreditMovement, Credits};
 use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
@@ -75,7 +76,9 @@ impl Job {
                 input,
                 webhook_url: None,
                 request: None,
+                priority: Priority::Normal,
                 phase: JobPhase::Accepted,
+                sent_at: None,
                 next_poll_at: Some(now),
                 poll_failures: 0,
                 version: 0,
@@ -129,6 +132,19 @@ impl Job {
     #[must_use]
     pub fn key_prefix(&self) -> Option<&KeyPrefix> {
         self.record.key_prefix.as_ref()
+    }
+
+    /// The same newly accepted job, sent as `priority` says when slots are scarce.
+    #[must_use]
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.record.priority = priority;
+        self
+    }
+
+    /// How soon it goes to its provider when slots are scarce.
+    #[must_use]
+    pub fn priority(&self) -> Priority {
+        self.record.priority
     }
 
     /// Where its end is posted, when the client asked.
@@ -222,7 +238,7 @@ impl Job {
         match &self.record.phase {
             JobPhase::Running { started_at, .. } | JobPhase::Succeeded { started_at, .. } => Some(*started_at),
             JobPhase::Failed { reached, .. } | JobPhase::Canceled { reached, .. } => reached.started_at,
-            JobPhase::Accepted | JobPhase::Sending | JobPhase::Queued { .. } => None,
+            JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending | JobPhase::Queued { .. } => None,
         }
     }
 
@@ -286,10 +302,22 @@ impl Job {
     #[must_use]
     pub fn submit_attempted(&self) -> bool {
         match &self.record.phase {
-            JobPhase::Accepted => false,
+            JobPhase::Accepted | JobPhase::WaitingForCapacity => false,
             JobPhase::Failed { reached, .. } | JobPhase::Canceled { reached, .. } => reached.submission.was_attempted(),
             JobPhase::Sending | JobPhase::Queued { .. } | JobPhase::Running { .. } | JobPhase::Succeeded { .. } => true,
         }
+    }
+
+    /// When its provider took it, as far as kept: the job timeout counts from then.
+    #[must_use]
+    pub fn sent_at(&self) -> Option<OffsetDateTime> {
+        self.record.sent_at
+    }
+
+    /// Whether it waits, unsent, for a slot of its provider's keys.
+    #[must_use]
+    pub fn waits_for_capacity(&self) -> bool {
+        matches!(self.record.phase, JobPhase::WaitingForCapacity)
     }
 
     /// When the driver next looks at it; `None` once final.
@@ -371,12 +399,22 @@ impl Job {
         next.record.version = self.record.version + 1;
         let mut movement = None;
         match (trigger, &self.record.phase) {
-            (Trigger::SubmitStarted { next_poll_at }, JobPhase::Accepted) => {
+            (Trigger::SubmitStarted { next_poll_at }, JobPhase::Accepted | JobPhase::WaitingForCapacity) => {
                 next.record.phase = JobPhase::Sending;
+                next.record.next_poll_at = Some(next_poll_at);
+            }
+            // From `Sending` too: a job handed to its driver is marked sending by the accept, and
+            // one that found no slot was surely not sent.
+            (
+                Trigger::AwaitCapacity { next_poll_at },
+                JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending,
+            ) => {
+                next.record.phase = JobPhase::WaitingForCapacity;
                 next.record.next_poll_at = Some(next_poll_at);
             }
             (Trigger::Submitted { upstream, next_poll_at }, JobPhase::Sending) => {
                 next.record.phase = JobPhase::Queued { upstream, position: None };
+                next.record.sent_at = Some(now);
                 next.record.next_poll_at = Some(next_poll_at);
                 next.record.poll_failures = 0;
             }
@@ -448,7 +486,10 @@ impl Job {
         }
         let recomputable = matches!(
             kind,
-            TriggerKind::UpstreamQueued | TriggerKind::UpstreamRunning | TriggerKind::UpstreamUnreachable
+            TriggerKind::UpstreamQueued
+                | TriggerKind::UpstreamRunning
+                | TriggerKind::UpstreamUnreachable
+                | TriggerKind::AwaitCapacity
         );
         Ok(Transition { job: next, expected_version: self.record.version, movement, from, recomputable })
     }

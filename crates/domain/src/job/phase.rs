@@ -13,6 +13,9 @@ use crate::output::OutputItem;
 pub enum JobPhase {
     /// Accepted and not yet sent to the provider (or surely not received by it).
     Accepted,
+    /// Accepted and not sent: every key of its provider has its cap of jobs in flight, or others
+    /// come first, so it waits for a slot. Nothing of it is at the provider.
+    WaitingForCapacity,
     /// Being sent, or sent without a recorded answer: the provider may have it, so it is never
     /// sent again.
     Sending,
@@ -109,7 +112,9 @@ impl JobPhase {
     #[must_use]
     pub fn state(&self) -> JobState {
         match self {
-            JobPhase::Accepted | JobPhase::Sending | JobPhase::Queued { .. } => JobState::Queued,
+            JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending | JobPhase::Queued { .. } => {
+                JobState::Queued
+            }
             JobPhase::Running { .. } => JobState::Running,
             JobPhase::Succeeded { .. } => JobState::Succeeded,
             JobPhase::Failed { .. } => JobState::Failed,
@@ -121,7 +126,9 @@ impl JobPhase {
     /// [`super::Job::apply`] asks, and never of a final job.
     pub(super) fn reached(&self) -> Reached {
         match self {
-            JobPhase::Accepted => Reached { submission: Submission::NotSent, started_at: None, progress: 0 },
+            JobPhase::Accepted | JobPhase::WaitingForCapacity => {
+                Reached { submission: Submission::NotSent, started_at: None, progress: 0 }
+            }
             JobPhase::Sending => Reached { submission: Submission::Attempted, started_at: None, progress: 0 },
             JobPhase::Queued { upstream, .. } => {
                 Reached { submission: Submission::Sent(upstream.clone()), started_at: None, progress: 0 }
@@ -144,7 +151,7 @@ impl JobPhase {
     #[must_use]
     pub fn upstream(&self) -> Option<&UpstreamRef> {
         match self {
-            JobPhase::Accepted | JobPhase::Sending => None,
+            JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending => None,
             JobPhase::Queued { upstream, .. }
             | JobPhase::Running { upstream, .. }
             | JobPhase::Succeeded { upstream, .. } => Some(upstream),
@@ -156,7 +163,7 @@ impl JobPhase {
     #[must_use]
     pub fn progress(&self) -> u8 {
         match self {
-            JobPhase::Accepted | JobPhase::Sending | JobPhase::Queued { .. } => 0,
+            JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending | JobPhase::Queued { .. } => 0,
             JobPhase::Running { progress, .. } => *progress,
             JobPhase::Succeeded { .. } => 100,
             JobPhase::Failed { reached, .. } | JobPhase::Canceled { reached, .. } => reached.progress,

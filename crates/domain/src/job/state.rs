@@ -73,6 +73,11 @@ pub enum Trigger {
         /// When to try again.
         next_poll_at: OffsetDateTime,
     },
+    /// Not sent: no key of its provider has room for it now (or others come first).
+    AwaitCapacity {
+        /// When to look for a slot again, unless a slot freeing wakes it first.
+        next_poll_at: OffsetDateTime,
+    },
     /// The provider reports the job waiting in its queue.
     UpstreamQueued {
         /// How many requests are ahead of it at the provider, when the provider says.
@@ -117,6 +122,8 @@ pub enum TriggerKind {
     Submitted,
     /// [`Trigger::SubmitNotReached`].
     SubmitNotReached,
+    /// [`Trigger::AwaitCapacity`].
+    AwaitCapacity,
     /// [`Trigger::UpstreamQueued`].
     UpstreamQueued,
     /// [`Trigger::UpstreamRunning`].
@@ -133,10 +140,11 @@ pub enum TriggerKind {
 
 impl TriggerKind {
     /// Every kind, for exhaustive tests.
-    pub const ALL: [TriggerKind; 9] = [
+    pub const ALL: [TriggerKind; 10] = [
         TriggerKind::SubmitStarted,
         TriggerKind::Submitted,
         TriggerKind::SubmitNotReached,
+        TriggerKind::AwaitCapacity,
         TriggerKind::UpstreamQueued,
         TriggerKind::UpstreamRunning,
         TriggerKind::UpstreamUnreachable,
@@ -152,6 +160,7 @@ impl TriggerKind {
             TriggerKind::SubmitStarted => "submit_started",
             TriggerKind::Submitted => "submitted",
             TriggerKind::SubmitNotReached => "submit_not_reached",
+            TriggerKind::AwaitCapacity => "await_capacity",
             TriggerKind::UpstreamQueued => "upstream_queued",
             TriggerKind::UpstreamRunning => "upstream_running",
             TriggerKind::UpstreamUnreachable => "upstream_unreachable",
@@ -170,6 +179,7 @@ impl Trigger {
             Trigger::SubmitStarted { .. } => TriggerKind::SubmitStarted,
             Trigger::Submitted { .. } => TriggerKind::Submitted,
             Trigger::SubmitNotReached { .. } => TriggerKind::SubmitNotReached,
+            Trigger::AwaitCapacity { .. } => TriggerKind::AwaitCapacity,
             Trigger::UpstreamQueued { .. } => TriggerKind::UpstreamQueued,
             Trigger::UpstreamRunning { .. } => TriggerKind::UpstreamRunning,
             Trigger::UpstreamUnreachable { .. } => TriggerKind::UpstreamUnreachable,
@@ -196,8 +206,8 @@ pub fn next_state(from: JobState, trigger: TriggerKind) -> Option<JobState> {
     use TriggerKind as T;
     match (from, trigger) {
         (Succeeded | Failed | Canceled, _) => None,
-        (Queued, T::SubmitStarted | T::Submitted | T::SubmitNotReached) => Some(Queued),
-        (Running, T::SubmitStarted | T::Submitted | T::SubmitNotReached) => None,
+        (Queued, T::SubmitStarted | T::Submitted | T::SubmitNotReached | T::AwaitCapacity) => Some(Queued),
+        (Running, T::SubmitStarted | T::Submitted | T::SubmitNotReached | T::AwaitCapacity) => None,
         (state, T::UpstreamQueued | T::UpstreamUnreachable) => Some(state),
         (_, T::UpstreamRunning) => Some(Running),
         (_, T::Succeeded) => Some(Succeeded),

@@ -4,6 +4,7 @@
 use time::OffsetDateTime;
 
 use super::JobPhase;
+use crate::capacity::Priority;
 use crate::catalog::Rate;
 use crate::credits::Credits;
 use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
@@ -41,8 +42,13 @@ pub struct StoredJob {
     /// The request body as received, no default filled in; `None` for a job accepted before
     /// bodies were kept.
     pub request: Option<ReceivedRequest>,
+    /// How soon it goes to its provider when slots are scarce.
+    pub priority: Priority,
     /// Its state and that state's data.
     pub phase: JobPhase,
+    /// When its provider took it: the job timeout counts from then. `None` until sent (and for
+    /// jobs sent before this was kept).
+    pub sent_at: Option<OffsetDateTime>,
     /// When the driver next looks at it; `None` once final.
     pub next_poll_at: Option<OffsetDateTime>,
     /// Consecutive transient failures talking to the provider, for back-off.

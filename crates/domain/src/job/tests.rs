@@ -82,6 +82,7 @@ fn trigger_of(kind: TriggerKind) -> Trigger {
         TriggerKind::SubmitStarted => Trigger::SubmitStarted { next_poll_at: now() },
         TriggerKind::Submitted => Trigger::Submitted { upstream: upstream(), next_poll_at: now() },
         TriggerKind::SubmitNotReached => Trigger::SubmitNotReached { next_poll_at: now() },
+        TriggerKind::AwaitCapacity => Trigger::AwaitCapacity { next_poll_at: now() },
         TriggerKind::UpstreamQueued => Trigger::UpstreamQueued { position: Some(2), next_poll_at: now() },
         TriggerKind::UpstreamRunning => Trigger::UpstreamRunning { progress: 50, next_poll_at: now() },
         TriggerKind::UpstreamUnreachable => Trigger::UpstreamUnreachable { next_poll_at: now() },
@@ -94,7 +95,7 @@ fn trigger_of(kind: TriggerKind) -> Trigger {
 /// A job in `state` on which the submission guards of `kind` hold, so that only the table decides.
 fn ready_for(state: JobState, kind: TriggerKind) -> Job {
     match (state, kind) {
-        (JobState::Queued, TriggerKind::SubmitStarted) => queued(),
+        (JobState::Queued, TriggerKind::SubmitStarted | TriggerKind::AwaitCapacity) => queued(),
         (JobState::Queued, TriggerKind::Submitted | TriggerKind::SubmitNotReached) => {
             step(&queued(), Trigger::SubmitStarted { next_poll_at: now() })
         }
@@ -108,18 +109,19 @@ fn the_state_table() {
     use JobState::{Canceled, Failed, Queued, Running, Succeeded};
     use TriggerKind as T;
     #[rustfmt::skip]
-    let table: [(JobState, [Option<JobState>; 9]); 5] = [
-        //        SubmitStarted  Submitted     NotReached    UpQueued       UpRunning      Unreachable    Succeeded        Failed        Cancel
-        (Queued,  [Some(Queued), Some(Queued), Some(Queued), Some(Queued),  Some(Running), Some(Queued),  Some(Succeeded), Some(Failed), Some(Canceled)]),
-        (Running, [None,         None,         None,         Some(Running), Some(Running), Some(Running), Some(Succeeded), Some(Failed), Some(Canceled)]),
-        (Succeeded, [None; 9]),
-        (Failed,    [None; 9]),
-        (Canceled,  [None; 9]),
+    let table: [(JobState, [Option<JobState>; 10]); 5] = [
+        //        SubmitStarted  Submitted     NotReached    AwaitCapacity UpQueued       UpRunning      Unreachable    Succeeded        Failed        Cancel
+        (Queued,  [Some(Queued), Some(Queued), Some(Queued), Some(Queued), Some(Queued),  Some(Running), Some(Queued),  Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Running, [None,         None,         None,         None,         Some(Running), Some(Running), Some(Running), Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Succeeded, [None; 10]),
+        (Failed,    [None; 10]),
+        (Canceled,  [None; 10]),
     ];
     let columns = [
         T::SubmitStarted,
         T::Submitted,
         T::SubmitNotReached,
+        T::AwaitCapacity,
         T::UpstreamQueued,
         T::UpstreamRunning,
         T::UpstreamUnreachable,
@@ -297,4 +299,23 @@ fn names_round_trip() {
     for code in JobErrorCode::ALL {
         assert_eq!(JobErrorCode::parse(code.as_str()), Some(code));
     }
+}
+
+#[test]
+fn a_job_waits_for_capacity_unsent_and_is_sent_from_there() {
+    let waiting = step(&queued(), Trigger::AwaitCapacity { next_poll_at: now() });
+    assert!(waiting.waits_for_capacity() && !waiting.submit_attempted());
+    assert_eq!(waiting.state(), JobState::Queued);
+    let handed = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
+    assert!(
+        step(&handed, Trigger::AwaitCapacity { next_poll_at: now() }).waits_for_capacity(),
+        "a handed job found no slot"
+    );
+    let again = waiting.apply(Trigger::AwaitCapacity { next_poll_at: now() }, now()).unwrap();
+    assert!(again.is_recomputable() && again.job().same_observable_state(&waiting), "waiting on costs no write");
+    let sending = step(&waiting, Trigger::SubmitStarted { next_poll_at: now() });
+    assert!(sending.submit_attempted() && !sending.waits_for_capacity());
+    assert!(sending.apply(Trigger::Submitted { upstream: upstream(), next_poll_at: now() }, now()).is_ok());
+    let canceled = step(&waiting, Trigger::Cancel);
+    assert!(!canceled.submit_attempted(), "a waiting job never reached the provider");
 }

@@ -18,6 +18,8 @@
 //! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
 //! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
+//! - `slots`: [`ProviderSlots`], which provider key each sent job holds a slot of, counted while
+//!   the job is not final.
 
 mod catalog;
 mod client_webhooks;
@@ -25,6 +27,7 @@ mod kept;
 mod outputs;
 mod removals;
 mod runtime;
+mod slots;
 mod stores;
 mod upstream;
 mod usage;
@@ -35,6 +38,7 @@ pub use kept::*;
 pub use outputs::*;
 pub use removals::*;
 pub use runtime::*;
+pub use slots::*;
 pub use stores::*;
 pub use upstream::*;
 pub use usage::*;

@@ -50,6 +50,15 @@ pub trait JobEvents: Send + Sync {
     /// This process's [`JobEvents::announce_webhook`] from now on. A slow reader may miss
     /// some, but wakes at least once after them.
     fn subscribe_webhooks(&self) -> BoxStream<'static, ()>;
+
+    /// Tells the drivers of every replica that job `job_id`, which held a slot of a provider's
+    /// keys, ended: the jobs waiting for capacity look for a slot now rather than at their next
+    /// look.
+    async fn free_capacity(&self, job_id: JobId);
+
+    /// [`JobEvents::free_capacity`] from now on, from any replica. A slow reader may miss some,
+    /// but wakes at least once after them.
+    fn subscribe_capacity(&self) -> BoxStream<'static, ()>;
 }
 
 /// How long a job counts as watched after a waiter last announced itself; waiters announce

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use crate::capacity::{Priority, ProviderKey};
 use crate::catalog::Model;
 use crate::ids::JobId;
 use crate::input::GenerationInput;
@@ -43,6 +44,10 @@ pub enum SubmitFailure {
     /// The provider may or may not have the job (timeout, 5xx, cut connection): never resent.
     #[error("outcome unknown: {0}")]
     Ambiguous(String),
+    /// Every key of the provider the job goes to has its cap of jobs in flight: nothing was
+    /// sent, and the job waits for a slot of that provider.
+    #[error("at capacity: {0}")]
+    AtCapacity(String),
 }
 
 /// What became of a submission call that brought no job back, in the terms that decide whether
@@ -106,6 +111,39 @@ impl SubmitCall {
         };
         self.failure(reason)
     }
+}
+
+/// Where a job goes: the provider the router chose for it and the key whose slot it holds there
+/// (none for a provider with one key and no cap), and the job's priority.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The provider, by name; `None` leaves the choice to the submission.
+    pub provider: Option<String>,
+    /// The [`crate::capacity::ProviderKey::id`] of the key it is sent with.
+    pub key_id: Option<String>,
+    /// The job's priority, which the provider is told where it takes one.
+    pub priority: Priority,
+}
+
+/// How one provider is sent a job: on which key, at which priority.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendAs {
+    /// The [`crate::capacity::ProviderKey::id`] of the key; `None`: the provider's first.
+    pub key_id: Option<String>,
+    /// The job's priority.
+    pub priority: Priority,
+}
+
+/// Whether a job may be sent now, as its provider's keys and their caps say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capacity {
+    /// A slot is the job's: send it so placed.
+    Free(Placement),
+    /// Every key is at its cap, or jobs that come first take the free slots: the job waits.
+    Full,
+    /// The slots cannot be counted now (the store is out of reach): the job waits, and looks
+    /// again later.
+    Unknown(String),
 }
 
 /// Why a status or cancel call failed.
@@ -264,6 +302,54 @@ pub trait UpstreamProvider: Send + Sync {
     /// (a model it has no route for, a value it cannot translate).
     async fn submit(&self, job_id: JobId, model: &Model, input: &GenerationInput)
     -> Result<UpstreamRef, SubmitFailure>;
+
+    /// The keys this provider is called with, each with its cap of jobs in flight, in the
+    /// operator's order. Empty for a provider called with one key and no cap: its submissions
+    /// take no slot ([`crate::ports::ProviderSlots`]).
+    fn keys(&self) -> Vec<ProviderKey> {
+        Vec::new()
+    }
+
+    /// Takes a slot for the job at the provider its model's routes lead to, before anything is
+    /// sent or written: [`Capacity::Free`] with where it goes, else why it waits. The default,
+    /// for a provider without caps, always has room.
+    async fn reserve(&self, job_id: JobId, model: &Model) -> Capacity {
+        let _ = (job_id, model);
+        Capacity::Free(Placement::default())
+    }
+
+    /// As [`UpstreamProvider::submit`], as `placement` (from [`UpstreamProvider::reserve`]) says.
+    ///
+    /// # Errors
+    /// As [`UpstreamProvider::submit`]; the default ignores the placement.
+    async fn submit_placed(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        placement: &Placement,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let _ = placement;
+        self.submit(job_id, model, input).await
+    }
+
+    /// As [`UpstreamProvider::submit`], as `send` says: with the key whose [`ProviderKey::id`] it
+    /// names (the returned reference names that key, so that every later call for the job uses
+    /// it), at its priority where the provider takes one.
+    ///
+    /// # Errors
+    /// As [`UpstreamProvider::submit`]; the default, for a provider of one key and no
+    /// priorities, submits as usual.
+    async fn submit_as(
+        &self,
+        job_id: JobId,
+        model: &Model,
+        input: &GenerationInput,
+        send: &SendAs,
+    ) -> Result<UpstreamRef, SubmitFailure> {
+        let _ = send;
+        self.submit(job_id, model, input).await
+    }
 
     /// Polls a job's status.
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure>;

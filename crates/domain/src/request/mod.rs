@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::capacity::Priority;
 use crate::catalog::{Catalog, DurationRange, Model};
 use crate::ids::ModelId;
 use crate::input::GenerationInput;
@@ -115,6 +116,8 @@ pub struct GenerationRequest {
     pub input: GenerationInput,
     /// Where to post the job's end; checked for its form only, its host at submission.
     pub webhook_url: Option<String>,
+    /// How soon it goes to its provider when slots are scarce.
+    pub priority: Priority,
 }
 
 fn integer(name: &str, value: Option<WholeNumber>, min: u64, max: u64) -> Result<Option<u64>, InvalidRequest> {
@@ -254,7 +257,21 @@ impl GenerationRequest {
                 extra,
             },
             webhook_url: draft.webhook_url,
+            priority: Priority::Normal,
         })
+    }
+
+    /// The request sent as `priority` (`normal` or `low`; `normal` when absent).
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming `priority` for any other value.
+    pub fn with_priority(self, priority: Option<&str>) -> Result<Self, InvalidRequest> {
+        let priority = match priority {
+            None => Priority::Normal,
+            Some(text) => Priority::parse(text)
+                .ok_or_else(|| InvalidRequest::param("priority", "`priority` must be `normal` or `low`"))?,
+        };
+        Ok(Self { priority, ..self })
     }
 }
 

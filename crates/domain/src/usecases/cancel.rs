@@ -93,9 +93,11 @@ impl Cancellations {
             match self.ports.jobs.commit(transition).await? {
                 Commit::Applied(job) => {
                     tracing::info!(job_id = %id, credits_released = %job.credits_held(), "job canceled");
-                    super::job_ended(self.ports.events.as_ref(), &job);
                     self.ports.events.publish(id).await;
+                    // The provider is told first, so that a job waiting for the slot this one
+                    // held is sent after it stopped, not beside it.
                     self.stop_upstream(&job).await;
+                    super::job_ended(self.ports.events.as_ref(), &job).await;
                     return Ok(CancelReceipt { id, state: job.state(), canceled_at: job.canceled_at().unwrap_or(now) });
                 }
                 Commit::Stale(_) => continue,

@@ -104,12 +104,16 @@ pub struct Ports {
     pub ids: Arc<dyn IdSource>,
 }
 
-/// What follows the commit that made `job` final: its metrics, and this process's webhook
-/// dispatcher woken when the commit recorded an event for the client.
-pub(crate) fn job_ended(events: &dyn JobEvents, job: &crate::job::Job) {
+/// What follows the commit that made `job` final: its metrics, this process's webhook
+/// dispatcher woken when the commit recorded an event for the client, and the drivers woken when
+/// the job may have held a slot of its provider's keys.
+pub(crate) async fn job_ended(events: &dyn JobEvents, job: &crate::job::Job) {
     telemetry::job_finished(job);
     if crate::client_webhooks::WebhookEvent::is_recorded_for(job) {
         events.announce_webhook();
+    }
+    if job.submit_attempted() {
+        events.free_capacity(job.id()).await;
     }
 }
 

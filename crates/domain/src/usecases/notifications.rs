@@ -181,7 +181,7 @@ impl ProviderNotifications {
                         error_code = ?stored.error().as_ref().map(|e| e.code),
                         "job {name} (provider notification)"
                     );
-                    super::job_ended(self.ports.events.as_ref(), &stored);
+                    super::job_ended(self.ports.events.as_ref(), &stored).await;
                     self.ports.events.publish(stored.id()).await;
                     return Ok(NotificationOutcome::Applied(stored.state()));
                 }

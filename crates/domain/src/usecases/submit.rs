@@ -222,6 +222,7 @@ impl Submissions {
         );
         let job = job
             .with_webhook_url(request.webhook_url.clone())
+            .with_priority(request.priority)
             .with_request(received)
             .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone()));
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });

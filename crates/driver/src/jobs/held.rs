@@ -77,6 +77,16 @@ impl Held {
         }
     }
 
+    /// Brings forward to `at` every held job that waits for a slot of its provider's keys, when
+    /// a job that held one ended: the first in fair order takes it.
+    pub(super) fn hurry_waiting(&mut self, at: OffsetDateTime) {
+        let waiting: Vec<JobId> =
+            self.jobs.iter().filter(|(_, (_, job))| job.waits_for_capacity()).map(|(id, _)| *id).collect();
+        for id in waiting {
+            self.hurry(id, at);
+        }
+    }
+
     /// Whether the job is held, being advanced or not.
     pub(super) fn holds(&self, id: JobId) -> bool {
         self.jobs.contains_key(&id) || self.advancing.contains(&id)

@@ -16,7 +16,8 @@
 //! Claims, renewals, steps and checks are tasks of one [`JoinSet`], so that they run in parallel
 //! and no step holding a database connection starves while the loop waits for another; the loop
 //! itself only waits (`tokio::select!`) for the first of: a task's end, the next due time, a
-//! signal (a job changed elsewhere, someone watches a job, a job handed over), or the shutdown.
+//! signal (a job changed elsewhere, someone watches a job, a job handed over, a slot of a
+//! provider's keys freed: the jobs waiting for capacity are due at once), or the shutdown.
 
 mod handoff;
 mod held;
@@ -73,6 +74,8 @@ enum Woke {
     Watched(JobId),
     /// This process's gateway accepted a job for this driver.
     Handed(Box<Job>),
+    /// A job that held a slot of a provider's keys ended, on any replica.
+    SlotFreed,
     /// The next due time came.
     Timer,
     /// The service stops.
@@ -121,6 +124,7 @@ impl JobDriver {
         let mut lives_until: Option<OffsetDateTime> = None;
         let mut changes = ports.events.subscribe_all();
         let mut watches = ports.events.subscribe_watches();
+        let mut freed = ports.events.subscribe_capacity();
         let mut watched: HashMap<JobId, OffsetDateTime> = HashMap::new();
         let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
         let now = ports.clock.now();
@@ -196,6 +200,7 @@ impl JobDriver {
                 () = ports.clock.sleep(nap) => Woke::Timer,
                 Some(id) = changes.next() => Woke::Changed(id),
                 Some(id) = watches.next() => Woke::Watched(id),
+                Some(()) = freed.next() => Woke::SlotFreed,
                 Some(job) = next_handed(&mut inbox) => Woke::Handed(job),
                 () = &mut shutdown, if !draining => Woke::Shutdown,
             };
@@ -212,6 +217,7 @@ impl JobDriver {
                     held.hurry(id, now);
                 }
                 Woke::Handed(job) => held.keep_handed(*job, now),
+                Woke::SlotFreed => held.hurry_waiting(now),
                 Woke::Shutdown => {
                     draining = true;
                     self.inbox.shut();
@@ -271,7 +277,7 @@ impl JobDriver {
                 Woke::Done(Done::Checked(_, false)) | Woke::Changed(_) | Woke::Timer => {}
             }
         }
-        drop((changes, watches));
+        drop((changes, watches, freed));
         let mut unsent = held.take_unsent();
         if let Some(jobs) = inbox.as_mut() {
             jobs.close();

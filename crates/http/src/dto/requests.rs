@@ -56,7 +56,8 @@ fn exact(n: Option<impl Into<u64>>) -> Option<WholeNumber> {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn video_request(body: VideoRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    GenerationRequest::validate(Modality::Video, video_draft(body), catalog)
+    let priority = body.priority.clone();
+    GenerationRequest::validate(Modality::Video, video_draft(body), catalog)?.with_priority(priority.as_deref())
 }
 
 fn video_draft(body: VideoRequest) -> GenerationDraft {
@@ -80,7 +81,8 @@ fn video_draft(body: VideoRequest) -> GenerationDraft {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn image_request(body: ImageRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    GenerationRequest::validate(Modality::Image, image_draft(body), catalog)
+    let priority = body.priority.clone();
+    GenerationRequest::validate(Modality::Image, image_draft(body), catalog)?.with_priority(priority.as_deref())
 }
 
 fn image_draft(body: ImageRequest) -> GenerationDraft {
@@ -120,9 +122,17 @@ pub fn generation_request(
         Modality::Video => (None, judged("seed"), judged("duration_sec")),
         _ => (judged("n"), judged("seed"), None),
     };
-    let draft = match endpoint {
-        Modality::Video => video_draft(read(&rest)?),
-        _ => image_draft(read(&rest)?),
+    let (draft, priority) = match endpoint {
+        Modality::Video => {
+            let body: VideoRequest = read(&rest)?;
+            let priority = body.priority.clone();
+            (video_draft(body), priority)
+        }
+        _ => {
+            let body: ImageRequest = read(&rest)?;
+            let priority = body.priority.clone();
+            (image_draft(body), priority)
+        }
     };
     let draft = GenerationDraft {
         n: n.or(draft.n),
@@ -130,7 +140,7 @@ pub fn generation_request(
         duration_sec: duration_sec.or(draft.duration_sec),
         ..draft
     };
-    GenerationRequest::validate(endpoint_modality(endpoint), draft, catalog)
+    GenerationRequest::validate(endpoint_modality(endpoint), draft, catalog)?.with_priority(priority.as_deref())
 }
 
 /// The modality a generation endpoint validates as: the image endpoint's for every other.

@@ -100,8 +100,17 @@ pub fn job_view(job: &DomainJob, links: &OutputLinks<'_>) -> Job {
         credits_held: job.credits_held().get(),
         credits_actual: job.credits_actual().map(|c| c.get()),
         upstream: job.upstream().map(|at| at.provider().to_owned()),
-        meta: job.queue_position().map(|queue_position| JobMeta { queue_position }),
+        meta: job_meta(job),
     }
+}
+
+/// Why a queued job waits, when it does: for a slot of its provider's keys, or in the provider's
+/// queue.
+fn job_meta(job: &DomainJob) -> Option<JobMeta> {
+    if job.waits_for_capacity() {
+        return Some(JobMeta { waiting_for: Some("capacity".to_owned()), queue_position: None });
+    }
+    job.queue_position().map(|position| JobMeta { waiting_for: None, queue_position: Some(position) })
 }
 
 /// The job as a stream event, its stored outputs linked by `links`.

@@ -108,6 +108,7 @@ job_columns! {
         rate_credits: i64 => BigInt as "int8",
         key_prefix: Option<String> => Nullable<Text> as "text",
         rate_percent: i32 => Integer as "int4",
+        priority: String => Text as "text",
     }
     changing {
         state: String => Text as "text",
@@ -124,6 +125,8 @@ job_columns! {
         submit_attempted: bool => Bool as "bool",
         next_poll_at: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
         poll_failures: i32 => Integer as "int4",
+        waiting_for_capacity: bool => Bool as "bool",
+        sent_at: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
         version: i64 => BigInt as "int8",
     }
 }
@@ -231,10 +234,10 @@ mod tests {
 
     #[test]
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
-        assert_eq!(INSERTED.len(), 29, "jobs has 29 columns, and an accept writes them all");
+        assert_eq!(INSERTED.len(), 32, "jobs has 34 columns, and an accept writes all but the provider slot's");
         let row = row();
         let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
-        assert!(accept.contains("$29::uuid AS lease_id") && !accept.contains("$30"), "{accept}");
+        assert!(accept.contains("$32::uuid AS lease_id") && !accept.contains("$33"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

@@ -2,6 +2,7 @@
 //! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
+use genjobs_domain::capacity::Priority;
 use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::ids::{JobId, KeyHash, KeyPrefix, ModelId, UserId};
@@ -80,6 +81,7 @@ impl JobRow {
             .to_owned(),
             rate_credits: i64::try_from(job.rate().credits)
                 .map_err(|e| StoreError::Internal(format!("rate out of range: {e}")))?,
+            priority: job.priority().as_str().to_owned(),
             upstream: upstream.map(|u| to_jsonb(&UpstreamJson::from(u))).transpose()?,
             upstream_key: upstream.map(|u| u.key().to_owned()),
             queue_position: job.queue_position().map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
@@ -88,6 +90,8 @@ impl JobRow {
             submit_attempted: job.submit_attempted(),
             next_poll_at: job.next_poll_at(),
             poll_failures: i32::try_from(job.poll_failures()).unwrap_or(i32::MAX),
+            waiting_for_capacity: job.waits_for_capacity(),
+            sent_at: job.sent_at(),
             version: i64::try_from(job.version())
                 .map_err(|e| StoreError::Internal(format!("version out of range: {e}")))?,
             lease_id: None,
@@ -123,7 +127,9 @@ impl JobRow {
                     other => Err(corrupt("request", other)),
                 })
                 .transpose()?,
+            priority: Priority::parse(&self.priority).ok_or_else(|| corrupt("priority", &self.priority))?,
             phase,
+            sent_at: self.sent_at,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),
             version: u64::try_from(self.version).map_err(|e| corrupt("version", e))?,
@@ -165,6 +171,7 @@ impl JobRow {
                         .transpose()?,
                 },
                 None if self.submit_attempted => JobPhase::Sending,
+                None if self.waiting_for_capacity => JobPhase::WaitingForCapacity,
                 None => JobPhase::Accepted,
             },
             JobState::Running => JobPhase::Running {

@@ -14,6 +14,8 @@
 //! - `removals`: the removals port: jobs their owner removed from a listing, pages of those kept.
 //! - `catalog`: the catalog port: model documents, their versions and change announcements.
 //! - `kept`: the keys the service makes once and keeps (`kept_secrets`).
+//! - `slots`: the provider slots port: the key each sent job holds a slot of, counted while the
+//!   job is not final.
 
 mod accept;
 mod account_store;
@@ -25,6 +27,7 @@ mod kept;
 mod keys;
 mod ledger;
 mod removals;
+mod slots;
 mod usage;
 mod user_admin;
 

@@ -21,7 +21,7 @@ use super::Ports;
 use crate::catalog::LiveCatalog;
 use crate::ids::{JobId, LeaseId};
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
-use crate::ports::{PollFailure, SubmitFailure, UpstreamStatus};
+use crate::ports::{Capacity, Placement, PollFailure, SubmitFailure, UpstreamStatus};
 
 /// Back-off cap: a job whose provider keeps failing transiently is polled at most every
 /// 16 intervals.
@@ -36,7 +36,7 @@ const FALLBACK_RUN_SECS: u32 = 60;
 pub struct StepSettings {
     /// Time between two polls of one job.
     pub poll_interval: Duration,
-    /// A job not final this long after acceptance fails with `UPSTREAM_TIMEOUT`.
+    /// A job not final this long after it was sent fails with `UPSTREAM_TIMEOUT`.
     pub job_timeout: Duration,
     /// How long a driver's lease lasts without renewal; another driver takes its jobs over after.
     /// A submission being sent is marked in flight for this long.
@@ -143,7 +143,14 @@ impl JobSteps {
     /// accept.
     pub async fn step(&self, job: Job, cadence: Cadence, handed: bool) -> Stepped {
         let now = self.ports.clock.now();
-        if now - job.created_at() >= self.settings.job_timeout {
+        // The timeout counts from the send: a job waiting for a slot has not started it. A job
+        // sent without a recorded time counts from its acceptance.
+        let running_since = match (job.sent_at(), job.submit_attempted()) {
+            (Some(sent), _) => Some(sent),
+            (None, true) => Some(job.created_at()),
+            (None, false) => None,
+        };
+        if running_since.is_some_and(|since| now - since >= self.settings.job_timeout) {
             return Stepped::Done(self.time_out(&job).await);
         }
         let kept = match job.upstream() {
@@ -191,7 +198,9 @@ impl JobSteps {
         Stepped::Done(kept)
     }
 
-    /// Sends a job to the provider. The start is recorded first, durably, unless the accept
+    /// Sends a job to the provider. A slot of the provider's keys is reserved first; with none
+    /// free the job waits for capacity, unsent, until a slot freeing wakes it (or, should that
+    /// signal be lost, a lease later). The start is recorded next, durably, unless the accept
     /// recorded it (`started`): from then on the job may exist at the provider.
     async fn submit(&self, job: Job, cadence: Cadence, started: bool) -> Stepped {
         // A job runs on the model it was accepted for even if the operator disabled or deleted
@@ -200,6 +209,19 @@ impl JobSteps {
         let Some(model) = catalog.any_model(job.model().as_str()) else {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
             return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await);
+        };
+        let placement = match self.ports.upstream.reserve(job.id(), model).await {
+            Capacity::Free(placement) => Placement { priority: job.priority(), ..placement },
+            Capacity::Full => {
+                tracing::debug!(job_id = %job.id(), "no slot at the provider; the job waits for capacity");
+                let next_poll_at = self.ports.clock.now() + self.settings.lease;
+                return Stepped::Done(self.commit(&job, Trigger::AwaitCapacity { next_poll_at }).await);
+            }
+            Capacity::Unknown(reason) => {
+                tracing::warn!(job_id = %job.id(), %reason, "the provider's slots could not be counted; will look again");
+                let next_poll_at = self.next_poll(cadence, job.poll_failures() + 1);
+                return Stepped::Done(self.commit(&job, Trigger::AwaitCapacity { next_poll_at }).await);
+            }
         };
         let job = if started {
             job
@@ -210,7 +232,7 @@ impl JobSteps {
                 None => return Stepped::Done(None),
             }
         };
-        let trigger = match self.ports.upstream.submit(job.id(), model, job.input()).await {
+        let trigger = match self.ports.upstream.submit_placed(job.id(), model, job.input(), &placement).await {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
                 let next_poll_at = self.ports.clock.now() + cadence.interval;
@@ -222,6 +244,11 @@ impl JobSteps {
             Err(SubmitFailure::NotReached(reason)) => {
                 tracing::warn!(job_id = %job.id(), %reason, "provider not reached; will submit again");
                 Trigger::SubmitNotReached { next_poll_at: self.next_poll(cadence, job.poll_failures() + 1) }
+            }
+            Err(SubmitFailure::AtCapacity(reason)) => {
+                // Nothing was sent: it waits for a slot of the provider it fell back to.
+                tracing::info!(job_id = %job.id(), %reason, "waiting for capacity at the provider");
+                Trigger::AwaitCapacity { next_poll_at: self.ports.clock.now() + self.settings.lease }
             }
             Err(SubmitFailure::Rejected(reason)) => Trigger::Failed {
                 error: JobError::new(

@@ -138,7 +138,7 @@ impl JobSteps {
                 if changes_state {
                     self.ports.events.publish(stored.id()).await;
                     if stored.state().is_final() {
-                        crate::usecases::job_ended(self.ports.events.as_ref(), &stored);
+                        crate::usecases::job_ended(self.ports.events.as_ref(), &stored).await;
                     }
                 }
                 (!stored.state().is_final()).then_some(stored)

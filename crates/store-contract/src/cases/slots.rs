@@ -1,0 +1,70 @@
+//! Provider slots: each job goes on the least busy key under its cap, a job keeps the key it
+//! took, a key's count is its jobs not final (a final commit gives the slot back with no other
+//! call), and concurrent takers never pass a cap.
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use genjobs_domain::capacity::ProviderKey;
+use genjobs_domain::job::{JobError, JobErrorCode, Trigger};
+
+use super::{LIMITS, Limits, Store, accepted, step, submitted, user_with};
+
+fn keys(cap: u32) -> Vec<ProviderKey> {
+    vec![ProviderKey::of("first-key-aaaa", cap), ProviderKey::of("second-key-bbbb", cap)]
+}
+
+/// Slots go to the key with the fewest jobs in flight (the first listed on a tie) up to each
+/// key's cap; a job asking again keeps its key; a final job's slot stops counting; a released
+/// slot is free again; another provider's slots are counted apart.
+pub async fn slots_go_to_the_least_busy_key_up_to_its_cap<S: Store>(store: Arc<S>) {
+    let user = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
+    let keys = keys(2);
+    let (first, second) = (keys[0].id.clone(), keys[1].id.clone());
+    let mut jobs = Vec::new();
+    for _ in 0..5 {
+        jobs.push(accepted(&*store, user, 1).await);
+    }
+    let mut taken = Vec::new();
+    for job in &jobs {
+        taken.push(store.take_slot(job.id(), "fal", &keys).await.unwrap());
+    }
+    assert_eq!(
+        taken,
+        [Some(first.clone()), Some(second.clone()), Some(first.clone()), Some(second.clone()), None],
+        "alternating by fewest in flight, then every key at its cap"
+    );
+    assert_eq!(store.take_slot(jobs[2].id(), "fal", &keys).await.unwrap(), Some(first.clone()), "kept");
+    let counts = store.slots_in_flight("fal").await.unwrap();
+    assert_eq!((counts.get(&first), counts.get(&second)), (Some(&2), Some(&2)));
+
+    let sent = submitted(&*store, &jobs[0]).await;
+    let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
+    step(&*store, &sent, Trigger::Failed { error }).await;
+    assert_eq!(store.slots_in_flight("fal").await.unwrap().get(&first), Some(&1), "a final job holds no slot");
+    assert_eq!(store.take_slot(jobs[4].id(), "fal", &keys).await.unwrap(), Some(first.clone()));
+
+    store.release_slot(jobs[1].id()).await.unwrap();
+    assert_eq!(store.slots_in_flight("fal").await.unwrap().get(&second).copied().unwrap_or(0), 1);
+    assert_eq!(store.take_slot(jobs[1].id(), "replicate", &keys).await.unwrap(), Some(first.clone()));
+    assert_eq!(store.slots_in_flight("replicate").await.unwrap().get(&first), Some(&1), "counted apart");
+    assert_eq!(store.slots_in_flight("fal").await.unwrap().get(&second), Some(&1));
+}
+
+/// Many takers at once (replicas, on a shared store) never give a key more than its cap.
+pub async fn concurrent_takes_never_pass_a_cap<S: Store>(store: Arc<S>) {
+    let user = user_with(&*store, 100, Limits { max_concurrent_jobs: 20, ..LIMITS }).await;
+    let keys = keys(3);
+    let mut jobs = Vec::new();
+    for _ in 0..16 {
+        jobs.push(accepted(&*store, user, 1).await);
+    }
+    let takes = jobs.iter().map(|job| {
+        let (store, keys, id) = (Arc::clone(&store), keys.clone(), job.id());
+        tokio::spawn(async move { store.take_slot(id, "fal", &keys).await.unwrap() })
+    });
+    let taken: Vec<_> = join_all(takes).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(taken.iter().flatten().count(), 6, "two keys of three slots each");
+    let counts = store.slots_in_flight("fal").await.unwrap();
+    assert_eq!(counts.values().copied().collect::<Vec<_>>(), [3, 3]);
+}

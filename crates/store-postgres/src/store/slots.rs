@@ -1,0 +1,145 @@
+//! The provider slots port over Postgres: a job's place is two columns of its row
+//! (`slot_provider`, and `slot_key` once it holds a slot; without it the job waits), and a key's
+//! jobs in flight are the rows that name it and are not final (the partial index
+//! `jobs_slots_in_flight` holds only rows not final). Taking a slot counts, ranks the waiting jobs
+//! (the domain's [`fair_order`], written in SQL) and writes in one transaction under an advisory
+//! lock per provider, so that two replicas taking slots at once never both see the last free one.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::FutureExt;
+#[cfg(doc)]
+use genjobs_domain::capacity::fair_order;
+use genjobs_domain::capacity::{ProviderKey, free_slots, least_busy};
+use genjobs_domain::ids::JobId;
+use genjobs_domain::ports::{ProviderSlots, StoreError};
+
+use super::PgStore;
+use crate::error::from_diesel;
+use crate::schema::jobs;
+
+/// Serialises the takers of one provider's slots across every replica, until the transaction ends.
+const LOCK_PROVIDER: &str = "SELECT pg_advisory_xact_lock(hashtextextended('genjobs_slots:' || $1, 0))";
+
+/// The jobs in flight of each key of a provider, read through `jobs_slots_in_flight`.
+const IN_FLIGHT: &str = "SELECT slot_key, count(*) AS jobs FROM jobs
+    WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running') GROUP BY slot_key";
+
+/// How many jobs waiting for provider `$1` come before job `$2` in fair order: normal jobs before
+/// low ones; a user's waiting jobs oldest first, each counting as one more of that user's jobs in
+/// flight, and across users the lower count first, the older job on a tie.
+const AHEAD: &str = "WITH busy AS (
+        SELECT user_id, count(*) AS jobs FROM jobs
+        WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running')
+        GROUP BY user_id
+    ), waiting AS (
+        SELECT w.id, w.priority = 'low' AS low,
+            coalesce(busy.jobs, 0) + row_number() OVER (PARTITION BY w.user_id, w.priority ORDER BY w.id) AS load
+        FROM jobs w LEFT JOIN busy ON busy.user_id = w.user_id
+        WHERE w.slot_provider = $1 AND w.slot_key IS NULL AND w.state IN ('queued', 'running')
+    )
+    SELECT count(*) AS ahead FROM waiting, waiting AS me
+    WHERE me.id = $2 AND (waiting.low, waiting.load, waiting.id) < (me.low, me.load, me.id)";
+
+#[derive(QueryableByName)]
+struct Ahead {
+    #[diesel(sql_type = BigInt)]
+    ahead: i64,
+}
+
+#[derive(QueryableByName)]
+struct KeyInFlight {
+    #[diesel(sql_type = Text)]
+    slot_key: String,
+    #[diesel(sql_type = BigInt)]
+    jobs: i64,
+}
+
+async fn in_flight(conn: &mut AsyncPgConnection, provider: &str) -> QueryResult<BTreeMap<String, u64>> {
+    let rows: Vec<KeyInFlight> = diesel::sql_query(IN_FLIGHT).bind::<Text, _>(provider).load(conn).await?;
+    Ok(rows.into_iter().map(|row| (row.slot_key, u64::try_from(row.jobs).unwrap_or(0))).collect())
+}
+
+#[async_trait]
+impl ProviderSlots for PgStore {
+    async fn take_slot(
+        &self,
+        job_id: JobId,
+        provider: &str,
+        keys: &[ProviderKey],
+    ) -> Result<Option<String>, StoreError> {
+        self.within(async {
+            let mut conn = self.conn().await?;
+            conn.transaction(async |conn| -> QueryResult<Option<String>> {
+                diesel::sql_query(LOCK_PROVIDER).bind::<Text, _>(provider).execute(conn).await?;
+                let held: Option<(Option<String>, Option<String>)> = jobs::table
+                    .find(job_id.as_uuid())
+                    .select((jobs::slot_provider, jobs::slot_key))
+                    .first(conn)
+                    .await
+                    .optional()?;
+                if let Some((Some(held_at), Some(key))) = held
+                    && held_at == provider
+                {
+                    return Ok(Some(key));
+                }
+                diesel::update(jobs::table.find(job_id.as_uuid()))
+                    .set((jobs::slot_provider.eq(provider), jobs::slot_key.eq(None::<String>)))
+                    .execute(conn)
+                    .await?;
+                let counts = in_flight(conn, provider).await?;
+                let per_key: Vec<u64> = keys.iter().map(|key| counts.get(&key.id).copied().unwrap_or(0)).collect();
+                let free = free_slots(keys, &per_key);
+                if free == 0 {
+                    return Ok(None);
+                }
+                let ahead: Ahead = diesel::sql_query(AHEAD)
+                    .bind::<Text, _>(provider)
+                    .bind::<diesel::sql_types::Uuid, _>(job_id.as_uuid())
+                    .get_result(conn)
+                    .await?;
+                if u64::try_from(ahead.ahead).unwrap_or(u64::MAX) >= free {
+                    return Ok(None);
+                }
+                let Some(key) = least_busy(keys, &per_key).map(|index| keys[index].id.clone()) else {
+                    return Ok(None);
+                };
+                diesel::update(jobs::table.find(job_id.as_uuid()))
+                    .set((jobs::slot_provider.eq(provider), jobs::slot_key.eq(&key)))
+                    .execute(conn)
+                    .await?;
+                Ok(Some(key))
+            })
+            .await
+            .map_err(from_diesel)
+        })
+        .await
+    }
+
+    async fn release_slot(&self, job_id: JobId) -> Result<(), StoreError> {
+        self.repeatable(|conn: &mut AsyncPgConnection| {
+            async move {
+                diesel::update(jobs::table.find(job_id.as_uuid()))
+                    .set((jobs::slot_provider.eq(None::<String>), jobs::slot_key.eq(None::<String>)))
+                    .execute(conn)
+                    .await
+            }
+            .boxed()
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn slots_in_flight(&self, provider: &str) -> Result<BTreeMap<String, u64>, StoreError> {
+        let provider = provider.to_owned();
+        self.repeatable(move |conn: &mut AsyncPgConnection| {
+            let provider = provider.clone();
+            async move { in_flight(conn, &provider).await }.boxed()
+        })
+        .await
+    }
+}

@@ -1,0 +1,195 @@
+//! Provider capacity: several keys share the jobs, no key goes over its cap of jobs in flight,
+//! jobs beyond the caps wait unsent, every later call uses the key that submitted the job (the
+//! simulator answers a request only to that key), and bad settings stop the service at start.
+
+use std::time::Duration;
+
+use genjobs::Config;
+use genjobs_tests::fast_config;
+use genjobs_upstream_sim::SimConfig;
+use serde_json::{Value, json};
+
+use crate::spawn_app_with;
+
+/// Two fal keys, each capped at one job in flight; the simulator runs each job `run_ms`.
+fn capped(run_ms: u64) -> Config {
+    let defaults = fast_config();
+    Config {
+        upstream_key: Some("key-one-aaaa, key-two-bbbb".into()),
+        upstream_max_in_flight: 1,
+        simulator: SimConfig { run: Duration::from_millis(run_ms), ..defaults.simulator.clone() },
+        ..defaults
+    }
+}
+
+/// The jobs that say they wait for capacity; each must be queued and unsent.
+fn waiting(jobs: &[Value]) -> usize {
+    let waiting: Vec<&Value> = jobs.iter().filter(|job| job["meta"] == json!({"waiting_for": "capacity"})).collect();
+    for job in &waiting {
+        assert!(job["state"] == "queued" && job["upstream"].is_null(), "a waiting job is queued and unsent: {job}");
+    }
+    waiting.len()
+}
+
+/// Five jobs on two keys capped at one each: the simulator never sees more than one job of a key
+/// at once, the others wait queued and unsent (saying so in `meta`), both keys are used, and
+/// every job succeeds (its status and result read with the key that submitted it: the simulator
+/// answers no other).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_beyond_the_caps_wait_unsent_and_each_key_stays_under_its_cap() {
+    let app = spawn_app_with(capped(400)).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let receipt = app.submit("images", &user.key, json!({"prompt": format!("capped {i}")})).await;
+        ids.push(receipt["job_id"].as_str().unwrap().to_owned());
+    }
+    let mut seen_waiting = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut jobs = Vec::new();
+        for id in &ids {
+            jobs.push(app.job(&user.key, id, 0).await);
+        }
+        seen_waiting = seen_waiting.max(waiting(&jobs));
+        if jobs.iter().all(|job| ["succeeded", "failed", "canceled"].contains(&job["state"].as_str().unwrap())) {
+            for job in &jobs {
+                assert_eq!(job["state"], "succeeded", "{job}");
+            }
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the jobs did not finish: {jobs:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen_waiting >= 1, "jobs beyond the caps waited unsent, saying so");
+    let stats = app.sim_stats().await;
+    assert_eq!(stats["routes"]["submit"], 5, "each job sent once: {stats}");
+    for key in ["aaaa", "bbbb"] {
+        assert!(stats["submits_by_key"][key].as_u64().unwrap_or(0) >= 1, "key {key} took jobs: {stats}");
+        assert_eq!(stats["peak_in_flight_by_key"][key], 1, "key {key} never over its cap: {stats}");
+    }
+    let account = app.user(&user.id).await;
+    assert_eq!((account["credits_held"].as_u64(), account["active_jobs"].as_u64()), (Some(0), Some(0)), "{account}");
+}
+
+/// A slot frees when its job ends in any way: a canceled job (stopped at the provider too, as
+/// `GENJOBS_UPSTREAM_CANCEL` asks) gives its slot to the next waiting job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canceled_job_gives_its_slot_to_a_waiting_one() {
+    let config = capped(400);
+    let gateway = genjobs_domain::usecases::Settings { upstream_cancel: true, ..config.gateway.clone() };
+    let app = spawn_app_with(Config { upstream_key: Some("only-key-cccc".into()), gateway, ..config }).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let hanging = app.submit("images", &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
+    let hanging = hanging["job_id"].as_str().unwrap().to_owned();
+    app.job_until(&user.key, &hanging, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let next = app.submit("images", &user.key, json!({"prompt": "waits"})).await;
+    let next = next["job_id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = app.job(&user.key, &next, 0).await;
+    assert_eq!((waiting["state"].as_str(), waiting["upstream"].is_null()), (Some("queued"), true), "{waiting}");
+    let canceled = app.post(&format!("/api/v1/jobs/{hanging}/cancel"), &user.key, &json!({})).await;
+    assert_eq!(canceled.status(), 200);
+    let done = app.wait_final(&user.key, &next).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(app.sim_stats().await["peak_in_flight_by_key"]["cccc"], 1);
+}
+
+/// When a slot frees, the user with fewer jobs in flight at the provider goes first: a small
+/// user's job is sent before the rest of a big user's burst, which waited longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
+    let app = spawn_app_with(Config {
+        upstream_key: Some("only-key-eeee".into()),
+        upstream_max_in_flight: 2,
+        ..capped(2_000)
+    })
+    .await;
+    let limits = json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000});
+    let (big, small) = (app.create_user(1000, limits.clone()).await, app.create_user(1000, limits).await);
+    let mut burst = Vec::new();
+    for prompt in ["first ends soon [sim:run=200]", "second", "third", "fourth"] {
+        let receipt = app.submit("images", &big.key, json!({"prompt": prompt})).await;
+        burst.push(receipt["job_id"].as_str().unwrap().to_owned());
+    }
+    app.job_until(&big.key, &burst[1], Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let receipt = app.submit("images", &small.key, json!({"prompt": "the small user's one job"})).await;
+    let lone = receipt["job_id"].as_str().unwrap().to_owned();
+    let sent = app.job_until(&small.key, &lone, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    assert_eq!(sent["state"], "queued", "{sent}");
+    for waiting in &burst[2..] {
+        let job = app.job(&big.key, waiting, 0).await;
+        assert!(job["upstream"].is_null(), "the burst's older jobs still wait: {job}");
+    }
+    assert_eq!(app.sim_stats().await["peak_in_flight_by_key"]["eeee"], 2);
+}
+
+/// A low job goes to the provider only while no normal job waits there: a normal job that came
+/// later is sent first, and fal is asked to queue the low one after its normal requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_job_waits_while_a_normal_one_waits() {
+    let app = spawn_app_with(Config { upstream_key: Some("only-key-ffff".into()), ..capped(400) }).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let first = app.submit("images", &user.key, json!({"prompt": "holds the slot"})).await;
+    let first = first["job_id"].as_str().unwrap().to_owned();
+    app.job_until(&user.key, &first, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let low = app.submit("images", &user.key, json!({"prompt": "whenever", "priority": "low"})).await;
+    let low = low["job_id"].as_str().unwrap().to_owned();
+    let normal = app.submit("images", &user.key, json!({"prompt": "now", "priority": "normal"})).await;
+    let normal = normal["job_id"].as_str().unwrap().to_owned();
+    app.job_until(&user.key, &normal, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let waiting = app.job(&user.key, &low, 0).await;
+    assert!(waiting["upstream"].is_null(), "the older low job still waits: {waiting}");
+    assert_eq!(waiting["meta"], json!({"waiting_for": "capacity"}));
+    assert_eq!(app.wait_final(&user.key, &low).await["state"], "succeeded");
+    let stats = app.sim_stats().await;
+    assert_eq!(stats["low_priority_submits"], 1, "{stats}");
+    assert_eq!(stats["peak_in_flight_by_key"]["ffff"], 1, "{stats}");
+}
+
+/// `priority` takes `normal` or `low` only, on both generation endpoints and their quotes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_other_than_normal_or_low_is_refused_naming_it() {
+    let app = spawn_app_with(fast_config()).await;
+    for path in ["/api/v1/images/generations", "/api/v1/video/generations", "/api/v1/images/generations/quote"] {
+        for priority in [json!("urgent"), json!(""), json!(1)] {
+            let response = app.post(path, &app.demo_key, &json!({"prompt": "a fox", "priority": priority})).await;
+            let error = genjobs_tests::assert_error(response, 400, "invalid_request", "INVALID_REQUEST").await;
+            assert_eq!(error["param"], "priority", "{path} {priority}: {error}");
+        }
+    }
+}
+
+/// A list of keys with an empty item, or a negative cap, stops the service at start with a
+/// message that names the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_key_lists_and_negative_caps_refuse_to_start() {
+    let refusals = [
+        (Config { upstream_key: Some("a,,b".into()), ..fast_config() }, "GENJOBS_UPSTREAM_KEY"),
+        (Config { upstream_max_in_flight: -1, ..fast_config() }, "GENJOBS_UPSTREAM_MAX_IN_FLIGHT"),
+        (
+            Config {
+                replicate: genjobs_upstream_replicate::ReplicateArgs {
+                    replicate_token: Some("r8_a,".into()),
+                    ..genjobs_upstream_replicate::ReplicateArgs::default()
+                },
+                ..fast_config()
+            },
+            "GENJOBS_REPLICATE_TOKEN",
+        ),
+        (
+            Config {
+                replicate: genjobs_upstream_replicate::ReplicateArgs {
+                    replicate_max_in_flight: -2,
+                    ..genjobs_upstream_replicate::ReplicateArgs::default()
+                },
+                ..fast_config()
+            },
+            "GENJOBS_REPLICATE_MAX_IN_FLIGHT",
+        ),
+    ];
+    for (config, setting) in refusals {
+        let Err(refused) = genjobs::start(config).await else { panic!("{setting}: the service started") };
+        assert!(refused.to_string().contains(setting), "{setting}: {refused}");
+    }
+}
