@@ -118,7 +118,7 @@ pub struct KeyView {
     /// When it was issued.
     #[schema(schema_with = timestamp_schema)]
     pub created_at: String,
-    /// When it was last used; this service does not record it yet, so always null.
+    /// When it was last let in, to within a minute; null before its first use.
     #[schema(schema_with = nullable_timestamp_schema)]
     pub last_used_at: Option<String>,
     /// When it was revoked.

@@ -239,6 +239,7 @@ async fn authenticate_checks_the_hash_then_the_rate_limit() {
         .with(eq(RateBucket::user(owner())), eq(7))
         .times(1)
         .returning(|_, _| Ok(RateDecision::Allowed));
+    mocks.accounts.expect_record_key_use().with(eq(key.prefix()), eq(t0())).times(1).returning(|_, _| Ok(()));
     let expected = Caller { key: Some(CallerKey { prefix: key.prefix(), settings: Arc::default() }), ..caller() };
     assert_eq!(mocks.services(Settings::default()).accounts.authenticate(key.expose()).await, Ok(expected));
 }

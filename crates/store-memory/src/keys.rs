@@ -15,6 +15,7 @@ use super::State;
 pub(crate) struct MemoryKey {
     pub(crate) stored: StoredKey,
     pub(crate) revoked_at: Option<OffsetDateTime>,
+    pub(crate) last_used_at: Option<OffsetDateTime>,
 }
 
 impl MemoryKey {
@@ -26,6 +27,7 @@ impl MemoryKey {
             settings: key.settings.clone(),
             created_at: key.created_at,
             revoked_at: self.revoked_at,
+            last_used_at: self.last_used_at,
         }
     }
 }

@@ -191,7 +191,7 @@ impl AccountStore for MemoryStore {
             created_at: OffsetDateTime::now_utc(),
         };
         state.users.insert(user_id, user);
-        state.keys.insert(key.prefix.clone(), keys::MemoryKey { stored: key, revoked_at: None });
+        state.keys.insert(key.prefix.clone(), keys::MemoryKey { stored: key, revoked_at: None, last_used_at: None });
         state.record(user_id, None, LedgerMovement::Grant(i64::try_from(credits.get()).unwrap_or(i64::MAX)));
         state.account(user_id).ok_or(AccountError::UnknownUser)
     }
@@ -204,7 +204,7 @@ impl AccountStore for MemoryStore {
         if state.keys.contains_key(&key.prefix) {
             return Err(AccountError::KeyPrefixTaken);
         }
-        state.keys.insert(key.prefix.clone(), keys::MemoryKey { stored: key, revoked_at: None });
+        state.keys.insert(key.prefix.clone(), keys::MemoryKey { stored: key, revoked_at: None, last_used_at: None });
         Ok(())
     }
 
@@ -213,6 +213,13 @@ impl AccountStore for MemoryStore {
         let Some(key) = state.keys.get_mut(prefix).filter(|key| key.revoked_at.is_none()) else { return Ok(false) };
         key.revoked_at = Some(OffsetDateTime::now_utc());
         Ok(true)
+    }
+
+    async fn record_key_use(&self, prefix: &KeyPrefix, at: OffsetDateTime) -> Result<(), StoreError> {
+        if let Some(key) = self.state().keys.get_mut(prefix) {
+            key.last_used_at = Some(at);
+        }
+        Ok(())
     }
 
     async fn key(&self, prefix: &KeyPrefix) -> Result<Option<KeyRecord>, StoreError> {

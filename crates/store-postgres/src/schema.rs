@@ -14,6 +14,7 @@ diesel::table! {
         expires_at -> Nullable<Timestamptz>,
         rate_limit_per_minute -> Nullable<Int4>,
         max_concurrent_jobs -> Nullable<Int4>,
+        last_used_at -> Nullable<Timestamptz>,
     }
 }
 

@@ -23,7 +23,7 @@ async fn unknown_routes_are_404_and_wrong_methods_405() {
         ("DELETE", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd"),
         ("GET", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd/cancel"),
         ("POST", "/api/v1/models"),
-        ("GET", "/api/admin/users"),
+        ("PUT", "/api/admin/users"),
     ];
     for (method, path) in wrong {
         let response =

@@ -49,6 +49,7 @@ async fn a_restricted_key_uses_only_its_models_and_its_budget() {
     assert_eq!((issued["name"].clone(), issued["models"].clone()), (json!("ci"), json!(["nano-banana"])));
     assert_eq!(issued["budget"]["used"], 0);
     assert!(key.starts_with(prefix));
+    assert!(issued["last_used_at"].is_null());
 
     assert_eq!(app.model_ids(key).await, vec!["nano-banana".to_owned()], "the models list shows the key's only");
     assert!(app.model_ids(&user.key).await.len() > 1, "the user's other key sees them all");
@@ -72,6 +73,7 @@ async fn a_restricted_key_uses_only_its_models_and_its_budget() {
         "the user's other key is not limited"
     );
 
+    assert!(listed_key(&app, &user, prefix).await["last_used_at"].is_string(), "set on its first use");
     let budget = listed_key(&app, &user, prefix).await["budget"].clone();
     assert_eq!(
         (budget["credits"].clone(), budget["period"].clone(), budget["used"].clone()),

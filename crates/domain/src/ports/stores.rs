@@ -115,6 +115,8 @@ pub struct KeyRecord {
     pub created_at: OffsetDateTime,
     /// When it was revoked; a revoked key stays listed.
     pub revoked_at: Option<OffsetDateTime>,
+    /// When it was last let in, to within a minute; `None` before its first use.
+    pub last_used_at: Option<OffsetDateTime>,
 }
 
 /// What authentication needs to know about a key, in one look-up.
@@ -199,6 +201,10 @@ pub trait AccountStore: Send + Sync {
 
     /// A user's keys, revoked ones included, oldest first.
     async fn keys_of(&self, user_id: UserId) -> Result<Vec<KeyRecord>, StoreError>;
+
+    /// Records that the key of `prefix` was let in at `at`: its first use at once, later ones at
+    /// least once a minute (a store may skip writes within a minute of its last).
+    async fn record_key_use(&self, prefix: &KeyPrefix, at: OffsetDateTime) -> Result<(), StoreError>;
 
     /// Replaces the settings of the key with this prefix, effective for every reader of its
     /// credentials at once (other replicas evict their cached copy as on a revocation); `false`

@@ -248,6 +248,13 @@ impl Accounts {
         if let (RateDecision::Allowed, Some(per_minute)) = (decision, credential.settings.rate_limit_per_minute) {
             decision = limiter.acquire(RateBucket::key(&credential.prefix), per_minute).await?;
         }
+        // When a key was last used is for people: a store that cannot record it does not keep
+        // the key out.
+        if decision == RateDecision::Allowed
+            && let Err(error) = self.ports.accounts.record_key_use(&credential.prefix, self.ports.clock.now()).await
+        {
+            tracing::warn!(key_prefix = %credential.prefix, %error, "the key's use was not recorded");
+        }
         match decision {
             RateDecision::Allowed => Ok(Caller {
                 user_id: credential.user_id,

@@ -78,6 +78,7 @@ async fn issue(
                     settings: settings.clone(),
                     created_at: now,
                     revoked_at: None,
+                    last_used_at: None,
                 };
                 let listing = listing(accounts, record, now).await?;
                 return Ok((key, listing));

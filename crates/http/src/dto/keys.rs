@@ -74,7 +74,7 @@ pub fn key_view(listing: &KeyListing) -> KeyView {
         rate_limit_per_minute: settings.rate_limit_per_minute,
         max_concurrent_jobs: settings.max_concurrent_jobs,
         created_at: iso(record.created_at),
-        last_used_at: None,
+        last_used_at: record.last_used_at.map(iso),
         revoked_at: record.revoked_at.map(iso),
     }
 }

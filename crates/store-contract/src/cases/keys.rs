@@ -54,6 +54,11 @@ pub async fn key_settings_are_kept_listed_and_changed<S: Store>(store: Arc<S>) {
     assert_eq!(store.key(&prefix).await.unwrap().expect("kept").settings, changed);
     assert_eq!(store.credentials(&prefix).await.unwrap()[0].settings, changed, "credentials read the change");
 
+    assert_eq!(store.key(&prefix).await.unwrap().expect("kept").last_used_at, None, "not used yet");
+    let used_at = now();
+    store.record_key_use(&prefix, used_at).await.unwrap();
+    assert_eq!(store.key(&prefix).await.unwrap().expect("kept").last_used_at, Some(used_at), "the first use at once");
+
     assert!(store.revoke_key(&prefix).await.unwrap());
     let revoked = store.key(&prefix).await.unwrap().expect("a revoked key stays");
     assert!(revoked.revoked_at.is_some());

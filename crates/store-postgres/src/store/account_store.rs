@@ -147,6 +147,10 @@ impl AccountStore for PgStore {
         self.key_records(user_id).await
     }
 
+    async fn record_key_use(&self, prefix: &KeyPrefix, at: OffsetDateTime) -> Result<(), StoreError> {
+        self.record_use(prefix, at).await
+    }
+
     async fn set_key_settings(&self, prefix: &KeyPrefix, settings: KeySettings) -> Result<bool, StoreError> {
         self.write_key_settings(prefix, &settings).await
     }

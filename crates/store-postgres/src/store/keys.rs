@@ -18,16 +18,20 @@ use crate::error::from_diesel;
 use crate::rows::{KeySettingsRow, credits};
 use crate::schema::api_keys;
 
-/// A key's columns as its listing reads them.
-type KeyColumns = (api_keys::prefix, api_keys::user_id, api_keys::created_at, api_keys::revoked_at);
+/// How often a process records a key's use at most: its first use at once, then once a minute.
+pub(super) const KEY_USE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-const KEY_COLUMNS: KeyColumns = (api_keys::prefix, api_keys::user_id, api_keys::created_at, api_keys::revoked_at);
+/// A key's columns as its listing reads them.
+type KeyColumns =
+    (api_keys::prefix, api_keys::user_id, api_keys::created_at, api_keys::revoked_at, api_keys::last_used_at);
+
+const KEY_COLUMNS: KeyColumns =
+    (api_keys::prefix, api_keys::user_id, api_keys::created_at, api_keys::revoked_at, api_keys::last_used_at);
+
+type KeyValues = (String, uuid::Uuid, OffsetDateTime, Option<OffsetDateTime>, Option<OffsetDateTime>);
 
 fn record(
-    ((prefix, user_id, created_at, revoked_at), settings): (
-        (String, uuid::Uuid, OffsetDateTime, Option<OffsetDateTime>),
-        KeySettingsRow,
-    ),
+    ((prefix, user_id, created_at, revoked_at, last_used_at), settings): (KeyValues, KeySettingsRow),
 ) -> Result<KeyRecord, StoreError> {
     Ok(KeyRecord {
         prefix: KeyPrefix::of(&prefix),
@@ -35,6 +39,7 @@ fn record(
         settings: settings.into_settings()?,
         created_at,
         revoked_at,
+        last_used_at,
     })
 }
 
@@ -139,6 +144,20 @@ impl PgStore {
             Ok(changed > 0)
         })
         .await
+    }
+
+    pub(super) async fn record_use(&self, prefix: &KeyPrefix, at: OffsetDateTime) -> Result<(), StoreError> {
+        if self.key_uses.get(prefix).is_some() {
+            return Ok(());
+        }
+        self.key_uses.put(prefix.clone(), ());
+        let touch = diesel::update(
+            api_keys::table
+                .find(prefix.as_str())
+                .filter(api_keys::last_used_at.is_null().or(api_keys::last_used_at.lt(at))),
+        )
+        .set(api_keys::last_used_at.eq(Some(at)));
+        self.in_session(async |conn| touch.execute(conn).await).await.map(|_| ())
     }
 
     pub(super) async fn used_by_key(

@@ -65,6 +65,8 @@ pub struct PgStore {
     db: Db,
     relaxed: Db,
     keys: Arc<KeyCache>,
+    /// Keys whose use this process recorded within the last minute.
+    key_uses: Arc<crate::cache::TtlCache<genjobs_domain::ids::KeyPrefix, ()>>,
     jobs_cache: Arc<JobCache>,
     durable_group: Arc<GroupCommit>,
     relaxed_group: Arc<GroupCommit>,
@@ -82,6 +84,7 @@ impl PgStore {
             relaxed: db.clone(),
             db,
             keys,
+            key_uses: Arc::new(crate::cache::TtlCache::new(keys::KEY_USE_INTERVAL)),
             jobs_cache: Arc::new(JobCache::new(0)),
             durable_group: Arc::default(),
             relaxed_group: Arc::default(),
