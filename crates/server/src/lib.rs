@@ -16,6 +16,7 @@ pub mod config_table;
 pub mod remote;
 mod secrets;
 mod simulator;
+pub mod traces;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -24,8 +25,8 @@ use actix_web::dev::Server;
 use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ports::{
-    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, OutputStore, RandomIds, RateLimiter,
-    UpstreamProvider, UsageStore, WebhookStore,
+    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, NoTraces, OutputStore, RandomIds,
+    RateLimiter, UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
@@ -37,7 +38,8 @@ use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{
-    EventHub, MeteredUpstream, REFUSED_RETRY_PAUSE, RetriedCopies, RoutedUpstream, SystemClock, TokenBucketLimiter,
+    EventHub, MeteredUpstream, OtelTraces, REFUSED_RETRY_PAUSE, RetriedCopies, RoutedUpstream, SystemClock,
+    TokenBucketLimiter,
 };
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
@@ -309,6 +311,10 @@ async fn ports(
         rate_limiter: Arc::clone(&stores.rate_limiter),
         clock: admin.clock,
         ids: admin.ids,
+        traces: match config.traces {
+            Some(_) => Arc::new(OtelTraces),
+            None => Arc::new(NoTraces),
+        },
     };
     Ok((ports, stores))
 }

@@ -72,6 +72,7 @@ diesel::table! {
         rate_credits -> Int8,
         lease_id -> Nullable<Uuid>,
         request -> Nullable<Jsonb>,
+        trace_parent -> Nullable<Text>,
     }
 }
 

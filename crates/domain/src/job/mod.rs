@@ -38,6 +38,7 @@ use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::output::OutputItem;
 use crate::request::ReceivedRequest;
+use crate::trace::TraceParent;
 
 /// A generation job. Read it through its accessors; change it only through [`Job::apply`].
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +75,7 @@ impl Job {
                 input,
                 webhook_url: None,
                 request: None,
+                trace: None,
                 phase: JobPhase::Accepted,
                 next_poll_at: Some(now),
                 poll_failures: 0,
@@ -128,6 +130,19 @@ impl Job {
     pub fn with_request(mut self, received: ReceivedRequest) -> Self {
         self.record.request = Some(received);
         self
+    }
+
+    /// The same newly accepted job, going on with the trace its submission is part of.
+    #[must_use]
+    pub fn with_trace(mut self, trace: Option<TraceParent>) -> Self {
+        self.record.trace = trace;
+        self
+    }
+
+    /// The trace its submission started, when traces are on.
+    #[must_use]
+    pub fn trace(&self) -> Option<&TraceParent> {
+        self.record.trace.as_ref()
     }
 
     /// The body it was received with, when kept.

@@ -10,6 +10,7 @@ use crate::ids::{JobId, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::request::ReceivedRequest;
+use crate::trace::TraceParent;
 
 /// A job as an adapter kept it: the facts fixed at acceptance, its [`JobPhase`] (which an
 /// adapter maps to and from its own storage), and the driver's schedule.
@@ -39,6 +40,9 @@ pub struct StoredJob {
     /// The request body as received, no default filled in; `None` for a job accepted before
     /// bodies were kept.
     pub request: Option<ReceivedRequest>,
+    /// The trace its submission started, which every step of it continues; `None` without
+    /// traces.
+    pub trace: Option<TraceParent>,
     /// Its state and that state's data.
     pub phase: JobPhase,
     /// When the driver next looks at it; `None` once final.

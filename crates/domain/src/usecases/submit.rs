@@ -11,7 +11,7 @@ use crate::ids::{JobId, ModelId};
 use crate::job::{Job, JobState};
 use crate::ports::{
     AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability, StoreError,
-    UpstreamProvider,
+    Traces, UpstreamProvider,
 };
 use crate::request::{GenerationRequest, InvalidRequest, ReceivedRequest};
 
@@ -123,6 +123,7 @@ pub(super) struct SubmitPorts {
     pub(super) upstream: Arc<dyn UpstreamProvider>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdSource>,
+    traces: Arc<dyn Traces>,
 }
 
 impl Submissions {
@@ -134,6 +135,7 @@ impl Submissions {
             upstream: Arc::clone(&ports.upstream),
             clock: Arc::clone(&ports.clock),
             ids: Arc::clone(&ports.ids),
+            traces: Arc::clone(&ports.traces),
         };
         Self { ports, catalog: catalog.into(), handoff: None, webhooks: None }
     }
@@ -201,7 +203,11 @@ impl Submissions {
             rate,
             now,
         );
-        let job = job.with_webhook_url(request.webhook_url.clone()).with_request(received);
+        // The job goes on with the trace of the request that submits it, on whichever replica drives it.
+        let job = job
+            .with_webhook_url(request.webhook_url.clone())
+            .with_request(received)
+            .with_trace(self.ports.traces.current());
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         let (job, lease) = match &self.handoff {
             Some(handoff) => super::handoff::started(handoff.as_ref(), job, now),
