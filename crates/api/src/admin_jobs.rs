@@ -1,11 +1,12 @@
 //! Every user's jobs as operators see them: the job resource and who and what stands behind it,
-//! pages of them, and one job with the body it was received with and its ledger.
+//! pages of them, and one job with the body it was received with, its ledger and its webhooks.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::account::LedgerEntry;
+use crate::client_webhooks::WebhookDelivery;
 use crate::jobs::Job;
 
 /// A job as `GET /api/admin/jobs` lists it: the job resource plus its owner and the provider's
@@ -42,4 +43,7 @@ pub struct AdminJobDetail {
     pub request: Option<Map<String, Value>>,
     /// Its ledger entries, oldest first.
     pub ledger: Vec<LedgerEntry>,
+    /// Its client webhook events with their attempts, as its owner reads them
+    /// (`GET /api/v1/jobs/{id}/webhooks`); empty when it has none.
+    pub webhooks: Vec<WebhookDelivery>,
 }

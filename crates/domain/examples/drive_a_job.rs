@@ -255,6 +255,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         rate_limiter: Arc::new(MockRateLimiter::new()),
         clock: clock.clone(),
         ids: Arc::new(RandomIds),
+        traces: Arc::new(genjobs_domain::ports::NoTraces),
     };
     let catalog = Arc::new(Catalog::builtin()?);
     let settings = StepSettings {

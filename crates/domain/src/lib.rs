@@ -33,6 +33,7 @@
 //!   [`usecases::WebhookDeliveries`] (one attempt at one client webhook). Which step runs when
 //!   is a driver's business: the domain has no loop, no timer and no runtime (the workspace's
 //!   driver is `genjobs-driver`).
+//! - [`trace`]: the trace context a job keeps, for its trace to go on wherever it is driven.
 //! - [`upload`]: what an uploaded image is (by its bytes) and how large it may be.
 //! - [`client_webhooks`]: client webhooks: the event a job's end records, its id, the retry schedule.
 //! - [`address`]: which addresses the service may call out to (outputs, client webhooks).
@@ -56,5 +57,6 @@ pub mod modality;
 pub mod output;
 pub mod ports;
 pub mod request;
+pub mod trace;
 pub mod upload;
 pub mod usecases;

@@ -69,6 +69,7 @@ impl Mocks {
             rate_limiter: Arc::new(self.rate_limiter),
             clock: Arc::new(self.clock),
             ids: Arc::new(RandomIds),
+            traces: Arc::new(genjobs_domain::ports::NoTraces),
         }
     }
 

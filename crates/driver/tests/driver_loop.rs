@@ -60,6 +60,7 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock: clock.clone(),
         ids: Arc::new(RandomIds),
+        traces: Arc::new(genjobs_domain::ports::NoTraces),
     };
     let settings =
         DriverSettings::new(Duration::from_millis(20), Duration::from_secs(60)).with_lease(Duration::from_millis(600));

@@ -139,6 +139,7 @@ async fn world() -> World {
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock,
         ids: Arc::new(RandomIds),
+        traces: Arc::new(genjobs_domain::ports::NoTraces),
     };
     World { ports, store, submits, caller: Caller::user(user) }
 }

@@ -52,8 +52,10 @@ use actix_web::dev::Server;
 use actix_web::{App, HttpMessage, HttpResponse, HttpServer, web};
 use genjobs_domain::ids::{AdminToken, JobId, UserId};
 use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::trace::TraceParent;
 use genjobs_domain::usecases::Services;
 use links::LinkSigner;
+use tracing::Instrument;
 
 pub use drain::Drain;
 pub use dto::responses::iso;
@@ -300,7 +302,13 @@ fn request_id(req: &actix_web::dev::ServiceRequest) -> String {
         .map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned)
 }
 
-/// Every response carries `X-Request-Id`; one log line per request, with its id, method, path,
+/// The request's `traceparent`, when it is one.
+fn incoming_trace(req: &actix_web::dev::ServiceRequest) -> Option<TraceParent> {
+    req.headers().get("traceparent").and_then(|v| v.to_str().ok()).and_then(TraceParent::parse)
+}
+
+/// Every response carries `X-Request-Id`; one log line per request, in a span of its own (the
+/// client's trace continued when it sent a `traceparent`), with its id, method, path,
 /// status and duration.
 async fn log_request(
     req: actix_web::dev::ServiceRequest,
@@ -308,12 +316,29 @@ async fn log_request(
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = std::time::Instant::now();
     let (method, path, id) = (req.method().clone(), req.path().to_owned(), request_id(&req));
-    let mut response = next.call(req).await?;
+    let traces = req.app_data::<web::Data<AppState>>().map(|state| state.services.traces()).filter(|t| t.are_on());
+    let span = match traces {
+        Some(traces) => {
+            let span = tracing::info_span!("http.request", http.request.method = %method, url.path = %path,
+                genjobs.job_id = tracing::field::Empty, http.response.status_code = tracing::field::Empty);
+            // A client's own trace goes on through the request, and from there through its job.
+            if let Some(parent) = incoming_trace(&req) {
+                traces.continue_trace(&span, &parent);
+            }
+            span
+        }
+        // Without traces no span is made: the request's line below says what it did.
+        None => tracing::Span::none(),
+    };
+    let mut response = next.call(req).instrument(span.clone()).await?;
+    let _entered = span.enter();
     let request = response.request();
     let user_id = request.extensions().get::<UserId>().map(ToString::to_string);
     let job_id = request.extensions().get::<JobId>().map(ToString::to_string).or_else(|| {
         path.starts_with("/api/v1/jobs/").then(|| request.match_info().get("id").map(str::to_owned)).flatten()
     });
+    span.record("genjobs.job_id", job_id.as_deref());
+    span.record("http.response.status_code", response.status().as_u16());
     let route = request.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
     telemetry::request(route, method.as_str(), response.status().as_u16(), started.elapsed());
     tracing::info!(

@@ -9,6 +9,7 @@
 //! - [`MeteredUpstream`]: a provider decorator that counts and times every upstream call.
 //! - [`RoutedUpstream`]: one provider port over several providers, following each model's routes
 //!   with a safe fallback.
+//! - [`OtelTraces`]: the traces port over OpenTelemetry, through `tracing`'s spans.
 
 mod clock;
 mod copies;
@@ -16,6 +17,7 @@ mod events;
 mod metered;
 mod rate_limit;
 mod routing;
+mod traces;
 
 pub use clock::SystemClock;
 pub use copies::RetriedCopies;
@@ -23,3 +25,4 @@ pub use events::EventHub;
 pub use metered::MeteredUpstream;
 pub use rate_limit::TokenBucketLimiter;
 pub use routing::{COOL_DOWN, REFUSED_RETRY_PAUSE, RoutedUpstream, TRIP_AFTER};
+pub use traces::OtelTraces;

@@ -16,6 +16,7 @@ use genjobs_domain::ports::{
     UpstreamReport, UpstreamStatus,
 };
 use metrics::{counter, histogram};
+use tracing::Instrument;
 
 /// Wraps a provider and records `genjobs_upstream_calls_total{provider, kind, outcome}` and
 /// `genjobs_upstream_call_duration_seconds{provider, kind}` for each call (`kind`: submit, status,
@@ -56,6 +57,15 @@ fn submit_class(failure: &SubmitFailure) -> &'static str {
     }
 }
 
+/// The span of one call to the provider, within the span of the step that makes it; none when the
+/// step has none (traces are off).
+fn call_span(provider: &'static str, kind: &'static str, job_id: JobId) -> tracing::Span {
+    if tracing::Span::current().is_none() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!("provider.call", genjobs.job_id = %job_id, genjobs.provider = provider, genjobs.call = kind)
+}
+
 fn poll_class(failure: &PollFailure) -> &'static str {
     match failure {
         PollFailure::Transient(_) => "transient",
@@ -84,7 +94,7 @@ impl UpstreamProvider for MeteredUpstream {
         input: &GenerationInput,
     ) -> Result<UpstreamRef, SubmitFailure> {
         let started = Instant::now();
-        let result = self.inner.submit(job_id, model, input).await;
+        let result = self.inner.submit(job_id, model, input).instrument(call_span(self.name(), "submit", job_id)).await;
         record(self.inner.name(), "submit", started, &result, submit_class);
         result
     }
@@ -101,14 +111,15 @@ impl UpstreamProvider for MeteredUpstream {
         send: &SendAs,
     ) -> Result<UpstreamRef, SubmitFailure> {
         let started = Instant::now();
-        let result = self.inner.submit_as(job_id, model, input, send).await;
+        let result =
+            self.inner.submit_as(job_id, model, input, send).instrument(call_span(self.name(), "submit", job_id)).await;
         record(self.inner.name(), "submit", started, &result, submit_class);
         result
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {
         let started = Instant::now();
-        let result = self.inner.status(job_id, upstream).await;
+        let result = self.inner.status(job_id, upstream).instrument(call_span(self.name(), "status", job_id)).await;
         record(self.inner.name(), "status", started, &result, poll_class);
         result
     }
@@ -120,7 +131,8 @@ impl UpstreamProvider for MeteredUpstream {
         modality: Modality,
     ) -> Result<Vec<OutputItem>, ResultFailure> {
         let started = Instant::now();
-        let result = self.inner.result(job_id, upstream, modality).await;
+        let result =
+            self.inner.result(job_id, upstream, modality).instrument(call_span(self.name(), "result", job_id)).await;
         record(self.inner.name(), "result", started, &result, |e| match e {
             ResultFailure::Rejected(_) => "rejected",
             ResultFailure::Failed(_) => "failed",
@@ -132,14 +144,15 @@ impl UpstreamProvider for MeteredUpstream {
 
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {
         let started = Instant::now();
-        let result = self.inner.cancel(job_id, upstream).await;
+        let result = self.inner.cancel(job_id, upstream).instrument(call_span(self.name(), "cancel", job_id)).await;
         record(self.inner.name(), "cancel", started, &result, poll_class);
         result
     }
 
     async fn cancel_unless_done(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<CancelOutcome, PollFailure> {
         let started = Instant::now();
-        let result = self.inner.cancel_unless_done(job_id, upstream).await;
+        let result =
+            self.inner.cancel_unless_done(job_id, upstream).instrument(call_span(self.name(), "cancel", job_id)).await;
         record(self.inner.name(), "cancel", started, &result, poll_class);
         result
     }

@@ -18,6 +18,8 @@ use genjobs_output_store::OutputStoreArgs;
 use genjobs_store_postgres::{PgArgs, PgSettings};
 use genjobs_upstream_fal::FalArgs;
 use genjobs_upstream_replicate::ReplicateArgs;
+
+use crate::traces::{TraceArgs, TraceExport};
 #[cfg(feature = "sim")]
 use genjobs_upstream_sim::{SimArgs, SimConfig};
 
@@ -86,6 +88,9 @@ pub struct Config {
     pub client_webhooks: TransportSettings,
     /// The client webhook dispatcher: `GENJOBS_CLIENT_WEBHOOK_BACKOFF_MS` is its first retry delay.
     pub dispatch: DispatchSettings,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_EXPORTER_OTLP_PROTOCOL`: where spans are exported;
+    /// `None` exports none.
+    pub traces: Option<TraceExport>,
 }
 
 const DEFAULT_BIND: &str = "127.0.0.1:8080";
@@ -121,6 +126,7 @@ impl Default for Config {
             link_secret: None,
             client_webhooks: TransportSettings::default(),
             dispatch: DispatchSettings::default(),
+            traces: None,
         }
     }
 }
@@ -310,6 +316,8 @@ pub struct ConfigArgs {
     /// Log line format [default: text on a terminal, json otherwise]; RUST_LOG filters them.
     #[arg(long, env = "GENJOBS_LOG_FORMAT", value_enum, help_heading = "Service")]
     pub log_format: Option<LogFormat>,
+    #[command(flatten)]
+    pub traces: TraceArgs,
 }
 
 fn default_limits() -> Limits {
@@ -381,6 +389,7 @@ impl ConfigArgs {
                 },
                 ..defaults.dispatch
             },
+            traces: self.traces.export(),
         }
         .with_poll_interval(Duration::from_millis(self.poll_interval_ms));
         match self.public_url {

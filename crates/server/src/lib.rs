@@ -17,6 +17,7 @@ pub mod keys_cli;
 pub mod remote;
 mod secrets;
 mod simulator;
+pub mod traces;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -26,8 +27,8 @@ use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
 use genjobs_domain::capacity::{self, CapacitySettingError};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ports::{
-    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, OutputStore, ProviderSlots, RandomIds,
-    RateLimiter, UpstreamProvider, UsageStore, WebhookStore,
+    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, NoTraces, OutputStore, ProviderSlots,
+    RandomIds, RateLimiter, UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
@@ -39,7 +40,8 @@ use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{
-    EventHub, MeteredUpstream, REFUSED_RETRY_PAUSE, RetriedCopies, RoutedUpstream, SystemClock, TokenBucketLimiter,
+    EventHub, MeteredUpstream, OtelTraces, REFUSED_RETRY_PAUSE, RetriedCopies, RoutedUpstream, SystemClock,
+    TokenBucketLimiter,
 };
 use genjobs_store_memory::MemoryStore;
 use genjobs_store_postgres::{PgAdapters, SetupError};
@@ -318,6 +320,10 @@ async fn ports(
         rate_limiter: Arc::clone(&stores.rate_limiter),
         clock: admin.clock,
         ids: admin.ids,
+        traces: match config.traces {
+            Some(_) => Arc::new(OtelTraces),
+            None => Arc::new(NoTraces),
+        },
     };
     Ok((ports, stores))
 }

@@ -6,8 +6,12 @@ use std::process::ExitCode;
 
 use clap::FromArgMatches;
 use genjobs::cli::{self, Cli, Command};
+use genjobs::traces::{TraceExport, WithTraceId, tracer};
 use genjobs::{Config, LogFormat, start};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// Exit status of a usage error, as clap and the contract have it.
 const USAGE: u8 = 2;
@@ -81,10 +85,26 @@ async fn main() -> ExitCode {
     // A one-shot command's output is its answer: the service's own events (migrations, the
     // listener) would only bury it, so they show from `warn` up unless RUST_LOG asks.
     let serving = matches!(cli.command, None | Some(Command::Serve(_)));
-    init_logging(settings.log_format, if serving { "info" } else { "warn" });
+    let log_format = settings.log_format;
     let config = settings.into_config();
+    let exported = match init_logging(log_format, if serving { "info" } else { "warn" }, config.traces.as_ref()) {
+        Ok(exported) => exported,
+        Err(e) => {
+            eprintln!("genjobs: {e}");
+            return ExitCode::from(USAGE);
+        }
+    };
     match cli.command {
-        None | Some(Command::Serve(_)) => serve(config).await,
+        None | Some(Command::Serve(_)) => {
+            let code = serve(config).await;
+            // What the batch processor still holds leaves before the process does.
+            if let Some(provider) = exported
+                && let Err(e) = provider.shutdown()
+            {
+                eprintln!("genjobs: the last spans were not exported: {e}");
+            }
+            code
+        }
         Some(Command::Config(_)) => {
             print!("{}", cli::effective_config(&matches));
             ExitCode::SUCCESS
@@ -104,17 +124,55 @@ async fn main() -> ExitCode {
 }
 
 /// Text with colours on a terminal; JSON lines, one per event, otherwise (or as asked); from
-/// `default_level` up unless RUST_LOG says otherwise.
-fn init_logging(format: Option<LogFormat>, default_level: &str) {
+/// `default_level` up unless RUST_LOG says otherwise. With `traces`, spans are exported there
+/// too, and JSON lines carry their `trace_id`; the provider returned flushes them at the end.
+///
+/// # Errors
+/// When the exporter cannot be built.
+fn init_logging(
+    format: Option<LogFormat>,
+    default_level: &str,
+    traces: Option<&TraceExport>,
+) -> Result<Option<SdkTracerProvider>, String> {
     let terminal = std::io::stderr().is_terminal();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
     let json = format.map_or(!terminal, |f| f == LogFormat::Json);
+    let registry = tracing_subscriber::registry().with(filter);
+    let Some(export) = traces else {
+        if json {
+            registry
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .with_writer(std::io::stderr)
+                        .json()
+                        .flatten_event(true)
+                        .with_current_span(false)
+                        .with_span_list(false),
+                )
+                .init();
+        } else {
+            registry.with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(terminal)).init();
+        }
+        return Ok(None);
+    };
+    let (provider, tracer) = tracer(export)?;
+    let spans = tracing_opentelemetry::layer().with_tracer(tracer);
     if json {
-        builder.json().flatten_event(true).with_current_span(false).with_span_list(false).init();
+        let format =
+            tracing_subscriber::fmt::format().json().flatten_event(true).with_current_span(false).with_span_list(false);
+        registry
+            .with(spans)
+            .with(
+                tracing_subscriber::fmt::layer().with_writer(std::io::stderr).json().event_format(WithTraceId(format)),
+            )
+            .init();
     } else {
-        builder.with_ansi(terminal).init();
+        registry
+            .with(spans)
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(terminal))
+            .init();
     }
+    Ok(Some(provider))
 }
 
 async fn serve(config: Config) -> ExitCode {

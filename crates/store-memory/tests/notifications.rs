@@ -89,6 +89,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         rate_limiter: Arc::new(MockRateLimiter::new()),
         clock: Arc::new(clock),
         ids: Arc::new(RandomIds),
+        traces: Arc::new(genjobs_domain::ports::NoTraces),
     };
     World { store, notifications: ProviderNotifications::new(&ports), user, job }
 }

@@ -87,6 +87,7 @@ diesel::table! {
         key_prefix -> Nullable<Text>,
         rate_percent -> Int4,
         request -> Nullable<Jsonb>,
+        trace_parent -> Nullable<Text>,
     }
 }
 

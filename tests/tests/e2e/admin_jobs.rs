@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use genjobs_tests::{ADMIN_TOKEN, TestApp, assert_error};
+use genjobs_test_wait::wait_until;
+use genjobs_tests::{ADMIN_TOKEN, TestApp, WebhookReceiver, assert_error, client_webhook_config};
 use serde_json::{Value, json};
 
-use crate::spawn_app;
+use crate::{spawn_app, spawn_app_with};
 
 async fn admin_jobs(app: &TestApp, query: &str) -> Value {
     let response = app.get(&format!("/api/admin/jobs{query}"), ADMIN_TOKEN).await;
@@ -98,6 +99,7 @@ async fn a_job_shows_the_body_as_received_and_its_ledger() {
     assert!(ledger.iter().all(|entry| entry["job_id"] == id.as_str()));
     assert_eq!(ledger[0]["credits"], done["credits_held"]);
     assert_eq!(ledger[1]["credits"], done["credits_actual"]);
+    assert_eq!(detail["webhooks"], json!([]), "no webhook_url, no deliveries");
 
     let openai = json!({"model": "seedance-2.0-fast", "prompt": "waves", "seconds": "4"});
     let video: Value = app.post("/openai/v1/videos", &user.key, &openai).await.json().await.unwrap();
@@ -111,6 +113,25 @@ async fn a_job_shows_the_body_as_received_and_its_ledger() {
     }
     let as_user = app.get(&format!("/api/admin/jobs/{id}"), &user.key).await;
     assert_error(as_user, 401, "unauthorized", "INVALID_API_KEY").await;
+}
+
+#[tokio::test]
+async fn a_job_shows_its_webhook_deliveries_as_its_owner_reads_them() {
+    let app = spawn_app_with(client_webhook_config(Duration::from_secs(10))).await;
+    let receiver = WebhookReceiver::start(vec![]).await;
+    let user = app.create_user(100, json!({})).await;
+    let body = json!({"prompt": "a kite", "webhook_url": receiver.url});
+    let id = app.submit("images", &user.key, body).await["job_id"].as_str().unwrap().to_owned();
+    receiver.wait_for(1, Duration::from_secs(20)).await;
+    let owners = async || -> Value {
+        let page: Value = app.get(&format!("/api/v1/jobs/{id}/webhooks"), &user.key).await.json().await.unwrap();
+        page["data"].clone()
+    };
+    let delivered = |events: &Value| events[0]["delivered_at"].is_string();
+    let owners = wait_until(Duration::from_secs(20), "the recorded delivery", owners, delivered).await;
+    let detail: Value = app.get(&format!("/api/admin/jobs/{id}"), ADMIN_TOKEN).await.json().await.unwrap();
+    assert_eq!(detail["webhooks"], owners, "the owner's deliveries, attempts and all");
+    assert_eq!(detail["webhooks"][0]["attempts"][0]["status"], 200, "{detail}");
 }
 
 #[tokio::test]

@@ -46,6 +46,7 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
+        traces: Arc::new(genjobs_domain::ports::NoTraces),
     }
 }
 

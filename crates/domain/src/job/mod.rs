@@ -39,6 +39,7 @@ use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::output::OutputItem;
 use crate::request::ReceivedRequest;
+use crate::trace::TraceParent;
 
 /// A generation job. Read it through its accessors; change it only through [`Job::apply`].
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +78,7 @@ impl Job {
                 webhook_url: None,
                 request: None,
                 priority: Priority::Normal,
+                trace: None,
                 phase: JobPhase::Accepted,
                 sent_at: None,
                 next_poll_at: Some(now),
@@ -158,6 +160,19 @@ impl Job {
     pub fn with_request(mut self, received: ReceivedRequest) -> Self {
         self.record.request = Some(received);
         self
+    }
+
+    /// The same newly accepted job, going on with the trace its submission is part of.
+    #[must_use]
+    pub fn with_trace(mut self, trace: Option<TraceParent>) -> Self {
+        self.record.trace = trace;
+        self
+    }
+
+    /// The trace its submission started, when traces are on.
+    #[must_use]
+    pub fn trace(&self) -> Option<&TraceParent> {
+        self.record.trace.as_ref()
     }
 
     /// The body it was received with, when kept.

@@ -11,6 +11,7 @@ use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::request::ReceivedRequest;
+use crate::trace::TraceParent;
 
 /// A job as an adapter kept it: the facts fixed at acceptance, its [`JobPhase`] (which an
 /// adapter maps to and from its own storage), and the driver's schedule.
@@ -44,6 +45,9 @@ pub struct StoredJob {
     pub request: Option<ReceivedRequest>,
     /// How soon it goes to its provider when slots are scarce.
     pub priority: Priority,
+    /// The trace its submission started, which every step of it continues; `None` without
+    /// traces.
+    pub trace: Option<TraceParent>,
     /// Its state and that state's data.
     pub phase: JobPhase,
     /// When its provider took it: the job timeout counts from then. `None` until sent (and for

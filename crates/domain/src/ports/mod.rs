@@ -13,7 +13,7 @@
 //! - `removals`: [`JobRemovals`], jobs their owner removed from a listing (OpenAI's
 //!   `videos.delete`), and pages of those kept.
 //! - `usage`: [`UsageStore`], the ledger and the jobs counted for usage reports.
-//! - `runtime`: [`JobEvents`], [`JobHandoff`], [`RateLimiter`], [`Clock`], [`IdSource`]:
+//! - `runtime`: [`JobEvents`], [`JobHandoff`], [`RateLimiter`], [`Clock`], [`IdSource`], [`Traces`]:
 //!   in-process services.
 //! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.

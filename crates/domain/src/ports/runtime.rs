@@ -1,5 +1,5 @@
 //! In-process services the use cases need: change notifications, the handoff to this process's
-//! driver, the rate limit, time and ids.
+//! driver, the rate limit, time, ids and traces.
 
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 use super::StoreError;
 use crate::ids::{ApiKey, JobId, KeyPrefix, LeaseId, UserId};
 use crate::job::Job;
+use crate::trace::TraceParent;
 
 /// Notifications that a job changed; each item means "read the job again".
 pub type JobChanges = BoxStream<'static, ()>;
@@ -186,4 +187,34 @@ impl IdSource for RandomIds {
     fn api_key(&self) -> ApiKey {
         ApiKey::generate()
     }
+}
+
+/// Traces across replicas: the context of the span in effect, for a job to keep, and a span made
+/// to go on with a kept one. Spans are the `tracing` crate's; an adapter links them to a tracer.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+pub trait Traces: Send + Sync {
+    /// Whether spans go anywhere: without, nothing is worth reading to continue a trace.
+    fn are_on(&self) -> bool;
+
+    /// The context of the span in effect, to continue elsewhere; `None` without traces.
+    fn current(&self) -> Option<TraceParent>;
+
+    /// Makes `span`, not yet entered, a child of `parent`'s span, in its trace.
+    fn continue_trace(&self, span: &tracing::Span, parent: &TraceParent);
+}
+
+/// No traces: every span stays in the process's logs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTraces;
+
+impl Traces for NoTraces {
+    fn are_on(&self) -> bool {
+        false
+    }
+
+    fn current(&self) -> Option<TraceParent> {
+        None
+    }
+
+    fn continue_trace(&self, _: &tracing::Span, _: &TraceParent) {}
 }

@@ -18,6 +18,7 @@ use super::Ports;
 use super::client_webhooks::ClientWebhookPorts;
 use crate::client_webhooks::{Attempt, RetryPolicy, WebhookEvent};
 use crate::ports::{ClaimLimits, OutgoingWebhook, StoreError, WebhookRenderer};
+use tracing::Instrument;
 
 /// How events are claimed and tried.
 #[derive(Debug, Clone)]
@@ -110,8 +111,24 @@ impl WebhookDeliveries {
         }
     }
 
-    /// One attempt at delivering `event`, recorded with when to try next.
+    /// One attempt at delivering `event`, recorded with when to try next; a span of the trace
+    /// its job's submission started.
     pub async fn deliver(&self, event: WebhookEvent) {
+        if !self.ports.traces.are_on() {
+            return self.deliver_within(event).await;
+        }
+        let span =
+            tracing::info_span!("webhook.delivery", genjobs.job_id = %event.job_id, genjobs.event_id = %event.id());
+        if let Ok(Some(job)) = self.ports.jobs.job(event.job_id).await
+            && let Some(parent) = job.trace()
+        {
+            self.ports.traces.continue_trace(&span, parent);
+        }
+        self.deliver_within(event).instrument(span).await;
+    }
+
+    /// [`WebhookDeliveries::deliver`] within its span.
+    async fn deliver_within(&self, event: WebhookEvent) {
         let started = self.ports.clock.now();
         if let Some(lag) = event.next_attempt_at.and_then(|due| Duration::try_from(started - due).ok()) {
             super::telemetry::webhook_lag(lag);

@@ -72,7 +72,7 @@ use crate::ids::JobId;
 use crate::job::Job;
 use crate::ports::{
     AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobRemovals, JobStore, Limits, OutputStore,
-    RateLimiter, RouteSchemas, UpstreamProvider,
+    RateLimiter, RouteSchemas, Traces, UpstreamProvider,
 };
 
 /// Every port the use cases use; each service takes those it needs.
@@ -102,6 +102,8 @@ pub struct Ports {
     pub clock: Arc<dyn Clock>,
     /// New ids and keys.
     pub ids: Arc<dyn IdSource>,
+    /// Where spans go, and the trace context a job keeps.
+    pub traces: Arc<dyn Traces>,
 }
 
 /// What follows the commit that made `job` final: its metrics, this process's webhook
@@ -167,6 +169,7 @@ pub struct Services {
     /// The operators' use cases: users, keys, grants, the catalog, usage reports, readiness.
     pub admin: Admin,
     settings: Settings,
+    traces: Arc<dyn Traces>,
 }
 
 impl Services {
@@ -186,6 +189,7 @@ impl Services {
             notifications: ProviderNotifications::new(ports),
             admin: Admin::new(AdminPorts::from(ports), catalog, settings.default_limits),
             settings,
+            traces: Arc::clone(&ports.traces),
         }
     }
 
@@ -218,6 +222,12 @@ impl Services {
     #[must_use]
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// Where spans go: for an edge to continue a client's trace through its request.
+    #[must_use]
+    pub fn traces(&self) -> &dyn Traces {
+        self.traces.as_ref()
     }
 }
 

@@ -12,7 +12,7 @@ use crate::job::{Job, JobState};
 use crate::keys::BudgetExceeded;
 use crate::ports::{
     AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability, StoreError,
-    UpstreamProvider,
+    Traces, UpstreamProvider,
 };
 use crate::request::{GenerationRequest, InvalidRequest, ReceivedRequest};
 
@@ -139,6 +139,7 @@ pub(super) struct SubmitPorts {
     pub(super) upstream: Arc<dyn UpstreamProvider>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdSource>,
+    traces: Arc<dyn Traces>,
 }
 
 impl Submissions {
@@ -150,6 +151,7 @@ impl Submissions {
             upstream: Arc::clone(&ports.upstream),
             clock: Arc::clone(&ports.clock),
             ids: Arc::clone(&ports.ids),
+            traces: Arc::clone(&ports.traces),
         };
         Self { ports, catalog: catalog.into(), handoff: None, webhooks: None }
     }
@@ -220,11 +222,13 @@ impl Submissions {
             rate,
             now,
         );
+        // The job goes on with the trace of the request that submits it, on whichever replica drives it.
         let job = job
             .with_webhook_url(request.webhook_url.clone())
             .with_priority(request.priority)
             .with_request(received)
-            .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone()));
+            .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone()))
+            .with_trace(self.ports.traces.current());
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         let (job, lease) = match &self.handoff {
             Some(handoff) => super::handoff::started(handoff.as_ref(), job, now),

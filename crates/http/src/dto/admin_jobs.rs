@@ -1,15 +1,17 @@
 //! The operators' job listing on the wire: its query read into the domain's [`JobFilter`], and
 //! the views of a job with its owner and provider id, of a page of them, and of one job with the
-//! body it was received with and its ledger.
+//! body it was received with, its ledger and its webhook events.
 
 use genjobs_api::{AdminJob, AdminJobDetail, AdminJobPage};
 use genjobs_domain::catalog::MAX_MODEL_ID_CHARS;
+use genjobs_domain::client_webhooks::WebhookEvent;
 use genjobs_domain::ids::{JobId, ModelId, UserId};
 use genjobs_domain::job::{Job, JobState};
 use genjobs_domain::ports::JobFilter;
 use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::{InspectedJob, JobListing};
 
+use super::client_webhooks::delivery_view;
 use super::responses::job_view;
 use super::usage::ledger_entry_view;
 use crate::handlers::Query;
@@ -80,12 +82,17 @@ pub fn admin_job_page_view(page: &JobListing, links: &OutputLinks<'_>) -> AdminJ
     }
 }
 
-/// One job with the body it was received with and its ledger.
+/// One job with the body it was received with, its ledger and its webhook events.
 #[must_use]
-pub fn inspected_job_view(inspected: InspectedJob, links: &OutputLinks<'_>) -> AdminJobDetail {
+pub fn inspected_job_view(
+    inspected: InspectedJob,
+    webhooks: &[WebhookEvent],
+    links: &OutputLinks<'_>,
+) -> AdminJobDetail {
     AdminJobDetail {
         job: admin_job_view(&inspected.job, links),
         request: inspected.job.request().map(|received| received.fields().clone()),
         ledger: inspected.ledger.into_iter().map(ledger_entry_view).collect(),
+        webhooks: webhooks.iter().map(delivery_view).collect(),
     }
 }

@@ -44,7 +44,8 @@ pub async fn admin_jobs(state: web::Data<AppState>, _: Operator, query: Query, r
 /// Inspect any user's job
 ///
 /// The job as the listing shows it, the JSON object its submission was received with (no
-/// default filled in), and its ledger entries, oldest first.
+/// default filled in), its ledger entries, oldest first, and its client webhook events with
+/// their attempts.
 #[utoipa::path(get, path = "/api/admin/jobs/{id}", tag = "admin",
     security(("admin_token" = [])),
     params(("id" = String, Path, description = "The job id")),
@@ -56,7 +57,8 @@ pub async fn admin_job(state: web::Data<AppState>, _: Operator, path: web::Path<
     let id = job_id(&path)?;
     req.extensions_mut().insert(id);
     let inspected = state.services.admin.inspect_job(id).await?;
-    Ok(HttpResponse::Ok().json(inspected_job_view(inspected, &state.links.for_request(&req, now()))))
+    let webhooks = state.services.webhooks.any_job_webhooks(id).await?;
+    Ok(HttpResponse::Ok().json(inspected_job_view(inspected, &webhooks, &state.links.for_request(&req, now()))))
 }
 
 /// Cancel any user's job

@@ -1,6 +1,6 @@
 //! What operators need of a store: every user's jobs found by owner, state, model and provider,
-//! newest first in pages; the body a job was received with, read back as it was; and a job's
-//! own ledger records, oldest first.
+//! newest first in pages; the body a job was received with and its trace, read back as they
+//! were; and a job's own ledger records, oldest first.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{JobFilter, LedgerMovement};
 use genjobs_domain::request::ReceivedRequest;
+use genjobs_domain::trace::TraceParent;
 use time::{Duration, OffsetDateTime};
 
 use super::{LIMITS, Limits, Store, accepted, input, new_job, now, step, success, user, user_with};
@@ -21,12 +22,17 @@ fn received(model: &str) -> ReceivedRequest {
     ReceivedRequest::new(body.as_object().cloned().unwrap_or_default())
 }
 
+/// The trace a job's submission started.
+fn trace() -> Option<TraceParent> {
+    TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+}
+
 /// A job of `user_id` and `model` holding 1 credit, accepted by `store` at `at`, with the body
-/// it was received with.
+/// it was received with and its trace.
 async fn job_of<S: Store>(store: &S, user_id: UserId, model: &str, at: OffsetDateTime) -> Job {
     let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL };
     let (job, _) = Job::accept(JobId::new_at(at), user_id, ModelId::new(model), Modality::Image, input(), rate, at);
-    let job = job.with_request(received(model));
+    let job = job.with_request(received(model)).with_trace(trace());
     store.accept(job.clone(), None, None, now()).await.expect("accept");
     job
 }
@@ -91,14 +97,17 @@ pub async fn jobs_are_found_by_every_filter_newest_first<S: Store>(store: Arc<S>
     assert_eq!(read[1], succeeded, "found jobs read as stored");
 }
 
-/// A job keeps the body it was received with, as received, through its transitions; a job
-/// accepted without one has none. A job's ledger is its own records, oldest first.
-pub async fn a_job_keeps_its_request_and_reads_its_own_ledger<S: Store>(store: Arc<S>) {
+/// A job keeps the body it was received with, as received, and its trace, through its
+/// transitions; a job accepted without them has neither. A job's ledger is its own records,
+/// oldest first.
+pub async fn a_job_keeps_its_request_and_trace_and_reads_its_own_ledger<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let job = job_of(&*store, id, "nano-banana", now()).await;
     let other = accepted(&*store, id, 2).await;
     assert_eq!(store.job(job.id()).await.unwrap().expect("stored").request(), Some(&received("nano-banana")));
-    assert_eq!(store.job(other.id()).await.unwrap().expect("stored").request(), None);
+    assert_eq!(store.job(job.id()).await.unwrap().expect("stored").trace(), trace().as_ref());
+    let plain = store.job(other.id()).await.unwrap().expect("stored");
+    assert_eq!((plain.request(), plain.trace()), (None, None));
     assert_eq!(
         store.job_ledger(job.id()).await.unwrap().iter().map(|r| r.movement).collect::<Vec<_>>(),
         [LedgerMovement::Hold(Credits::new(1))]
@@ -107,6 +116,7 @@ pub async fn a_job_keeps_its_request_and_reads_its_own_ledger<S: Store>(store: A
     let sent = sent_to(&*store, &job, "fal", "r-9").await;
     let settled = step(&*store, &sent, success(1)).await;
     assert_eq!(settled.request(), Some(&received("nano-banana")), "kept through every transition");
+    assert_eq!(settled.trace(), trace().as_ref());
     assert_eq!(store.job(job.id()).await.unwrap().expect("stored"), settled);
     let records = store.job_ledger(job.id()).await.unwrap();
     let movements: Vec<_> = records.iter().map(|r| r.movement).collect();

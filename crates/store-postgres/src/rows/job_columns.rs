@@ -104,6 +104,7 @@ job_columns! {
         input: Value => Jsonb as "jsonb",
         webhook_url: Option<String> => Nullable<Text> as "text",
         request: Option<Value> => Nullable<Jsonb> as "jsonb",
+        trace_parent: Option<String> => Nullable<Text> as "text",
         rate_per: String => Text as "text",
         rate_credits: i64 => BigInt as "int8",
         key_prefix: Option<String> => Nullable<Text> as "text",
@@ -234,10 +235,10 @@ mod tests {
 
     #[test]
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
-        assert_eq!(INSERTED.len(), 32, "jobs has 34 columns, and an accept writes all but the provider slot's");
+        assert_eq!(INSERTED.len(), 33, "jobs has 35 columns, and an accept writes all but the provider slot's");
         let row = row();
         let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
-        assert!(accept.contains("$32::uuid AS lease_id") && !accept.contains("$33"), "{accept}");
+        assert!(accept.contains("$33::uuid AS lease_id") && !accept.contains("$34"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

@@ -14,6 +14,7 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputCopy, OutputItem, OutputKind, OutputMeta, StoredFile};
 use genjobs_domain::ports::{Account, Limits, StoreError};
 use genjobs_domain::request::ReceivedRequest;
+use genjobs_domain::trace::TraceParent;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -87,6 +88,7 @@ impl JobRow {
             queue_position: job.queue_position().map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
             webhook_url: job.webhook_url().map(str::to_owned),
             request: job.request().map(|received| Value::Object(received.fields().clone())),
+            trace_parent: job.trace().map(|trace| trace.as_str().to_owned()),
             submit_attempted: job.submit_attempted(),
             next_poll_at: job.next_poll_at(),
             poll_failures: i32::try_from(job.poll_failures()).unwrap_or(i32::MAX),
@@ -128,6 +130,11 @@ impl JobRow {
                 })
                 .transpose()?,
             priority: Priority::parse(&self.priority).ok_or_else(|| corrupt("priority", &self.priority))?,
+            trace: self
+                .trace_parent
+                .as_deref()
+                .map(|text| TraceParent::parse(text).ok_or_else(|| corrupt("trace", text)))
+                .transpose()?,
             phase,
             sent_at: self.sent_at,
             next_poll_at: self.next_poll_at,

@@ -22,6 +22,7 @@ use crate::catalog::LiveCatalog;
 use crate::ids::{JobId, LeaseId};
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
 use crate::ports::{Capacity, Placement, PollFailure, SubmitFailure, UpstreamStatus};
+use tracing::Instrument;
 
 /// Back-off cap: a job whose provider keeps failing transiently is polled at most every
 /// 16 intervals.
@@ -142,6 +143,20 @@ impl JobSteps {
     /// process's gateway and was not sent yet, its submission's start being recorded by the
     /// accept.
     pub async fn step(&self, job: Job, cadence: Cadence, handed: bool) -> Stepped {
+        // With traces on, each step is a span of the trace the job's submission started, wherever
+        // it runs; off, no span is made at all.
+        let span = match self.ports.traces.are_on() {
+            true => tracing::info_span!("job.step", genjobs.job_id = %job.id(), genjobs.state = job.state().as_str()),
+            false => tracing::Span::none(),
+        };
+        if let Some(parent) = job.trace() {
+            self.ports.traces.continue_trace(&span, parent);
+        }
+        self.step_within(job, cadence, handed).instrument(span).await
+    }
+
+    /// [`JobSteps::step`] within its span.
+    async fn step_within(&self, job: Job, cadence: Cadence, handed: bool) -> Stepped {
         let now = self.ports.clock.now();
         // The timeout counts from the send: a job waiting for a slot has not started it. A job
         // sent without a recorded time counts from its acceptance.

@@ -5,6 +5,7 @@ use super::{Cadence, FALLBACK_RUN_SECS, JobSteps, MAX_BACKOFF_EXPONENT, Stepped,
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
 use crate::output::OutputItem;
 use crate::ports::{Commit, ResultFailure, StoreError};
+use tracing::Instrument;
 
 /// What a job's result (or a failure reported in its place) does to it, whether a poll fetched
 /// it or the provider pushed it; `None` for a transient failure, which ends nothing.
@@ -123,7 +124,11 @@ impl JobSteps {
             return Ok(Some(transition.into_unwritten_job()));
         }
         let changes_state = transition.changes_state();
-        Ok(match self.ports.jobs.commit(transition).await {
+        let span = match self.ports.traces.are_on() {
+            true => tracing::info_span!("job.transition", genjobs.job_id = %job.id(), genjobs.trigger = name),
+            false => tracing::Span::none(),
+        };
+        Ok(match self.ports.jobs.commit(transition).instrument(span).await {
             Ok(Commit::Applied(stored)) => {
                 if changes_state {
                     tracing::info!(
