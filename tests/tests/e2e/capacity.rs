@@ -32,6 +32,17 @@ async fn sent(app: &TestApp, key: &str, id: &str) -> Value {
     app.job_until(key, id, Duration::from_secs(10), |job| !job["upstream"].is_null()).await
 }
 
+/// The job once it says it waits for capacity.
+async fn waits(app: &TestApp, key: &str, id: &str) -> Value {
+    app.job_until(key, id, Duration::from_secs(10), |job| job["meta"]["waiting_for"] == "capacity").await
+}
+
+/// `config` with canceled jobs stopped at the provider too, so that the simulator's count of a
+/// key's requests drops with genjobs' own.
+fn stopping(config: Config) -> Config {
+    Config { gateway: genjobs_domain::usecases::Settings { upstream_cancel: true, ..config.gateway.clone() }, ..config }
+}
+
 /// The jobs that say they wait for capacity; each must be queued and unsent.
 fn waiting(jobs: &[Value]) -> usize {
     let waiting: Vec<&Value> = jobs.iter().filter(|job| job["meta"] == json!({"waiting_for": "capacity"})).collect();
@@ -85,9 +96,7 @@ async fn jobs_beyond_the_caps_wait_unsent_and_each_key_stays_under_its_cap() {
 /// `GENJOBS_UPSTREAM_CANCEL` asks) gives its slot to the next waiting job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canceled_job_gives_its_slot_to_a_waiting_one() {
-    let config = capped(400);
-    let gateway = genjobs_domain::usecases::Settings { upstream_cancel: true, ..config.gateway.clone() };
-    let app = spawn_app_with(Config { upstream_key: Some("only-key-cccc".into()), gateway, ..config }).await;
+    let app = spawn_app_with(stopping(Config { upstream_key: Some("only-key-cccc".into()), ..capped(400) })).await;
     let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
     let hanging = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
     sent(&app, &user.key, &hanging).await;
@@ -106,20 +115,23 @@ async fn a_canceled_job_gives_its_slot_to_a_waiting_one() {
 /// user's job is sent before the rest of a big user's burst, which waited longer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
-    let app = spawn_app_with(Config {
+    let app = spawn_app_with(stopping(Config {
         upstream_key: Some("only-key-eeee".into()),
         upstream_max_in_flight: 2,
-        ..capped(2_000)
-    })
+        ..capped(400)
+    }))
     .await;
     let limits = json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000});
     let (big, small) = (app.create_user(1000, limits.clone()).await, app.create_user(1000, limits).await);
     let mut burst = Vec::new();
-    for prompt in ["first ends soon [sim:run=200]", "second", "third", "fourth"] {
+    for prompt in ["first [sim:hang]", "second [sim:hang]", "third", "fourth"] {
         burst.push(submitted(&app, &big.key, json!({"prompt": prompt})).await);
     }
     sent(&app, &big.key, &burst[1]).await;
     let lone = submitted(&app, &small.key, json!({"prompt": "the small user's one job"})).await;
+    waits(&app, &small.key, &lone).await;
+    let canceled = app.post(&format!("/api/v1/jobs/{}/cancel", burst[0]), &big.key, &json!({})).await;
+    assert_eq!(canceled.status(), 200);
     sent(&app, &small.key, &lone).await;
     for waiting in &burst[2..] {
         let job = app.job(&big.key, waiting, 0).await;
@@ -132,12 +144,15 @@ async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
 /// later is sent first, and fal is asked to queue the low one after its normal requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_low_job_waits_while_a_normal_one_waits() {
-    let app = spawn_app_with(Config { upstream_key: Some("only-key-ffff".into()), ..capped(400) }).await;
+    let app = spawn_app_with(stopping(Config { upstream_key: Some("only-key-ffff".into()), ..capped(400) })).await;
     let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
-    let first = submitted(&app, &user.key, json!({"prompt": "holds the slot"})).await;
+    let first = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
     sent(&app, &user.key, &first).await;
     let low = submitted(&app, &user.key, json!({"prompt": "whenever", "priority": "low"})).await;
     let normal = submitted(&app, &user.key, json!({"prompt": "now", "priority": "normal"})).await;
+    waits(&app, &user.key, &normal).await;
+    let canceled = app.post(&format!("/api/v1/jobs/{first}/cancel"), &user.key, &json!({})).await;
+    assert_eq!(canceled.status(), 200);
     sent(&app, &user.key, &normal).await;
     let waiting = app.job(&user.key, &low, 0).await;
     assert!(waiting["upstream"].is_null(), "the older low job still waits: {waiting}");
@@ -157,7 +172,7 @@ async fn operators_see_each_keys_jobs_in_flight_and_the_jobs_waiting() {
     let hanging = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
     sent(&app, &user.key, &hanging).await;
     let low = submitted(&app, &user.key, json!({"prompt": "whenever", "priority": "low"})).await;
-    app.job_until(&user.key, &low, Duration::from_secs(10), |job| job["meta"]["waiting_for"] == "capacity").await;
+    waits(&app, &user.key, &low).await;
     let providers: Value = app.get("/api/admin/providers", genjobs_tests::ADMIN_TOKEN).await.json().await.unwrap();
     assert_eq!(
         providers["data"][0],
