@@ -26,6 +26,7 @@
 //! - [`uploads`]: the link to an uploaded image.
 //! - [`client_webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
 //! - [`provider_notifications`]: the receipt of a provider's notification (its webhook).
+//! - [`providers`]: the providers' keys, jobs in flight and waiting jobs, for operators.
 //! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness.
 //! - [`openai`]: OpenAI's image, video and model shapes, as the OpenAI-compatible edge speaks them.
 //! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
@@ -40,6 +41,7 @@ pub mod models;
 mod numbers;
 pub mod openai;
 pub mod provider_notifications;
+pub mod providers;
 pub mod requests;
 mod schemas;
 pub mod uploads;

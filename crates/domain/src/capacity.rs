@@ -43,6 +43,38 @@ impl Priority {
     }
 }
 
+/// What one key of a provider carries now, for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLoad {
+    /// The key's last 4 characters.
+    pub hint: String,
+    /// Its jobs sent and not final.
+    pub in_flight: u64,
+    /// Its cap; 0 means none.
+    pub max_in_flight: u32,
+}
+
+/// The jobs waiting, unsent, for a slot of one provider's keys, by priority.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WaitingJobs {
+    /// Normal jobs waiting.
+    pub normal: u64,
+    /// Low jobs waiting.
+    pub low: u64,
+}
+
+/// A provider's keys and the jobs waiting for them, for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderLoad {
+    /// The provider's name.
+    pub provider: String,
+    /// Each key, in the operator's order; none for a provider of one key without a cap, whose
+    /// jobs take no slot.
+    pub keys: Vec<KeyLoad>,
+    /// The jobs waiting for a slot.
+    pub waiting: WaitingJobs,
+}
+
 /// How many characters of a key operators see.
 const HINT_CHARS: usize = 4;
 

@@ -244,6 +244,7 @@ routes! {
     patch "/api/admin/keys/{prefix}" => handlers::admin_change_key,
     get "/api/admin/usage" => handlers::admin_usage,
     get "/api/admin/models" => handlers::admin_models,
+    get "/api/admin/providers" => handlers::admin_providers,
     put "/api/admin/models/{id}" => handlers::admin_put_model,
     delete "/api/admin/models/{id}" => handlers::admin_delete_model,
     get "/healthz" => handlers::healthz,

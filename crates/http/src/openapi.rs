@@ -73,6 +73,7 @@ use crate::page_policy::strict_policy;
         handlers::admin_change_key,
         handlers::admin_usage,
         handlers::admin_models,
+        handlers::admin_providers,
         handlers::admin_put_model,
         handlers::admin_delete_model,
         handlers::healthz,

@@ -123,6 +123,11 @@ fn describe_all() {
         "genjobs_upstream_cooling_down",
         "1 while a provider is passed by after refusals in a row, by provider"
     );
+    describe_gauge!(
+        "genjobs_provider_in_flight",
+        "Jobs sent with each provider key and not final, by provider and the key's last 4 characters"
+    );
+    describe_gauge!("genjobs_provider_waiting", "Jobs waiting, unsent, for a slot of a provider's keys, by priority");
     describe_counter!(
         "genjobs_upstream_timeout_cancels_total",
         "Cancels sent to the provider for jobs past their deadline, by the provider's answer"

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use genjobs_domain::capacity::{Priority, ProviderKey};
+use genjobs_domain::capacity::{KeyLoad, Priority, ProviderLoad};
 use genjobs_domain::catalog::Model;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
@@ -38,8 +38,8 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
     BreakerState, CancelOutcome, Capacity, Delivery, NotificationRejected, Placement, PollFailure,
-    ProviderAvailability, ProviderSlots, ResultFailure, SendAs, SubmitFailure, UpstreamProvider, UpstreamReport,
-    UpstreamStatus,
+    ProviderAvailability, ProviderSlots, ResultFailure, SendAs, StoreError, SubmitFailure, UpstreamProvider,
+    UpstreamReport, UpstreamStatus,
 };
 use metrics::{counter, gauge};
 use tokio::time::Instant;
@@ -140,12 +140,6 @@ impl RoutedUpstream {
     pub fn with_slots(mut self, slots: Arc<dyn ProviderSlots>) -> Self {
         self.slots = Some(slots);
         self
-    }
-
-    /// Each configured provider's name and keys, in the order routing tries them.
-    #[must_use]
-    pub fn provider_keys(&self) -> Vec<(&'static str, Vec<ProviderKey>)> {
-        self.providers().map(|provider| (provider.name(), provider.keys())).collect()
     }
 
     /// Runs `change` on `provider`'s breaker and shows whether it is cooling down; returns what
@@ -343,6 +337,32 @@ impl UpstreamProvider for RoutedUpstream {
             }
         }
         Err(SubmitFailure::NotReached(refusals.join("; ")))
+    }
+
+    /// Every configured provider, its keys (when it has several, or a cap) with their jobs in
+    /// flight, and its waiting jobs, as the slots count them.
+    async fn loads(&self) -> Result<Vec<ProviderLoad>, StoreError> {
+        let mut loads = Vec::new();
+        for provider in self.providers() {
+            let name = provider.name();
+            let keys = provider.keys();
+            let (in_flight, waiting) = match &self.slots {
+                Some(slots) if !keys.is_empty() => {
+                    (slots.slots_in_flight(name).await?, slots.slots_waiting(name).await?)
+                }
+                _ => Default::default(),
+            };
+            let keys = keys
+                .into_iter()
+                .map(|key| KeyLoad {
+                    in_flight: in_flight.get(&key.id).copied().unwrap_or(0),
+                    hint: key.hint,
+                    max_in_flight: key.max_in_flight,
+                })
+                .collect();
+            loads.push(ProviderLoad { provider: name.to_owned(), keys, waiting });
+        }
+        Ok(loads)
     }
 
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure> {

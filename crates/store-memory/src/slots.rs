@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
-use genjobs_domain::capacity::{Priority, ProviderKey, fair_order, free_slots, least_busy};
+use genjobs_domain::capacity::{Priority, ProviderKey, WaitingJobs, fair_order, free_slots, least_busy};
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::ports::{ProviderSlots, StoreError};
 
@@ -87,5 +87,14 @@ impl ProviderSlots for MemoryStore {
         let mut state = self.state();
         state.prune_slots();
         Ok(state.slots_in_flight(provider).0)
+    }
+
+    async fn slots_waiting(&self, provider: &str) -> Result<WaitingJobs, StoreError> {
+        let mut state = self.state();
+        state.prune_slots();
+        let waiting = state.waiting_for(provider);
+        let low = waiting.iter().filter(|(_, _, priority)| *priority == Priority::Low).count();
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        Ok(WaitingJobs { normal: count(waiting.len() - low), low: count(low) })
     }
 }

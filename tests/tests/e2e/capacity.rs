@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use genjobs::Config;
-use genjobs_tests::fast_config;
+use genjobs_tests::{TestApp, fast_config};
 use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
 
@@ -20,6 +20,27 @@ fn capped(run_ms: u64) -> Config {
         simulator: SimConfig { run: Duration::from_millis(run_ms), ..defaults.simulator.clone() },
         ..defaults
     }
+}
+
+/// Submits an image job of `key`; returns its id.
+async fn submitted(app: &TestApp, key: &str, body: Value) -> String {
+    app.submit("images", key, body).await["job_id"].as_str().unwrap().to_owned()
+}
+
+/// The job once it is at its provider.
+async fn sent(app: &TestApp, key: &str, id: &str) -> Value {
+    app.job_until(key, id, Duration::from_secs(10), |job| !job["upstream"].is_null()).await
+}
+
+/// The job once it says it waits for capacity.
+async fn waits(app: &TestApp, key: &str, id: &str) -> Value {
+    app.job_until(key, id, Duration::from_secs(10), |job| job["meta"]["waiting_for"] == "capacity").await
+}
+
+/// `config` with canceled jobs stopped at the provider too, so that the simulator's count of a
+/// key's requests drops with genjobs' own.
+fn stopping(config: Config) -> Config {
+    Config { gateway: genjobs_domain::usecases::Settings { upstream_cancel: true, ..config.gateway.clone() }, ..config }
 }
 
 /// The jobs that say they wait for capacity; each must be queued and unsent.
@@ -41,8 +62,7 @@ async fn jobs_beyond_the_caps_wait_unsent_and_each_key_stays_under_its_cap() {
     let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
     let mut ids = Vec::new();
     for i in 0..5 {
-        let receipt = app.submit("images", &user.key, json!({"prompt": format!("capped {i}")})).await;
-        ids.push(receipt["job_id"].as_str().unwrap().to_owned());
+        ids.push(submitted(&app, &user.key, json!({"prompt": format!("capped {i}")})).await);
     }
     let mut seen_waiting = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -76,15 +96,11 @@ async fn jobs_beyond_the_caps_wait_unsent_and_each_key_stays_under_its_cap() {
 /// `GENJOBS_UPSTREAM_CANCEL` asks) gives its slot to the next waiting job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canceled_job_gives_its_slot_to_a_waiting_one() {
-    let config = capped(400);
-    let gateway = genjobs_domain::usecases::Settings { upstream_cancel: true, ..config.gateway.clone() };
-    let app = spawn_app_with(Config { upstream_key: Some("only-key-cccc".into()), gateway, ..config }).await;
+    let app = spawn_app_with(stopping(Config { upstream_key: Some("only-key-cccc".into()), ..capped(400) })).await;
     let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
-    let hanging = app.submit("images", &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
-    let hanging = hanging["job_id"].as_str().unwrap().to_owned();
-    app.job_until(&user.key, &hanging, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
-    let next = app.submit("images", &user.key, json!({"prompt": "waits"})).await;
-    let next = next["job_id"].as_str().unwrap().to_owned();
+    let hanging = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
+    sent(&app, &user.key, &hanging).await;
+    let next = submitted(&app, &user.key, json!({"prompt": "waits"})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let waiting = app.job(&user.key, &next, 0).await;
     assert_eq!((waiting["state"].as_str(), waiting["upstream"].is_null()), (Some("queued"), true), "{waiting}");
@@ -99,24 +115,24 @@ async fn a_canceled_job_gives_its_slot_to_a_waiting_one() {
 /// user's job is sent before the rest of a big user's burst, which waited longer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
-    let app = spawn_app_with(Config {
+    let app = spawn_app_with(stopping(Config {
         upstream_key: Some("only-key-eeee".into()),
         upstream_max_in_flight: 2,
-        ..capped(2_000)
-    })
+        ..capped(400)
+    }))
     .await;
     let limits = json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000});
     let (big, small) = (app.create_user(1000, limits.clone()).await, app.create_user(1000, limits).await);
     let mut burst = Vec::new();
-    for prompt in ["first ends soon [sim:run=200]", "second", "third", "fourth"] {
-        let receipt = app.submit("images", &big.key, json!({"prompt": prompt})).await;
-        burst.push(receipt["job_id"].as_str().unwrap().to_owned());
+    for prompt in ["first [sim:hang]", "second [sim:hang]", "third", "fourth"] {
+        burst.push(submitted(&app, &big.key, json!({"prompt": prompt})).await);
     }
-    app.job_until(&big.key, &burst[1], Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
-    let receipt = app.submit("images", &small.key, json!({"prompt": "the small user's one job"})).await;
-    let lone = receipt["job_id"].as_str().unwrap().to_owned();
-    let sent = app.job_until(&small.key, &lone, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
-    assert_eq!(sent["state"], "queued", "{sent}");
+    sent(&app, &big.key, &burst[1]).await;
+    let lone = submitted(&app, &small.key, json!({"prompt": "the small user's one job"})).await;
+    waits(&app, &small.key, &lone).await;
+    let canceled = app.post(&format!("/api/v1/jobs/{}/cancel", burst[0]), &big.key, &json!({})).await;
+    assert_eq!(canceled.status(), 200);
+    sent(&app, &small.key, &lone).await;
     for waiting in &burst[2..] {
         let job = app.job(&big.key, waiting, 0).await;
         assert!(job["upstream"].is_null(), "the burst's older jobs still wait: {job}");
@@ -128,16 +144,16 @@ async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
 /// later is sent first, and fal is asked to queue the low one after its normal requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_low_job_waits_while_a_normal_one_waits() {
-    let app = spawn_app_with(Config { upstream_key: Some("only-key-ffff".into()), ..capped(400) }).await;
+    let app = spawn_app_with(stopping(Config { upstream_key: Some("only-key-ffff".into()), ..capped(400) })).await;
     let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
-    let first = app.submit("images", &user.key, json!({"prompt": "holds the slot"})).await;
-    let first = first["job_id"].as_str().unwrap().to_owned();
-    app.job_until(&user.key, &first, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
-    let low = app.submit("images", &user.key, json!({"prompt": "whenever", "priority": "low"})).await;
-    let low = low["job_id"].as_str().unwrap().to_owned();
-    let normal = app.submit("images", &user.key, json!({"prompt": "now", "priority": "normal"})).await;
-    let normal = normal["job_id"].as_str().unwrap().to_owned();
-    app.job_until(&user.key, &normal, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let first = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
+    sent(&app, &user.key, &first).await;
+    let low = submitted(&app, &user.key, json!({"prompt": "whenever", "priority": "low"})).await;
+    let normal = submitted(&app, &user.key, json!({"prompt": "now", "priority": "normal"})).await;
+    waits(&app, &user.key, &normal).await;
+    let canceled = app.post(&format!("/api/v1/jobs/{first}/cancel"), &user.key, &json!({})).await;
+    assert_eq!(canceled.status(), 200);
+    sent(&app, &user.key, &normal).await;
     let waiting = app.job(&user.key, &low, 0).await;
     assert!(waiting["upstream"].is_null(), "the older low job still waits: {waiting}");
     assert_eq!(waiting["meta"], json!({"waiting_for": "capacity"}));
@@ -145,6 +161,31 @@ async fn a_low_job_waits_while_a_normal_one_waits() {
     let stats = app.sim_stats().await;
     assert_eq!(stats["low_priority_submits"], 1, "{stats}");
     assert_eq!(stats["peak_in_flight_by_key"]["ffff"], 1, "{stats}");
+}
+
+/// Operators see each key's jobs in flight against its cap and the jobs waiting, by priority,
+/// at `GET /api/admin/providers` and in `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_see_each_keys_jobs_in_flight_and_the_jobs_waiting() {
+    let app = spawn_app_with(Config { upstream_key: Some("only-key-gggg".into()), ..capped(400) }).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let hanging = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
+    sent(&app, &user.key, &hanging).await;
+    let low = submitted(&app, &user.key, json!({"prompt": "whenever", "priority": "low"})).await;
+    waits(&app, &user.key, &low).await;
+    let providers: Value = app.get("/api/admin/providers", genjobs_tests::ADMIN_TOKEN).await.json().await.unwrap();
+    assert_eq!(
+        providers["data"][0],
+        json!({"provider": "fal", "keys": [{"key_hint": "gggg", "in_flight": 1, "max_in_flight": 1}],
+               "waiting": {"normal": 0, "low": 1}}),
+        "{providers}"
+    );
+    let metrics = app.metrics().await;
+    assert_eq!(genjobs_tests::sample_sum(&metrics, "genjobs_provider_in_flight", &["key_hint=\"gggg\""]), 1.0);
+    assert_eq!(genjobs_tests::sample_sum(&metrics, "genjobs_provider_waiting", &["priority=\"low\""]), 1.0);
+    let canceled = app.post(&format!("/api/v1/jobs/{hanging}/cancel"), &user.key, &json!({})).await;
+    assert_eq!(canceled.status(), 200);
+    assert_eq!(app.wait_final(&user.key, &low).await["state"], "succeeded");
 }
 
 /// `priority` takes `normal` or `low` only, on both generation endpoints and their quotes.

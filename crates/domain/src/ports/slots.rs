@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use crate::capacity::ProviderKey;
+use crate::capacity::{ProviderKey, WaitingJobs};
 use crate::ids::JobId;
 use crate::ports::StoreError;
 
@@ -49,4 +49,10 @@ pub trait ProviderSlots: Send + Sync {
     /// # Errors
     /// [`StoreError`] when the store cannot answer.
     async fn slots_in_flight(&self, provider: &str) -> Result<BTreeMap<String, u64>, StoreError>;
+
+    /// How many jobs wait, unsent, for a slot of `provider`'s keys, by priority.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot answer.
+    async fn slots_waiting(&self, provider: &str) -> Result<WaitingJobs, StoreError>;
 }

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::capacity::{Priority, ProviderKey};
+use crate::capacity::{Priority, ProviderKey, ProviderLoad};
 use crate::catalog::Model;
 use crate::ids::JobId;
 use crate::input::GenerationInput;
@@ -349,6 +349,15 @@ pub trait UpstreamProvider: Send + Sync {
     ) -> Result<UpstreamRef, SubmitFailure> {
         let _ = send;
         self.submit(job_id, model, input).await
+    }
+
+    /// Each provider behind this adapter with its keys' jobs in flight and the jobs waiting for
+    /// them, for operators. The default, for an adapter that takes no slots, knows none.
+    ///
+    /// # Errors
+    /// [`crate::ports::StoreError`] when the slots cannot be counted.
+    async fn loads(&self) -> Result<Vec<ProviderLoad>, crate::ports::StoreError> {
+        Ok(Vec::new())
     }
 
     /// Polls a job's status.

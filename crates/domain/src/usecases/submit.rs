@@ -5,6 +5,7 @@ use std::sync::Arc;
 use time::OffsetDateTime;
 
 use super::{Caller, ClientWebhookPorts, Ports};
+use crate::capacity::ProviderLoad;
 use crate::catalog::{Catalog, LiveCatalog, Model};
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
@@ -187,6 +188,17 @@ impl Submissions {
     #[must_use]
     pub fn provider_availability(&self) -> Vec<ProviderAvailability> {
         self.ports.upstream.availability()
+    }
+
+    /// Each provider's keys with their jobs in flight and the jobs waiting for them, also shown
+    /// as `genjobs_provider_in_flight` and `genjobs_provider_waiting`.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the slots cannot be counted.
+    pub async fn provider_loads(&self) -> Result<Vec<ProviderLoad>, StoreError> {
+        let loads = self.ports.upstream.loads().await?;
+        super::telemetry::provider_loads(&loads);
+        Ok(loads)
     }
 
     /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
 
+use crate::capacity::ProviderLoad;
 use crate::job::{Job, JobState};
 use crate::ports::UnfinishedJobs;
 
@@ -68,4 +69,19 @@ pub(crate) fn webhook_attempt(delivered: bool, retrying: bool) {
 pub(crate) fn webhook_outbox(oldest_pending: Option<time::Duration>) {
     let age = oldest_pending.map_or(0.0, |age| age.as_seconds_f64().max(0.0));
     gauge!("genjobs_client_webhook_oldest_pending_seconds").set(age);
+}
+
+/// Each provider key's jobs in flight and each provider's waiting jobs by priority, as the
+/// slots count them; labels bounded by the configured keys.
+pub(crate) fn provider_loads(loads: &[ProviderLoad]) {
+    for load in loads {
+        for key in &load.keys {
+            gauge!("genjobs_provider_in_flight", "provider" => load.provider.clone(), "key_hint" => key.hint.clone())
+                .set(key.in_flight as f64);
+        }
+        for (priority, waiting) in [("normal", load.waiting.normal), ("low", load.waiting.low)] {
+            gauge!("genjobs_provider_waiting", "provider" => load.provider.clone(), "priority" => priority)
+                .set(waiting as f64);
+        }
+    }
 }

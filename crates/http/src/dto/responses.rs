@@ -2,10 +2,12 @@
 //! value as an API type, so that the API stays exactly as the spec writes it whatever the domain
 //! keeps internally.
 
+use genjobs_api::providers::{KeyCapacity, ProviderCapacity, WaitingCount};
 use genjobs_api::{
     Account, CancelReceipt, CreatedUser, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, ProviderStatus,
     Quote, Receipt, StreamEvent, User,
 };
+use genjobs_domain::capacity::ProviderLoad;
 use genjobs_domain::job::{self, Job as DomainJob};
 use genjobs_domain::output::{OutputCopy, OutputItem};
 use genjobs_domain::ports;
@@ -198,6 +200,20 @@ pub fn created_user_view(account: &ports::Account, api_key: &str) -> CreatedUser
         credits_available: account.balances.available.get(),
         rate_limit_per_minute: account.limits.rate_limit_per_minute,
         max_concurrent_jobs: account.limits.max_concurrent_jobs,
+    }
+}
+
+/// A provider's keys and waiting jobs, as `GET /api/admin/providers` shows them.
+#[must_use]
+pub fn provider_capacity_view(load: ProviderLoad) -> ProviderCapacity {
+    ProviderCapacity {
+        provider: load.provider,
+        keys: load
+            .keys
+            .into_iter()
+            .map(|key| KeyCapacity { key_hint: key.hint, in_flight: key.in_flight, max_in_flight: key.max_in_flight })
+            .collect(),
+        waiting: WaitingCount { normal: load.waiting.normal, low: load.waiting.low },
     }
 }
 

@@ -1,6 +1,7 @@
 //! The admin API's handlers (`/api/admin`), behind the operators' token.
 
 use actix_web::{HttpRequest, HttpResponse, web};
+use genjobs_api::providers::ProviderCapacity;
 use genjobs_api::{AdminModel, CreatedUser, DataView, Grant, NewUser, User, UserPage, UserPatch};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::ports::PutOutcome;
@@ -13,7 +14,7 @@ use crate::auth::Operator;
 use crate::body::read_json;
 use crate::dto::catalog::{admin_model_view, model_document};
 use crate::dto::requests::{grant_amount, new_user_request, read, user_change};
-use crate::dto::responses::{created_user_view, user_view};
+use crate::dto::responses::{created_user_view, provider_capacity_view, user_view};
 use crate::error::ApiError;
 
 pub(super) fn user_id(path: &str) -> Result<UserId, ApiError> {
@@ -163,6 +164,18 @@ pub async fn admin_models(state: web::Data<AppState>, _: Operator) -> Handled {
     let submissions = &state.services.submissions;
     let data = catalog.managed().map(|m| admin_model_view(m, submissions.provider_of(m))).collect();
     Ok(HttpResponse::Ok().json(DataView { data }))
+}
+
+/// The providers' capacity
+///
+/// Each configured provider with its keys (their last 4 characters, jobs in flight and caps) and
+/// the jobs waiting, unsent, for a slot, by priority; `/metrics` shows the same figures.
+#[utoipa::path(get, path = "/api/admin/providers", tag = "admin",
+    security(("admin_token" = [])),
+    responses((status = 200, description = "The providers", body = DataView<ProviderCapacity>)))]
+pub async fn admin_providers(state: web::Data<AppState>, _: Operator) -> Handled {
+    let loads = state.services.submissions.provider_loads().await?;
+    Ok(HttpResponse::Ok().json(DataView { data: loads.into_iter().map(provider_capacity_view).collect() }))
 }
 
 /// Put a model

@@ -395,6 +395,9 @@ pub async fn metrics(state: web::Data<AppState>, _: Operator) -> HttpResponse {
     if let Err(e) = state.services.admin.count_unfinished().await {
         tracing::warn!(error = %e, "cannot count jobs by state for /metrics");
     }
+    if let Err(e) = state.services.submissions.provider_loads().await {
+        tracing::warn!(error = %e, "cannot count the providers' slots for /metrics");
+    }
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
 }
 

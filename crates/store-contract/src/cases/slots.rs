@@ -37,6 +37,8 @@ pub async fn slots_go_to_the_least_busy_key_up_to_its_cap<S: Store>(store: Arc<S
     assert_eq!(store.take_slot(jobs[2].id(), "fal", &keys).await.unwrap(), Some(first.clone()), "kept");
     let counts = store.slots_in_flight("fal").await.unwrap();
     assert_eq!((counts.get(&first), counts.get(&second)), (Some(&2), Some(&2)));
+    let waiting = store.slots_waiting("fal").await.unwrap();
+    assert_eq!((waiting.normal, waiting.low), (1, 0), "the fifth job waits");
 
     let sent = submitted(&*store, &jobs[0]).await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");

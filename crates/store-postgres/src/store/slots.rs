@@ -14,7 +14,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 #[cfg(doc)]
 use genjobs_domain::capacity::fair_order;
-use genjobs_domain::capacity::{ProviderKey, free_slots, least_busy};
+use genjobs_domain::capacity::{ProviderKey, WaitingJobs, free_slots, least_busy};
 use genjobs_domain::ids::JobId;
 use genjobs_domain::ports::{ProviderSlots, StoreError};
 
@@ -44,6 +44,19 @@ const AHEAD: &str = "WITH busy AS (
     )
     SELECT count(*) AS ahead FROM waiting, waiting AS me
     WHERE me.id = $2 AND (waiting.low, waiting.load, waiting.id) < (me.low, me.load, me.id)";
+
+/// The jobs waiting for provider `$1`, by priority.
+const WAITING: &str = "SELECT count(*) FILTER (WHERE priority = 'normal') AS normal,
+        count(*) FILTER (WHERE priority = 'low') AS low
+    FROM jobs WHERE slot_provider = $1 AND slot_key IS NULL AND state IN ('queued', 'running')";
+
+#[derive(QueryableByName)]
+struct Waiting {
+    #[diesel(sql_type = BigInt)]
+    normal: i64,
+    #[diesel(sql_type = BigInt)]
+    low: i64,
+}
 
 #[derive(QueryableByName)]
 struct Ahead {
@@ -132,6 +145,18 @@ impl ProviderSlots for PgStore {
         })
         .await
         .map(|_| ())
+    }
+
+    async fn slots_waiting(&self, provider: &str) -> Result<WaitingJobs, StoreError> {
+        let provider = provider.to_owned();
+        let waiting: Waiting = self
+            .repeatable(move |conn: &mut AsyncPgConnection| {
+                let provider = provider.clone();
+                async move { diesel::sql_query(WAITING).bind::<Text, _>(provider).get_result(conn).await }.boxed()
+            })
+            .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(WaitingJobs { normal: count(waiting.normal), low: count(waiting.low) })
     }
 
     async fn slots_in_flight(&self, provider: &str) -> Result<BTreeMap<String, u64>, StoreError> {
