@@ -20,6 +20,11 @@ pub struct AdminJob {
     pub user_id: String,
     /// The provider's id of the job (its request id); null until it is sent.
     pub upstream_request_id: Option<String>,
+    /// The prefix of the key it was submitted with; null for jobs from before keys were recorded.
+    pub key_prefix: Option<String>,
+    /// `normal` or `low`: how soon it goes to its provider when slots are scarce.
+    #[schema(example = "normal")]
+    pub priority: String,
 }
 
 /// A page of every user's jobs, newest first.

@@ -40,6 +40,7 @@ macro_rules! store_contract_tests {
             unfinished_jobs_are_counted_by_state,
             jobs_are_listed_newest_first_in_pages,
             jobs_are_found_by_every_filter_newest_first,
+            jobs_are_found_by_the_key_they_were_submitted_with,
             a_job_keeps_its_request_and_trace_and_reads_its_own_ledger,
             removed_jobs_leave_the_kept_pages_and_keep_their_credits,
             keys_are_found_by_prefix_and_revoked_at_once,

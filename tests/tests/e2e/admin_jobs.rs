@@ -1,6 +1,6 @@
-//! The operators' view of jobs from outside: every user's jobs found by owner, state, model and
-//! provider in pages; one job with the body it was received with and its ledger; any user's job
-//! canceled as its owner would.
+//! The operators' view of jobs from outside: every user's jobs found by owner, state, model,
+//! provider and key in pages; one job with the body it was received with and its ledger; any
+//! user's job canceled as its owner would.
 
 use std::time::Duration;
 
@@ -48,8 +48,8 @@ async fn operators_find_every_users_jobs_by_each_filter_in_pages() {
     assert!(listed["upstream_request_id"].as_str().is_some_and(|id| !id.is_empty()), "{listed}");
     let keys = |job: &Value| job.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
     let mut expected = keys(&shown);
-    expected.extend(["user_id".to_owned(), "upstream_request_id".to_owned()]);
-    assert_eq!(keys(&listed), expected, "the job resource as its owner reads it, plus two fields");
+    expected.extend(["user_id", "upstream_request_id", "key_prefix", "priority"].map(str::to_owned));
+    assert_eq!(keys(&listed), expected, "the job resource as its owner reads it, plus four fields");
     for fixed in ["created_at", "credits_held", "model", "modality", "upstream"] {
         assert_eq!(listed[fixed], shown[fixed], "{fixed}");
     }
@@ -184,4 +184,29 @@ async fn bad_filters_are_refused_naming_their_param() {
     }
     let missing = app.client.get(app.url("/api/admin/jobs")).send().await.unwrap();
     assert_error(missing, 401, "unauthorized", "MISSING_API_KEY").await;
+}
+
+/// Jobs are found by the key they were submitted with, and show it with their priority.
+#[tokio::test]
+async fn operators_find_jobs_by_their_key_and_see_its_prefix_and_the_priority() {
+    let app = spawn_app().await;
+    let ada = app.create_user(500, json!({})).await;
+    let issued = app.post(&format!("/api/admin/users/{}/keys", ada.id), ADMIN_TOKEN, &json!({"name": "batch"})).await;
+    assert_eq!(issued.status(), 201);
+    let issued: Value = issued.json().await.unwrap();
+    let (batch_key, prefix) = (issued["api_key"].as_str().unwrap(), issued["prefix"].as_str().unwrap());
+    let low = app.submit("images", batch_key, json!({"prompt": "a [sim:hang]", "priority": "low"})).await;
+    let normal = app.submit("images", &ada.key, json!({"prompt": "b [sim:hang]"})).await;
+
+    let page = admin_jobs(&app, &format!("?key={prefix}")).await;
+    let found: Vec<&Value> = page["data"].as_array().unwrap().iter().collect();
+    assert_eq!(found.len(), 1, "only the job of that key: {page}");
+    assert_eq!(found[0]["id"], low["job_id"]);
+    assert_eq!((found[0]["key_prefix"].as_str(), found[0]["priority"].as_str()), (Some(prefix), Some("low")));
+    assert_eq!(ids(&app, &format!("?key={batch_key}")).await, [low["job_id"].as_str().unwrap()], "a whole key is cut");
+    let other = admin_jobs(&app, &format!("/{}", normal["job_id"].as_str().unwrap())).await;
+    assert_eq!(other["priority"], "normal");
+    assert_eq!(other["key_prefix"].as_str(), Some(&ada.key[..15]));
+    let bad = app.get("/api/admin/jobs?key=not%20a%20key", ADMIN_TOKEN).await;
+    assert_error(bad, 400, "invalid_request", "INVALID_REQUEST").await;
 }

@@ -329,6 +329,8 @@ pub struct JobFilter {
     pub model: Option<ModelId>,
     /// Only jobs sent to this provider ([`crate::job::UpstreamRef::provider`]).
     pub upstream: Option<String>,
+    /// Only jobs submitted with the key of this prefix.
+    pub key: Option<KeyPrefix>,
 }
 
 impl JobFilter {
@@ -339,6 +341,7 @@ impl JobFilter {
             && self.state.is_none_or(|state| job.state() == state)
             && self.model.as_ref().is_none_or(|model| job.model() == model)
             && self.upstream.as_deref().is_none_or(|name| job.upstream().is_some_and(|at| at.provider() == name))
+            && self.key.as_ref().is_none_or(|key| job.key_prefix() == Some(key))
     }
 }
 

@@ -5,7 +5,7 @@
 use genjobs_api::{AdminJob, AdminJobDetail, AdminJobPage};
 use genjobs_domain::catalog::MAX_MODEL_ID_CHARS;
 use genjobs_domain::client_webhooks::WebhookEvent;
-use genjobs_domain::ids::{JobId, ModelId, UserId};
+use genjobs_domain::ids::{JobId, KeyPrefix, ModelId, UserId};
 use genjobs_domain::job::{Job, JobState};
 use genjobs_domain::ports::JobFilter;
 use genjobs_domain::request::InvalidRequest;
@@ -38,7 +38,8 @@ fn name_param(query: &Query, name: &str) -> Result<Option<String>, InvalidReques
         .transpose()
 }
 
-/// The filter of `GET /api/admin/jobs` from its query: `user_id`, `state`, `model`, `upstream`.
+/// The filter of `GET /api/admin/jobs` from its query: `user_id`, `state`, `model`, `upstream`,
+/// `key` (a key's prefix; a whole key is cut to its prefix, as revocation does).
 ///
 /// # Errors
 /// [`InvalidRequest`] naming the parameter that is not a user id, a state, or a name.
@@ -60,6 +61,7 @@ pub fn job_filter(query: &Query) -> Result<JobFilter, InvalidRequest> {
         state,
         model: name_param(query, "model")?.map(ModelId::new),
         upstream: name_param(query, "upstream")?,
+        key: name_param(query, "key")?.map(|key| KeyPrefix::of(&key)),
     })
 }
 
@@ -70,6 +72,8 @@ pub fn admin_job_view(job: &Job, links: &OutputLinks<'_>) -> AdminJob {
         job: job_view(job, links),
         user_id: job.user_id().to_string(),
         upstream_request_id: job.upstream().map(|at| at.key().to_owned()),
+        key_prefix: job.key_prefix().map(|key| key.as_str().to_owned()),
+        priority: job.priority().as_str().to_owned(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::{JobId, ModelId, UserId};
+use genjobs_domain::ids::{JobId, KeyPrefix, ModelId, UserId};
 use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, UpstreamRef};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{JobFilter, LedgerMovement};
@@ -81,6 +81,7 @@ pub async fn jobs_are_found_by_every_filter_newest_first<S: Store>(store: Arc<S>
         state: Some(JobState::Queued),
         model: Some(ModelId::new("nano-banana")),
         upstream: Some("fal".into()),
+        key: None,
     };
     assert_eq!(found(&*store, all, None, 10).await, [j0], "every condition at once");
     let none = JobFilter { user_id: Some(bob), state: Some(JobState::Canceled), ..JobFilter::default() };
@@ -95,6 +96,33 @@ pub async fn jobs_are_found_by_every_filter_newest_first<S: Store>(store: Arc<S>
     assert_eq!(found(&*store, at_fal, Some(j0), 10).await, Vec::<JobId>::new());
     let read = store.find_jobs(&JobFilter::default(), None, 10).await.unwrap();
     assert_eq!(read[1], succeeded, "found jobs read as stored");
+}
+
+/// Jobs are found by the key they were submitted with, newest first; a job without a key (from
+/// before keys were recorded) by none.
+pub async fn jobs_are_found_by_the_key_they_were_submitted_with<S: Store>(store: Arc<S>) {
+    let limits = Limits { max_concurrent_jobs: 10, ..LIMITS };
+    let ada = user_with(&*store, 100, limits).await;
+    let (key, other) = (KeyPrefix::of("gj_0123456789ab"), KeyPrefix::of("gj_ba9876543210"));
+    let base = now();
+    let mut ids = Vec::new();
+    for (ms, prefix) in [(1, Some(&key)), (2, Some(&other)), (3, None), (4, Some(&key))] {
+        let at = base + Duration::milliseconds(ms);
+        let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL };
+        let (job, _) =
+            Job::accept(JobId::new_at(at), ada, ModelId::new("flux-pro"), Modality::Image, input(), rate, at);
+        let job = job.with_key_prefix(prefix.cloned());
+        store.accept(job.clone(), None, None, now()).await.expect("accept");
+        ids.push(job.id());
+    }
+    let by_key = JobFilter { key: Some(key), ..JobFilter::default() };
+    assert_eq!(found(&*store, by_key.clone(), None, 10).await, [ids[3], ids[0]]);
+    assert_eq!(found(&*store, by_key, Some(ids[3]), 10).await, [ids[0]], "with a cursor");
+    let by_other = JobFilter { key: Some(other), user_id: Some(ada), ..JobFilter::default() };
+    assert_eq!(found(&*store, by_other, None, 10).await, [ids[1]]);
+    let read = store.find_jobs(&JobFilter::default(), None, 10).await.expect("find jobs");
+    let keys: Vec<Option<&str>> = read.iter().map(|job| job.key_prefix().map(KeyPrefix::as_str)).collect();
+    assert_eq!(keys, [Some("gj_0123456789ab"), None, Some("gj_ba9876543210"), Some("gj_0123456789ab")]);
 }
 
 /// A job keeps the body it was received with, as received, and its trace, through its

@@ -1,6 +1,7 @@
 //! The operators' search of every user's jobs: one statement, newest first, each condition of the
 //! filter a clause that an index of its own answers in the order of ids (`jobs_user_id_id`,
-//! `jobs_state_id`, `jobs_model_id`, `jobs_provider_id`; the primary key without one), so that
+//! `jobs_state_id`, `jobs_model_id`, `jobs_provider_id`, `jobs_key_prefix_id`; the primary key
+//! without one), so that
 //! a first page reads a page of index entries however many jobs the table holds.
 
 use diesel::dsl::sql;
@@ -45,6 +46,9 @@ impl PgStore {
                     let at_provider =
                         sql::<Bool>("(jobs.upstream ->> 'provider') = ").bind::<Text, _>(provider.clone());
                     query = query.filter(at_provider);
+                }
+                if let Some(key) = &filter.key {
+                    query = query.filter(jobs::key_prefix.eq(key.as_str().to_owned()));
                 }
                 if let Some(before) = before {
                     query = query.filter(jobs::id.lt(before.as_uuid()));
