@@ -23,6 +23,7 @@ use crate::dto::responses::cancel_view;
         ("state" = Option<String>, Query, description = "Only jobs in this state: queued, running, succeeded, failed or canceled"),
         ("model" = Option<String>, Query, description = "Only jobs of this model"),
         ("upstream" = Option<String>, Query, description = "Only jobs sent to this provider (`fal`, `replicate`)"),
+        ("key" = Option<String>, Query, description = "Only jobs submitted with the key of this prefix (a whole key is cut to its prefix)"),
         ("limit" = Option<u64>, Query, minimum = 1, maximum = 100, description = "Jobs per page (default 20)"),
         ("before" = Option<String>, Query, description = "A job id: list only older jobs"),
     ),
