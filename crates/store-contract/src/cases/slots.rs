@@ -71,6 +71,24 @@ pub async fn concurrent_takes_never_pass_a_cap<S: Store>(store: Arc<S>) {
     assert_eq!(counts.values().copied().collect::<Vec<_>>(), [3, 3]);
 }
 
+/// A job's place is readable: the provider it waits for (a refusal may have moved it to its next
+/// route) or holds a slot of, none once released or final.
+pub async fn a_jobs_place_names_its_provider<S: Store>(store: Arc<S>) {
+    let user = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
+    let keys = vec![ProviderKey::of("only-key-cccc", 1)];
+    let (holding, waiting) = (accepted(&*store, user, 1).await, accepted(&*store, user, 1).await);
+    assert_eq!(store.slot_provider(waiting.id()).await.unwrap(), None, "no place before any take");
+    assert!(store.take_slot(holding.id(), "replicate", &keys).await.unwrap().is_some());
+    assert_eq!(store.take_slot(waiting.id(), "replicate", &keys).await.unwrap(), None, "the one slot is taken");
+    assert_eq!(store.slot_provider(waiting.id()).await.unwrap().as_deref(), Some("replicate"), "waits there");
+    assert_eq!(store.slot_provider(holding.id()).await.unwrap().as_deref(), Some("replicate"), "holds a slot there");
+    store.release_slot(holding.id()).await.unwrap();
+    assert_eq!(store.slot_provider(holding.id()).await.unwrap(), None, "released");
+    let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
+    step(&*store, &waiting, Trigger::Failed { error }).await;
+    assert_eq!(store.slot_provider(waiting.id()).await.unwrap(), None, "a final job has no place");
+}
+
 /// A job's start deadline is kept with it, and a job yet to start is due by then however long
 /// its schedule asked to rest: a driver on any replica claims it at its deadline.
 pub async fn a_start_deadline_is_kept_and_makes_the_job_due_by_then<S: Store>(store: Arc<S>) {
