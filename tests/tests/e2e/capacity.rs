@@ -124,10 +124,21 @@ async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
     let limits = json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000});
     let (big, small) = (app.create_user(1000, limits.clone()).await, app.create_user(1000, limits).await);
     let mut burst = Vec::new();
-    for prompt in ["first [sim:hang]", "second [sim:hang]", "third", "fourth"] {
+    // The two that hold the slots are sent before the rest of the burst is submitted: jobs
+    // submitted together take their first look in any order, so "third" could otherwise take a
+    // slot before "first", and end (it does not hang), freeing a slot the test does not expect.
+    for prompt in ["first [sim:hang]", "second [sim:hang]"] {
         burst.push(submitted(&app, &big.key, json!({"prompt": prompt})).await);
     }
-    sent(&app, &big.key, &burst[1]).await;
+    for holding in &burst {
+        sent(&app, &big.key, holding).await;
+    }
+    for prompt in ["third", "fourth"] {
+        burst.push(submitted(&app, &big.key, json!({"prompt": prompt})).await);
+    }
+    for waiting in &burst[2..] {
+        waits(&app, &big.key, waiting).await;
+    }
     let lone = submitted(&app, &small.key, json!({"prompt": "the small user's one job"})).await;
     waits(&app, &small.key, &lone).await;
     let canceled = app.post(&format!("/api/v1/jobs/{}/cancel", burst[0]), &big.key, &json!({})).await;
