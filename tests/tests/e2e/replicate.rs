@@ -291,3 +291,39 @@ async fn a_job_a_refusal_moved_to_the_next_route_waits_for_that_provider() {
     assert_eq!(fal.received().len(), 4, "the waiting job never went back to fal");
     assert_eq!(sim.create_calls().len(), 2, "one prediction per job");
 }
+
+/// A prediction still `starting` at Replicate at its job's start deadline is canceled there
+/// (`POST …/cancel`) and the job fails `DEADLINE_EXCEEDED`, its credits released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prediction_still_starting_at_its_start_deadline_is_canceled() {
+    let sim = spawn(SimConfig {
+        starting: Duration::from_secs(30),
+        processing: Duration::from_millis(300),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let app = app(&sim, false).await;
+    let user = app.create_user(100, json!({})).await;
+    let body = json!({"model": "flux-pro", "prompt": "a long wait to start", "start_within_secs": 2});
+    let id = app.submit("images", &user.key, body).await["job_id"].as_str().unwrap().to_owned();
+    let job = app.wait_final(&user.key, &id).await;
+    assert_eq!(
+        (job["state"].as_str(), job["error"]["code"].as_str()),
+        (Some("failed"), Some("DEADLINE_EXCEEDED")),
+        "{job}"
+    );
+    assert_eq!(job["upstream"], "replicate", "{job}");
+    let admin: Value = app.get(&format!("/api/admin/jobs/{id}"), ADMIN_TOKEN).await.json().await.unwrap();
+    let prediction = admin["upstream_request_id"].as_str().unwrap();
+    let at_sim: Value = reqwest::Client::new()
+        .get(format!("{}/predictions/{prediction}", sim.api_url()))
+        .bearer_auth(SimConfig::default().token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(at_sim["status"], "canceled", "{at_sim}");
+    assert_eq!(app.user(&user.id).await["credits_available"], 100);
+}
