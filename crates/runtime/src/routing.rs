@@ -276,7 +276,10 @@ impl UpstreamProvider for RoutedUpstream {
             matches!(self.breaker(provider.name(), |breaker| breaker.state(now)), BreakerState::Open { .. })
         };
         let routes = self.route_providers(model);
-        let waits_at = self.waits_at(job_id).await;
+        // Only a job with a later route to move to, at a provider with slots, can wait there: the
+        // store is asked only then, so that the common send reads nothing more.
+        let movable = routes.len() > 1 && routes.iter().skip(1).any(|provider| !provider.keys().is_empty());
+        let waits_at = if movable { self.waits_at(job_id).await } else { None };
         let first = waits_at
             .and_then(|name| routes.iter().copied().find(|provider| provider.serves(&name)))
             .filter(|provider| !cooling(provider))
