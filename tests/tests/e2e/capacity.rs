@@ -266,6 +266,7 @@ async fn misses_its_start(app: &TestApp, key: &str, id: &str, accepted: tokio::t
     let message = job["error"]["message"].as_str().unwrap();
     assert!(message.contains("start_within_secs") && message.contains(&format!("{secs} s")), "{message}");
     let deadline = Duration::from_secs(secs);
+    eprintln!("job {id} failed DEADLINE_EXCEEDED {took:?} after acceptance; its deadline was {deadline:?}");
     assert!(took + Duration::from_millis(100) >= deadline, "failed {took:?} after acceptance, before its deadline");
     assert!(took <= deadline + Duration::from_secs(2), "failed {took:?} after acceptance, over 2 s past its deadline");
     job
