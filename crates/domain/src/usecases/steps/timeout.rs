@@ -1,7 +1,7 @@
 //! A job past one of its deadlines: the job timeout (`UPSTREAM_TIMEOUT`, counted from the send),
 //! or its start deadline (`DEADLINE_EXCEEDED`, from `start_within_secs`, for a job that had not
-//! started running by then). Either way it fails, and a provider that has it is told to stop it
-//! so that it does not go on running (and billing) a job nobody will be given. When the provider
+//! started running by then). In both cases it fails, and a provider that has it is told to stop
+//! it so that it does not go on running (and billing) a job nobody will be given. When the provider
 //! answers that the job had already completed, its result is fetched instead: the job may still
 //! succeed, and is then charged like any other.
 
