@@ -56,6 +56,12 @@ pub struct ImageRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(normal|low)$", example = "low")]
     pub priority: Option<String>,
+    /// Seconds, 1 to 86,400: a job that has not started running at its provider this long after
+    /// its acceptance (still waiting for capacity, or still in the provider's queue) fails with
+    /// `DEADLINE_EXCEEDED`, stopped at the provider and everything held released.
+    #[serde(default, deserialize_with = "numbers::optional_u32", skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 86400, example = 60)]
+    pub start_within_secs: Option<u32>,
 }
 
 impl ImageRequest {
@@ -118,6 +124,12 @@ pub struct VideoRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(normal|low)$", example = "low")]
     pub priority: Option<String>,
+    /// Seconds, 1 to 86,400: a job that has not started running at its provider this long after
+    /// its acceptance (still waiting for capacity, or still in the provider's queue) fails with
+    /// `DEADLINE_EXCEEDED`, stopped at the provider and everything held released.
+    #[serde(default, deserialize_with = "numbers::optional_u32", skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 86400, example = 60)]
+    pub start_within_secs: Option<u32>,
 }
 
 impl VideoRequest {

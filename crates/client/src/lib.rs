@@ -231,6 +231,30 @@ impl Client {
         self.send(self.request(Method::GET, &path).timeout(CALL_TIMEOUT)).await
     }
 
+    /// Where `job` stands among the caller's own jobs that wait for capacity: 1 for the next of
+    /// them to go, as a user's own jobs go oldest first; `None` when it does not wait. Counted
+    /// from the caller's older jobs (at most [`WAITING_PAGES`] pages of them), since the Job
+    /// resource says only that a job waits, not where.
+    ///
+    /// # Errors
+    /// As every call.
+    pub async fn waiting_position(&self, job: &Job) -> Result<Option<u32>, Error> {
+        if !waits_for_capacity(job) {
+            return Ok(None);
+        }
+        let (mut ahead, mut before) = (0u32, job.id.clone());
+        for _ in 0..WAITING_PAGES {
+            let page = self.jobs(100, Some(&before)).await?;
+            let waiting = page.data.iter().filter(|older| waits_for_capacity(older)).count();
+            ahead = ahead.saturating_add(u32::try_from(waiting).unwrap_or(u32::MAX));
+            match page.next {
+                Some(next) => before = next,
+                None => break,
+            }
+        }
+        Ok(Some(ahead.saturating_add(1)))
+    }
+
     /// Cancels the job and releases its credits (a final job stays as it is).
     ///
     /// # Errors
@@ -471,4 +495,14 @@ async fn checked(response: Response) -> Result<Response, Error> {
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     headers.get(RETRY_AFTER)?.to_str().ok()?.trim().parse().ok().map(Duration::from_secs)
+}
+
+/// How many pages of a caller's older jobs [`Client::waiting_position`] reads at most: a user's
+/// waiting jobs beyond the 1,000 before a job are not counted.
+pub const WAITING_PAGES: usize = 10;
+
+/// Whether `job` waits, unsent, for a slot of its provider's keys (`meta.waiting_for`).
+#[must_use]
+pub fn waits_for_capacity(job: &Job) -> bool {
+    job.meta.as_ref().and_then(|meta| meta.waiting_for.as_deref()) == Some("capacity")
 }

@@ -195,6 +195,19 @@ impl RoutedUpstream {
         }
     }
 
+    /// The provider the job waits for (or holds a slot of), as the store keeps it; `None` when
+    /// it has no place, or the store cannot say (routing then starts at the first route).
+    async fn waits_at(&self, job_id: JobId) -> Option<String> {
+        let slots = self.slots.as_ref()?;
+        match slots.slot_provider(job_id).await {
+            Ok(provider) => provider,
+            Err(e) => {
+                tracing::warn!(%job_id, error = %e, "the provider a job waits for could not be read; routing from its first route");
+                None
+            }
+        }
+    }
+
     /// Gives back the slot of a job that the provider provably did not take, so that it moves
     /// to the next route holding none.
     async fn release_slot(&self, job_id: JobId) {
@@ -253,13 +266,24 @@ impl UpstreamProvider for RoutedUpstream {
         self.submit_placed(job_id, model, input, &Placement::default()).await
     }
 
-    /// The slot is taken at the first provider of the model's routes that is not cooling down:
-    /// the one the submission goes to unless it refuses.
+    /// The slot is taken at the provider the job already waits for, when a refusal moved it
+    /// there (it does not go back to the provider that refused it), and otherwise at the first
+    /// provider of the model's routes that is not cooling down: the one the submission goes to
+    /// unless it refuses.
     async fn reserve(&self, job_id: JobId, model: &Model) -> Capacity {
         let now = Instant::now();
-        let first = self.route_providers(model).into_iter().find(|provider| {
-            !matches!(self.breaker(provider.name(), |breaker| breaker.state(now)), BreakerState::Open { .. })
-        });
+        let cooling = |provider: &Arc<dyn UpstreamProvider>| {
+            matches!(self.breaker(provider.name(), |breaker| breaker.state(now)), BreakerState::Open { .. })
+        };
+        let routes = self.route_providers(model);
+        // Only a job with a later route to move to, at a provider with slots, can wait there: the
+        // store is asked only then, so that the common send reads nothing more.
+        let movable = routes.len() > 1 && routes.iter().skip(1).any(|provider| !provider.keys().is_empty());
+        let waits_at = if movable { self.waits_at(job_id).await } else { None };
+        let first = waits_at
+            .and_then(|name| routes.iter().copied().find(|provider| provider.serves(&name)))
+            .filter(|provider| !cooling(provider))
+            .or_else(|| routes.into_iter().find(|provider| !cooling(provider)));
         let Some(provider) = first else {
             return Capacity::Free(Placement::default());
         };
@@ -283,14 +307,23 @@ impl UpstreamProvider for RoutedUpstream {
         if providers.is_empty() {
             return Err(SubmitFailure::Rejected("no route of this model has its provider configured here".into()));
         }
+        // A send reserved at a later route (where a refusal moved the job) starts there: the
+        // routes before it refused this job already.
+        let start = placement
+            .provider
+            .as_deref()
+            .and_then(|reserved| providers.iter().position(|provider| provider.serves(reserved)))
+            .unwrap_or(0);
         let mut refusals = Vec::new();
-        for provider in providers {
+        for (index, provider) in providers.into_iter().enumerate().skip(start) {
             let name = provider.name();
             if !self.breaker(name, |breaker| breaker.admits(Instant::now())) {
                 refusals.push(format!("{name}: cooling down after refusals"));
                 continue;
             }
-            if !refusals.is_empty() {
+            // Every route before this one refused the job or was cooling down, now or when the
+            // job was moved here.
+            if index > 0 {
                 counter!("genjobs_upstream_fallbacks_total", "to" => name).increment(1);
                 tracing::info!(%job_id, provider = name, "the submission falls back to the next route");
             }

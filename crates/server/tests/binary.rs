@@ -255,6 +255,51 @@ fn the_cli_generates_downloads_and_prints_the_paths() {
     service.kill().unwrap();
 }
 
+/// Submits an image job of `prompt` over HTTP; its id.
+fn curl_submit(address: &str, key: &str, prompt: &str) -> String {
+    let submitted = Command::new("curl")
+        .args(["-s", "-H", &format!("Authorization: Bearer {key}"), "-H", "Content-Type: application/json"])
+        .args(["-d", &serde_json::json!({ "prompt": prompt }).to_string()])
+        .arg(format!("{address}/api/v1/images/generations"))
+        .output()
+        .unwrap();
+    let receipt: serde_json::Value = serde_json::from_slice(&submitted.stdout).unwrap();
+    receipt["job_id"].as_str().unwrap_or_else(|| panic!("no job id: {receipt}")).to_owned()
+}
+
+/// With one slot at the provider, held by a job that never ends, `jobs get` and `jobs list` show
+/// each waiting job's place among the user's own waiting jobs, oldest first.
+#[tokio::test]
+async fn the_cli_shows_a_jobs_place_among_the_users_waiting_jobs() {
+    let vars = [
+        ("GENJOBS_SIM_QUEUE_MS", "20"),
+        ("GENJOBS_POLL_INTERVAL_MS", "50"),
+        ("GENJOBS_UPSTREAM_KEY", "cli-key-wxyz"),
+        ("GENJOBS_UPSTREAM_MAX_IN_FLIGHT", "1"),
+    ];
+    let (mut service, lines) = serve(&vars, Stdio::null());
+    let (address, key) = (value_after(&lines, "genjobs listening on "), value_after(&lines, "demo user API key: "));
+    curl_submit(&address, &key, "holds the slot [sim:hang]");
+    let first = curl_submit(&address, &key, "waits first");
+    let second = curl_submit(&address, &key, "waits second");
+    let get = async |id: &str| client(&address, &key, &["jobs", "get", id]).1;
+    let shown = wait_until(
+        Duration::from_secs(10),
+        "the second job waiting",
+        async || get(&second).await,
+        |out| out.contains("waiting for capacity"),
+    )
+    .await;
+    assert!(shown.contains("#2 among your waiting jobs"), "{shown}");
+    assert!(get(&first).await.contains("waiting for capacity: #1 among your waiting jobs"));
+    let (status, listed, stderr) = client(&address, &key, &["jobs", "list"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let line = |id: &str| listed.lines().find(|line| line.starts_with(id)).unwrap_or_default().to_owned();
+    assert!(line(&first).ends_with("#1 among your waiting jobs"), "{listed}");
+    assert!(line(&second).ends_with("#2 among your waiting jobs"), "{listed}");
+    service.kill().unwrap();
+}
+
 /// A PNG of 2×2 pixels, as a user's file would be.
 const TINY_PNG: &[u8] = &[
     0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,

@@ -74,6 +74,8 @@ macro_rules! store_contract_tests {
             a_kept_secret_is_made_once_and_replaced_only_when_asked,
             slots_go_to_the_least_busy_key_up_to_its_cap,
             concurrent_takes_never_pass_a_cap,
+            a_jobs_place_names_its_provider,
+            a_start_deadline_is_kept_and_makes_the_job_due_by_then,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -78,6 +78,12 @@ impl ProviderSlots for MemoryStore {
         Ok(Some(key))
     }
 
+    async fn slot_provider(&self, job_id: JobId) -> Result<Option<String>, StoreError> {
+        let mut state = self.state();
+        state.prune_slots();
+        Ok(state.slots.get(&job_id).map(|slot| slot.provider.clone()))
+    }
+
     async fn release_slot(&self, job_id: JobId) -> Result<(), StoreError> {
         self.state().slots.remove(&job_id);
         Ok(())

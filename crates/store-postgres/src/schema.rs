@@ -88,6 +88,7 @@ diesel::table! {
         rate_percent -> Int4,
         request -> Nullable<Jsonb>,
         trace_parent -> Nullable<Text>,
+        start_by -> Nullable<Timestamptz>,
     }
 }
 

@@ -290,3 +290,44 @@ async fn the_playground_shows_a_keys_models_and_budget_left() {
     assert_eq!(text, "· this key: models: flux-pro · budget: 24 of 30 left this day");
     page.close().await.unwrap();
 }
+
+/// With the provider's one slot held by a job that never ends and another of the user's jobs
+/// waiting before it, a job submitted in the playground shows that it waits for capacity and its
+/// place among the user's waiting jobs; once the slots free, it runs to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_shows_a_job_waiting_for_capacity_and_its_place() {
+    let app = spawn_app_with(genjobs::Config {
+        upstream_key: Some("only-key-pppp".into()),
+        upstream_max_in_flight: 1,
+        gateway: genjobs_domain::usecases::Settings { upstream_cancel: true, ..fast_config().gateway.clone() },
+        ..fast_config()
+    })
+    .await;
+    let holding = app.submit("images", &app.demo_key, json!({"prompt": "holds the slot [sim:hang]"})).await;
+    let holding = holding["job_id"].as_str().unwrap().to_owned();
+    app.job_until(&app.demo_key, &holding, Duration::from_secs(10), |job| !job["upstream"].is_null()).await;
+    let first = app.submit("images", &app.demo_key, json!({"prompt": "waits first [sim:hang]"})).await;
+    let first = first["job_id"].as_str().unwrap().to_owned();
+    let driver = chromedriver().await;
+    let page = browser(&driver).await;
+    page.goto(&app.url("/playground")).await.unwrap();
+    use_key(&page, &app.demo_key).await;
+    set_prompt(&page, "a lighthouse while others wait").await;
+    page.find(Locator::Id("submit")).await.unwrap().click().await.unwrap();
+    let shown = until(
+        &page,
+        "the waiting line",
+        "const w = document.getElementById('waiting').textContent; return w.includes('#') && w;",
+    )
+    .await;
+    assert_eq!(shown, "waiting for capacity: #2 among your waiting jobs");
+    screenshot(&page, "playground-waiting").await;
+    for id in [&holding, &first] {
+        let canceled = app.post(&format!("/api/v1/jobs/{id}/cancel"), &app.demo_key, &json!({})).await;
+        assert_eq!(canceled.status(), 200);
+    }
+    until(&page, "the job's success", "return document.getElementById('state').textContent === 'succeeded';").await;
+    let left = page.execute("return document.getElementById('waiting').textContent;", vec![]).await.unwrap();
+    assert_eq!(left, "", "no waiting line once it ran");
+    page.close().await.unwrap();
+}

@@ -124,10 +124,21 @@ async fn a_freed_slot_goes_to_the_user_with_fewer_jobs_in_flight() {
     let limits = json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000});
     let (big, small) = (app.create_user(1000, limits.clone()).await, app.create_user(1000, limits).await);
     let mut burst = Vec::new();
-    for prompt in ["first [sim:hang]", "second [sim:hang]", "third", "fourth"] {
+    // The two that hold the slots are sent before the rest of the burst is submitted: jobs
+    // submitted together take their first look in any order, so "third" could otherwise take a
+    // slot before "first", and end (it does not hang), freeing a slot the test does not expect.
+    for prompt in ["first [sim:hang]", "second [sim:hang]"] {
         burst.push(submitted(&app, &big.key, json!({"prompt": prompt})).await);
     }
-    sent(&app, &big.key, &burst[1]).await;
+    for holding in &burst {
+        sent(&app, &big.key, holding).await;
+    }
+    for prompt in ["third", "fourth"] {
+        burst.push(submitted(&app, &big.key, json!({"prompt": prompt})).await);
+    }
+    for waiting in &burst[2..] {
+        waits(&app, &big.key, waiting).await;
+    }
     let lone = submitted(&app, &small.key, json!({"prompt": "the small user's one job"})).await;
     waits(&app, &small.key, &lone).await;
     let canceled = app.post(&format!("/api/v1/jobs/{}/cancel", burst[0]), &big.key, &json!({})).await;
@@ -232,5 +243,96 @@ async fn bad_key_lists_and_negative_caps_refuse_to_start() {
     for (config, setting) in refusals {
         let Err(refused) = genjobs::start(config).await else { panic!("{setting}: the service started") };
         assert!(refused.to_string().contains(setting), "{setting}: {refused}");
+    }
+}
+
+/// Submits `prompt` with `start_within_secs`; returns the job's id and when it was accepted.
+async fn submitted_within(app: &TestApp, key: &str, prompt: &str, secs: u64) -> (String, tokio::time::Instant) {
+    let accepted = tokio::time::Instant::now();
+    (submitted(app, key, json!({"prompt": prompt, "start_within_secs": secs})).await, accepted)
+}
+
+/// Waits for the job to fail `DEADLINE_EXCEEDED`, asserting it did within 2 s of its deadline
+/// (`secs` after `accepted`) and not before, with an error that names the deadline.
+async fn misses_its_start(app: &TestApp, key: &str, id: &str, accepted: tokio::time::Instant, secs: u64) -> Value {
+    let job = app.wait_final(key, id).await;
+    let took = accepted.elapsed();
+    assert_eq!(
+        (job["state"].as_str(), job["error"]["code"].as_str()),
+        (Some("failed"), Some("DEADLINE_EXCEEDED")),
+        "{job}"
+    );
+    assert_eq!(job["error"]["type"], "upstream_error", "{job}");
+    let message = job["error"]["message"].as_str().unwrap();
+    assert!(message.contains("start_within_secs") && message.contains(&format!("{secs} s")), "{message}");
+    let deadline = Duration::from_secs(secs);
+    eprintln!("job {id} failed DEADLINE_EXCEEDED {took:?} after acceptance; its deadline was {deadline:?}");
+    assert!(took + Duration::from_millis(100) >= deadline, "failed {took:?} after acceptance, before its deadline");
+    assert!(took <= deadline + Duration::from_secs(2), "failed {took:?} after acceptance, over 2 s past its deadline");
+    job
+}
+
+/// A job waiting, unsent, for the one slot (held by a job that never ends) fails at its start
+/// deadline with `DEADLINE_EXCEEDED`, everything it held released and nothing sent for it; the
+/// job holding the slot is not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_waiting_for_capacity_fails_at_its_start_deadline() {
+    let app = spawn_app_with(Config { upstream_key: Some("only-key-hhhh".into()), ..capped(400) }).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let hanging = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
+    sent(&app, &user.key, &hanging).await;
+    let held_by_one = app.user(&user.id).await["credits_held"].as_u64().unwrap();
+    let (late, accepted) = submitted_within(&app, &user.key, "waits too long", 2).await;
+    waits(&app, &user.key, &late).await;
+    let job = misses_its_start(&app, &user.key, &late, accepted, 2).await;
+    assert!(job["upstream"].is_null(), "never sent: {job}");
+    let account = app.user(&user.id).await;
+    assert_eq!(account["credits_held"].as_u64(), Some(held_by_one), "only the hanging job holds credits: {account}");
+    assert_eq!(account["active_jobs"], 1, "{account}");
+    let stats = app.sim_stats().await;
+    assert_eq!((stats["routes"]["submit"].as_u64(), stats["routes"]["cancel"].as_u64()), (Some(1), None), "{stats}");
+    assert_eq!(app.job(&user.key, &hanging, 0).await["state"], "running");
+}
+
+/// A job the provider still queues at its start deadline is canceled there (fal's `PUT
+/// …/cancel`) and fails `DEADLINE_EXCEEDED`, its credits released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_still_queued_at_the_provider_is_canceled_there_at_its_start_deadline() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let (queued, accepted) = submitted_within(&app, &user.key, "a long queue [sim:queue=20000]", 1).await;
+    let job = misses_its_start(&app, &user.key, &queued, accepted, 1).await;
+    assert_eq!(job["upstream"], "fal", "it was sent: {job}");
+    let stats = app.sim_stats().await;
+    assert_eq!((stats["routes"]["submit"].as_u64(), stats["routes"]["cancel"].as_u64()), (Some(1), Some(1)), "{stats}");
+    let account = app.user(&user.id).await;
+    assert_eq!((account["credits_held"].as_u64(), account["credits_spent"].as_u64()), (Some(0), Some(0)), "{account}");
+}
+
+/// A job that started running before its start deadline runs on past it and succeeds, never
+/// canceled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_started_in_time_is_left_to_finish() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(1000, json!({"max_concurrent_jobs": 10, "rate_limit_per_minute": 100000})).await;
+    let (id, _) = submitted_within(&app, &user.key, "starts at once, runs long [sim:run=2500]", 1).await;
+    let job = app.wait_final(&user.key, &id).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(app.sim_stats().await["routes"]["cancel"], Value::Null, "never canceled");
+}
+
+/// `start_within_secs` takes an integer from 1 to 86,400 only, on both generation endpoints and
+/// their quotes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_within_secs_outside_1_to_86400_or_not_an_integer_is_refused_naming_it() {
+    let app = spawn_app_with(fast_config()).await;
+    for path in ["/api/v1/images/generations", "/api/v1/video/generations", "/api/v1/images/generations/quote"] {
+        for secs in [json!(0), json!(86_401), json!(-5), json!(1.5), json!("60"), json!(true), json!([60])] {
+            let response = app.post(path, &app.demo_key, &json!({"prompt": "a fox", "start_within_secs": secs})).await;
+            let error = genjobs_tests::assert_error(response, 400, "invalid_request", "INVALID_REQUEST").await;
+            assert_eq!(error["param"], "start_within_secs", "{path} {secs}: {error}");
+        }
+        let response = app.post(path, &app.demo_key, &json!({"prompt": "a fox", "start_within_secs": 86_400})).await;
+        assert!(response.status().is_success(), "{path}: the longest deadline is taken: {}", response.status());
     }
 }

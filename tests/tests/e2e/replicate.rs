@@ -259,3 +259,71 @@ async fn readyz_verbose_shows_a_provider_that_keeps_refusing_as_cooling_down() {
     assert!((1..=30).contains(&providers[0]["probe_in_secs"].as_u64().unwrap()), "{verbose}");
     assert_eq!(providers[1], json!({"provider": "replicate", "breaker": "closed", "refusals_in_a_row": 0}));
 }
+
+/// A job that fal's refusal moved to Replicate, finding Replicate's one slot taken, waits for
+/// Replicate: when the slot frees it goes there, never back to fal (which would now take it, and
+/// answer what genjobs cannot read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_a_refusal_moved_to_the_next_route_waits_for_that_provider() {
+    let sim = replicate_sim();
+    // Two refusals per job (one retry) for the two jobs; after them, fal takes requests.
+    let fal = WebhookReceiver::start(vec![Answer::Status(503); 4]).await;
+    let replicate = ReplicateArgs {
+        replicate_url: sim.api_url(),
+        replicate_token: Some(SimConfig::default().token),
+        replicate_max_in_flight: 1,
+        ..ReplicateArgs::default()
+    };
+    let url = fal.url.trim_end_matches("/hook").to_owned();
+    let app = spawn_app_with(Config { upstream_url: Some(url), replicate, ..fast_config() }).await;
+    let user = app.create_user(100, json!({"max_concurrent_jobs": 10})).await;
+    let holding = flux(&app, &user.key, "holds the slot [sim:run=60000]").await;
+    app.job_until(&user.key, &holding, Duration::from_secs(10), |job| job["upstream"] == "replicate").await;
+    let moved = flux(&app, &user.key, "moved by a refusal").await;
+    let waiting =
+        app.job_until(&user.key, &moved, Duration::from_secs(10), |job| job["meta"]["waiting_for"] == "capacity").await;
+    assert!(waiting["upstream"].is_null(), "{waiting}");
+    assert_eq!(fal.received().len(), 4, "each job was refused twice at fal");
+    let canceled = app.post(&format!("/api/v1/jobs/{holding}/cancel"), &user.key, &json!({})).await;
+    assert_eq!(canceled.status(), StatusCode::OK);
+    let job = app.final_unwatched(&user.key, &moved).await;
+    assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("succeeded"), Some("replicate")), "{job}");
+    assert_eq!(fal.received().len(), 4, "the waiting job never went back to fal");
+    assert_eq!(sim.create_calls().len(), 2, "one prediction per job");
+}
+
+/// A prediction still `starting` at Replicate at its job's start deadline is canceled there
+/// (`POST …/cancel`) and the job fails `DEADLINE_EXCEEDED`, its credits released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prediction_still_starting_at_its_start_deadline_is_canceled() {
+    let sim = spawn(SimConfig {
+        starting: Duration::from_secs(30),
+        processing: Duration::from_millis(300),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let app = app(&sim, false).await;
+    let user = app.create_user(100, json!({})).await;
+    let body = json!({"model": "flux-pro", "prompt": "a long wait to start", "start_within_secs": 2});
+    let id = app.submit("images", &user.key, body).await["job_id"].as_str().unwrap().to_owned();
+    let job = app.wait_final(&user.key, &id).await;
+    assert_eq!(
+        (job["state"].as_str(), job["error"]["code"].as_str()),
+        (Some("failed"), Some("DEADLINE_EXCEEDED")),
+        "{job}"
+    );
+    assert_eq!(job["upstream"], "replicate", "{job}");
+    let admin: Value = app.get(&format!("/api/admin/jobs/{id}"), ADMIN_TOKEN).await.json().await.unwrap();
+    let prediction = admin["upstream_request_id"].as_str().unwrap();
+    let at_sim: Value = reqwest::Client::new()
+        .get(format!("{}/predictions/{prediction}", sim.api_url()))
+        .bearer_auth(SimConfig::default().token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(at_sim["status"], "canceled", "{at_sim}");
+    assert_eq!(app.user(&user.id).await["credits_available"], 100);
+}

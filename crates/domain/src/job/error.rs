@@ -13,16 +13,20 @@ pub enum JobErrorCode {
     OutputInvalid,
     /// The owner canceled the job.
     JobCanceled,
+    /// The job had not started running at its provider by the time its request allowed
+    /// (`start_within_secs`).
+    DeadlineExceeded,
 }
 
 impl JobErrorCode {
     /// Every code.
-    pub const ALL: [JobErrorCode; 5] = [
+    pub const ALL: [JobErrorCode; 6] = [
         JobErrorCode::UpstreamFailed,
         JobErrorCode::UpstreamTimeout,
         JobErrorCode::UpstreamRejected,
         JobErrorCode::OutputInvalid,
         JobErrorCode::JobCanceled,
+        JobErrorCode::DeadlineExceeded,
     ];
 
     /// The `type` that goes with the code.
@@ -43,6 +47,7 @@ impl JobErrorCode {
             JobErrorCode::UpstreamRejected => "UPSTREAM_REJECTED",
             JobErrorCode::OutputInvalid => "OUTPUT_INVALID",
             JobErrorCode::JobCanceled => "JOB_CANCELED",
+            JobErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
         }
     }
 

@@ -78,6 +78,7 @@ impl Job {
                 webhook_url: None,
                 request: None,
                 priority: Priority::Normal,
+                start_by: None,
                 trace: None,
                 phase: JobPhase::Accepted,
                 sent_at: None,
@@ -147,6 +148,33 @@ impl Job {
     #[must_use]
     pub fn priority(&self) -> Priority {
         self.record.priority
+    }
+
+    /// The same newly accepted job, to fail `DEADLINE_EXCEEDED` unless it started running at its
+    /// provider by `start_by`.
+    #[must_use]
+    pub fn with_start_by(mut self, start_by: Option<OffsetDateTime>) -> Self {
+        self.record.start_by = start_by;
+        self
+    }
+
+    /// When it must have started running at its provider, if its request said.
+    #[must_use]
+    pub fn start_by(&self) -> Option<OffsetDateTime> {
+        self.record.start_by
+    }
+
+    /// Whether it has not started running at its provider (unsent, waiting for a slot, or in
+    /// the provider's queue) and its start deadline has come at `now`.
+    #[must_use]
+    pub fn missed_its_start(&self, now: OffsetDateTime) -> bool {
+        self.record.start_by.is_some_and(|start_by| now >= start_by) && self.awaits_start()
+    }
+
+    /// Whether it is yet to start running: a start deadline still applies to it. A job being
+    /// sent is not, for its next poll time marks the send's end, not a look.
+    fn awaits_start(&self) -> bool {
+        matches!(self.record.phase, JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Queued { .. })
     }
 
     /// Where its end is posted, when the client asked.
@@ -498,6 +526,14 @@ impl Job {
                 next.record.next_poll_at = None;
             }
             _ => return Err(not_applicable),
+        }
+        // A job yet to start is looked at by its start deadline at the latest, however long its
+        // schedule would let it rest (waiting for a slot, or unwatched at the provider): that is
+        // when it fails, and a driver only wakes for a job at its next poll time.
+        if let (Some(at), Some(start_by)) = (next.record.next_poll_at, next.record.start_by)
+            && next.awaits_start()
+        {
+            next.record.next_poll_at = Some(at.min(start_by));
         }
         let recomputable = matches!(
             kind,

@@ -45,6 +45,9 @@ pub struct StoredJob {
     pub request: Option<ReceivedRequest>,
     /// How soon it goes to its provider when slots are scarce.
     pub priority: Priority,
+    /// When it must have started running at its provider, or fail `DEADLINE_EXCEEDED`; `None`
+    /// when the client set no such deadline.
+    pub start_by: Option<OffsetDateTime>,
     /// The trace its submission started, which every step of it continues; `None` without
     /// traces.
     pub trace: Option<TraceParent>,

@@ -319,3 +319,25 @@ fn a_job_waits_for_capacity_unsent_and_is_sent_from_there() {
     let canceled = step(&waiting, Trigger::Cancel);
     assert!(!canceled.submit_attempted(), "a waiting job never reached the provider");
 }
+
+#[test]
+fn a_job_yet_to_start_is_looked_at_by_its_start_deadline_and_one_that_started_is_not() {
+    let start_by = now() + time::Duration::seconds(5);
+    let later = now() + time::Duration::minutes(10);
+    let job = queued().with_start_by(Some(start_by));
+    let waiting = step(&job, Trigger::AwaitCapacity { next_poll_at: later });
+    assert_eq!(waiting.next_poll_at(), Some(start_by), "a waiting job rests no later than its deadline");
+    assert!(!waiting.missed_its_start(start_by - time::Duration::milliseconds(1)));
+    assert!(waiting.missed_its_start(start_by), "missed at its deadline");
+    let sending = step(&waiting, Trigger::SubmitStarted { next_poll_at: later });
+    assert_eq!(sending.next_poll_at(), Some(later), "a send in flight keeps its own mark");
+    assert!(!sending.missed_its_start(later), "a send in flight is judged once it is recorded");
+    let at_provider = step(&sending, Trigger::Submitted { upstream: upstream(), next_poll_at: later });
+    assert_eq!(at_provider.next_poll_at(), Some(start_by), "queued at the provider, looked at by its deadline");
+    assert!(at_provider.missed_its_start(later));
+    let running = step(&at_provider, Trigger::UpstreamRunning { progress: 1, next_poll_at: later });
+    assert_eq!(running.next_poll_at(), Some(later), "a running job keeps its schedule");
+    assert!(!running.missed_its_start(later), "a job that started is past its start deadline's reach");
+    let unbounded = step(&queued(), Trigger::AwaitCapacity { next_poll_at: later });
+    assert!(unbounded.next_poll_at() == Some(later) && !unbounded.missed_its_start(later), "no deadline, none");
+}

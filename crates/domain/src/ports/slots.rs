@@ -37,6 +37,14 @@ pub trait ProviderSlots: Send + Sync {
         keys: &[ProviderKey],
     ) -> Result<Option<String>, StoreError>;
 
+    /// The provider whose slot `job_id` holds or waits for; `None` when it has no place at any.
+    /// A job that a refusal moved to its next route waits there, so that its next look goes on
+    /// at that provider rather than back at the one that refused it.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot answer.
+    async fn slot_provider(&self, job_id: JobId) -> Result<Option<String>, StoreError>;
+
     /// Gives back the slot of a job whose submission provably never reached the provider.
     ///
     /// # Errors

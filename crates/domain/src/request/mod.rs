@@ -118,7 +118,13 @@ pub struct GenerationRequest {
     pub webhook_url: Option<String>,
     /// How soon it goes to its provider when slots are scarce.
     pub priority: Priority,
+    /// Seconds after acceptance by which the job must have started running at its provider, or
+    /// it fails `DEADLINE_EXCEEDED`; `None`: no such deadline.
+    pub start_within_secs: Option<u32>,
 }
+
+/// The longest `start_within_secs` a request may ask for: a day.
+pub const MAX_START_WITHIN_SECS: u32 = 86_400;
 
 fn integer(name: &str, value: Option<WholeNumber>, min: u64, max: u64) -> Result<Option<u64>, InvalidRequest> {
     match value {
@@ -258,6 +264,7 @@ impl GenerationRequest {
             },
             webhook_url: draft.webhook_url,
             priority: Priority::Normal,
+            start_within_secs: None,
         })
     }
 
@@ -272,6 +279,21 @@ impl GenerationRequest {
                 .ok_or_else(|| InvalidRequest::param("priority", "`priority` must be `normal` or `low`"))?,
         };
         Ok(Self { priority, ..self })
+    }
+
+    /// The request that must start running within `secs` seconds of its acceptance (none when
+    /// absent).
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming `start_within_secs` outside 1 to [`MAX_START_WITHIN_SECS`].
+    pub fn with_start_within(self, secs: Option<u32>) -> Result<Self, InvalidRequest> {
+        if secs.is_some_and(|secs| !(1..=MAX_START_WITHIN_SECS).contains(&secs)) {
+            return Err(InvalidRequest::param(
+                "start_within_secs",
+                format!("`start_within_secs` must be an integer from 1 to {MAX_START_WITHIN_SECS}"),
+            ));
+        }
+        Ok(Self { start_within_secs: secs, ..self })
     }
 }
 

@@ -56,8 +56,10 @@ fn exact(n: Option<impl Into<u64>>) -> Option<WholeNumber> {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn video_request(body: VideoRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    let priority = body.priority.clone();
-    GenerationRequest::validate(Modality::Video, video_draft(body), catalog)?.with_priority(priority.as_deref())
+    let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
+    GenerationRequest::validate(Modality::Video, video_draft(body), catalog)?
+        .with_priority(priority.as_deref())?
+        .with_start_within(start_within)
 }
 
 fn video_draft(body: VideoRequest) -> GenerationDraft {
@@ -81,8 +83,10 @@ fn video_draft(body: VideoRequest) -> GenerationDraft {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn image_request(body: ImageRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    let priority = body.priority.clone();
-    GenerationRequest::validate(Modality::Image, image_draft(body), catalog)?.with_priority(priority.as_deref())
+    let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
+    GenerationRequest::validate(Modality::Image, image_draft(body), catalog)?
+        .with_priority(priority.as_deref())?
+        .with_start_within(start_within)
 }
 
 fn image_draft(body: ImageRequest) -> GenerationDraft {
@@ -122,16 +126,16 @@ pub fn generation_request(
         Modality::Video => (None, judged("seed"), judged("duration_sec")),
         _ => (judged("n"), judged("seed"), None),
     };
-    let (draft, priority) = match endpoint {
+    let (draft, priority, start_within) = match endpoint {
         Modality::Video => {
             let body: VideoRequest = read(&rest)?;
-            let priority = body.priority.clone();
-            (video_draft(body), priority)
+            let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
+            (video_draft(body), priority, start_within)
         }
         _ => {
             let body: ImageRequest = read(&rest)?;
-            let priority = body.priority.clone();
-            (image_draft(body), priority)
+            let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
+            (image_draft(body), priority, start_within)
         }
     };
     let draft = GenerationDraft {
@@ -140,7 +144,9 @@ pub fn generation_request(
         duration_sec: duration_sec.or(draft.duration_sec),
         ..draft
     };
-    GenerationRequest::validate(endpoint_modality(endpoint), draft, catalog)?.with_priority(priority.as_deref())
+    GenerationRequest::validate(endpoint_modality(endpoint), draft, catalog)?
+        .with_priority(priority.as_deref())?
+        .with_start_within(start_within)
 }
 
 /// The modality a generation endpoint validates as: the image endpoint's for every other.

@@ -170,10 +170,29 @@ pub async fn run(command: ClientCommand) -> ExitCode {
         Command::Jobs(JobsCommand::List { limit, before, connection }) => {
             let outcome = query(&connection, async |client: Client| {
                 let page = client.jobs(limit, before.as_deref()).await?;
-                let lines = page.data.iter().map(|j| {
-                    format!("{}  {:<9}  {:>3}%  {}  {}", j.id, j.state.as_str(), j.progress, j.model, j.created_at)
-                });
-                Ok((json!(page), lines.collect::<Vec<_>>().join("\n")))
+                // The page is newest first: its oldest waiting job's place is read once, and each
+                // newer waiting job stands one place behind the next older one.
+                let waiting: Vec<&Job> = page.data.iter().filter(|j| genjobs_client::waits_for_capacity(j)).collect();
+                let oldest = match waiting.last() {
+                    Some(oldest) => client.waiting_position(oldest).await?.unwrap_or(1),
+                    None => 1,
+                };
+                let mut lines = Vec::new();
+                for j in &page.data {
+                    let older_waiting = waiting.iter().position(|w| w.id == j.id).map(|i| waiting.len() - 1 - i);
+                    let waiting = older_waiting.map_or_else(String::new, |older| {
+                        format!("  {}", waiting_line(oldest.saturating_add(u32::try_from(older).unwrap_or(u32::MAX))))
+                    });
+                    lines.push(format!(
+                        "{}  {:<9}  {:>3}%  {}  {}{waiting}",
+                        j.id,
+                        j.state.as_str(),
+                        j.progress,
+                        j.model,
+                        j.created_at
+                    ));
+                }
+                Ok((json!(page), lines.join("\n")))
             })
             .await;
             (connection, outcome)
@@ -181,7 +200,11 @@ pub async fn run(command: ClientCommand) -> ExitCode {
         Command::Jobs(JobsCommand::Get { id, connection }) => {
             let outcome = query(&connection, async |client: Client| {
                 let job = client.job(&id).await?;
-                Ok((json!(job), describe(&job)))
+                let mut text = describe(&job);
+                if let Some(position) = client.waiting_position(&job).await? {
+                    text.push_str(&format!("\n{}", waiting_line(position)));
+                }
+                Ok((json!(job), text))
             })
             .await;
             (connection, outcome)
@@ -372,6 +395,12 @@ fn describe(job: &Job) -> String {
     text
 }
 
+/// What a job waiting for capacity shows: that it waits, and its place among the user's own
+/// waiting jobs (1: the next of them to go).
+fn waiting_line(position: u32) -> String {
+    format!("waiting for capacity: #{position} among your waiting jobs")
+}
+
 /// Submits with `submit`, follows the job to its end and downloads what it made into `out`.
 async fn generate(
     connection: &Connection,
@@ -427,6 +456,13 @@ fn extension(content_type: &str, url: &str) -> String {
     }
 }
 
+/// The job's place among the user's waiting jobs, when it waits for capacity; a failed read
+/// shows nothing rather than stopping the follow.
+async fn waiting_position(client: &Client, id: &str) -> Option<u32> {
+    let job = client.job(id).await.ok()?;
+    client.waiting_position(&job).await.ok().flatten()
+}
+
 /// Follows the job's events with a progress bar (none with `--json`), offering to cancel on
 /// Ctrl-C; returns the job once final.
 async fn follow(client: &Client, id: &str, json: bool) -> Result<Job, Stop> {
@@ -450,7 +486,12 @@ async fn follow(client: &Client, id: &str, json: bool) -> Result<Job, Stop> {
             event = events.next() => match event {
                 Some(Ok(event)) => {
                     bar.set_position(u64::from(event.data.progress));
-                    bar.set_message(event.data.state.as_str());
+                    // The events do not say that a queued job waits for capacity; the job does.
+                    let waiting = match event.data.state {
+                        JobState::Queued => waiting_position(client, id).await,
+                        _ => None,
+                    };
+                    bar.set_message(waiting.map_or_else(|| event.data.state.as_str().to_owned(), waiting_line));
                 }
                 Some(Err(e)) => {
                     bar.abandon();

@@ -8,7 +8,7 @@ use futures_util::future::join_all;
 use genjobs_domain::capacity::ProviderKey;
 use genjobs_domain::job::{JobError, JobErrorCode, Trigger};
 
-use super::{LIMITS, Limits, Store, accepted, step, submitted, user_with};
+use super::{LIMITS, Limits, Store, accepted, now, step, submitted, user_with};
 
 fn keys(cap: u32) -> Vec<ProviderKey> {
     vec![ProviderKey::of("first-key-aaaa", cap), ProviderKey::of("second-key-bbbb", cap)]
@@ -69,4 +69,45 @@ pub async fn concurrent_takes_never_pass_a_cap<S: Store>(store: Arc<S>) {
     assert_eq!(taken.iter().flatten().count(), 6, "two keys of three slots each");
     let counts = store.slots_in_flight("fal").await.unwrap();
     assert_eq!(counts.values().copied().collect::<Vec<_>>(), [3, 3]);
+}
+
+/// A job's place is readable: the provider it waits for (a refusal may have moved it to its next
+/// route) or holds a slot of, none once released or final.
+pub async fn a_jobs_place_names_its_provider<S: Store>(store: Arc<S>) {
+    let user = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
+    let keys = vec![ProviderKey::of("only-key-cccc", 1)];
+    let (holding, waiting) = (accepted(&*store, user, 1).await, accepted(&*store, user, 1).await);
+    assert_eq!(store.slot_provider(waiting.id()).await.unwrap(), None, "no place before any take");
+    assert!(store.take_slot(holding.id(), "replicate", &keys).await.unwrap().is_some());
+    assert_eq!(store.take_slot(waiting.id(), "replicate", &keys).await.unwrap(), None, "the one slot is taken");
+    assert_eq!(store.slot_provider(waiting.id()).await.unwrap().as_deref(), Some("replicate"), "waits there");
+    assert_eq!(store.slot_provider(holding.id()).await.unwrap().as_deref(), Some("replicate"), "holds a slot there");
+    store.release_slot(holding.id()).await.unwrap();
+    assert_eq!(store.slot_provider(holding.id()).await.unwrap(), None, "released");
+    let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
+    step(&*store, &waiting, Trigger::Failed { error }).await;
+    assert_eq!(store.slot_provider(waiting.id()).await.unwrap(), None, "a final job has no place");
+}
+
+/// A job's start deadline is kept with it, and a job yet to start is due by then however long
+/// its schedule asked to rest: a driver on any replica claims it at its deadline.
+pub async fn a_start_deadline_is_kept_and_makes_the_job_due_by_then<S: Store>(store: Arc<S>) {
+    let user = user_with(&*store, 100, Limits { max_concurrent_jobs: 10, ..LIMITS }).await;
+    let at = now();
+    let start_by = at + time::Duration::seconds(5);
+    let job = super::new_job(user, 1, at).with_start_by(Some(start_by));
+    let job = match store.accept(job, None, None, at).await.unwrap() {
+        genjobs_domain::ports::Accepted::Created(job) => job,
+        other => panic!("expected a created job, got {other:?}"),
+    };
+    assert_eq!(job.start_by(), Some(start_by));
+    let waiting = step(&*store, &job, Trigger::AwaitCapacity { next_poll_at: at + time::Duration::minutes(5) }).await;
+    let read = store.job(job.id()).await.unwrap().unwrap();
+    assert_eq!((read.start_by(), read.next_poll_at()), (Some(start_by), Some(start_by)), "due at its deadline");
+    assert!(!read.missed_its_start(at) && read.missed_its_start(start_by));
+    let lease = genjobs_domain::ids::LeaseId::new_at(at);
+    store.start_lease(lease, at, start_by + time::Duration::minutes(1)).await.unwrap();
+    assert!(store.claim_due(lease, at, 10).await.unwrap().is_empty(), "not due before its deadline");
+    let claimed = store.claim_due(lease, start_by, 10).await.unwrap();
+    assert_eq!(claimed.iter().map(|job| job.id()).collect::<Vec<_>>(), [waiting.id()], "due at its deadline");
 }

@@ -110,6 +110,7 @@ job_columns! {
         key_prefix: Option<String> => Nullable<Text> as "text",
         rate_percent: i32 => Integer as "int4",
         priority: String => Text as "text",
+        start_by: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
     }
     changing {
         state: String => Text as "text",
@@ -235,10 +236,10 @@ mod tests {
 
     #[test]
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
-        assert_eq!(INSERTED.len(), 33, "jobs has 35 columns, and an accept writes all but the provider slot's");
+        assert_eq!(INSERTED.len(), 34, "jobs has 36 columns, and an accept writes all but the provider slot's");
         let row = row();
         let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
-        assert!(accept.contains("$33::uuid AS lease_id") && !accept.contains("$34"), "{accept}");
+        assert!(accept.contains("$34::uuid AS lease_id") && !accept.contains("$35"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

@@ -83,6 +83,7 @@ impl JobRow {
             rate_credits: i64::try_from(job.rate().credits)
                 .map_err(|e| StoreError::Internal(format!("rate out of range: {e}")))?,
             priority: job.priority().as_str().to_owned(),
+            start_by: job.start_by(),
             upstream: upstream.map(|u| to_jsonb(&UpstreamJson::from(u))).transpose()?,
             upstream_key: upstream.map(|u| u.key().to_owned()),
             queue_position: job.queue_position().map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
@@ -130,6 +131,7 @@ impl JobRow {
                 })
                 .transpose()?,
             priority: Priority::parse(&self.priority).ok_or_else(|| corrupt("priority", &self.priority))?,
+            start_by: self.start_by,
             trace: self
                 .trace_parent
                 .as_deref()

@@ -133,6 +133,24 @@ impl ProviderSlots for PgStore {
         .await
     }
 
+    async fn slot_provider(&self, job_id: JobId) -> Result<Option<String>, StoreError> {
+        let provider: Option<Option<String>> = self
+            .repeatable(move |conn: &mut AsyncPgConnection| {
+                async move {
+                    jobs::table
+                        .find(job_id.as_uuid())
+                        .filter(jobs::state.eq_any(["queued", "running"]))
+                        .select(jobs::slot_provider)
+                        .first(conn)
+                        .await
+                        .optional()
+                }
+                .boxed()
+            })
+            .await?;
+        Ok(provider.flatten())
+    }
+
     async fn release_slot(&self, job_id: JobId) -> Result<(), StoreError> {
         self.repeatable(|conn: &mut AsyncPgConnection| {
             async move {

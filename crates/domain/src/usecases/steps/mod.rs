@@ -168,6 +168,12 @@ impl JobSteps {
         if running_since.is_some_and(|since| now - since >= self.settings.job_timeout) {
             return Stepped::Done(self.time_out(&job).await);
         }
+        // A job yet to start fails at its start deadline: one not sent at once; one the provider
+        // still queues once its status says so (below), so that a job that started in time is
+        // never stopped.
+        if job.missed_its_start(now) && job.upstream().is_none() {
+            return Stepped::Done(self.miss_start(&job, None).await);
+        }
         let kept = match job.upstream() {
             None if job.submit_attempted() && !handed => {
                 let error = JobError::new(
@@ -179,6 +185,9 @@ impl JobSteps {
             None => return self.submit(job, cadence, handed).await,
             Some(upstream) => {
                 let trigger = match self.ports.upstream.status(job.id(), upstream).await {
+                    Ok(UpstreamStatus::Queued { .. }) if job.missed_its_start(self.ports.clock.now()) => {
+                        return Stepped::Done(self.miss_start(&job, Some(upstream)).await);
+                    }
                     Ok(UpstreamStatus::Queued { position }) => {
                         Trigger::UpstreamQueued { position, next_poll_at: self.next_poll(cadence, 0) }
                     }
