@@ -21,6 +21,13 @@ pub struct SimStats {
     /// The same keys → the most requests of that key not completed at once, as seen at each
     /// submission.
     pub peak_in_flight_by_key: HashMap<String, u64>,
+    /// The same keys → the most requests of that key in progress (holding one of its slots, see
+    /// `SimConfig::max_in_progress_per_key`) at once; without a limit, the same as
+    /// `peak_in_flight_by_key`.
+    pub peak_in_progress_by_key: HashMap<String, u64>,
+    /// The prompt of each submission accepted → how many times it was submitted, so that a
+    /// test whose prompts are unique sees a job sent twice.
+    pub submits_by_prompt: HashMap<String, u64>,
     /// Submissions that asked for the low queue priority (`X-Fal-Queue-Priority: low`).
     pub low_priority_submits: u64,
 }
@@ -58,13 +65,20 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn submitted(&self, key: Option<&str>, in_flight: u64, low: bool) {
+    pub(crate) fn submitted(&self, key: Option<&str>, prompt: &str, in_flight: u64, low: bool) {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        *stats.submits_by_prompt.entry(prompt.to_owned()).or_default() += 1;
         stats.low_priority_submits += u64::from(low);
         let hint = hint(key);
         *stats.submits_by_key.entry(hint.clone()).or_default() += 1;
         let peak = stats.peak_in_flight_by_key.entry(hint).or_default();
         *peak = (*peak).max(in_flight);
+    }
+
+    pub(crate) fn in_progress(&self, key: Option<&str>, in_progress: u64) {
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        let peak = stats.peak_in_progress_by_key.entry(hint(key)).or_default();
+        *peak = (*peak).max(in_progress);
     }
 
     pub(crate) fn stats(&self) -> SimStats {
