@@ -53,7 +53,8 @@
 //! that a job sent twice shows); `GET /_sim/polls` gives the time of every status call per
 //! request id (milliseconds since the simulator started), so that tests and benchmarks can check
 //! the provider's load and the poll interval (webhook deliveries count as `webhook`, and those
-//! answered 2xx as `webhook_accepted`), and `POST /_sim/rotate-key` replaces the signing key,
+//! answered 2xx as `webhook_accepted`); `GET /_sim/requests` gives each request's prompt, key and
+//! times ([`Timeline`]); `POST /_sim/rotate-key` replaces the signing key,
 //! and `POST /_sim/sign?request_id=…` answers
 //! the headers that sign its body as a delivery for that request (to test a receiver).
 
@@ -114,7 +115,7 @@ impl Default for SimConfig {
 }
 
 #[cfg(feature = "stats")]
-pub use stats::SimStats;
+pub use stats::{SimStats, Timeline};
 
 struct SimState {
     requests: Mutex<HashMap<String, SimRequest>>,
@@ -255,7 +256,11 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
                     HttpResponse::NoContent().finish()
                 }),
             )
-            .route("/_sim/sign", web::post().to(notifications::sign));
+            .route("/_sim/sign", web::post().to(notifications::sign))
+            .route(
+                "/_sim/requests",
+                web::get().to(|sim: web::Data<Sim>| async move { HttpResponse::Ok().json(sim.timelines()) }),
+            );
         app.route("/_sim/files/{id}/{name}", web::get().to(files::serve))
             .route("/.well-known/jwks.json", web::get().to(|sim: web::Data<Sim>| async move { sim.keys.jwks() }))
             .route("/{owner}/{app}/requests/{id}/status", web::get().to(results::status))
@@ -475,6 +480,24 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
     request.ended_at = Some(Instant::now());
     request.directives.fail = true;
     HttpResponse::Accepted().json(json!({"status": "CANCELLATION_REQUESTED"}))
+}
+
+#[cfg(feature = "stats")]
+impl Sim {
+    /// Every request's life so far.
+    fn timelines(&self) -> Vec<Timeline> {
+        let recorder = &self.state.recorder;
+        let requests = self.state.requests();
+        requests
+            .values()
+            .map(|request| Timeline {
+                prompt: request.input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                key: stats::hint(request.key.as_deref()),
+                accepted_ms: recorder.epoch_ms(request.accepted),
+                ended_ms: request.end().map(|end| recorder.epoch_ms(end)),
+            })
+            .collect()
+    }
 }
 
 #[cfg(feature = "stats")]

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
@@ -32,8 +32,23 @@ pub struct SimStats {
     pub low_priority_submits: u64,
 }
 
+/// One request's life at the simulator, in milliseconds since the Unix epoch, so that a test
+/// can set it beside what its caller recorded of the same job (its prompt names it).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Timeline {
+    /// The prompt it was submitted with.
+    pub prompt: String,
+    /// Its key's last 4 characters (`-` for none).
+    pub key: String,
+    /// When it was accepted.
+    pub accepted_ms: u64,
+    /// When it completed, or will (a cancel ends it at once); `None` while it waits for a slot,
+    /// or when it never completes.
+    pub ended_ms: Option<u64>,
+}
+
 /// How a key is shown in the stats: its last 4 characters.
-fn hint(key: Option<&str>) -> String {
+pub(crate) fn hint(key: Option<&str>) -> String {
     let Some(key) = key else { return "-".to_owned() };
     let skip = key.chars().count().saturating_sub(4);
     key.chars().skip(skip).collect()
@@ -42,13 +57,19 @@ fn hint(key: Option<&str>) -> String {
 /// Counts calls as they arrive.
 pub(crate) struct Recorder {
     started: Instant,
+    started_wall: SystemTime,
     stats: Mutex<SimStats>,
     polls: Mutex<HashMap<String, Vec<u64>>>,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
-        Self { started: Instant::now(), stats: Mutex::default(), polls: Mutex::default() }
+        Self {
+            started: Instant::now(),
+            started_wall: SystemTime::now(),
+            stats: Mutex::default(),
+            polls: Mutex::default(),
+        }
     }
 }
 
@@ -79,6 +100,12 @@ impl Recorder {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
         let peak = stats.peak_in_progress_by_key.entry(hint(key)).or_default();
         *peak = (*peak).max(in_progress);
+    }
+
+    /// `at` in milliseconds since the Unix epoch.
+    pub(crate) fn epoch_ms(&self, at: Instant) -> u64 {
+        let wall = self.started_wall + at.saturating_duration_since(self.started);
+        wall.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 
     pub(crate) fn stats(&self) -> SimStats {

@@ -89,6 +89,10 @@ async fn a_keys_requests_beyond_its_limit_wait_in_queue_until_one_ends() {
     assert_eq!(stats["peak_in_flight_by_key"]["aaaa"], 3, "the waiting one counts as not completed: {stats}");
     assert_eq!(stats["peak_in_progress_by_key"]["bbbb"], 1, "{stats}");
     assert_eq!(stats["submits_by_prompt"]["a 2"], 1, "each prompt counted: {stats}");
+    let lives: Value = reqwest::get(format!("{}/_sim/requests", sim.base_url)).await.unwrap().json().await.unwrap();
+    let third = lives.as_array().unwrap().iter().find(|l| l["prompt"] == "a 2").unwrap();
+    let (accepted, ended) = (third["accepted_ms"].as_u64().unwrap(), third["ended_ms"].as_u64().unwrap());
+    assert!((600..1_000).contains(&(ended - accepted)), "its life counts its wait for a slot: {third}");
 }
 
 #[tokio::test]
