@@ -4,6 +4,8 @@
 //! `genjobs-bench usage` runs only the usage reports over 10 million jobs (`usage_scale`), which
 //! writes `docs/benchmarks-usage.md`; `genjobs-bench admin-jobs` only the operators' job listing
 //! over 10 million jobs (`admin_jobs_scale`), which writes `docs/benchmarks-admin-jobs.md`;
+//! `genjobs-bench capacity` only a burst of 1,000 jobs and 10 of another user on one fal key
+//! capped at 4 (`capacity`), which writes `docs/benchmarks-capacity.md`;
 //! `genjobs-bench replicas` only 1, 2 and 4 replicas, directly
 //! and through PgBouncer (`replicas`), which writes `docs/benchmarks-replicas.md`;
 //! `genjobs-bench client-webhooks` only the webhooks to clients (`client_webhooks`), which writes
@@ -210,6 +212,14 @@ async fn run_admin_jobs() -> Result<(), Failure> {
     let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let sim = spawn_simulator(&bin, "0").await?;
     admin_jobs_scale::run(&bin, &server, &sim.base).await
+}
+
+/// `genjobs-bench capacity`: only a burst and a trickle on one capped fal key.
+async fn run_capacity() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let sim = spawn_simulator(&bin, "100").await?;
+    capacity::run(&bin, &server, &sim.base).await
 }
 
 /// `genjobs-bench replicas`: only 1, 2 and 4 replicas, directly and through PgBouncer.
@@ -442,6 +452,7 @@ async fn run() -> Result<(), Failure> {
 }
 
 mod admin_jobs_scale;
+mod capacity;
 mod ceilings;
 mod client_webhooks;
 mod flame;
@@ -458,6 +469,7 @@ async fn main() -> std::process::ExitCode {
     let outcome = match std::env::args().nth(1).as_deref() {
         Some("usage") => run_usage().await,
         Some("admin-jobs") => run_admin_jobs().await,
+        Some("capacity") => run_capacity().await,
         Some("replicas") => run_replicas().await,
         Some("client-webhooks") => run_client_webhooks().await,
         Some("outside") => run_outside().await,

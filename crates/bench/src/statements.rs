@@ -33,7 +33,7 @@ pub(crate) struct Profile {
     pub calls: u64,
 }
 
-fn query(url: &str, sql: &str) -> Result<String, Failure> {
+pub(crate) fn query(url: &str, sql: &str) -> Result<String, Failure> {
     let output = Command::new("psql").args([url, "-qtAX", "-F", "\t", "-c", sql]).stderr(Stdio::inherit()).output()?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use genjobs_domain::ids::UserId;
+use genjobs_domain::ids::{JobId, UserId};
 use genjobs_store_postgres::{PgSettings, connect};
 use genjobs_test_postgres::TestDatabase;
 use genjobs_test_wait::{eventually, wait_until};
@@ -321,4 +321,97 @@ async fn a_client_webhook_pending_at_a_sigkill_is_delivered_by_the_next_process(
     })
     .await;
     assert!(recorded, "the delivery was not recorded");
+}
+
+/// The figures `GET /api/admin/providers` gives for the fal key of `replica`: (in flight,
+/// waiting normal + low).
+async fn fal_capacity(replica: &Replica) -> (u64, u64) {
+    let providers: Value = replica.app.get("/api/admin/providers", ADMIN_TOKEN).await.json().await.unwrap();
+    let fal = providers["data"].as_array().unwrap().iter().find(|p| p["provider"] == "fal").unwrap().clone();
+    let in_flight = fal["keys"].as_array().unwrap().iter().map(|k| k["in_flight"].as_u64().unwrap()).sum();
+    let waiting = fal["waiting"]["normal"].as_u64().unwrap() + fal["waiting"]["low"].as_u64().unwrap();
+    (in_flight, waiting)
+}
+
+/// Issue 39's kill -9: a burst on a key capped at 2, over two replicas, one of them killed with
+/// SIGKILL in the middle and restarted. The cap holds at the provider throughout, every slot
+/// comes back (in flight 0 once all are final), no job is sent twice, and the jobs still waiting
+/// go in fair order: the other user's job, submitted to the restarted replica behind the burst,
+/// takes the next slot rather than waiting behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_on_a_capped_key_survives_a_sigkill_with_every_slot_accounted_for() {
+    let (db, sim) = (TestDatabase::new().await, sim());
+    let capped = [
+        ("GENJOBS_UPSTREAM_KEY", "capped-key-kkkk"),
+        ("GENJOBS_UPSTREAM_MAX_IN_FLIGHT", "2"),
+        ("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", "100000"),
+    ];
+    let (mut a, b) = (Replica::start_with(&db, &sim, &capped), Replica::start_with(&db, &sim, &capped));
+    let (big_id, big) = create_user(&a, 1_000).await;
+    let (small_id, small) = create_user(&a, 1_000).await;
+    let burst = futures_util::future::join_all((0..12).map(|n| {
+        let (through, big) = (if n % 2 == 0 { &a } else { &b }, &big);
+        async move { submit(through, big, &format!("burst {n} [sim:run=2000]")).await }
+    }))
+    .await;
+    // Accepted jobs wait for the cap once the scheduler has seen them.
+    let waits = eventually(Duration::from_secs(5), async || fal_capacity(&b).await.1 >= 6).await;
+    let (in_flight, waiting) = fal_capacity(&b).await;
+    assert!(waits && in_flight <= 2, "the burst waits for the cap: {in_flight} in flight, {waiting} waiting");
+    let sent_before_kill =
+        eventually(Duration::from_secs(10), async || sim.stats().routes.get("submit").copied().unwrap_or(0) >= 3).await;
+    assert!(sent_before_kill, "the burst started");
+    a.kill_hard();
+    let restarted = Replica::start_with(&db, &sim, &capped);
+    let others = submit(&restarted, &small, "the other user's [sim:run=2000]").await;
+
+    let mut all = burst.clone();
+    all.push(others.clone());
+    let everyone_final = eventually(Duration::from_secs(60), async || {
+        let (in_flight, _) = fal_capacity(&restarted).await;
+        assert!(in_flight <= 2, "never above the cap: {in_flight}");
+        let key = |id: &String| if *id == others { small.clone() } else { big.clone() };
+        let states =
+            futures_util::future::join_all(all.iter().map(|id| async { job(&b, &key(id), id, 0).await })).await;
+        states.iter().all(|j| ["succeeded", "failed", "canceled"].contains(&j["state"].as_str().unwrap()))
+    })
+    .await;
+    assert!(everyone_final, "every job ended after the kill");
+    for replica in [&restarted, &b] {
+        assert_eq!(fal_capacity(replica).await, (0, 0), "every slot returned, nothing waiting");
+    }
+    let stats = sim.stats();
+    // A job the kill caught between fal's answer and its record ends failed (its submission
+    // ambiguous) and gives its slot back while its request still runs at fal: the one way the
+    // provider may see one more than the cap.
+    let mut failed = 0;
+    for id in &burst {
+        failed += usize::from(job(&b, &big, id, 0).await["state"] == "failed");
+    }
+    assert!(failed <= 1, "{failed} jobs of the burst failed; only the one the kill caught may");
+    let peak = stats.peak_in_flight_by_key["kkkk"];
+    assert!(peak == 2 || peak == 2 + failed as u64, "the cap held at the provider: {stats:?}");
+    assert_eq!(stats.routes["submit"], 13, "each job sent once: {stats:?}");
+    assert!(stats.submits_by_prompt.values().all(|n| *n == 1), "no job sent twice: {stats:?}");
+
+    // Fair order: when the other user's job came, the burst's user had its slots full; the next
+    // slot to free was that job's, whatever of the burst still waited (a burst job already being
+    // sent then, at most one per slot, may end up sent just after it).
+    let adapters = connect(&PgSettings { key_cache_ttl: Duration::ZERO, ..db.settings() }).unwrap();
+    let store = &*adapters.store;
+    let sent = async |id: &str| {
+        let job = genjobs_domain::ports::JobStore::job(store, JobId::parse(id).unwrap()).await.unwrap().unwrap();
+        (job.created_at(), job.sent_at())
+    };
+    let (accepted, Some(sent_at)) = sent(&others).await else { panic!("the other user's job was never sent") };
+    let mut overtaking = 0;
+    for id in &burst {
+        // A burst job the kill caught in the middle of its submission was never recorded as sent.
+        if let (_, Some(burst_sent)) = sent(id).await {
+            overtaking += usize::from(burst_sent > accepted && burst_sent < sent_at);
+        }
+    }
+    assert!(overtaking <= 2, "{overtaking} jobs of the burst were sent ahead of the other user's job");
+    assert_ledger_balances(&db, &big_id, 1_000).await;
+    assert_ledger_balances(&db, &small_id, 1_000).await;
 }

@@ -33,6 +33,8 @@ pub struct Report {
     pub terminations: usize,
     /// What the `conn` phase did.
     pub conn: ConnTally,
+    /// What the capacity and budget checks found.
+    pub capacity: crate::capacity::CapacityReport,
     /// Every broken rule.
     pub violations: Vec<String>,
 }
@@ -57,6 +59,7 @@ impl Report {
             "soak: conn phase: {} stalled bodies answered 408 and closed ({} lost to kills), made-up methods answered {:?}",
             self.conn.stalled_closed, self.conn.stalled_lost, self.conn.made_up.statuses
         );
+        self.capacity.print();
         println!("soak: {} violations", self.violations.len());
         for violation in &self.violations {
             println!("soak: VIOLATION {violation}");

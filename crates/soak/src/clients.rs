@@ -14,6 +14,11 @@ use crate::processes::{ADMIN_TOKEN, Cluster};
 /// How long after a database termination a 503 is what the rules expect.
 const DATABASE_AWAY: Duration = Duration::from_secs(5);
 
+/// The random clients' jobs active at once: few, so that the backlog they leave at fal's capped
+/// keys drains in seconds at the end, and so that the small user's wait measures fair order
+/// rather than their pile.
+const RANDOM_CLIENT_MAX_CONCURRENT_JOBS: u64 = 3;
+
 /// A user of the soak.
 #[derive(Debug, Clone)]
 pub struct User {
@@ -38,6 +43,15 @@ struct SharedState {
     idempotent: HashMap<String, String>,
     violations: Vec<String>,
     database_away_since: Option<Instant>,
+    /// Spans of wall-clock time (seconds since the epoch) when a replica was down, fal was down
+    /// or database sessions were cut: a job that waited across one waited for the chaos.
+    disturbances: Vec<(f64, f64)>,
+}
+
+/// Now, in seconds since the epoch, as the database's timestamps are compared.
+#[must_use]
+pub fn epoch_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// One client's counts.
@@ -68,6 +82,17 @@ impl Shared {
     /// Notes that the database's sessions are being terminated now.
     pub fn mark_database_away(&self) {
         self.state().database_away_since = Some(Instant::now());
+    }
+
+    /// Notes that the chaos disturbed the service from `from` to `to` (seconds since the epoch).
+    pub fn disturbed(&self, from: f64, to: f64) {
+        self.state().disturbances.push((from, to));
+    }
+
+    /// The spans noted by [`Shared::disturbed`].
+    #[must_use]
+    pub fn disturbances(&self) -> Vec<(f64, f64)> {
+        self.state().disturbances.clone()
     }
 
     /// Records a broken rule.
@@ -156,7 +181,16 @@ impl Shared {
     /// # Errors
     /// When no replica creates it.
     pub async fn create_user(&self, name: &str, credits: u64) -> Result<User, String> {
-        let body = json!({"name": name, "credits": credits, "max_concurrent_jobs": 40});
+        self.create_user_with(name, credits, RANDOM_CLIENT_MAX_CONCURRENT_JOBS).await
+    }
+
+    /// Creates a user that may have `max_concurrent_jobs` jobs active, retrying while replicas
+    /// restart.
+    ///
+    /// # Errors
+    /// When no replica creates it.
+    pub async fn create_user_with(&self, name: &str, credits: u64, max_concurrent_jobs: u64) -> Result<User, String> {
+        let body = json!({"name": name, "credits": credits, "max_concurrent_jobs": max_concurrent_jobs});
         let mut tally = Tally::default();
         for _ in 0..20 {
             if let Some((StatusCode::CREATED, user)) =
@@ -170,7 +204,7 @@ impl Shared {
         Err(format!("could not create user {name}"))
     }
 
-    fn note_accepted(&self, user: &User, receipt: &Value, idempotency: Option<&str>) {
+    pub(crate) fn note_accepted(&self, user: &User, receipt: &Value, idempotency: Option<&str>) {
         let Some(job) = receipt["job_id"].as_str() else {
             self.violation(format!("a 202 without a job id: {receipt}"));
             return;
@@ -220,7 +254,8 @@ impl Client {
     fn body() -> (&'static str, Value) {
         let directive = ["", "", "", " [sim:run=1500]", " [sim:fail]", " [sim:reject]", " [sim:flaky=2]"]
             [usize::try_from(random(7)).unwrap_or(0)];
-        let prompt = format!("soak {}{directive}", random(1_000_000));
+        // Unique, so that the simulator's count of each prompt shows a job sent twice.
+        let prompt = format!("soak {}{directive}", uuid::Uuid::new_v4());
         match random(4) {
             0 => ("video", json!({"prompt": prompt, "resolution": "720p", "duration_sec": 4})),
             1 => ("images", json!({"prompt": prompt, "model": "flux-pro", "n": 1 + random(2)})),

@@ -15,11 +15,22 @@
 //! At the end it checks, for every user: available + held + spent = granted, nothing held, spent
 //! = the sum of `credits_actual`; every accepted job final and listed; no idempotent retry answered
 //! with another job; no 5xx but a 503 while the database was away; every error in the envelope.
+//! The replicas send to fal with two keys capped at 4 jobs in flight each; besides the random
+//! clients, one user bursts many jobs and one submits a job now and then, each with a key of its
+//! own that has a budget and a model allowlist (`appetite`). At the end it also checks
+//! (`capacity`): no fal key ever above its cap at the simulator, and none in the replicas'
+//! figures sampled every second; every slot returned and nothing waiting; no job sent to fal
+//! twice; each of the small user's jobs sent within about one job duration of its acceptance
+//! (those that waited across a kill, fal's outage or a database cut left out, and counted); per
+//! budgeted key, `used` equal to what its jobs hold and were charged, never above its budget, and
+//! 402 `KEY_BUDGET_EXCEEDED` seen once the big user's budget is spent.
 //! It prints the figures and exits 1 on any violation.
 //!
 //! `--bin-dir` names where the `genjobs`, `genjobs-upstream-sim` and
 //! `genjobs-upstream-replicate-sim` binaries are (built first by `just soak`); `DATABASE_URL` or the local server gives the Postgres server.
 
+mod appetite;
+mod capacity;
 mod checks;
 mod clients;
 mod conn;
@@ -31,11 +42,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use checks::{Report, settle_and_check};
-use clients::{Client, Shared};
-use processes::{Cluster, terminate_sessions};
+use clients::{Client, Shared, epoch_now};
+use processes::{Cluster, JOB_TIMEOUT_SECS, LEASE_SECS, terminate_sessions};
 
 /// Credits each user starts with.
 const GRANTED: u64 = 100_000;
+
+/// The big user's budgeted key: less than the half of one burst it submits with that key.
+const BIG_BUDGET: u64 = 40;
+
+/// The small user's budgeted key, per day: more than a long run spends.
+const SMALL_BUDGET: u64 = 4_000;
+
+/// How long after a replica restarts or fal comes back a job's wait is still the chaos's doing:
+/// the lease of the dead replica's jobs, and a second's catching up.
+const AFTERMATH: Duration = Duration::from_secs(LEASE_SECS + 1);
+
+/// The same after database sessions are cut: the replicas reconnect and listen again.
+const RECONNECT: Duration = Duration::from_secs(1);
 
 struct Args {
     secs: u64,
@@ -105,7 +129,20 @@ async fn soak(args: Args) -> Result<Report, String> {
         cluster.bases()
     );
 
+    let big = shared.create_appetite("soak-big", GRANTED, 500, BIG_BUDGET, "total").await?;
+    let small = shared.create_appetite("soak-small", GRANTED, 10, SMALL_BUDGET, "day").await?;
+
     let deadline = Instant::now() + Duration::from_secs(args.secs);
+    let appetites = {
+        let (shared, big, small) = (Arc::clone(&shared), big.clone(), small.clone());
+        tokio::spawn(async move {
+            let (burst, trickle) = tokio::join!(
+                appetite::burst_until(&shared, &big, deadline),
+                appetite::trickle_until(&shared, &small, deadline)
+            );
+            appetite::combine(burst, trickle)
+        })
+    };
     let clients: Vec<_> = users
         .iter()
         .cloned()
@@ -115,6 +152,7 @@ async fn soak(args: Args) -> Result<Report, String> {
         })
         .collect();
     let conn_phase = tokio::spawn(conn::run_until(Arc::clone(&shared), deadline));
+    users.extend([big.user.clone(), small.user.clone()]);
 
     // Chaos: each replica killed once (at a third and two thirds of the run) and restarted; fal
     // down from 40 % to 60 % of the run; every database session terminated every few seconds.
@@ -123,27 +161,41 @@ async fn soak(args: Args) -> Result<Report, String> {
     let mut fal_outages = 0;
     let mut kills = 0;
     let mut terminations = 0;
+    let mut fal_down_since = 0.0;
+    let (mut samples, mut next_sample) = (0, Instant::now());
     let started = Instant::now();
     let period = Duration::from_secs(args.secs.max(3));
     let mut next_termination = started + Duration::from_secs(4);
     while Instant::now() < deadline {
         let elapsed = started.elapsed();
         if kills < 2 && elapsed >= period * (kills + 1) / 3 {
+            let from = epoch_now();
             cluster.kill_and_restart(kills as usize % 2)?;
+            shared.disturbed(from, epoch_now() + AFTERMATH.as_secs_f64());
             kills += 1;
         }
         if !fal_down && fal_outages == 0 && elapsed >= fal_down_at {
-            cluster.take_fal_down()?;
+            fal_down_since = epoch_now();
+            cluster.take_fal_down().await?;
             (fal_down, fal_outages) = (true, 1);
         }
         if fal_down && elapsed >= fal_back_at {
             cluster.bring_fal_back()?;
+            // The jobs fal lost hold their slots until their timeout ends them.
+            let lost_jobs_end = Duration::from_secs(JOB_TIMEOUT_SECS) + AFTERMATH;
+            shared.disturbed(fal_down_since, epoch_now() + lost_jobs_end.as_secs_f64());
             fal_down = false;
         }
         if Instant::now() >= next_termination {
             shared.mark_database_away();
+            let from = epoch_now();
             terminations += terminate_sessions(&db.url).await?;
+            shared.disturbed(from, epoch_now() + RECONNECT.as_secs_f64());
             next_termination = Instant::now() + Duration::from_secs(7);
+        }
+        if Instant::now() >= next_sample {
+            samples += u64::from(capacity::sample(&shared, &[&big, &small]).await);
+            next_sample = Instant::now() + Duration::from_secs(1);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -151,9 +203,15 @@ async fn soak(args: Args) -> Result<Report, String> {
     for client in clients {
         tallies.push(client.await.map_err(|e| format!("a client panicked: {e}"))?);
     }
+    let appetite = appetites.await.map_err(|e| format!("the big or small user panicked: {e}"))?;
     let conn = conn_phase.await.map_err(|e| format!("the conn phase panicked: {e}"))?;
     conn::check_labels(&shared).await;
     let mut report = settle_and_check(&shared, &users, tallies, GRANTED).await;
+    let mut capacity = capacity::check_after(&shared, &cluster, &db.url, &big, &small, appetite).await;
+    capacity.samples = samples;
+    let found_after: Vec<String> = shared.violations().into_iter().filter(|v| !report.violations.contains(v)).collect();
+    report.violations.extend(found_after);
+    report.capacity = capacity;
     report.conn = conn;
     report.kills = kills;
     report.terminations = terminations;

@@ -13,9 +13,36 @@ use diesel_async::RunQueryDsl;
 /// The admin token of the soak's replicas.
 pub const ADMIN_TOKEN: &str = "soak-admin-token-of-at-least-32-characters";
 
+/// The fal keys the replicas send with (`GENJOBS_UPSTREAM_KEY`); the simulator knows them by
+/// their last 4 characters.
+pub const FAL_KEYS: [&str; 2] = ["soak-fal-key-aaaa", "soak-fal-key-bbbb"];
+
+/// Jobs in flight per fal key (`GENJOBS_UPSTREAM_MAX_IN_FLIGHT`).
+pub const CAP_PER_KEY: u64 = 4;
+
+/// The replicas' job timeout (`GENJOBS_JOB_TIMEOUT_SECS`): the jobs fal lost in its outage end
+/// by it, and hold their slots until then.
+pub const JOB_TIMEOUT_SECS: u64 = 40;
+
+/// The replicas' lease (`GENJOBS_LEASE_SECS`): a killed replica's jobs are taken over after it.
+pub const LEASE_SECS: u64 = 3;
+
 /// The replicas' body deadline (`GENJOBS_BODY_READ_TIMEOUT_SECS`), short so that the `conn`
 /// phase sees many stalled bodies closed.
 pub const BODY_READ_TIMEOUT_SECS: u64 = 2;
+
+/// What one fal simulator saw: its stats (`/_sim/stats`), its requests' lives
+/// (`/_sim/requests`), and when it was taken down (milliseconds since the epoch), which ended
+/// every request it still ran.
+#[derive(Debug, Clone)]
+pub struct SimSeen {
+    /// `/_sim/stats`.
+    pub stats: serde_json::Value,
+    /// `/_sim/requests`.
+    pub requests: serde_json::Value,
+    /// When it was taken down; `None` for the one serving at the end.
+    pub retired_ms: Option<f64>,
+}
 
 struct Replica {
     child: Child,
@@ -29,6 +56,8 @@ pub struct Cluster {
     chaos: f64,
     /// The fal simulator; `None` while it is down.
     sim: Mutex<Option<Child>>,
+    /// What the fal simulators taken down had seen (each restart starts afresh).
+    retired_sims: Mutex<Vec<SimSeen>>,
     /// Where the fal simulator listens, the same across its restarts.
     sim_bind: String,
     sim_url: String,
@@ -85,6 +114,7 @@ impl Cluster {
             database_url: database_url.to_owned(),
             chaos,
             sim: Mutex::new(Some(sim)),
+            retired_sims: Mutex::new(Vec::new()),
             sim_bind,
             sim_url,
             replicate_sim: Mutex::new(replicate_sim),
@@ -112,8 +142,10 @@ impl Cluster {
             .env("GENJOBS_BIND", "127.0.0.1:0")
             .env("GENJOBS_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("GENJOBS_POLL_INTERVAL_MS", "200")
-            .env("GENJOBS_LEASE_SECS", "3")
-            .env("GENJOBS_JOB_TIMEOUT_SECS", "40")
+            .env("GENJOBS_UPSTREAM_KEY", FAL_KEYS.join(","))
+            .env("GENJOBS_UPSTREAM_MAX_IN_FLIGHT", CAP_PER_KEY.to_string())
+            .env("GENJOBS_LEASE_SECS", LEASE_SECS.to_string())
+            .env("GENJOBS_JOB_TIMEOUT_SECS", JOB_TIMEOUT_SECS.to_string())
             .env("GENJOBS_DB_POOL_SIZE", "8")
             .env("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", "100000")
             .env("GENJOBS_BODY_READ_TIMEOUT_SECS", BODY_READ_TIMEOUT_SECS.to_string())
@@ -151,7 +183,10 @@ impl Cluster {
     ///
     /// # Errors
     /// When the process cannot be killed.
-    pub fn take_fal_down(&self) -> Result<(), String> {
+    pub async fn take_fal_down(&self) -> Result<(), String> {
+        let mut last = self.current_sim().await;
+        last.retired_ms = Some(crate::clients::epoch_now() * 1000.0);
+        self.retired_sims.lock().unwrap_or_else(PoisonError::into_inner).push(last);
         if let Some(mut sim) = self.sim.lock().unwrap_or_else(PoisonError::into_inner).take() {
             sim.kill().map_err(|e| e.to_string())?;
             sim.wait().map_err(|e| e.to_string())?;
@@ -172,21 +207,32 @@ impl Cluster {
         Ok(())
     }
 
-    /// The faults the simulator injected, by kind.
-    pub async fn faults(&self) -> Vec<(String, u64)> {
-        let stats: serde_json::Value = match reqwest::get(format!("{}/_sim/stats", self.sim_url)).await {
+    async fn current_sim(&self) -> SimSeen {
+        let read = async |path: &str| match reqwest::get(format!("{}{path}", self.sim_url)).await {
             Ok(response) => response.json().await.unwrap_or_default(),
             Err(_) => serde_json::Value::Null,
         };
-        let mut faults: Vec<(String, u64)> = stats["routes"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(route, _)| route.starts_with("fault_"))
-            .map(|(route, count)| (route.trim_start_matches("fault_").to_owned(), count.as_u64().unwrap_or(0)))
-            .collect();
-        faults.sort();
-        faults
+        SimSeen { stats: read("/_sim/stats").await, requests: read("/_sim/requests").await, retired_ms: None }
+    }
+
+    /// What every fal simulator of the run saw: those taken down and the one serving now.
+    pub async fn sims(&self) -> Vec<SimSeen> {
+        let mut all = self.retired_sims.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        all.push(self.current_sim().await);
+        all
+    }
+
+    /// The faults the fal simulators injected, by kind.
+    pub async fn faults(&self) -> Vec<(String, u64)> {
+        let mut faults = std::collections::BTreeMap::<String, u64>::new();
+        for sim in self.sims().await {
+            for (route, count) in sim.stats["routes"].as_object().into_iter().flatten() {
+                if let Some(fault) = route.strip_prefix("fault_") {
+                    *faults.entry(fault.to_owned()).or_default() += count.as_u64().unwrap_or(0);
+                }
+            }
+        }
+        faults.into_iter().collect()
     }
 }
 

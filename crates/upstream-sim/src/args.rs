@@ -6,7 +6,12 @@ use clap::Args;
 
 use crate::SimConfig;
 
-/// The built-in simulator's times.
+/// The built-in simulator's limit of requests in progress per key: 4, as a small fal account
+/// runs, so that a burst on the embedded default shows jobs waiting in fal's queue. The
+/// simulator's own default (tests, benchmarks) has none.
+pub const EMBEDDED_IN_PROGRESS_PER_KEY: u32 = 4;
+
+/// The built-in simulator's times and limit.
 #[derive(Debug, Clone, Args)]
 #[allow(missing_docs, reason = "each field's doc comment is its --help line")]
 pub struct SimArgs {
@@ -18,6 +23,11 @@ pub struct SimArgs {
     #[arg(long, env = "GENJOBS_SIM_RUN_MS", default_value_t = millis(SimConfig::default().run),
         help_heading = "Built-in simulator")]
     pub sim_run_ms: u64,
+    /// Requests of one key in progress at once at the built-in simulator, as a fal account's
+    /// concurrency limit (0: none); the rest wait `IN_QUEUE` with their place in the queue.
+    #[arg(long, env = "GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY", default_value_t = EMBEDDED_IN_PROGRESS_PER_KEY,
+        help_heading = "Built-in simulator")]
+    pub sim_max_in_progress_per_key: u32,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -31,6 +41,7 @@ impl SimArgs {
         SimConfig {
             queue: Duration::from_millis(self.sim_queue_ms),
             run: Duration::from_millis(self.sim_run_ms),
+            max_in_progress_per_key: self.sim_max_in_progress_per_key,
             ..SimConfig::default()
         }
     }

@@ -34,6 +34,13 @@
 //!
 //! [`SimArgs`] are its settings on the `genjobs` command line.
 //!
+//! ## Per-key concurrency
+//! With `SimConfig::max_in_progress_per_key` (`SIM_MAX_IN_PROGRESS_PER_KEY`,
+//! `GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY` for the built-in one) above zero, each key (the
+//! `Authorization` value) runs only that many requests at once, as a fal account does; the rest
+//! stay `IN_QUEUE` (with their `queue_position`) until one of that key's requests ends (see
+//! `slots`).
+//!
 //! ## Webhooks
 //! A submission with `?fal_webhook=URL` gets its end delivered there, signed as fal signs, with
 //! the simulator's own key published at `/.well-known/jwks.json` ([`RunningSim::jwks_url`]);
@@ -41,11 +48,14 @@
 //! `[sim:webhook-corrupt]` change a delivery's fate (see `notifications`).
 //!
 //! With the `stats` feature (on by default, off in the `genjobs` binary, which has no use for it),
-//! `GET /_sim/stats` counts the calls received, per route and per request id; `GET /_sim/polls`
-//! gives the time of every status call per request id (milliseconds since the simulator started),
-//! so that tests and benchmarks can check the provider's load and the poll interval (webhook
-//! deliveries count as `webhook`, and those answered 2xx as `webhook_accepted`), and
-//! `POST /_sim/rotate-key` replaces the signing key, and `POST /_sim/sign?request_id=…` answers
+//! `GET /_sim/stats` counts the calls received, per route and per request id (with each key's
+//! most requests not completed and in progress at once, and the submissions of each prompt, so
+//! that a job sent twice shows); `GET /_sim/polls` gives the time of every status call per
+//! request id (milliseconds since the simulator started), so that tests and benchmarks can check
+//! the provider's load and the poll interval (webhook deliveries count as `webhook`, and those
+//! answered 2xx as `webhook_accepted`); `GET /_sim/requests` gives each request's prompt, key and
+//! times ([`Timeline`]); `POST /_sim/rotate-key` replaces the signing key,
+//! and `POST /_sim/sign?request_id=…` answers
 //! the headers that sign its body as a delivery for that request (to test a receiver).
 
 mod args;
@@ -54,6 +64,7 @@ mod files;
 mod notifications;
 mod requests;
 mod results;
+mod slots;
 #[cfg(feature = "stats")]
 mod stats;
 
@@ -68,7 +79,7 @@ use requests::{Directives, Phase, SimRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub use args::SimArgs;
+pub use args::{EMBEDDED_IN_PROGRESS_PER_KEY, SimArgs};
 
 /// How the simulator behaves by default.
 #[derive(Debug, Clone)]
@@ -84,6 +95,10 @@ pub struct SimConfig {
     /// Pause before a webhook delivery that was not answered 2xx is tried again; doubled each
     /// time (fal spreads its 10 tries over 2 hours).
     pub webhook_retry: Duration,
+    /// Requests of one key (its `Authorization`) in progress at once, as a fal account's
+    /// concurrency limit; those beyond it stay `IN_QUEUE` until one of that key's requests ends
+    /// (see `slots`). 0: no limit.
+    pub max_in_progress_per_key: u32,
 }
 
 impl Default for SimConfig {
@@ -94,23 +109,48 @@ impl Default for SimConfig {
             api_key: None,
             chaos: 0.0,
             webhook_retry: Duration::from_secs(1),
+            max_in_progress_per_key: 0,
         }
     }
 }
 
 #[cfg(feature = "stats")]
-pub use stats::SimStats;
+pub use stats::{SimStats, Timeline};
 
-#[derive(Default)]
 struct SimState {
     requests: Mutex<HashMap<String, SimRequest>>,
+    /// `SimConfig::max_in_progress_per_key`.
+    slots_per_key: u32,
     #[cfg(feature = "stats")]
     recorder: stats::Recorder,
 }
 
 impl SimState {
+    fn new(slots_per_key: u32) -> Self {
+        Self {
+            requests: Mutex::default(),
+            slots_per_key,
+            #[cfg(feature = "stats")]
+            recorder: stats::Recorder::default(),
+        }
+    }
+
+    /// The requests, with every slot that freed since the last look handed to a waiting one.
     fn requests(&self) -> MutexGuard<'_, HashMap<String, SimRequest>> {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.slots_per_key > 0 {
+            for admission in slots::admit_waiting(&mut requests, self.slots_per_key, Instant::now()) {
+                self.in_progress(admission.key.as_deref(), admission.in_progress);
+            }
+        }
+        requests
+    }
+
+    /// Records that `key` had `in_progress` requests holding a slot at once.
+    #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
+    fn in_progress(&self, key: Option<&str>, in_progress: u64) {
+        #[cfg(feature = "stats")]
+        self.recorder.in_progress(key, in_progress);
     }
 
     #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
@@ -119,12 +159,12 @@ impl SimState {
         self.recorder.count(route, request_id);
     }
 
-    /// Records a submission with `key`, which now has `in_flight` requests not completed; `low`
-    /// when it asked for fal's low queue priority.
+    /// Records a submission of `prompt` with `key`, which now has `in_flight` requests not
+    /// completed; `low` when it asked for fal's low queue priority.
     #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
-    fn submitted(&self, key: Option<&str>, in_flight: u64, low: bool) {
+    fn submitted(&self, key: Option<&str>, prompt: &str, in_flight: u64, low: bool) {
         #[cfg(feature = "stats")]
-        self.recorder.submitted(key, in_flight, low);
+        self.recorder.submitted(key, prompt, in_flight, low);
     }
 }
 
@@ -195,7 +235,8 @@ impl RunningSim {
 pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Server, RunningSim)> {
     let base_url = format!("http://{}", listener.local_addr()?);
     let client = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().map_err(std::io::Error::other)?;
-    let sim = Arc::new(Sim { config, state: SimState::default(), keys: notifications::Keys::generate(), client });
+    let state = SimState::new(config.max_in_progress_per_key);
+    let sim = Arc::new(Sim { config, state, keys: notifications::Keys::generate(), client });
     let data = web::Data::from(Arc::clone(&sim));
     let base = web::Data::new(base_url.clone());
     let server = HttpServer::new(move || {
@@ -215,7 +256,11 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
                     HttpResponse::NoContent().finish()
                 }),
             )
-            .route("/_sim/sign", web::post().to(notifications::sign));
+            .route("/_sim/sign", web::post().to(notifications::sign))
+            .route(
+                "/_sim/requests",
+                web::get().to(|sim: web::Data<Sim>| async move { HttpResponse::Ok().json(sim.timelines()) }),
+            );
         app.route("/_sim/files/{id}/{name}", web::get().to(files::serve))
             .route("/.well-known/jwks.json", web::get().to(|sim: web::Data<Sim>| async move { sim.keys.jwks() }))
             .route("/{owner}/{app}/requests/{id}/status", web::get().to(results::status))
@@ -320,9 +365,16 @@ async fn submit(
     let webhook = query.into_inner().fal_webhook;
     let key = caller(&req);
     let low = req.headers().get("x-fal-queue-priority").is_some_and(|value| value == "low");
-    let answer = submit_answer(&sim, base.as_str(), path.into_inner(), body.into_inner(), webhook, key.clone());
+    let body = body.into_inner();
+    let prompt = body.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let answer = submit_answer(&sim, base.as_str(), path.into_inner(), body, webhook, key.clone());
     if answer.status().is_success() {
-        sim.state.submitted(key.as_deref(), in_flight_of(&sim, key.as_deref()), low);
+        let in_flight = in_flight_of(&sim, key.as_deref());
+        sim.state.submitted(key.as_deref(), &prompt, in_flight, low);
+        if sim.config.max_in_progress_per_key == 0 {
+            // Without a limit every request not completed is in progress.
+            sim.state.in_progress(key.as_deref(), in_flight);
+        }
     }
     chaos::after(fault, answer)
 }
@@ -363,12 +415,17 @@ fn submit_answer(
         tokio::spawn(notifications::notify_at_end(sim.clone(), url, request_id.clone(), files, queue + run));
     }
     let mut requests = sim.state.requests();
+    let accepted = Instant::now();
+    // With a limit, it takes a slot when `slots` finds one free (at the next look, which comes
+    // at once: the submission counts its key's requests in flight).
+    let admitted = (sim.config.max_in_progress_per_key == 0).then_some(accepted);
     requests.insert(
         request_id.clone(),
         SimRequest {
             shape: schema.output,
             input,
-            accepted: Instant::now(),
+            accepted,
+            admitted,
             queue,
             run,
             directives,
@@ -376,6 +433,7 @@ fn submit_answer(
             result_calls: 0,
             canceled: false,
             completed: false,
+            ended_at: None,
             invalid,
             key,
         },
@@ -412,12 +470,34 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
         request.directives.hang = false;
         request.completed = true;
     }
+    if request.completed && request.ended_at.is_none() {
+        request.ended_at = Some(Instant::now());
+    }
     if matches!(request.phase(), Phase::Completed) {
         return HttpResponse::BadRequest().json(json!({"status": "ALREADY_COMPLETED"}));
     }
     request.canceled = true;
+    request.ended_at = Some(Instant::now());
     request.directives.fail = true;
     HttpResponse::Accepted().json(json!({"status": "CANCELLATION_REQUESTED"}))
+}
+
+#[cfg(feature = "stats")]
+impl Sim {
+    /// Every request's life so far.
+    fn timelines(&self) -> Vec<Timeline> {
+        let recorder = &self.state.recorder;
+        let requests = self.state.requests();
+        requests
+            .values()
+            .map(|request| Timeline {
+                prompt: request.input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                key: stats::hint(request.key.as_deref()),
+                accepted_ms: recorder.epoch_ms(request.accepted),
+                ended_ms: request.end().map(|end| recorder.epoch_ms(end)),
+            })
+            .collect()
+    }
 }
 
 #[cfg(feature = "stats")]

@@ -3,7 +3,8 @@
 //!
 //! Environment: `SIM_BIND` (default `127.0.0.1:8090`), `SIM_QUEUE_MS`, `SIM_RUN_MS`, `SIM_KEY`,
 //! `SIM_CHAOS` (probability of a random fault per call, default 0), `SIM_WEBHOOK_RETRY_MS` (first
-//! pause before a webhook delivery is tried again, default 1000).
+//! pause before a webhook delivery is tried again, default 1000), `SIM_MAX_IN_PROGRESS_PER_KEY`
+//! (requests of one key in progress at once, the rest `IN_QUEUE`; default 0, no limit).
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -27,6 +28,10 @@ async fn main() -> std::io::Result<()> {
         api_key: std::env::var("SIM_KEY").ok(),
         chaos: std::env::var("SIM_CHAOS").ok().and_then(|v| v.parse().ok()).unwrap_or(defaults.chaos),
         webhook_retry: millis("SIM_WEBHOOK_RETRY_MS", defaults.webhook_retry),
+        max_in_progress_per_key: std::env::var("SIM_MAX_IN_PROGRESS_PER_KEY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(defaults.max_in_progress_per_key),
     };
     let bind = std::env::var("SIM_BIND").unwrap_or_else(|_| "127.0.0.1:8090".into());
     let (server, running) = genjobs_upstream_sim::server(config, TcpListener::bind(&bind)?)?;

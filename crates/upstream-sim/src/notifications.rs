@@ -24,6 +24,8 @@ use crate::{Sim, refusal};
 
 /// Deliveries of one request at most, as fal's 10 tries.
 const MAX_TRIES: u32 = 10;
+/// How often a request that waits for a slot of its key is looked at again, for its webhook.
+const SLOT_LOOK: Duration = Duration::from_millis(50);
 
 /// The user id the simulator signs as.
 pub(crate) const SIM_USER_ID: &str = "sim-user";
@@ -166,6 +168,16 @@ pub(crate) async fn notify_at_end(
     ends_in: Duration,
 ) {
     tokio::time::sleep(ends_in).await;
+    // A request that waited for a slot of its key ends later than it would have.
+    loop {
+        let remaining = sim.state.requests().get(&request_id).map(SimRequest::remaining);
+        match remaining {
+            None => return,
+            Some(Some(left)) if left.is_zero() => break,
+            Some(Some(left)) => tokio::time::sleep(left).await,
+            Some(None) => tokio::time::sleep(SLOT_LOOK).await,
+        }
+    }
     let ended = {
         let requests = sim.state.requests();
         requests.get(&request_id).map(|request| (webhook_result(request, &files), request.directives.webhook))

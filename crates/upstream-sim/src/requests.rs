@@ -88,6 +88,9 @@ pub(crate) struct SimRequest {
     pub(crate) shape: OutputShape,
     pub(crate) input: Value,
     pub(crate) accepted: Instant,
+    /// When it took one of its key's slots (`None` while it waits for one): its queue time and
+    /// run time count from then.
+    pub(crate) admitted: Option<Instant>,
     pub(crate) queue: Duration,
     pub(crate) run: Duration,
     pub(crate) directives: Directives,
@@ -96,6 +99,8 @@ pub(crate) struct SimRequest {
     pub(crate) canceled: bool,
     /// Set when the request completed ahead of its time (a cancel that came after completion).
     pub(crate) completed: bool,
+    /// When a cancel ended it (canceled, or completed ahead of its time): its slot frees then.
+    pub(crate) ended_at: Option<Instant>,
     /// fal's validation errors of the input (`detail` items): fal queues any JSON and fails the
     /// request with them when it runs.
     pub(crate) invalid: Option<Value>,
@@ -123,10 +128,11 @@ pub(crate) enum Phase {
 
 impl SimRequest {
     pub(crate) fn phase(&self) -> Phase {
-        let elapsed = self.accepted.elapsed();
         if self.canceled || self.completed {
             return Phase::Completed;
         }
+        let Some(admitted) = self.admitted else { return Phase::Queued };
+        let elapsed = admitted.elapsed();
         if elapsed < self.queue {
             return Phase::Queued;
         }
@@ -136,6 +142,32 @@ impl SimRequest {
             return Phase::Running(percent as u8);
         }
         Phase::Completed
+    }
+}
+
+impl SimRequest {
+    /// Whether it still waits for a slot of its key.
+    pub(crate) fn waits_for_slot(&self) -> bool {
+        self.admitted.is_none() && !self.canceled && !self.completed
+    }
+
+    /// When it gives its slot back: at its end, or when a cancel ended it; `None` while it
+    /// waits for a slot, or for a request that never completes.
+    pub(crate) fn end(&self) -> Option<Instant> {
+        if let Some(ended) = self.ended_at {
+            return Some(ended);
+        }
+        let admitted = self.admitted?;
+        (!self.directives.hang).then(|| admitted + self.queue + self.run)
+    }
+
+    /// How long until it completes: zero once completed, `None` while that is not known yet (it
+    /// waits for a slot, or never completes).
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        if matches!(self.phase(), Phase::Completed) {
+            return Some(Duration::ZERO);
+        }
+        self.end().map(|end| end.saturating_duration_since(Instant::now()))
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
@@ -21,12 +21,34 @@ pub struct SimStats {
     /// The same keys → the most requests of that key not completed at once, as seen at each
     /// submission.
     pub peak_in_flight_by_key: HashMap<String, u64>,
+    /// The same keys → the most requests of that key in progress (holding one of its slots, see
+    /// `SimConfig::max_in_progress_per_key`) at once; without a limit, the same as
+    /// `peak_in_flight_by_key`.
+    pub peak_in_progress_by_key: HashMap<String, u64>,
+    /// The prompt of each submission accepted → how many times it was submitted, so that a
+    /// test whose prompts are unique sees a job sent twice.
+    pub submits_by_prompt: HashMap<String, u64>,
     /// Submissions that asked for the low queue priority (`X-Fal-Queue-Priority: low`).
     pub low_priority_submits: u64,
 }
 
+/// One request's life at the simulator, in milliseconds since the Unix epoch, so that a test
+/// can set it beside what its caller recorded of the same job (its prompt names it).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Timeline {
+    /// The prompt it was submitted with.
+    pub prompt: String,
+    /// Its key's last 4 characters (`-` for none).
+    pub key: String,
+    /// When it was accepted.
+    pub accepted_ms: u64,
+    /// When it completed, or will (a cancel ends it at once); `None` while it waits for a slot,
+    /// or when it never completes.
+    pub ended_ms: Option<u64>,
+}
+
 /// How a key is shown in the stats: its last 4 characters.
-fn hint(key: Option<&str>) -> String {
+pub(crate) fn hint(key: Option<&str>) -> String {
     let Some(key) = key else { return "-".to_owned() };
     let skip = key.chars().count().saturating_sub(4);
     key.chars().skip(skip).collect()
@@ -35,13 +57,19 @@ fn hint(key: Option<&str>) -> String {
 /// Counts calls as they arrive.
 pub(crate) struct Recorder {
     started: Instant,
+    started_wall: SystemTime,
     stats: Mutex<SimStats>,
     polls: Mutex<HashMap<String, Vec<u64>>>,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
-        Self { started: Instant::now(), stats: Mutex::default(), polls: Mutex::default() }
+        Self {
+            started: Instant::now(),
+            started_wall: SystemTime::now(),
+            stats: Mutex::default(),
+            polls: Mutex::default(),
+        }
     }
 }
 
@@ -58,13 +86,26 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn submitted(&self, key: Option<&str>, in_flight: u64, low: bool) {
+    pub(crate) fn submitted(&self, key: Option<&str>, prompt: &str, in_flight: u64, low: bool) {
         let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        *stats.submits_by_prompt.entry(prompt.to_owned()).or_default() += 1;
         stats.low_priority_submits += u64::from(low);
         let hint = hint(key);
         *stats.submits_by_key.entry(hint.clone()).or_default() += 1;
         let peak = stats.peak_in_flight_by_key.entry(hint).or_default();
         *peak = (*peak).max(in_flight);
+    }
+
+    pub(crate) fn in_progress(&self, key: Option<&str>, in_progress: u64) {
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        let peak = stats.peak_in_progress_by_key.entry(hint(key)).or_default();
+        *peak = (*peak).max(in_progress);
+    }
+
+    /// `at` in milliseconds since the Unix epoch.
+    pub(crate) fn epoch_ms(&self, at: Instant) -> u64 {
+        let wall = self.started_wall + at.saturating_duration_since(self.started);
+        wall.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 
     pub(crate) fn stats(&self) -> SimStats {
