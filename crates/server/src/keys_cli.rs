@@ -167,7 +167,8 @@ fn flag(param: &str) -> String {
     }
 }
 
-pub(crate) fn invalid(e: InvalidRequest) -> CliError {
+/// A field's refusal as a usage error naming its flag.
+fn invalid(e: InvalidRequest) -> CliError {
     CliError::Invalid(format!("--{}: {}", flag(&e.param.unwrap_or_default()), e.message))
 }
 
