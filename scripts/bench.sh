@@ -33,6 +33,8 @@ timeout 900 target/release/genjobs-bench
 timeout 2400 target/release/genjobs-bench usage
 # The operators' job listing over 10 million generated jobs: docs/benchmarks-admin-jobs.md.
 timeout 2400 target/release/genjobs-bench admin-jobs
+# A key's budget and allowlist against plain keys, alternated: docs/benchmarks-keys.md.
+timeout 600 target/release/genjobs-bench key-checks
 # The next two also show where Postgres spends its time, on a cluster that loads pg_stat_statements.
 profiled="$(scripts/profiled-postgres.sh)"
 # A burst of 1,000 jobs and 10 of another user on one fal key capped at 4: the second user's

@@ -222,6 +222,15 @@ async fn run_capacity() -> Result<(), Failure> {
     capacity::run(&bin, &server, &sim.base).await
 }
 
+/// `genjobs-bench key-checks`: submissions with keys that have a budget and an allowlist, against
+/// keys that have none (`key_checks`), which writes `docs/benchmarks-keys.md`.
+async fn run_key_checks() -> Result<(), Failure> {
+    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
+    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let sim = spawn_simulator(&bin, "0").await?;
+    key_checks::run(&bin, &server, &sim.base).await
+}
+
 /// `genjobs-bench replicas`: only 1, 2 and 4 replicas, directly and through PgBouncer.
 async fn run_replicas() -> Result<(), Failure> {
     let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
@@ -456,6 +465,7 @@ mod capacity;
 mod ceilings;
 mod client_webhooks;
 mod flame;
+mod key_checks;
 mod lifecycle;
 mod outside;
 mod pgbench;
@@ -474,6 +484,7 @@ async fn main() -> std::process::ExitCode {
         Some("client-webhooks") => run_client_webhooks().await,
         Some("outside") => run_outside().await,
         Some("ceilings") => run_ceilings().await,
+        Some("key-checks") => run_key_checks().await,
         _ => run().await,
     };
     match outcome {

@@ -83,7 +83,7 @@ fn generate(url: &str, jobs: u64, owner: &str) -> Result<(), Failure> {
 
 /// Waits until every job of `url` is final, so that a measurement does not also drive the jobs
 /// of the one before it.
-async fn settle(url: &str) -> Result<(), Failure> {
+pub(super) async fn settle(url: &str) -> Result<(), Failure> {
     let deadline = Instant::now() + Duration::from_secs(300);
     while count(url, "SELECT count(*) FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'canceled')")? != "0" {
         if Instant::now() > deadline {
@@ -96,7 +96,7 @@ async fn settle(url: &str) -> Result<(), Failure> {
 
 /// Writes every dirty page out (Postgres's, then the kernel's), so that the bulk load's
 /// write-back does not compete with the measurement that follows it.
-fn flush(url: &str) -> Result<(), Failure> {
+pub(super) fn flush(url: &str) -> Result<(), Failure> {
     psql(url, "CHECKPOINT")?;
     Command::new("sync").status()?;
     Ok(())
@@ -139,7 +139,7 @@ async fn sealed(url: &str, through: time::Date) -> Result<(Duration, u64), Failu
     Ok((started.elapsed(), days))
 }
 
-fn count(url: &str, sql: &str) -> Result<String, Failure> {
+pub(super) fn count(url: &str, sql: &str) -> Result<String, Failure> {
     let out = Command::new("psql").args([url, "-qtAc", sql]).stderr(Stdio::inherit()).output()?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }

@@ -1,8 +1,8 @@
 //! # genjobs-client
 //!
 //! A typed async client of the genjobs API over reqwest: submit image and video jobs, read,
-//! long-poll, stream and cancel them, upload images to pass as their inputs, list models and
-//! read the account.
+//! long-poll, stream and cancel them, upload images to pass as their inputs, list models,
+//! read the account and manage the caller's own keys.
 //!
 //! - Every submission carries an `Idempotency-Key`, generated per call unless given, and is
 //!   retried with the same key when the connection breaks or the service answers 5xx: a retried
@@ -52,9 +52,10 @@ use types::{DataView, ErrorEnvelope};
 
 pub use error::{ApiError, Error};
 pub use types::{
-    Account, CancelReceipt, EventKind, Field, FieldOption, ImageRequest, Job, JobError, JobEvent, JobPage, JobState,
-    LedgerEntry, LedgerPage, Model, Output, OutputMeta, Quote, Receipt, StreamEvent, Upload, UsageRow, VideoRequest,
-    WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret,
+    Account, BudgetBody, CancelReceipt, EventKind, Field, FieldOption, ImageRequest, IssuedKey, Job, JobError,
+    JobEvent, JobPage, JobState, KeyBudgetView, KeyView, LedgerEntry, LedgerPage, Model, NewKey, Output, OutputMeta,
+    Quote, Receipt, StreamEvent, Upload, UsageRow, VideoRequest, WebhookAttempt, WebhookDelivery, WebhookPayload,
+    WebhookSecret,
 };
 
 /// How long an ordinary call may take.
@@ -316,6 +317,36 @@ impl Client {
     /// As every call.
     pub async fn account(&self) -> Result<Account, Error> {
         self.send(self.request(Method::GET, "/api/v1/account").timeout(CALL_TIMEOUT)).await
+    }
+
+    /// Issues the caller a key with `settings` (every field optional): no wider than the key
+    /// calling. The key itself is in the answer only.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 400 naming the field at fault, 403 `KEY_SCOPE_EXCEEDED` for a key wider
+    /// than the one calling; or as every call.
+    pub async fn create_key(&self, settings: &NewKey) -> Result<IssuedKey, Error> {
+        self.send(self.request(Method::POST, "/api/v1/account/keys").timeout(CALL_TIMEOUT).json(settings)).await
+    }
+
+    /// The caller's keys, oldest first, revoked ones too.
+    ///
+    /// # Errors
+    /// As every call.
+    pub async fn keys(&self) -> Result<Vec<KeyView>, Error> {
+        let listing: DataView<KeyView> =
+            self.send(self.request(Method::GET, "/api/v1/account/keys").timeout(CALL_TIMEOUT)).await?;
+        Ok(listing.data)
+    }
+
+    /// Revokes one of the caller's keys, by its prefix: it stops working at once.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 404 when no key of the caller has that prefix; or as every call.
+    pub async fn revoke_key(&self, prefix: &str) -> Result<(), Error> {
+        let path = format!("/api/v1/account/keys/{prefix}");
+        checked(self.request(Method::DELETE, &path).timeout(CALL_TIMEOUT).send().await?).await?;
+        Ok(())
     }
 
     /// A page of the caller's ledger, newest first: at most `limit` entries before the cursor

@@ -1,7 +1,8 @@
 //! Job retention (`GENJOBS_JOB_RETENTION_DAYS`): every so often, the final jobs that finished
 //! longer ago than the retention are removed in small batches through
 //! [`UsageStore::purge_final_jobs`], which keeps their ledger records and rolls what usage counted
-//! of them into daily totals, so that reports stay exact.
+//! of them into daily totals, so that reports stay exact, and keeps their charges counted in their
+//! keys' budgets, so that a retention shorter than a budget's period does not give them back.
 
 use std::sync::Arc;
 use std::time::Duration;

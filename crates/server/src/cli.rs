@@ -1,9 +1,9 @@
 //! The command line: `genjobs [serve]` serves; `migrate`, `users create`, `users grant`,
-//! `keys create|list|revoke|set` (`keys_cli`), `models export` and `models apply` administer the
-//! store at `DATABASE_URL`; `models import`
+//! `keys create|list|revoke|set` (`keys_cli`) when `DATABASE_URL` is set, `models export` and
+//! `models apply` administer the store at `DATABASE_URL`; `models import`
 //! drafts a model document from a provider's schema genjobs holds; `config` prints the effective
-//! configuration, secrets masked; `image`, `video`, `jobs`, `models` and `account` are the API's
-//! client (`remote`).
+//! configuration, secrets masked; `image`, `video`, `jobs`, `models`, `account`, and `keys`
+//! without `DATABASE_URL`, are the API's client (`remote`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -45,8 +45,10 @@ pub enum Command {
     /// Create users or grant credits in DATABASE_URL.
     #[command(subcommand)]
     Users(UsersCommand),
-    /// Issue, list, revoke or change users' keys (models, budget, expiry, limits) in DATABASE_URL.
+    /// Issue, list, revoke or change API keys (models, budget, expiry, limits): your own through
+    /// the API with GENJOBS_API_KEY; any user's, as an operator, when DATABASE_URL is set.
     #[command(subcommand)]
+    #[command(after_help = KEYS_MODES)]
     Keys(KeysCommand),
     /// Print the effective configuration, secrets masked.
     Config(ConfigArgs),
@@ -80,6 +82,12 @@ pub enum Command {
     /// Your jobs and credits spent by day or model.
     Usage(remote::UsageArgs),
 }
+
+/// How `genjobs keys` picks its mode.
+const KEYS_MODES: &str = "Two modes, chosen by DATABASE_URL:
+  unset: your own keys, through the API at GENJOBS_API_URL with GENJOBS_API_KEY; a new key is no
+         wider than that one; `set` is refused (revoke the key and create another).
+  set:   as an operator, any user's keys in that database (`create` and `list` take --user).";
 
 /// `genjobs models [export | apply | import]`: without a subcommand, the API's model list.
 #[derive(Debug, Args)]
@@ -183,12 +191,13 @@ impl Command {
             Command::Users(UsersCommand::Create { settings, .. } | UsersCommand::Grant { settings, .. }) => {
                 Some(settings)
             }
-            Command::Keys(command) => Some(command.settings()),
+            Command::Keys(command) if command.is_operator() => Some(command.settings()),
             Command::Models(ModelsCommand {
                 catalog: Some(CatalogCommand::Export { settings } | CatalogCommand::Apply { settings, .. }),
                 ..
             }) => Some(settings),
-            Command::Image(_)
+            Command::Keys(_)
+            | Command::Image(_)
             | Command::Video(_)
             | Command::Jobs(_)
             | Command::Webhooks(_)
@@ -215,6 +224,7 @@ impl Command {
             Command::Account(args) => Some(Client::Account(args)),
             Command::Ledger(args) => Some(Client::Ledger(args)),
             Command::Usage(args) => Some(Client::Usage(args)),
+            Command::Keys(command) if !command.is_operator() => Some(Client::Keys(Box::new(command))),
             Command::Serve(_)
             | Command::Migrate(_)
             | Command::Users(_)
@@ -265,6 +275,7 @@ fn quiet_administration_help(command: clap::Command) -> clap::Command {
     };
     let command = command.mut_subcommand("migrate", quiet).mut_subcommand("admin-token", quiet);
     let command = nested(command, "users", &["create", "grant"]);
+    let command = nested(command, "keys", &["create", "list", "revoke", "set"]);
     nested(command, "models", &["export", "apply"])
 }
 

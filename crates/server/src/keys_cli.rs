@@ -1,16 +1,26 @@
-//! `genjobs keys create|list|revoke|set`: an operator's keys with settings, against the store at
-//! `DATABASE_URL`, through the same use cases (and the same checks) as the admin API.
+//! `genjobs keys create|list|revoke|set`, in two modes chosen by `DATABASE_URL`:
+//! - set: an operator's, on any user's keys in the store there, through the same use cases (and
+//!   the same checks) as the admin API ([`run`]);
+//! - unset: a user's, on their own keys through `/api/v1/account/keys` with `GENJOBS_API_KEY`
+//!   (`remote::keys`). The API has no user-side change of a key, so `keys set` is refused there:
+//!   a user revokes the key and creates another, which the service checks is no wider than theirs.
+//!
+//! Both modes check the flags alike and print a key as the same line (or, with `--json`, as the
+//! API shows it).
 
 use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
+use genjobs_client::{BudgetBody, IssuedKey, KeyView, NewKey};
 use genjobs_domain::ids::UserId;
-use genjobs_domain::keys::{KeyChange, KeySettings, key_budget, key_expiry, key_limit, key_models, key_name};
+use genjobs_domain::keys::{KeyChange, key_budget, key_expiry, key_limit, key_models, key_name};
 use genjobs_domain::request::InvalidRequest;
-use genjobs_domain::usecases::{Admin, KeyListing};
+use genjobs_domain::usecases::Admin;
+use genjobs_http::dto::keys::{issued_key_view, key_settings, key_view};
 
 use crate::cli::CliError;
 use crate::config::ConfigArgs;
+use crate::remote::Connection;
 
 /// A key's settings as flags; each optional.
 #[derive(Debug, Clone, Default, Args)]
@@ -41,37 +51,52 @@ pub struct KeyFlags {
 /// A subcommand of `genjobs keys`.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
-    /// Issue a user a key with settings and print it (shown only here).
+    /// Issue a key with settings and print it (shown only here): yourself one no wider than
+    /// GENJOBS_API_KEY, or, as an operator, a user one.
+    #[command(mut_arg("api_key", |arg| arg.required(false)))]
     Create {
-        /// The user's id.
+        /// The user's id (operators only).
         #[arg(long)]
-        user: String,
+        user: Option<String>,
         /// The key's settings.
         #[command(flatten)]
         flags: KeyFlags,
-        /// The service's settings (DATABASE_URL).
+        /// Where the service is and who calls (your own keys).
+        #[command(flatten)]
+        connection: Connection,
+        /// The service's settings (DATABASE_URL, operators).
         #[command(flatten)]
         settings: ConfigArgs,
     },
-    /// List a user's keys, revoked ones too.
+    /// List keys, revoked ones too: yours, or, as an operator, a user's.
+    #[command(mut_arg("api_key", |arg| arg.required(false)))]
     List {
-        /// The user's id.
+        /// The user's id (operators only).
         #[arg(long)]
-        user: String,
-        /// The service's settings (DATABASE_URL).
+        user: Option<String>,
+        /// Where the service is and who calls (your own keys).
+        #[command(flatten)]
+        connection: Connection,
+        /// The service's settings (DATABASE_URL, operators).
         #[command(flatten)]
         settings: ConfigArgs,
     },
     /// Revoke a key: it stops working at once.
+    #[command(mut_arg("api_key", |arg| arg.required(false)))]
     Revoke {
         /// The key's prefix (or the whole key).
         #[arg(long)]
         prefix: String,
-        /// The service's settings (DATABASE_URL).
+        /// Where the service is and who calls (your own keys).
+        #[command(flatten)]
+        connection: Connection,
+        /// The service's settings (DATABASE_URL, operators).
         #[command(flatten)]
         settings: ConfigArgs,
     },
-    /// Change a key's settings: the flags given set, `--clear` removes, the rest stay.
+    /// Change a key's settings (operators only: users revoke a key and create another): the
+    /// flags given set, `--clear` removes, the rest stay.
+    #[command(mut_arg("api_key", |arg| arg.required(false)))]
     Set {
         /// The key's prefix (or the whole key).
         #[arg(long)]
@@ -83,7 +108,10 @@ pub enum KeysCommand {
         /// rate_limit_per_minute, max_concurrent_jobs.
         #[arg(long, value_delimiter = ',')]
         clear: Vec<String>,
-        /// The service's settings (DATABASE_URL).
+        /// Where the service is and who calls (your own keys).
+        #[command(flatten)]
+        connection: Connection,
+        /// The service's settings (DATABASE_URL, operators).
         #[command(flatten)]
         settings: ConfigArgs,
     },
@@ -101,6 +129,24 @@ impl KeysCommand {
         }
     }
 
+    /// Where the service is and who calls, for a user's own keys.
+    #[must_use]
+    pub fn connection(&self) -> &Connection {
+        match self {
+            Self::Create { connection, .. }
+            | Self::List { connection, .. }
+            | Self::Revoke { connection, .. }
+            | Self::Set { connection, .. } => connection,
+        }
+    }
+
+    /// Whether it works as an operator, on the store at `DATABASE_URL`; otherwise it manages the
+    /// caller's own keys through the API.
+    #[must_use]
+    pub fn is_operator(&self) -> bool {
+        self.settings().database_url.is_some()
+    }
+
     /// Its name in messages.
     #[must_use]
     pub fn name(&self) -> &'static str {
@@ -113,12 +159,39 @@ impl KeysCommand {
     }
 }
 
+/// The flag that sets a field the API names `param`.
+fn flag(param: &str) -> String {
+    match param {
+        "models" => "allowed-models".to_owned(),
+        other => other.replace('_', "-"),
+    }
+}
+
+/// A field's refusal as a usage error naming its flag.
 fn invalid(e: InvalidRequest) -> CliError {
-    CliError::Invalid(format!("--{}: {}", e.param.unwrap_or_default().replace('_', "-"), e.message))
+    CliError::Invalid(format!("--{}: {}", flag(&e.param.unwrap_or_default()), e.message))
 }
 
 fn user(id: &str) -> Result<UserId, CliError> {
     UserId::parse(id).map_err(|e| CliError::Invalid(e.to_string()))
+}
+
+/// The body that issues a key with the settings of `flags`, each checked as the service checks
+/// it (all but whether the models exist, which only the service knows).
+///
+/// # Errors
+/// [`CliError::Invalid`] naming the flag at fault.
+pub(crate) fn new_key(flags: &KeyFlags) -> Result<NewKey, CliError> {
+    let body = NewKey {
+        name: flags.name.clone(),
+        models: flags.models.clone(),
+        budget: flags.budget.zip(flags.period.clone()).map(|(credits, period)| BudgetBody { credits, period }),
+        expires_at: flags.expires_at.clone(),
+        rate_limit_per_minute: flags.rate_limit_per_minute,
+        max_concurrent_jobs: flags.max_concurrent_jobs,
+    };
+    key_settings(body.clone()).map_err(invalid)?;
+    Ok(body)
 }
 
 /// The change the flags make: each flag given sets its field, each of `clear` removes one.
@@ -158,64 +231,81 @@ fn change(flags: &KeyFlags, clear: &[String]) -> Result<KeyChange, CliError> {
     Ok(change)
 }
 
-/// One key as a line: its prefix, then each setting it has.
-fn line(listing: &KeyListing) -> String {
-    let (record, settings) = (&listing.record, &listing.record.settings);
-    let mut line = record.prefix.to_string();
-    if let Some(name) = &settings.name {
+/// One key as a line, in both modes: its prefix, then each setting it has.
+pub(crate) fn line(key: &KeyView) -> String {
+    let mut line = key.prefix.clone();
+    if let Some(name) = &key.name {
         let _ = write!(line, " name={name}");
     }
-    if let Some(models) = &settings.models {
-        let models: Vec<&str> = models.iter().map(|m| m.as_str()).collect();
+    if let Some(models) = &key.models {
         let _ = write!(line, " models={}", models.join(","));
     }
-    if let Some(standing) = &listing.budget {
-        let _ = write!(
-            line,
-            " budget={}/{} used={}",
-            standing.budget.credits,
-            standing.budget.period.as_str(),
-            standing.used
-        );
+    if let Some(budget) = &key.budget {
+        let _ = write!(line, " budget={}/{} used={}", budget.credits, budget.period, budget.used);
     }
-    if let Some(at) = settings.expires_at {
+    if let Some(at) = &key.expires_at {
         let _ = write!(line, " expires_at={at}");
     }
-    if let Some(rate) = settings.rate_limit_per_minute {
+    if let Some(rate) = key.rate_limit_per_minute {
         let _ = write!(line, " rate_limit_per_minute={rate}");
     }
-    if let Some(jobs) = settings.max_concurrent_jobs {
+    if let Some(jobs) = key.max_concurrent_jobs {
         let _ = write!(line, " max_concurrent_jobs={jobs}");
     }
-    if record.revoked_at.is_some() {
+    if key.revoked_at.is_some() {
         line.push_str(" revoked");
     }
     line
 }
 
-/// Runs `command` with `admin`; what it prints.
+/// A key just issued as both modes print it: its line, then the key.
+pub(crate) fn issued(key: &IssuedKey) -> String {
+    format!("{}\napi key: {}", line(&key.key), key.api_key)
+}
+
+/// What a command prints: `document` with `--json`, else `text`.
+fn printed(json: bool, document: serde_json::Value, text: String) -> String {
+    if json { document.to_string() } else { text }
+}
+
+/// Runs `command` as an operator, with `admin`; what it prints.
 ///
 /// # Errors
-/// [`CliError::Invalid`] for a flag's value, [`CliError::Failed`] when the use case refuses.
+/// [`CliError::Invalid`] for a flag's value or a missing `--user`, [`CliError::Failed`] when
+/// the use case refuses.
 pub async fn run(admin: &Admin, command: &KeysCommand) -> Result<String, CliError> {
     let failed = |e: genjobs_domain::usecases::AdminError| CliError::Failed(e.to_string());
+    let needs_user = |id: Option<&str>| {
+        id.map(user).unwrap_or_else(|| {
+            Err(CliError::Invalid(format!(
+                "`{}` with DATABASE_URL set works on a user's keys: name the user with --user \
+                 (without DATABASE_URL, it works on your own keys through the API)",
+                command.name()
+            )))
+        })
+    };
+    let json = command.connection().json;
     match command {
         KeysCommand::Create { user: id, flags, .. } => {
-            let settings = change(flags, &[])?.apply(&KeySettings::default());
-            let (key, listing) = admin.issue_key(user(id)?, settings).await.map_err(failed)?;
-            Ok(format!("{}\napi key: {}", line(&listing), key.expose()))
+            let id = needs_user(id.as_deref())?;
+            let settings = key_settings(new_key(flags)?).map_err(invalid)?;
+            let (key, listing) = admin.issue_key(id, settings).await.map_err(failed)?;
+            let key = issued_key_view(&key, &listing);
+            Ok(printed(json, serde_json::json!(key), issued(&key)))
         }
         KeysCommand::List { user: id, .. } => {
-            let keys = admin.keys_of(user(id)?).await.map_err(failed)?;
-            Ok(keys.iter().map(line).collect::<Vec<_>>().join("\n"))
+            let keys: Vec<KeyView> =
+                admin.keys_of(needs_user(id.as_deref())?).await.map_err(failed)?.iter().map(key_view).collect();
+            let text = keys.iter().map(line).collect::<Vec<_>>().join("\n");
+            Ok(printed(json, serde_json::json!({ "data": keys }), text))
         }
         KeysCommand::Revoke { prefix, .. } => {
             admin.revoke_key(prefix).await.map_err(failed)?;
-            Ok(format!("key {prefix} revoked"))
+            Ok(printed(json, serde_json::json!({ "revoked": prefix }), format!("key {prefix} revoked")))
         }
         KeysCommand::Set { prefix, flags, clear, .. } => {
-            let listing = admin.change_key(prefix, &change(flags, clear)?).await.map_err(failed)?;
-            Ok(line(&listing))
+            let key = key_view(&admin.change_key(prefix, &change(flags, clear)?).await.map_err(failed)?);
+            Ok(printed(json, serde_json::json!(key), line(&key)))
         }
     }
 }

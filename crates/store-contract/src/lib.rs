@@ -57,6 +57,7 @@ macro_rules! store_contract_tests {
             jobs_are_found_by_their_upstream_key,
             output_copies_are_kept_as_committed,
             purging_final_jobs_keeps_the_ledger_and_usage,
+            purging_a_keys_jobs_keeps_its_budget_used,
             usage_groups_jobs_by_the_provider_that_took_them,
             usage_groups_jobs_by_the_key_that_submitted_them,
             a_sealed_day_reads_the_same_and_counts_its_purged_jobs_once,

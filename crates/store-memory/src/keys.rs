@@ -1,14 +1,18 @@
 //! Keys as this store keeps them (a revoked key stays, marked), and what a key's jobs hold or
-//! were charged, counted from the jobs themselves under the store's one lock.
+//! were charged, counted from the jobs themselves under the store's one lock, plus what
+//! retention removed of their charges.
+
+use std::collections::{BTreeMap, HashMap};
 
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::KeyPrefix;
 use genjobs_domain::job::{Job, JobState};
 use genjobs_domain::keys::check_budget;
 use genjobs_domain::ports::{AcceptError, KeyRecord, StoredKey};
-use time::OffsetDateTime;
+use time::{Date, OffsetDateTime};
 
 use super::State;
+use crate::usage::utc_day;
 
 /// A stored key and when it was revoked.
 #[derive(Debug, Clone)]
@@ -41,6 +45,29 @@ fn counted(job: &Job) -> u64 {
     }
 }
 
+/// The charges of each key's jobs that retention removed, by the UTC day they were created: a
+/// budget period starts at a day's 00:00 UTC, so whole days count exactly for every period.
+#[derive(Debug, Default)]
+pub(crate) struct PurgedCharges(HashMap<KeyPrefix, BTreeMap<Date, u64>>);
+
+impl PurgedCharges {
+    /// Keeps what `job`, a final job being removed, counted against its key's budget.
+    pub(crate) fn add(&mut self, job: &Job) {
+        let (Some(prefix), charged) = (job.key_prefix(), counted(job)) else { return };
+        if charged > 0 {
+            let day = self.0.entry(prefix.clone()).or_default().entry(utc_day(job.created_at())).or_default();
+            *day = day.saturating_add(charged);
+        }
+    }
+
+    /// What the removed jobs of the key of `prefix` created since `since` were charged.
+    fn since(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> u64 {
+        let Some(days) = self.0.get(prefix) else { return 0 };
+        let first = since.map_or(Date::MIN, utc_day);
+        days.range(first..).map(|(_, credits)| *credits).fold(0, u64::saturating_add)
+    }
+}
+
 impl State {
     /// The jobs submitted with the key of `prefix`.
     fn jobs_of_key<'s>(&'s self, prefix: &'s KeyPrefix) -> impl Iterator<Item = &'s Job> + 's {
@@ -53,13 +80,14 @@ impl State {
             .filter(move |job| job.key_prefix() == Some(prefix))
     }
 
-    /// What the key's jobs accepted since `since` hold or were charged.
+    /// What the key's jobs accepted since `since` hold or were charged, those retention removed
+    /// included.
     pub(crate) fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Credits {
         let used = self
             .jobs_of_key(prefix)
             .filter(|job| since.is_none_or(|since| job.created_at() >= since))
             .map(counted)
-            .fold(0_u64, u64::saturating_add);
+            .fold(self.purged_key_charges.since(prefix, since), u64::saturating_add);
         Credits::new(used)
     }
 

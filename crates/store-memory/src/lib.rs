@@ -70,6 +70,8 @@ struct State {
     outbox: outbox::Outbox,
     /// The provider key each sent job holds a slot of (`slots`).
     slots: slots::Slots,
+    /// What retention removed of each key's charges (`keys`).
+    purged_key_charges: keys::PurgedCharges,
 }
 
 #[derive(Debug, Clone)]

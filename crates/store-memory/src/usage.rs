@@ -65,7 +65,7 @@ impl Counts {
     }
 }
 
-fn utc_day(at: OffsetDateTime) -> Date {
+pub(crate) fn utc_day(at: OffsetDateTime) -> Date {
     at.to_offset(time::UtcOffset::UTC).date()
 }
 
@@ -171,6 +171,7 @@ impl UsageStore for MemoryStore {
             state.idempotency.retain(|_, record| record.job_id != *id);
             state.outbox.forget(*id);
             state.removed.remove(id);
+            state.purged_key_charges.add(&job);
             if !state.rollup.is_sealed(utc_day(job.created_at())) {
                 state.rollup.add(&job);
             }

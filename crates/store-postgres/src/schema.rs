@@ -101,6 +101,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    key_purged_charges (key_prefix, day) {
+        key_prefix -> Text,
+        day -> Date,
+        credits -> Int8,
+    }
+}
+
+diesel::table! {
     ledger (id) {
         id -> Int8,
         user_id -> Uuid,
@@ -203,6 +211,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     job_leases,
     jobs,
     kept_secrets,
+    key_purged_charges,
     ledger,
     models,
     rate_limits,

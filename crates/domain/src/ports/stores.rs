@@ -213,7 +213,8 @@ pub trait AccountStore: Send + Sync {
 
     /// What the jobs submitted with the key of `prefix` since `since` (ever, when `None`) hold
     /// or were charged: a job not yet final counts its hold, a succeeded one its charge, a
-    /// failed or canceled one nothing.
+    /// failed or canceled one nothing. Jobs retention removed still count their charge, kept by
+    /// the UTC day they were created: `since` is a budget period's start, a day's 00:00 UTC.
     async fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Result<Credits, StoreError>;
 
     /// The credentials stored under a prefix (zero or one; a list so that the caller compares

@@ -126,11 +126,12 @@ pub trait UsageStore: Send + Sync {
     /// Removes up to `limit` final jobs that finished before `before`, oldest first; returns how
     /// many. What [`UsageStore::usage`] counted of them moves into the daily rollup in the same
     /// step (unless their day is sealed, and so already there), so that every report reads the
-    /// same before and after; their ledger records stay,
-    /// with the job's id. A removed job is no longer found ([`JobStore::job`] answers `None`).
+    /// same before and after; their charges stay counted in their keys' budgets
+    /// ([`AccountStore::key_used`]); their ledger records stay, with the job's id. A removed job is no longer found ([`JobStore::job`] answers `None`).
     /// Each call is short and skips jobs being changed, so that it never holds up submissions.
     ///
     /// [`JobStore::job`]: crate::ports::JobStore::job
+    /// [`AccountStore::key_used`]: crate::ports::AccountStore::key_used
     async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError>;
 
     /// Seals the oldest UTC day that has jobs and is not sealed yet, when it ended at least

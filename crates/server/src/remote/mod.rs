@@ -1,5 +1,5 @@
 //! The API's command-line client, built on `genjobs-client`: `genjobs image`, `video`, `jobs`,
-//! `models`, `account`. A submission is followed with a progress bar fed by the job's event
+//! `models`, `account`, and `keys` without `DATABASE_URL` (`keys`). A submission is followed with a progress bar fed by the job's event
 //! stream, its outputs are downloaded into `--out` and their paths printed; Ctrl-C offers to
 //! cancel the job. `--json` prints one JSON document on stdout instead. An `--image` that names a
 //! local file is uploaded first, and the job takes the link the service answers.
@@ -20,6 +20,7 @@ use serde_json::json;
 
 mod args;
 mod counted;
+mod keys;
 
 pub use args::*;
 pub(crate) use counted::counted;
@@ -107,12 +108,15 @@ pub enum ClientCommand {
     Ledger(LedgerArgs),
     /// `genjobs usage`.
     Usage(UsageArgs),
+    /// `genjobs keys …` without `DATABASE_URL`: the caller's own keys.
+    Keys(Box<crate::keys_cli::KeysCommand>),
 }
 
 /// Runs a client command; returns the process's exit status.
 pub async fn run(command: ClientCommand) -> ExitCode {
     use ClientCommand as Command;
     let (connection, outcome) = match command {
+        Command::Keys(command) => keys::run(*command).await,
         Command::Image(ImageArgs { prompt, n, generation: g }) => {
             let outcome = match image_inputs(&g.connection, &g.image_inputs).await {
                 Ok(image_inputs) => {

@@ -50,15 +50,20 @@ struct Sum {
 }
 
 /// What the jobs of the key of `prefix` accepted since `since` hold or were charged: a job not
-/// yet final counts its hold, a succeeded one its charge, a failed or canceled one nothing.
+/// yet final counts its hold, a succeeded one its charge, a failed or canceled one nothing; and
+/// the charges of those retention removed, kept by the day they were created (a period starts at
+/// a day's 00:00 UTC).
 pub(super) async fn key_used(
     conn: &mut AsyncPgConnection,
     prefix: &str,
     since: Option<OffsetDateTime>,
 ) -> Result<i64, diesel::result::Error> {
     let sum: Sum = diesel::sql_query(
-        "SELECT COALESCE(SUM(CASE WHEN state IN ('queued', 'running') THEN credits_held
-                                  WHEN state = 'succeeded' THEN credits_actual ELSE 0 END), 0)::int8 AS total
+        "SELECT (COALESCE(SUM(CASE WHEN state IN ('queued', 'running') THEN credits_held
+                                   WHEN state = 'succeeded' THEN credits_actual ELSE 0 END), 0)
+                 + (SELECT COALESCE(SUM(credits), 0) FROM key_purged_charges
+                    WHERE key_prefix = $1 AND ($2::timestamptz IS NULL OR day >= ($2 AT TIME ZONE 'UTC')::date))
+                )::int8 AS total
          FROM jobs WHERE key_prefix = $1 AND ($2::timestamptz IS NULL OR created_at >= $2)",
     )
     .bind::<Text, _>(prefix)

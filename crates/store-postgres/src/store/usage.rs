@@ -128,9 +128,9 @@ fn roll_up(counted: &str) -> String {
 
 /// Removes up to `$2` final jobs that finished before `$1`, oldest first, skipping rows another
 /// transaction holds and jobs whose client webhook is still to be delivered; drops their
-/// idempotency records and delivered webhook events, and adds what usage counted of them to the
-/// rollup unless their day is sealed (`$3`, the last sealed day, already counts them), all in one
-/// statement, and announces each removed job so that every replica's job cache drops it. Returns
+/// idempotency records and delivered webhook events, adds what usage counted of them to the
+/// rollup unless their day is sealed (`$3`, the last sealed day, already counts them) and their
+/// charges to their keys' purged charges (which budgets count), all in one statement, and announces each removed job so that every replica's job cache drops it. Returns
 /// one row per job removed.
 fn purge_final_jobs_statement() -> String {
     format!(
@@ -150,6 +150,12 @@ fn purge_final_jobs_statement() -> String {
                 jobs.created_at
         ), rolled AS (
             {}
+        ), charged AS (
+            INSERT INTO key_purged_charges AS c (key_prefix, day, credits)
+            SELECT key_prefix, (created_at AT TIME ZONE 'UTC')::date, sum(credits_actual) FROM removed
+            WHERE key_prefix IS NOT NULL AND state = 'succeeded' AND credits_actual > 0
+            GROUP BY 1, 2
+            ON CONFLICT (key_prefix, day) DO UPDATE SET credits = c.credits + excluded.credits
         )
         SELECT removed.id FROM removed
         CROSS JOIN LATERAL (SELECT pg_notify('{}', removed.id::text)) AS announced",

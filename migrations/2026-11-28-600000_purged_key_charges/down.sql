@@ -1,0 +1,1 @@
+DROP TABLE key_purged_charges;
