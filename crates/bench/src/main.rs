@@ -196,10 +196,19 @@ struct Figures {
     copy: lifecycle::CopyResult,
 }
 
+/// Where this binary is, and with it `genjobs` and the simulators it runs.
+fn binary_dir() -> Result<std::path::PathBuf, Failure> {
+    Ok(std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf())
+}
+
+/// The Postgres server the scale runs make their databases on: `DATABASE_URL`, else the local one.
+fn database_server() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
 /// `genjobs-bench usage`: only the usage reports at 10 million jobs.
 async fn run_usage() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     // Jobs that end at once: each submission run's jobs are all final before the next one starts,
     // so that neither run also drives the other's.
     let sim = spawn_simulator(&bin, "0").await?;
@@ -208,16 +217,14 @@ async fn run_usage() -> Result<(), Failure> {
 
 /// `genjobs-bench admin-jobs`: only the operators' job listing over 10 million jobs.
 async fn run_admin_jobs() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     let sim = spawn_simulator(&bin, "0").await?;
     admin_jobs_scale::run(&bin, &server, &sim.base).await
 }
 
 /// `genjobs-bench capacity`: only a burst and a trickle on one capped fal key.
 async fn run_capacity() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     let sim = spawn_simulator(&bin, "100").await?;
     capacity::run(&bin, &server, &sim.base).await
 }
@@ -225,24 +232,21 @@ async fn run_capacity() -> Result<(), Failure> {
 /// `genjobs-bench key-checks`: submissions with keys that have a budget and an allowlist, against
 /// keys that have none (`key_checks`), which writes `docs/benchmarks-keys.md`.
 async fn run_key_checks() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     let sim = spawn_simulator(&bin, "0").await?;
     key_checks::run(&bin, &server, &sim.base).await
 }
 
 /// `genjobs-bench replicas`: only 1, 2 and 4 replicas, directly and through PgBouncer.
 async fn run_replicas() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     let sim = spawn_simulator(&bin, "3600000").await?;
     replicas::run(&bin, &server, &sim.base).await
 }
 
 /// `genjobs-bench outside`: one replica under wrk, against pgbench and a constant-JSON server.
 async fn run_outside() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     let profiled = std::env::var("BENCH_PROFILED_DATABASE_URL").ok();
     let sim = spawn_simulator(&bin, "3600000").await?;
     outside::run(&bin, &server, profiled.as_deref(), &sim.base, env_number("BENCH_SECONDS", 10)).await
@@ -250,8 +254,7 @@ async fn run_outside() -> Result<(), Failure> {
 
 /// `genjobs-bench ceilings`: one replica against the ceilings of `../shared/bench`.
 async fn run_ceilings() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     let profiled = std::env::var("BENCH_PROFILED_DATABASE_URL").ok();
     let sim = spawn_simulator(&bin, "3600000").await?;
     ceilings::run(&bin, &ceilings::shared(), &server, profiled.as_deref(), &sim.base, env_number("BENCH_SECONDS", 10))
@@ -260,14 +263,12 @@ async fn run_ceilings() -> Result<(), Failure> {
 
 /// `genjobs-bench client-webhooks`: only the webhooks to clients.
 async fn run_client_webhooks() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     client_webhooks::run(&bin, &server).await
 }
 
 async fn run() -> Result<(), Failure> {
-    let bin = std::env::current_exe()?.parent().ok_or("no binary directory")?.to_path_buf();
-    let server = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let (bin, server) = (binary_dir()?, database_server());
     let seconds = env_number("BENCH_SECONDS", 10);
     let clients = env_number("BENCH_CLIENTS", 32) as usize;
     let stream_count = env_number("BENCH_STREAMS", 10_000) as usize;
