@@ -1,6 +1,7 @@
 //! [`TtlCache`]: the pattern behind the per-process caches of the Postgres adapters that trust an
-//! entry for a fixed time (API keys, leased rate-limit tokens), evicted early by `NOTIFY` where
-//! another replica can change what they hold. Jobs are kept differently, see `job_cache`.
+//! entry for a fixed time (leased rate-limit tokens, key use records), and [`KeyCache`], which
+//! trusts a key found for as long as the listener hears every change of keys. Jobs are kept
+//! differently, see `job_cache`.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -107,11 +108,89 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     }
 }
 
-/// Credentials looked up recently, so that authentication does not cost a round trip on every
-/// request; an empty list caches that no key has the prefix, so that a flood of made-up keys
-/// costs one query per prefix, not one per request. Shared with the event listener, which drops
-/// revoked keys as `NOTIFY` announces them.
-pub type KeyCache = TtlCache<KeyPrefix, Vec<Credential>>;
+/// Credentials looked up, so that authentication does not cost a round trip on every request.
+/// Shared with the event listener, which drops a prefix as `NOTIFY` announces a change of its key
+/// (revocation, new settings, its user's new limits or tier).
+///
+/// A key found is trusted until such an announcement for as long as the listener is connected
+/// ([`KeyCache::listening`]): every change of what a credential holds is announced, so a steady
+/// client's requests cost no key look-up at all (with a time-to-live they cost one per key per
+/// `ttl`). While the listener is lost, and for an empty list (no key has the prefix, cached so
+/// that a flood of made-up keys costs one query per prefix; creations are not announced), an
+/// entry lives `ttl` only. A zero `ttl` caches nothing.
+#[derive(Debug)]
+pub struct KeyCache {
+    entries: TtlCache<KeyPrefix, Vec<Credential>>,
+    ttl: Duration,
+    /// Since when the listener has heard every announcement; `None` while it is lost.
+    listening_since: Mutex<Option<Instant>>,
+}
+
+/// How long a key found is trusted while the listener is connected: its announcements are what
+/// keep it current, this only bounds the life of an entry whose key is no longer presented.
+const TRUSTED_WHILE_LISTENING: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl KeyCache {
+    /// An empty cache; entries live `ttl` until the listener says it is
+    /// [`listening`](KeyCache::listening).
+    #[must_use]
+    pub fn new(ttl: Duration) -> Self {
+        let kept = if ttl.is_zero() { Duration::ZERO } else { ttl.max(TRUSTED_WHILE_LISTENING) };
+        Self { entries: TtlCache::new(kept), ttl, listening_since: Mutex::new(None) }
+    }
+
+    fn listening_since(&self) -> Option<Instant> {
+        *self.listening_since.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The credentials of `prefix`, while they are trusted: for `ttl`, or, when a key was found
+    /// since the listener last connected, until it is forgotten.
+    pub fn get(&self, prefix: &KeyPrefix) -> Option<Vec<Credential>> {
+        let since = self.listening_since();
+        let mut entries = self.entries.lock();
+        let (at, found) = entries.map.get(prefix)?;
+        let announced = since.is_some_and(|since| *at >= since) && !found.is_empty();
+        if announced || at.elapsed() < self.ttl {
+            return Some(found.clone());
+        }
+        entries.map.remove(prefix);
+        None
+    }
+
+    /// The current generation: take it before reading what will be put.
+    pub fn generation(&self) -> u64 {
+        self.entries.generation()
+    }
+
+    /// Puts the credentials of `prefix` unless something was forgotten since `generation`.
+    pub fn put_if_current(&self, generation: u64, prefix: KeyPrefix, found: Vec<Credential>) {
+        self.entries.put_if_current(generation, prefix, found);
+    }
+
+    /// Forgets `prefix`, so that its next use asks the database.
+    pub fn forget(&self, prefix: &KeyPrefix) {
+        self.entries.forget(prefix);
+    }
+
+    /// Forgets everything.
+    pub fn clear(&self) {
+        self.entries.clear();
+    }
+
+    /// The listener is connected and hears every announcement from now on: keys found from now
+    /// are trusted until announced. What was kept before lives `ttl` only, and a look-up begun
+    /// before keeps nothing (it may have read what a missed announcement changed).
+    pub fn listening(&self) {
+        let mut since = self.listening_since.lock().unwrap_or_else(PoisonError::into_inner);
+        self.entries.lock().generation += 1;
+        *since = Some(Instant::now());
+    }
+
+    /// The listener is lost: announcements may be missed, so entries live `ttl` only.
+    pub fn lost(&self) {
+        *self.listening_since.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -141,6 +220,58 @@ mod tests {
         assert_eq!(cache.get(&"key"), None);
         cache.put_if_current(cache.generation(), "key", "read after");
         assert_eq!(cache.get(&"key"), Some("read after"));
+    }
+
+    fn credential(prefix: &KeyPrefix) -> Credential {
+        let key = genjobs_domain::ids::ApiKey::generate();
+        let user = genjobs_domain::ids::UserId::new_at(time::OffsetDateTime::now_utc());
+        let stored = genjobs_domain::ports::StoredKey::of(&key, user, time::OffsetDateTime::now_utc());
+        Credential {
+            hash: stored.hash,
+            prefix: prefix.clone(),
+            user_id: user,
+            rate_limit_per_minute: 60,
+            price_percent: genjobs_domain::catalog::PricePercent::FULL,
+            settings: stored.settings,
+        }
+    }
+
+    #[test]
+    fn a_key_found_is_trusted_while_listening_until_forgotten() {
+        let cache = KeyCache::new(Duration::from_millis(30));
+        let (found, made_up) = (KeyPrefix::of("gj_found"), KeyPrefix::of("gj_madeup"));
+        cache.listening();
+        cache.put_if_current(cache.generation(), found.clone(), vec![credential(&found)]);
+        cache.put_if_current(cache.generation(), made_up.clone(), Vec::new());
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(cache.get(&found).map(|c| c.len()), Some(1), "trusted past the ttl while listening");
+        assert!(cache.get(&made_up).is_none(), "a prefix no key has lives the ttl only");
+        cache.forget(&found);
+        assert!(cache.get(&found).is_none(), "an announcement drops it");
+    }
+
+    #[test]
+    fn a_lost_listener_brings_back_the_ttl_and_only_keys_found_while_listening_are_trusted() {
+        let cache = KeyCache::new(Duration::from_millis(30));
+        let prefix = KeyPrefix::of("gj_found");
+        cache.listening();
+        cache.put_if_current(cache.generation(), prefix.clone(), vec![credential(&prefix)]);
+        cache.lost();
+        assert!(cache.get(&prefix).is_some(), "young enough for the ttl");
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(cache.get(&prefix).is_none(), "announcements may have been missed");
+        cache.put_if_current(cache.generation(), prefix.clone(), vec![credential(&prefix)]);
+        let begun_while_deaf = cache.generation();
+        cache.listening();
+        assert!(cache.get(&prefix).is_some(), "what was found while deaf lives its ttl");
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(cache.get(&prefix).is_none(), "but is not trusted beyond it");
+        cache.put_if_current(begun_while_deaf, prefix.clone(), vec![credential(&prefix)]);
+        assert!(cache.get(&prefix).is_none(), "a look-up begun while deaf keeps nothing");
+        let off = KeyCache::new(Duration::ZERO);
+        off.listening();
+        off.put_if_current(off.generation(), prefix.clone(), vec![credential(&prefix)]);
+        assert!(off.get(&prefix).is_none(), "a zero ttl caches nothing");
     }
 
     #[test]

@@ -195,14 +195,16 @@ pub struct Listeners {
 }
 
 /// Listens for job changes and key revocations until aborted, reconnecting after a failure.
-/// While it is disconnected the job cache serves nothing; after a reconnection the caches are
-/// emptied and every local waiter is woken, since notifications may have been missed.
+/// While it is disconnected the job cache serves nothing and the key cache trusts its entries
+/// for its time-to-live only; after a reconnection the caches are emptied and every local waiter
+/// is woken, since notifications may have been missed.
 pub fn listen(url: String, listeners: Listeners) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut reconnecting = false;
         loop {
             let ended = listen_once(&url, &listeners, reconnecting).await;
             listeners.jobs.lost();
+            listeners.keys.lost();
             match ended {
                 Ok(()) => tracing::warn!("notification stream ended; reconnecting"),
                 Err(error) => tracing::warn!(%error, "notification listener failed; reconnecting"),
@@ -220,6 +222,7 @@ async fn listen_once(url: &str, listeners: &Listeners, reconnecting: bool) -> Re
         diesel::sql_query(format!("LISTEN {channel}")).execute(&mut conn).await.map_err(|e| e.to_string())?;
     }
     jobs.listening();
+    keys.listening();
     if reconnecting {
         keys.clear();
         hub.notify_all();

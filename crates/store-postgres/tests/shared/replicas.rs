@@ -13,6 +13,7 @@ use futures_util::future::join_all;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
 use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, UpstreamRef};
+use genjobs_domain::keys::KeySettings;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
 use genjobs_store_postgres::{KeyCache, PgAdapters, PgRateLimiter, PgSettings, PgStore, connect, pool, relaxed_pool};
@@ -196,6 +197,8 @@ async fn a_revoked_key_stops_working_on_every_replica_at_once() {
 async fn a_prefix_no_key_has_is_cached() {
     let db = crate::database().await;
     let (a, b) = (replica(&db), replica(&db));
+    // A look-up begun before the listener is up keeps nothing (it may miss an announcement).
+    hears(&a, &b).await;
     let key = ApiKey::generate();
     assert!(a.store.credentials(&key.prefix()).await.unwrap().is_empty());
     let id = UserId::new_at(OffsetDateTime::now_utc());
@@ -205,6 +208,31 @@ async fn a_prefix_no_key_has_is_cached() {
     assert!(a.store.credentials(&key.prefix()).await.unwrap().is_empty(), "the miss was cached");
     a.keys.forget(&key.prefix());
     assert_eq!(a.store.credentials(&key.prefix()).await.unwrap().len(), 1);
+}
+
+/// While its listener hears every announcement, a replica trusts a key it found past the key
+/// cache's time-to-live, so that a steady client's requests cost no look-up: a change made
+/// behind the listeners' backs (no `NOTIFY`) is not seen, an announced one is at once.
+#[tokio::test]
+async fn a_key_found_stays_cached_until_a_change_of_it_is_announced() {
+    let db = crate::database().await;
+    let short = connect(&PgSettings { key_cache_ttl: Duration::from_millis(100), ..db.settings() }).unwrap();
+    let other = replica(&db);
+    hears(&short, &other).await;
+    let (_, key) = user(&other.store, 1, 1).await;
+    let prefix = key.prefix();
+    assert_eq!(short.store.credentials(&prefix).await.unwrap().len(), 1);
+    let mut conn = other.store.pool().get().await.unwrap();
+    diesel::sql_query(format!("UPDATE api_keys SET revoked_at = now() WHERE prefix = '{prefix}'"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(short.store.credentials(&prefix).await.unwrap().len(), 1, "still trusted past the ttl: not looked up");
+    assert!(other.store.set_key_settings(&prefix, KeySettings::default()).await.unwrap(), "an announced change");
+    let gone =
+        eventually(Duration::from_secs(3), async || short.store.credentials(&prefix).await.unwrap().is_empty()).await;
+    assert!(gone, "the announcement did not drop the cached key");
 }
 
 /// A user and two rate limiters on one database, as two replicas have.
@@ -229,6 +257,25 @@ async fn two_replicas_share_one_rate_limit() {
     }
     assert_eq!(allowed, 5);
     assert!(retry_after > Duration::from_secs(5) && retry_after <= Duration::from_secs(12), "{retry_after:?}");
+}
+
+/// A lease lives a minute, but one taken under another limit is not spent: a lowered limit
+/// holds at the next request.
+#[tokio::test]
+async fn a_new_limit_drops_the_lease_taken_under_the_old_one() {
+    let db = crate::database().await;
+    let (id, [limiter, _]) = two_limiters(&db).await;
+    let bucket = RateBucket::user(id);
+    assert_eq!(limiter.acquire(bucket, 1200).await.unwrap(), RateDecision::Allowed, "a lease of 60 tokens");
+    assert_eq!(
+        limiter.acquire(bucket, 1).await.unwrap(),
+        RateDecision::Allowed,
+        "the bucket holds one at the new limit"
+    );
+    assert!(
+        matches!(limiter.acquire(bucket, 1).await.unwrap(), RateDecision::Limited { .. }),
+        "the old lease's 59 tokens were not spent under the new limit"
+    );
 }
 
 #[tokio::test]
