@@ -17,6 +17,9 @@ pub(super) struct Held {
     advancing: HashSet<JobId>,
     lost: HashSet<JobId>,
     handed: HashSet<JobId>,
+    /// Jobs being advanced when a free slot went to them: should the step end with the job still
+    /// waiting (it looked just before the slot freed), it looks again at once.
+    called: HashSet<JobId>,
 }
 
 impl Held {
@@ -77,12 +80,12 @@ impl Held {
         }
     }
 
-    /// Brings forward to `at` every held job that waits for a slot of its provider's keys, when
-    /// a job that held one ended: the first in fair order takes it.
-    pub(super) fn hurry_waiting(&mut self, at: OffsetDateTime) {
-        let waiting: Vec<JobId> =
-            self.jobs.iter().filter(|(_, (_, job))| job.waits_for_capacity()).map(|(id, _)| *id).collect();
-        for id in waiting {
+    /// Brings forward to `at` a held job that a free slot goes to, or, when it is being advanced,
+    /// to the end of its step should that leave it waiting.
+    pub(super) fn call(&mut self, id: JobId, at: OffsetDateTime) {
+        if self.advancing.contains(&id) {
+            self.called.insert(id);
+        } else {
             self.hurry(id, at);
         }
     }
@@ -112,6 +115,7 @@ impl Held {
         self.jobs.clear();
         self.schedule.clear();
         self.handed.clear();
+        self.called.clear();
     }
 
     /// Lets go of a job that became final elsewhere or is no longer under this driver's lease;
@@ -122,6 +126,7 @@ impl Held {
             self.lost.insert(id);
         }
         self.handed.remove(&id);
+        self.called.remove(&id);
         if let Some((due, _)) = self.jobs.remove(&id) {
             self.schedule.remove(&(due, id));
         }
@@ -130,8 +135,13 @@ impl Held {
     pub(super) fn finished_step(&mut self, id: JobId, kept: Option<Job>, now: OffsetDateTime) {
         self.advancing.remove(&id);
         let lost = self.lost.remove(&id);
+        let called = self.called.remove(&id);
         if let (Some(job), false) = (kept, lost) {
+            let waits = job.waits_for_capacity();
             self.keep(job, now);
+            if called && waits {
+                self.hurry(id, now);
+            }
         }
     }
 }
