@@ -145,3 +145,47 @@ impl Held {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
+mod tests {
+    use genjobs_domain::catalog::{Catalog, PricePercent, Rate, Unit};
+    use genjobs_domain::ids::UserId;
+    use genjobs_domain::job::Trigger;
+    use genjobs_domain::modality::Modality;
+    use genjobs_domain::request::{GenerationDraft, GenerationRequest};
+    use time::Duration;
+
+    use super::*;
+
+    fn job(now: OffsetDateTime) -> Job {
+        let draft = GenerationDraft { prompt: Some("p".into()), ..GenerationDraft::default() };
+        let request = GenerationRequest::validate(Modality::Image, draft, &Catalog::builtin().unwrap()).unwrap();
+        let rate = Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL };
+        let id = JobId::new_at(now);
+        Job::accept(id, UserId::new_at(now), request.model, Modality::Image, request.input, rate, now).0
+    }
+
+    /// A job named next in line while its step runs looks again as the step ends if it still
+    /// waits: its look may have come just before the slot freed. One that got its slot keeps
+    /// its cadence.
+    #[test]
+    fn a_job_called_while_advancing_looks_again_when_its_step_leaves_it_waiting() {
+        let now = OffsetDateTime::now_utc();
+        let later = now + Duration::minutes(1);
+        let mut held = Held::default();
+        held.keep(job(now), now);
+        held.keep(job(now), now);
+        let (_, first, _) = held.take_due(now).unwrap();
+        let (_, second, _) = held.take_due(now).unwrap();
+        held.call(first.id(), now);
+        held.call(second.id(), now);
+        let still_waiting = first.apply(Trigger::AwaitCapacity { next_poll_at: later }, now).unwrap().into_job();
+        let sending = second.apply(Trigger::SubmitStarted { next_poll_at: later }, now).unwrap().into_job();
+        assert!(still_waiting.waits_for_capacity() && !sending.waits_for_capacity());
+        held.finished_step(first.id(), Some(still_waiting), now);
+        held.finished_step(second.id(), Some(sending), now);
+        assert_eq!(held.take_due(now).map(|(_, job, _)| job.id()), Some(first.id()), "looks again at once");
+        assert!(held.take_due(now).is_none(), "the job sending keeps its own time");
+    }
+}
