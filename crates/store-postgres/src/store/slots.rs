@@ -125,15 +125,19 @@ impl ProviderSlots for PgStore {
                     .first(conn)
                     .await
                     .optional()?;
-                if let Some((Some(held_at), Some(key))) = held
+                if let Some((Some(held_at), Some(key))) = &held
                     && held_at == provider
                 {
-                    return Ok(Some(key));
+                    return Ok(Some(key.clone()));
                 }
-                diesel::update(jobs::table.find(job_id.as_uuid()))
-                    .set((jobs::slot_provider.eq(provider), jobs::slot_key.eq(None::<String>)))
-                    .execute(conn)
-                    .await?;
+                // A job that waits here already (a re-look) costs no write.
+                let waits_here = matches!(&held, Some((Some(waits_at), None)) if waits_at == provider);
+                if !waits_here {
+                    diesel::update(jobs::table.find(job_id.as_uuid()))
+                        .set((jobs::slot_provider.eq(provider), jobs::slot_key.eq(None::<String>)))
+                        .execute(conn)
+                        .await?;
+                }
                 let counts = in_flight(conn, provider).await?;
                 let per_key: Vec<u64> = keys.iter().map(|key| counts.get(&key.id).copied().unwrap_or(0)).collect();
                 let free = free_slots(keys, &per_key);
