@@ -8,8 +8,8 @@
 mod common;
 
 use genjobs_domain::catalog::{PricePercent, Rate, Unit};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{PausedClock, one_image};
@@ -34,8 +34,6 @@ struct Setup {
 }
 
 fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
-    let store = Arc::new(MemoryStore::new());
-    let events = Arc::new(EventHub::new());
     let status_calls = Arc::new(AtomicU64::new(0));
     let mut upstream = MockUpstreamProvider::new();
     upstream.expect_reserve().returning(|_, _| Capacity::Free(Placement::default()));
@@ -46,6 +44,13 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         Ok(status.clone())
     });
     upstream.expect_result().returning(|_, _, _| Ok(one_image()));
+    setup_over(upstream, status_calls)
+}
+
+/// The driver over `upstream`, whose status calls `status_calls` counts.
+fn setup_over(upstream: MockUpstreamProvider, status_calls: Arc<AtomicU64>) -> (Setup, JobDriver) {
+    let store = Arc::new(MemoryStore::new());
+    let events = Arc::new(EventHub::new());
     let clock = Arc::new(PausedClock::new());
     let ports = Ports {
         jobs: store.clone(),
@@ -193,4 +198,36 @@ async fn a_stopping_driver_hands_its_jobs_back_for_another_to_claim_at_once() {
     assert_eq!(taken.len(), ids.len(), "every held job is claimable one poll interval later, not a lease later");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(setup.status_calls.load(Ordering::SeqCst), polls, "a stopped driver polls nothing");
+}
+
+/// With many held jobs waiting for capacity, a freed slot steps only the job it goes to (the one
+/// the provider side names next in line), not every waiting job: one reserve, not one each.
+#[tokio::test(start_paused = true)]
+async fn a_freed_slot_steps_only_the_job_next_in_line() {
+    let next: Arc<Mutex<Vec<JobId>>> = Arc::default();
+    let reserves = Arc::new(AtomicU64::new(0));
+    let mut upstream = MockUpstreamProvider::new();
+    let (line, calls) = (Arc::clone(&next), Arc::clone(&reserves));
+    upstream.expect_reserve().returning(move |id, _| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        if line.lock().unwrap().contains(&id) { Capacity::Free(Placement::default()) } else { Capacity::Full }
+    });
+    let line = Arc::clone(&next);
+    upstream.expect_next_in_line().returning(move || Ok(line.lock().unwrap().clone()));
+    upstream.expect_submit_placed().returning(|id, _, _, _| Ok(UpstreamRef::new("test", id.to_string())));
+    upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Running { percent: None }));
+    let (setup, driver) = setup_over(upstream, Arc::default());
+    let ids = accept(&setup, 30).await;
+    let running = tokio::spawn(async move { driver.run().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(reserves.load(Ordering::SeqCst), 30, "every job looked for a slot once");
+    assert_eq!(states(&setup, &ids).await, vec![JobState::Queued; 30], "and waits");
+
+    next.lock().unwrap().push(ids[17]);
+    setup.events.free_capacity(ids[0]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running.abort();
+    assert_eq!(reserves.load(Ordering::SeqCst), 31, "only the job next in line looked again");
+    let sent = setup.store.job(ids[17]).await.unwrap().unwrap();
+    assert!(sent.upstream().is_some() && !sent.waits_for_capacity(), "the job next in line was sent");
 }

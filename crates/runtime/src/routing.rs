@@ -372,6 +372,21 @@ impl UpstreamProvider for RoutedUpstream {
         Err(SubmitFailure::NotReached(refusals.join("; ")))
     }
 
+    /// Asks each provider that takes slots in turn: one read each, under no lock.
+    async fn next_in_line(&self) -> Result<Vec<JobId>, StoreError> {
+        let Some(slots) = &self.slots else {
+            return Ok(Vec::new());
+        };
+        let mut next = Vec::new();
+        for provider in self.providers() {
+            let keys = provider.keys();
+            if !keys.is_empty() {
+                next.extend(slots.next_in_line(provider.name(), &keys).await?);
+            }
+        }
+        Ok(next)
+    }
+
     /// Every configured provider, its keys (when it has several, or a cap) with their jobs in
     /// flight, and its waiting jobs, as the slots count them.
     async fn loads(&self) -> Result<Vec<ProviderLoad>, StoreError> {

@@ -76,6 +76,7 @@ macro_rules! store_contract_tests {
             slots_go_to_the_least_busy_key_up_to_its_cap,
             concurrent_takes_never_pass_a_cap,
             a_jobs_place_names_its_provider,
+            the_next_in_line_are_those_the_free_slots_go_to,
             a_start_deadline_is_kept_and_makes_the_job_due_by_then,
         );
     };

@@ -95,6 +95,15 @@ impl ProviderSlots for MemoryStore {
         Ok(state.slots_in_flight(provider).0)
     }
 
+    async fn next_in_line(&self, provider: &str, keys: &[ProviderKey]) -> Result<Vec<JobId>, StoreError> {
+        let mut state = self.state();
+        state.prune_slots();
+        let (by_key, by_user) = state.slots_in_flight(provider);
+        let in_flight: Vec<u64> = keys.iter().map(|key| by_key.get(&key.id).copied().unwrap_or(0)).collect();
+        let free = usize::try_from(free_slots(keys, &in_flight)).unwrap_or(usize::MAX);
+        Ok(fair_order(&state.waiting_for(provider), &by_user).into_iter().take(free).collect())
+    }
+
     async fn slots_waiting(&self, provider: &str) -> Result<WaitingJobs, StoreError> {
         let mut state = self.state();
         state.prune_slots();

@@ -58,6 +58,16 @@ pub trait ProviderSlots: Send + Sync {
     /// [`StoreError`] when the store cannot answer.
     async fn slots_in_flight(&self, provider: &str) -> Result<BTreeMap<String, u64>, StoreError>;
 
+    /// The jobs waiting for `provider` that the slots free now among `keys` would go to, first
+    /// in fair order first ([`crate::capacity::fair_order`], the rule
+    /// [`ProviderSlots::take_slot`] applies), at most as many as there are free slots. Only
+    /// advice: it takes nothing and locks nothing, so that a driver wakes these jobs alone when
+    /// a slot frees rather than every waiting job; each still takes its slot atomically.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot answer.
+    async fn next_in_line(&self, provider: &str, keys: &[ProviderKey]) -> Result<Vec<JobId>, StoreError>;
+
     /// How many jobs wait, unsent, for a slot of `provider`'s keys, by priority.
     ///
     /// # Errors

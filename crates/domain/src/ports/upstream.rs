@@ -318,6 +318,17 @@ pub trait UpstreamProvider: Send + Sync {
         Capacity::Free(Placement::default())
     }
 
+    /// The jobs waiting for capacity that the slots free now would go to, at every provider
+    /// that takes slots ([`crate::ports::ProviderSlots::next_in_line`]): the driver wakes these
+    /// alone when a slot frees. The default, for an adapter that takes no slots, has no job
+    /// waiting.
+    ///
+    /// # Errors
+    /// [`crate::ports::StoreError`] when the slots cannot be read.
+    async fn next_in_line(&self) -> Result<Vec<JobId>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
+
     /// As [`UpstreamProvider::submit`], as `placement` (from [`UpstreamProvider::reserve`]) says.
     ///
     /// # Errors

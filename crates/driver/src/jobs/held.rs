@@ -17,6 +17,9 @@ pub(super) struct Held {
     advancing: HashSet<JobId>,
     lost: HashSet<JobId>,
     handed: HashSet<JobId>,
+    /// Jobs being advanced when a free slot went to them: should the step end with the job still
+    /// waiting (it looked just before the slot freed), it looks again at once.
+    called: HashSet<JobId>,
 }
 
 impl Held {
@@ -77,12 +80,12 @@ impl Held {
         }
     }
 
-    /// Brings forward to `at` every held job that waits for a slot of its provider's keys, when
-    /// a job that held one ended: the first in fair order takes it.
-    pub(super) fn hurry_waiting(&mut self, at: OffsetDateTime) {
-        let waiting: Vec<JobId> =
-            self.jobs.iter().filter(|(_, (_, job))| job.waits_for_capacity()).map(|(id, _)| *id).collect();
-        for id in waiting {
+    /// Brings forward to `at` a held job that a free slot goes to, or, when it is being advanced,
+    /// to the end of its step should that leave it waiting.
+    pub(super) fn call(&mut self, id: JobId, at: OffsetDateTime) {
+        if self.advancing.contains(&id) {
+            self.called.insert(id);
+        } else {
             self.hurry(id, at);
         }
     }
@@ -112,6 +115,7 @@ impl Held {
         self.jobs.clear();
         self.schedule.clear();
         self.handed.clear();
+        self.called.clear();
     }
 
     /// Lets go of a job that became final elsewhere or is no longer under this driver's lease;
@@ -122,6 +126,7 @@ impl Held {
             self.lost.insert(id);
         }
         self.handed.remove(&id);
+        self.called.remove(&id);
         if let Some((due, _)) = self.jobs.remove(&id) {
             self.schedule.remove(&(due, id));
         }
@@ -130,8 +135,57 @@ impl Held {
     pub(super) fn finished_step(&mut self, id: JobId, kept: Option<Job>, now: OffsetDateTime) {
         self.advancing.remove(&id);
         let lost = self.lost.remove(&id);
+        let called = self.called.remove(&id);
         if let (Some(job), false) = (kept, lost) {
+            let waits = job.waits_for_capacity();
             self.keep(job, now);
+            if called && waits {
+                self.hurry(id, now);
+            }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap is a failed test")]
+mod tests {
+    use genjobs_domain::catalog::{Catalog, PricePercent, Rate, Unit};
+    use genjobs_domain::ids::UserId;
+    use genjobs_domain::job::Trigger;
+    use genjobs_domain::modality::Modality;
+    use genjobs_domain::request::{GenerationDraft, GenerationRequest};
+    use time::Duration;
+
+    use super::*;
+
+    fn job(now: OffsetDateTime) -> Job {
+        let draft = GenerationDraft { prompt: Some("p".into()), ..GenerationDraft::default() };
+        let request = GenerationRequest::validate(Modality::Image, draft, &Catalog::builtin().unwrap()).unwrap();
+        let rate = Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL };
+        let id = JobId::new_at(now);
+        Job::accept(id, UserId::new_at(now), request.model, Modality::Image, request.input, rate, now).0
+    }
+
+    /// A job named next in line while its step runs looks again as the step ends if it still
+    /// waits: its look may have come just before the slot freed. One that got its slot keeps
+    /// its cadence.
+    #[test]
+    fn a_job_called_while_advancing_looks_again_when_its_step_leaves_it_waiting() {
+        let now = OffsetDateTime::now_utc();
+        let later = now + Duration::minutes(1);
+        let mut held = Held::default();
+        held.keep(job(now), now);
+        held.keep(job(now), now);
+        let (_, first, _) = held.take_due(now).unwrap();
+        let (_, second, _) = held.take_due(now).unwrap();
+        held.call(first.id(), now);
+        held.call(second.id(), now);
+        let still_waiting = first.apply(Trigger::AwaitCapacity { next_poll_at: later }, now).unwrap().into_job();
+        let sending = second.apply(Trigger::SubmitStarted { next_poll_at: later }, now).unwrap().into_job();
+        assert!(still_waiting.waits_for_capacity() && !sending.waits_for_capacity());
+        held.finished_step(first.id(), Some(still_waiting), now);
+        held.finished_step(second.id(), Some(sending), now);
+        assert_eq!(held.take_due(now).map(|(_, job, _)| job.id()), Some(first.id()), "looks again at once");
+        assert!(held.take_due(now).is_none(), "the job sending keeps its own time");
     }
 }

@@ -17,7 +17,14 @@
 //! and no step holding a database connection starves while the loop waits for another; the loop
 //! itself only waits (`tokio::select!`) for the first of: a task's end, the next due time, a
 //! signal (a job changed elsewhere, someone watches a job, a job handed over, a slot of a
-//! provider's keys freed: the jobs waiting for capacity are due at once), or the shutdown.
+//! provider's keys freed), or the shutdown.
+//!
+//! A freed slot wakes only the held jobs it goes to: the driver asks the provider side once which
+//! waiting jobs the free slots go to in fair order ([`UpstreamProvider::next_in_line`]) and
+//! hurries those it holds, so that a backlog of N waiting jobs costs one read per freed slot,
+//! not N steps each taking the provider's lock. A burst of frees is coalesced: one question in
+//! flight, one more after it when woken meanwhile. Every waiting job still looks again once a
+//! lease, should a wake be lost.
 
 mod handoff;
 mod held;
@@ -32,6 +39,8 @@ use futures_util::{FutureExt, StreamExt};
 use genjobs_domain::catalog::LiveCatalog;
 use genjobs_domain::ids::{JobId, LeaseId};
 use genjobs_domain::job::Job;
+#[cfg(doc)]
+use genjobs_domain::ports::UpstreamProvider;
 use genjobs_domain::ports::{JobHandoff, StoreError, WATCH_TTL};
 use genjobs_domain::usecases::{Cadence, JobSteps, Ports, Stepped};
 use time::OffsetDateTime;
@@ -62,6 +71,8 @@ enum Done {
     Stepped(JobId, Option<Box<Job>>),
     /// A job changed elsewhere; whether it is final now.
     Checked(JobId, bool),
+    /// The waiting jobs that the free slots go to, on any replica.
+    NextInLine(Result<Vec<JobId>, StoreError>),
 }
 
 /// What the loop's wait ended on.
@@ -127,6 +138,8 @@ impl JobDriver {
         let mut freed = ports.events.subscribe_capacity();
         let mut watched: HashMap<JobId, OffsetDateTime> = HashMap::new();
         let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
+        // A question of who is next in line is in flight; another slot freed meanwhile.
+        let (mut asking, mut ask_again) = (false, false);
         let now = ports.clock.now();
         let (mut next_claim, mut next_renewal) = (now, now);
         loop {
@@ -217,7 +230,29 @@ impl JobDriver {
                     held.hurry(id, now);
                 }
                 Woke::Handed(job) => held.keep_handed(*job, now),
-                Woke::SlotFreed => held.hurry_waiting(now),
+                Woke::SlotFreed if asking => ask_again = true,
+                Woke::SlotFreed => {
+                    asking = !draining;
+                    if asking {
+                        self.ask_next_in_line(&mut work);
+                    }
+                }
+                Woke::Done(Done::NextInLine(next)) => {
+                    match next {
+                        Ok(ids) => {
+                            for id in ids {
+                                held.call(id, now);
+                            }
+                        }
+                        // Each waiting job looks again within a lease anyway.
+                        Err(e) => tracing::warn!(error = %e, "could not read which waiting jobs the free slots go to"),
+                    }
+                    asking = ask_again && !draining;
+                    ask_again = false;
+                    if asking {
+                        self.ask_next_in_line(&mut work);
+                    }
+                }
                 Woke::Shutdown => {
                     draining = true;
                     self.inbox.shut();
@@ -292,6 +327,12 @@ impl JobDriver {
         if lives_until.is_some() {
             self.steps.hand_back(lease, held.count()).await;
         }
+    }
+
+    /// Asks which waiting jobs the free slots go to, as a task of the loop.
+    fn ask_next_in_line(&self, work: &mut JoinSet<Done>) {
+        let upstream = Arc::clone(&self.steps.ports().upstream);
+        spawn(work, Done::NextInLine(Err(panicked())), async move { Done::NextInLine(upstream.next_in_line().await) });
     }
 
     /// The time between two polls of a job: the poll interval while someone watches it or when

@@ -111,3 +111,42 @@ pub async fn a_start_deadline_is_kept_and_makes_the_job_due_by_then<S: Store>(st
     let claimed = store.claim_due(lease, start_by, 10).await.unwrap();
     assert_eq!(claimed.iter().map(|job| job.id()).collect::<Vec<_>>(), [waiting.id()], "due at its deadline");
 }
+
+/// The jobs next in line are those the free slots go to in fair order, as many as there are
+/// free slots, and asking takes nothing: the one named still takes its slot, the others wait.
+pub async fn the_next_in_line_are_those_the_free_slots_go_to<S: Store>(store: Arc<S>) {
+    let limits = Limits { max_concurrent_jobs: 10, ..LIMITS };
+    let (busy, light) = (user_with(&*store, 100, limits).await, user_with(&*store, 100, limits).await);
+    let keys = vec![ProviderKey::of("only-key-dddd", 2)];
+    let mut burst = Vec::new();
+    for _ in 0..4 {
+        burst.push(accepted(&*store, busy, 1).await);
+    }
+    let trickle = accepted(&*store, light, 1).await;
+    for job in burst.iter().chain([&trickle]) {
+        store.take_slot(job.id(), "fal", &keys).await.unwrap();
+    }
+    assert_eq!(store.next_in_line("fal", &keys).await.unwrap(), [], "no slot is free");
+
+    let sent = submitted(&*store, &burst[0]).await;
+    let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
+    step(&*store, &sent, Trigger::Failed { error }).await;
+    assert_eq!(
+        store.next_in_line("fal", &keys).await.unwrap(),
+        [trickle.id()],
+        "one free slot, and the user with fewer jobs in flight comes first"
+    );
+    assert_eq!(store.next_in_line("fal", &keys).await.unwrap(), [trickle.id()], "asking takes nothing");
+    assert_eq!(store.take_slot(burst[2].id(), "fal", &keys).await.unwrap(), None, "not next in line");
+    assert!(store.take_slot(trickle.id(), "fal", &keys).await.unwrap().is_some(), "the one named takes it");
+    assert_eq!(store.next_in_line("fal", &keys).await.unwrap(), [], "every slot is taken again");
+
+    let wide = vec![ProviderKey::of("only-key-dddd", 4)];
+    let (oldest, newest) = (burst[2].id().min(burst[3].id()), burst[2].id().max(burst[3].id()));
+    assert_eq!(
+        store.next_in_line("fal", &wide).await.unwrap(),
+        [oldest, newest],
+        "a user's own jobs oldest first, up to the free slots"
+    );
+    assert_eq!(store.next_in_line("replicate", &keys).await.unwrap(), [], "another provider's line is apart");
+}

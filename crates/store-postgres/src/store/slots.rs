@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 #[cfg(doc)]
@@ -45,6 +45,30 @@ const AHEAD: &str = "WITH busy AS (
     SELECT count(*) AS ahead FROM waiting, waiting AS me
     WHERE me.id = $2 AND (waiting.low, waiting.load, waiting.id) < (me.low, me.load, me.id)";
 
+/// The jobs waiting for provider `$1` that the free slots of its keys (ids `$2`, caps `$3`, 0 for
+/// none) go to, in fair order as [`AHEAD`] ranks them: one read, under no lock.
+const NEXT_IN_LINE: &str = "WITH caps AS (
+        SELECT * FROM unnest($2::text[], $3::bigint[]) AS key(id, cap)
+    ), in_flight AS (
+        SELECT slot_key, count(*) AS jobs FROM jobs
+        WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running')
+        GROUP BY slot_key
+    ), free AS (
+        SELECT CASE WHEN bool_or(caps.cap = 0) THEN NULL
+            ELSE sum(greatest(caps.cap - coalesce(in_flight.jobs, 0), 0))::bigint END AS slots
+        FROM caps LEFT JOIN in_flight ON in_flight.slot_key = caps.id
+    ), busy AS (
+        SELECT user_id, count(*) AS jobs FROM jobs
+        WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running')
+        GROUP BY user_id
+    ), waiting AS (
+        SELECT w.id, w.priority = 'low' AS low,
+            coalesce(busy.jobs, 0) + row_number() OVER (PARTITION BY w.user_id, w.priority ORDER BY w.id) AS load
+        FROM jobs w LEFT JOIN busy ON busy.user_id = w.user_id
+        WHERE w.slot_provider = $1 AND w.slot_key IS NULL AND w.state IN ('queued', 'running')
+    )
+    SELECT id FROM waiting ORDER BY low, load, id LIMIT (SELECT slots FROM free)";
+
 /// The jobs waiting for provider `$1`, by priority.
 const WAITING: &str = "SELECT count(*) FILTER (WHERE priority = 'normal') AS normal,
         count(*) FILTER (WHERE priority = 'low') AS low
@@ -62,6 +86,12 @@ struct Waiting {
 struct Ahead {
     #[diesel(sql_type = BigInt)]
     ahead: i64,
+}
+
+#[derive(QueryableByName)]
+struct NextInLine {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: uuid::Uuid,
 }
 
 #[derive(QueryableByName)]
@@ -95,15 +125,19 @@ impl ProviderSlots for PgStore {
                     .first(conn)
                     .await
                     .optional()?;
-                if let Some((Some(held_at), Some(key))) = held
+                if let Some((Some(held_at), Some(key))) = &held
                     && held_at == provider
                 {
-                    return Ok(Some(key));
+                    return Ok(Some(key.clone()));
                 }
-                diesel::update(jobs::table.find(job_id.as_uuid()))
-                    .set((jobs::slot_provider.eq(provider), jobs::slot_key.eq(None::<String>)))
-                    .execute(conn)
-                    .await?;
+                // A job that waits here already (a re-look) costs no write.
+                let waits_here = matches!(&held, Some((Some(waits_at), None)) if waits_at == provider);
+                if !waits_here {
+                    diesel::update(jobs::table.find(job_id.as_uuid()))
+                        .set((jobs::slot_provider.eq(provider), jobs::slot_key.eq(None::<String>)))
+                        .execute(conn)
+                        .await?;
+                }
                 let counts = in_flight(conn, provider).await?;
                 let per_key: Vec<u64> = keys.iter().map(|key| counts.get(&key.id).copied().unwrap_or(0)).collect();
                 let free = free_slots(keys, &per_key);
@@ -163,6 +197,30 @@ impl ProviderSlots for PgStore {
         })
         .await
         .map(|_| ())
+    }
+
+    async fn next_in_line(&self, provider: &str, keys: &[ProviderKey]) -> Result<Vec<JobId>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let provider = provider.to_owned();
+        let ids: Vec<String> = keys.iter().map(|key| key.id.clone()).collect();
+        let caps: Vec<i64> = keys.iter().map(|key| i64::from(key.max_in_flight)).collect();
+        let next: Vec<NextInLine> = self
+            .repeatable(move |conn: &mut AsyncPgConnection| {
+                let (provider, ids, caps) = (provider.clone(), ids.clone(), caps.clone());
+                async move {
+                    diesel::sql_query(NEXT_IN_LINE)
+                        .bind::<Text, _>(provider)
+                        .bind::<Array<Text>, _>(ids)
+                        .bind::<Array<BigInt>, _>(caps)
+                        .load(conn)
+                        .await
+                }
+                .boxed()
+            })
+            .await?;
+        Ok(next.into_iter().map(|row| JobId::from_uuid(row.id)).collect())
     }
 
     async fn slots_waiting(&self, provider: &str) -> Result<WaitingJobs, StoreError> {
