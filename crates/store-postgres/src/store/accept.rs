@@ -10,7 +10,9 @@ use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::LeaseId;
 use genjobs_domain::job::Job;
 use genjobs_domain::keys::{KeyBudget, check_budget};
-use genjobs_domain::ports::{AcceptError, Accepted, AccountStore, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
+use genjobs_domain::ports::{
+    AcceptError, Accepted, AccountStore, Credential, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError,
+};
 use time::OffsetDateTime;
 
 use super::PgStore;
@@ -23,6 +25,11 @@ use crate::schema::{idempotency_keys, jobs, ledger, users};
 /// How often an accept races another request with the same idempotency key, or another change
 /// of the account between its snapshot and its hold, before giving up.
 const ACCEPT_ATTEMPTS: usize = 3;
+
+/// What an accept statement saw: the credits available, the active jobs and the concurrent-job
+/// limit in its snapshot, how many jobs it inserted, and the key's used and budget when it
+/// checked one.
+type Seen = (i64, i32, i32, i64, Option<i64>, Option<i64>);
 
 enum Refusal {
     Accept(AcceptError),
@@ -219,7 +226,7 @@ impl PgStore {
         let held = amount(job.credits_held())?;
         let mut attempt = 1;
         loop {
-            let seen: Option<(i64, i32, i32, i64, Option<i64>, Option<i64>)> = match budget {
+            let seen: Option<Seen> = match budget {
                 None => self
                     .in_session(async |conn| Accept(&row).get_result(conn).await.optional())
                     .await?
@@ -291,7 +298,7 @@ impl PgStore {
     async fn key_limits(&self, job: &Job) -> Result<(Option<KeyBudget>, bool), StoreError> {
         let Some(prefix) = job.key_prefix() else { return Ok((None, false)) };
         let credentials = self.credentials(prefix).await?;
-        let settings = credentials.iter().next().map(|credential| &credential.settings);
+        let settings = <[Credential]>::first(&credentials).map(|credential| &credential.settings);
         Ok((
             settings.and_then(|settings| settings.budget),
             settings.is_some_and(|settings| settings.max_concurrent_jobs.is_some()),
