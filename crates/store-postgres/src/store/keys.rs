@@ -127,6 +127,23 @@ pub(super) async fn lock_key_settings(
         .optional()
 }
 
+/// Tags the jobs not yet final of the key of `prefix` created since `start` as counted under the
+/// period that starts then.
+async fn tag_jobs(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+    start: OffsetDateTime,
+) -> Result<usize, diesel::result::Error> {
+    diesel::sql_query(
+        "UPDATE jobs SET budget_period_start = $2 WHERE key_prefix = $1 AND state IN ('queued', 'running')
+           AND created_at >= $2 AND budget_period_start IS DISTINCT FROM $2",
+    )
+    .bind::<Text, _>(prefix)
+    .bind::<Timestamptz, _>(start)
+    .execute(conn)
+    .await
+}
+
 /// Derives the counter of the key of `prefix` from its jobs for the budget period that starts at
 /// `start`, and tags its jobs not yet final of that period with it, so that their final commits
 /// give back to it. The jobs are tagged before the key is locked and again after (for one
@@ -136,23 +153,11 @@ async fn derive_counter(
     prefix: &str,
     start: OffsetDateTime,
 ) -> Result<(), diesel::result::Error> {
-    let tag = diesel::sql_query(
-        "UPDATE jobs SET budget_period_start = $2 WHERE key_prefix = $1 AND state IN ('queued', 'running')
-           AND created_at >= $2 AND budget_period_start IS DISTINCT FROM $2",
-    )
-    .bind::<Text, _>(prefix)
-    .bind::<Timestamptz, _>(start);
-    tag.execute(conn).await?;
+    tag_jobs(conn, prefix, start).await?;
     if lock_key_settings(conn, prefix).await?.is_none() {
         return Ok(());
     }
-    let tag = diesel::sql_query(
-        "UPDATE jobs SET budget_period_start = $2 WHERE key_prefix = $1 AND state IN ('queued', 'running')
-           AND created_at >= $2 AND budget_period_start IS DISTINCT FROM $2",
-    )
-    .bind::<Text, _>(prefix)
-    .bind::<Timestamptz, _>(start);
-    tag.execute(conn).await?;
+    tag_jobs(conn, prefix, start).await?;
     let used = key_used(conn, prefix, Some(start)).await?;
     count_against_budget(conn, prefix, start, used).await.map(|_| ())
 }
