@@ -47,6 +47,7 @@ macro_rules! store_contract_tests {
             key_prefixes_are_unique,
             key_settings_are_kept_listed_and_changed,
             a_keys_jobs_count_against_its_budget,
+            a_keys_used_follows_its_jobs_across_periods_and_changes,
             a_keys_concurrency_limit_counts_its_own_jobs,
             concurrent_accepts_never_pass_a_keys_budget,
             grants_move_available_credits_only,

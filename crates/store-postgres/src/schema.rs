@@ -15,6 +15,8 @@ diesel::table! {
         rate_limit_per_minute -> Nullable<Int4>,
         max_concurrent_jobs -> Nullable<Int4>,
         last_used_at -> Nullable<Timestamptz>,
+        budget_period_start -> Nullable<Timestamptz>,
+        budget_used -> Int8,
     }
 }
 
@@ -89,6 +91,7 @@ diesel::table! {
         request -> Nullable<Jsonb>,
         trace_parent -> Nullable<Text>,
         start_by -> Nullable<Timestamptz>,
+        budget_period_start -> Nullable<Timestamptz>,
     }
 }
 

@@ -136,3 +136,45 @@ pub async fn concurrent_accepts_never_pass_a_keys_budget<S: Store>(store: Arc<S>
     assert_eq!(used, Credits::new(7 * u64::try_from(created).unwrap_or(0)));
     assert_eq!(balances(&*store, id).await.0.held, used);
 }
+
+/// A key's `used` follows its jobs' credits step by step: raised by an accept, lowered by what a
+/// settle or a release gives back; a job of an earlier period gives nothing back to the current
+/// one; a change of the budget counts its period's jobs again, and a job not yet final then
+/// gives back to the new period when it ends.
+pub async fn a_keys_used_follows_its_jobs_across_periods_and_changes<S: Store>(store: Arc<S>) {
+    let id = user(&*store, 1000).await;
+    let prefix = key_with(&*store, id, budget(100, BudgetPeriod::Day)).await;
+    let today = BudgetPeriod::Day.start(now());
+    let yesterday = now() - Duration::days(1);
+    let accept = async |held, at| match store
+        .accept(new_job(id, held, at).with_key_prefix(Some(prefix.clone())), None, None, at)
+        .await
+    {
+        Ok(Accepted::Created(job)) => job,
+        other => panic!("expected a created job, got {other:?}"),
+    };
+    let used = async |since| store.key_used(&prefix, since).await.expect("used");
+
+    let old = accept(25, yesterday).await;
+    assert_eq!(used(BudgetPeriod::Day.start(yesterday)).await, Credits::new(25), "yesterday's hold");
+    let charged = accept(30, now()).await;
+    assert_eq!(used(today).await, Credits::new(30), "a new day counts from nothing");
+    step(&*store, &old, Trigger::Cancel).await;
+    assert_eq!(used(today).await, Credits::new(30), "yesterday's job gives nothing back to today");
+    step(&*store, &submitted(&*store, &charged).await, success(10)).await;
+    assert_eq!(used(today).await, Credits::new(10), "a settle keeps the charge, gives back the rest");
+    let canceled = accept(20, now()).await;
+    assert_eq!(used(today).await, Credits::new(30));
+    step(&*store, &canceled, Trigger::Cancel).await;
+    assert_eq!(used(today).await, Credits::new(10), "a release gives back the whole hold");
+
+    let pending = accept(15, now()).await;
+    assert!(store.set_key_settings(&prefix, budget(60, BudgetPeriod::Total)).await.expect("change"));
+    assert_eq!(used(None).await, Credits::new(25), "the whole life counted again: the charge and the hold");
+    let refused = store.accept(keyed_job(id, &prefix, 36), None, None, now()).await;
+    assert!(matches!(refused, Err(AcceptError::KeyBudgetExceeded(e)) if e.used == Credits::new(25)), "{refused:?}");
+    step(&*store, &pending, Trigger::Cancel).await;
+    assert_eq!(used(None).await, Credits::new(10), "a job counted again gives back to the new period");
+    accept(50, now()).await;
+    assert_eq!(used(None).await, Credits::new(60), "up to the changed budget exactly");
+}

@@ -38,9 +38,9 @@ macro_rules! job_columns {
         /// The columns a transition may change.
         const CHANGING: &[&str] = &[$(stringify!($col),)*];
 
-        impl QueryFragment<Pg> for Accept<'_> {
-            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-                let row = self.0;
+        /// `WITH new AS (…)`: the row's binds as the columns of `new`, first in both accept
+        /// statements.
+        fn push_new<'b>(row: &'b JobRow, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
                 out.push_sql("WITH new AS (SELECT ");
                 $(
                     out.push_bind_param::<$fixed_sql, _>(&row.$fixed)?;
@@ -52,7 +52,26 @@ macro_rules! job_columns {
                 )*
                 out.push_bind_param::<Nullable<SqlUuid>, _>(&row.lease_id)?;
                 out.push_sql("::uuid AS lease_id)");
+                Ok(())
+        }
+
+        impl QueryFragment<Pg> for Accept<'_> {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                push_new(self.0, &mut out)?;
                 out.push_sql(&ACCEPT_REST);
+                Ok(())
+            }
+        }
+
+        impl QueryFragment<Pg> for AcceptBudgeted<'_> {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                push_new(self.row, &mut out)?;
+                out.push_sql(", period AS (SELECT ");
+                out.push_bind_param::<Timestamptz, _>(&self.period_start)?;
+                out.push_sql("::timestamptz AS start, ");
+                out.push_bind_param::<Text, _>(self.period)?;
+                out.push_sql("::text AS name)");
+                out.push_sql(&ACCEPT_BUDGETED_REST);
                 Ok(())
             }
         }
@@ -183,6 +202,77 @@ static ACCEPT_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
+/// The accept statement for a job of a key with a budget (and no concurrency limit of its own):
+/// [`Accept`]'s hold, with the key's row locked first (as every statement that locks both does)
+/// and its budget counter checked and raised in the same statement, so that an accept on a
+/// budgeted key is one round trip as a plain one is. The counter counts from 0 when it counts an
+/// earlier period; the job records the period it was counted under. `period` is the budget's
+/// period as the cached credentials read it: a key whose budget changed meanwhile matches no row,
+/// and the accept takes the transaction instead.
+pub(crate) struct AcceptBudgeted<'a> {
+    /// The job's row.
+    pub row: &'a JobRow,
+    /// The start of the budget's current period, as the counter keeps it.
+    pub period_start: OffsetDateTime,
+    /// The budget's period, as `api_keys.budget_period` keeps it.
+    pub period: &'a str,
+}
+
+impl QueryId for AcceptBudgeted<'_> {
+    type QueryId = AcceptBudgeted<'static>;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl Query for AcceptBudgeted<'_> {
+    /// [`Accept`]'s answer, then the key's budget and what it had used in the current period
+    /// when its row was locked (both null when the key or its budget was not found).
+    type SqlType = (BigInt, Integer, Integer, BigInt, Nullable<BigInt>, Nullable<BigInt>);
+}
+
+/// What follows `new` and `period` in the budgeted accept statement. `key` locks the key's row
+/// (in READ COMMITTED a locking read answers the newest version, so two accepts on one key count
+/// one after the other); the hold matches only if the key's budget fits, and the counter and the
+/// job are written only if the hold matched.
+static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
+    format!(
+        ", account AS (
+            SELECT users.credits_available, users.active_jobs, users.max_concurrent_jobs
+            FROM users JOIN new ON users.id = new.user_id
+        ), key AS (
+            SELECT api_keys.prefix, api_keys.budget_credits,
+                CASE WHEN api_keys.budget_period_start = period.start THEN api_keys.budget_used ELSE 0 END AS used
+            FROM api_keys JOIN new ON api_keys.prefix = new.key_prefix JOIN period ON api_keys.budget_period = period.name
+            WHERE api_keys.budget_credits IS NOT NULL
+            FOR NO KEY UPDATE OF api_keys
+        ), held AS (
+            UPDATE users
+            SET credits_available = users.credits_available - new.credits_held,
+                credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1
+            FROM new, key
+            WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
+              AND users.active_jobs < users.max_concurrent_jobs AND key.used + new.credits_held <= key.budget_credits
+            RETURNING users.id
+        ), counted AS (
+            UPDATE api_keys SET budget_used = key.used + new.credits_held, budget_period_start = period.start
+            FROM new, key, period, held WHERE api_keys.prefix = key.prefix
+            RETURNING api_keys.prefix
+        ), job AS (
+            INSERT INTO jobs ({columns}, budget_period_start) SELECT {values}, period.start FROM new, period, held
+            WHERE EXISTS (SELECT 1 FROM counted)
+            RETURNING id, user_id, credits_held
+        ), hold AS (
+            INSERT INTO ledger (user_id, job_id, kind, amount)
+            SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
+        )
+        SELECT account.credits_available, account.active_jobs, account.max_concurrent_jobs,
+            (SELECT count(*) FROM hold), (SELECT used FROM key), (SELECT budget_credits FROM key)
+        FROM account",
+        columns = INSERTED.join(", "),
+        values = values.join(", "),
+    )
+});
+
 impl QueryId for UpdateMany {
     type QueryId = UpdateMany;
     const HAS_STATIC_QUERY_ID: bool = true;
@@ -236,7 +326,11 @@ mod tests {
 
     #[test]
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
-        assert_eq!(INSERTED.len(), 34, "jobs has 36 columns, and an accept writes all but the provider slot's");
+        assert_eq!(
+            INSERTED.len(),
+            34,
+            "jobs has 37 columns, and an accept writes all but the provider slot's and the budget period"
+        );
         let row = row();
         let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
         assert!(accept.contains("$34::uuid AS lease_id") && !accept.contains("$35"), "{accept}");

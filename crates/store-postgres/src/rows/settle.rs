@@ -45,6 +45,16 @@ impl QueryFragment<Pg> for Settle {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql("WITH applied AS (");
         self.update.walk_ast(out.reborrow())?;
+        // What the job releases goes back to its key's budget counter too, if the counter still
+        // counts the period the job was counted under (a job of an earlier period gives nothing
+        // to the next). Locked after the job and before the account, as accepts lock the key
+        // before the account: `moved` reads `given`, so that it runs first.
+        out.push_sql("), given AS (UPDATE api_keys SET budget_used = api_keys.budget_used - ");
+        out.push_bind_param::<BigInt, _>(&self.released)?;
+        out.push_sql(
+            " FROM jobs, applied WHERE jobs.id = applied.id AND api_keys.prefix = jobs.key_prefix \
+             AND api_keys.budget_period_start = jobs.budget_period_start RETURNING api_keys.prefix",
+        );
         out.push_sql("), moved AS (UPDATE users SET credits_available = credits_available + ");
         out.push_bind_param::<BigInt, _>(&self.released)?;
         out.push_sql(", credits_held = credits_held - ");
@@ -57,7 +67,7 @@ impl QueryFragment<Pg> for Settle {
         out.push_bind_param::<SqlUuid, _>(&self.user_id)?;
         // Data-modifying CTEs run whether or not they are read; this one moves credits only
         // when the job's update applied.
-        out.push_sql(" AND EXISTS (SELECT 1 FROM applied) RETURNING users.id) ");
+        out.push_sql(" AND EXISTS (SELECT 1 FROM applied) AND (SELECT count(*) FROM given) >= 0 RETURNING users.id) ");
         out.push_sql("INSERT INTO ledger (user_id, job_id, kind, amount, released) SELECT ");
         out.push_bind_param::<SqlUuid, _>(&self.user_id)?;
         out.push_sql(", applied.id, ");

@@ -1,6 +1,7 @@
 //! Accepting a job: one statement without an idempotency key (conditional hold, job, ledger
-//! row), a transaction with one or for a key with a budget or a concurrency limit of its own
-//! (the key's row locked, its jobs counted, the account locked, then all checked); and the
+//! row; for a key with a budget also its row locked and its budget counter checked and raised),
+//! a transaction with one or for a key with a concurrency limit of its own (the key's row
+//! locked, its counter read, its jobs counted, the account locked, then all checked); and the
 //! pruning of old idempotency records. Either way a refusal is named by the state its check saw.
 
 use diesel::prelude::*;
@@ -8,20 +9,27 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::LeaseId;
 use genjobs_domain::job::Job;
-use genjobs_domain::keys::check_budget;
-use genjobs_domain::ports::{AcceptError, Accepted, AccountStore, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError};
+use genjobs_domain::keys::{KeyBudget, check_budget};
+use genjobs_domain::ports::{
+    AcceptError, Accepted, AccountStore, Credential, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError,
+};
 use time::OffsetDateTime;
 
 use super::PgStore;
-use super::keys::{key_active, key_used, lock_key_settings};
+use super::keys::{count_against_budget, counter_start, key_active, lock_key_settings};
 use crate::error::{TxError, from_diesel};
 use crate::pool::{Durability, count_job_commit};
-use crate::rows::{Accept, JobRow, amount, credits};
+use crate::rows::{Accept, AcceptBudgeted, JobRow, amount, credits};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 
 /// How often an accept races another request with the same idempotency key, or another change
 /// of the account between its snapshot and its hold, before giving up.
 const ACCEPT_ATTEMPTS: usize = 3;
+
+/// What an accept statement saw: the credits available, the active jobs and the concurrent-job
+/// limit in its snapshot, how many jobs it inserted, and the key's used and budget when it
+/// checked one.
+type Seen = (i64, i32, i32, i64, Option<i64>, Option<i64>);
 
 enum Refusal {
     Accept(AcceptError),
@@ -89,18 +97,19 @@ impl PgStore {
                     let key = match job.key_prefix() {
                         Some(prefix) => lock_key_settings(conn, prefix.as_str())
                             .await?
-                            .map(|row| row.into_settings())
+                            .map(|(row, counter)| row.into_settings().map(|settings| (settings, counter)))
                             .transpose()
                             .map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?
-                            .map(|settings| (prefix.as_str(), settings)),
+                            .map(|(settings, counter)| (prefix.as_str(), settings, counter)),
                         None => None,
                     };
                     let mut key_budget = None;
                     let mut key_limit = None;
-                    if let Some((prefix, settings)) = &key {
+                    if let Some((prefix, settings, (counted_since, counted))) = &key {
                         if let Some(budget) = settings.budget {
-                            let used = key_used(conn, prefix, budget.period.start(now)).await?;
-                            key_budget = Some((budget, used));
+                            let start = counter_start(budget.period.start(now));
+                            let used = if *counted_since == Some(start) { *counted } else { 0 };
+                            key_budget = Some((budget, used, start));
                         }
                         if let Some(limit) = settings.max_concurrent_jobs {
                             key_limit = Some((limit, key_active(conn, prefix).await?));
@@ -121,7 +130,7 @@ impl PgStore {
                     if available < held {
                         return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
                     }
-                    if let Some((budget, used)) = key_budget {
+                    if let Some((budget, used, _)) = key_budget {
                         let used = credits(used).map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
                         check_budget(budget, used, job.credits_held())
                             .map_err(|e| TxError::Refused(Refusal::Accept(AcceptError::KeyBudgetExceeded(e))))?;
@@ -142,7 +151,16 @@ impl PgStore {
                         ))
                         .execute(conn)
                         .await?;
-                    diesel::insert_into(jobs::table).values(&row).execute(conn).await?;
+                    let counted_under = match (key_budget, job.key_prefix()) {
+                        (Some((_, used, start)), Some(prefix)) => {
+                            Some(count_against_budget(conn, prefix.as_str(), start, used + held).await?)
+                        }
+                        _ => None,
+                    };
+                    diesel::insert_into(jobs::table)
+                        .values((&row, jobs::budget_period_start.eq(counted_under)))
+                        .execute(conn)
+                        .await?;
                     diesel::insert_into(ledger::table)
                         .values((
                             ledger::user_id.eq(user_id),
@@ -192,37 +210,67 @@ impl PgStore {
     /// changed the account between the snapshot and the hold, and the statement runs again on a
     /// fresh snapshot. Should every attempt race so, the account is locked and checked instead
     /// (the path with an idempotency key), so that the refusal is still named by its true check.
+    ///
+    /// With `budget` (the key's, as its cached credentials say) the statement is
+    /// [`AcceptBudgeted`]: the key's budget is checked between the credits and the concurrency,
+    /// from the key's row as the statement locked it. A key it did not find with that budget's
+    /// period (changed meanwhile) takes the transaction, which reads the key's settings itself.
     async fn accept_in_one_statement(
         &self,
         job: Job,
+        budget: Option<KeyBudget>,
         lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
         let row = JobRow { lease_id: lease.map(|l| l.as_uuid()), ..JobRow::from_job(&job)? };
+        let held = amount(job.credits_held())?;
         let mut attempt = 1;
         loop {
-            let seen: Option<(i64, i32, i32, i64)> =
-                self.in_session(async |conn| Accept(&row).get_result(conn).await.optional()).await?;
-            let Some((available, active, limit, inserted)) = seen else { return Err(AcceptError::UnknownUser) };
+            let seen: Option<Seen> = match budget {
+                None => self
+                    .in_session(async |conn| Accept(&row).get_result(conn).await.optional())
+                    .await?
+                    .map(|(available, active, limit, inserted)| (available, active, limit, inserted, None, None)),
+                Some(budget) => {
+                    let accept = AcceptBudgeted {
+                        row: &row,
+                        period_start: counter_start(budget.period.start(now)),
+                        period: budget.period.as_str(),
+                    };
+                    let seen = self.in_session(async |conn| accept.get_result(conn).await.optional()).await?;
+                    match seen {
+                        Some((_, _, _, _, None, _) | (_, _, _, _, _, None)) => break,
+                        seen => seen,
+                    }
+                }
+            };
+            let Some((available, active, limit, inserted, used, credits_budget)) = seen else {
+                return Err(AcceptError::UnknownUser);
+            };
             if inserted == 1 {
                 count_job_commit(Durability::Durable);
                 self.jobs_cache.keep_new(&job);
                 return Ok(Accepted::Created(job));
             }
-            let passed = available >= amount(job.credits_held())? && active < limit;
-            if !passed {
+            if available < held {
+                return Err(refusal(available, limit, job.credits_held()));
+            }
+            if let (Some(budget), Some(used), Some(credits_budget)) = (budget, used, credits_budget) {
+                let budget = KeyBudget { credits: credits(credits_budget)?, ..budget };
+                check_budget(budget, credits(used)?, job.credits_held()).map_err(AcceptError::KeyBudgetExceeded)?;
+            }
+            if active >= limit {
                 return Err(refusal(available, limit, job.credits_held()));
             }
             if attempt == ACCEPT_ATTEMPTS {
-                return match self.try_accept(&job, None, lease, now).await? {
-                    Ok(accepted) => Ok(accepted),
-                    Err(Refusal::Accept(refusal)) => Err(refusal),
-                    Err(Refusal::RetryIdempotency) => {
-                        Err(StoreError::Internal("no idempotency key to race".into()).into())
-                    }
-                };
+                break;
             }
             attempt += 1;
+        }
+        match self.try_accept(&job, None, lease, now).await? {
+            Ok(accepted) => Ok(accepted),
+            Err(Refusal::Accept(refusal)) => Err(refusal),
+            Err(Refusal::RetryIdempotency) => Err(StoreError::Internal("no idempotency key to race".into()).into()),
         }
     }
 }
@@ -244,12 +292,17 @@ impl PgStore {
 pub const IDEMPOTENCY_PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl PgStore {
-    /// Whether `job`'s key has a budget or a concurrency limit, as its credentials (cached, and
-    /// evicted on every replica when its settings change) say: its accept then takes the
-    /// transaction that locks the key and counts its jobs.
-    async fn key_limits_jobs(&self, job: &Job) -> Result<bool, StoreError> {
-        let Some(prefix) = job.key_prefix() else { return Ok(false) };
-        Ok(self.credentials(prefix).await?.iter().any(|credential| credential.settings.limits_jobs()))
+    /// How `job`'s key limits its jobs, as its credentials (cached, and evicted on every replica
+    /// when its settings change) say: its budget, if any, and whether it has a concurrency limit
+    /// of its own (its accept then takes the transaction that locks the key and counts its jobs).
+    async fn key_limits(&self, job: &Job) -> Result<(Option<KeyBudget>, bool), StoreError> {
+        let Some(prefix) = job.key_prefix() else { return Ok((None, false)) };
+        let credentials = self.credentials(prefix).await?;
+        let settings = <[Credential]>::first(&credentials).map(|credential| &credential.settings);
+        Ok((
+            settings.and_then(|settings| settings.budget),
+            settings.is_some_and(|settings| settings.max_concurrent_jobs.is_some()),
+        ))
     }
 
     /// [`genjobs_domain::ports::JobStore::accept`]: see there.
@@ -260,8 +313,11 @@ impl PgStore {
         lease: Option<LeaseId>,
         now: OffsetDateTime,
     ) -> Result<Accepted, AcceptError> {
-        if idempotency.is_none() && !self.key_limits_jobs(&job).await? {
-            return self.accept_in_one_statement(job, lease, now).await;
+        if idempotency.is_none() {
+            let (budget, concurrency_limited) = self.key_limits(&job).await?;
+            if !concurrency_limited {
+                return self.accept_in_one_statement(job, budget, lease, now).await;
+            }
         }
         for _ in 0..ACCEPT_ATTEMPTS {
             match self.try_accept(&job, idempotency.as_ref(), lease, now).await? {

@@ -1,14 +1,20 @@
 //! Keys' settings and what their jobs use: the listing, a change announced on the keys' `NOTIFY`
 //! channel as a revocation is (every replica drops its cached credentials at once), and the
 //! counts a key's budget and concurrency limit are checked against.
+//!
+//! A budgeted key's `used` is a counter on its row (`budget_used`, counting since
+//! `budget_period_start`), kept by the statements that move credits: an accept raises it (from 0
+//! when it counted an earlier period), a job's final commit gives back to it what it releases if
+//! the job was counted under the counter's period. A change of the budget derives it once from
+//! the jobs ([`key_used`]).
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{KeyPrefix, UserId};
-use genjobs_domain::keys::KeySettings;
+use genjobs_domain::keys::{BudgetPeriod, KeySettings};
 use genjobs_domain::ports::{KeyRecord, StoreError};
 use time::OffsetDateTime;
 
@@ -73,6 +79,27 @@ pub(super) async fn key_used(
     Ok(sum.total)
 }
 
+/// The start of a budget's period as the counter keeps it: a `total` budget's (`None`) is the
+/// Unix epoch, before every job.
+pub(super) fn counter_start(period_start: Option<OffsetDateTime>) -> OffsetDateTime {
+    period_start.unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// Sets the counter of the key of `prefix` (locked by the caller) to `used` since `start`, the
+/// period a job accepted now is counted under; answers `start`, for the job to record.
+pub(super) async fn count_against_budget(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+    start: OffsetDateTime,
+    used: i64,
+) -> Result<OffsetDateTime, diesel::result::Error> {
+    diesel::update(api_keys::table.find(prefix))
+        .set((api_keys::budget_period_start.eq(Some(start)), api_keys::budget_used.eq(used)))
+        .execute(conn)
+        .await?;
+    Ok(start)
+}
+
 /// How many jobs of the key of `prefix` are not yet final.
 pub(super) async fn key_active(conn: &mut AsyncPgConnection, prefix: &str) -> Result<i64, diesel::result::Error> {
     let sum: Sum = diesel::sql_query(
@@ -84,13 +111,55 @@ pub(super) async fn key_active(conn: &mut AsyncPgConnection, prefix: &str) -> Re
     Ok(sum.total)
 }
 
-/// The settings of the key of `prefix`, its row locked until the transaction ends, so that
-/// accepts on one key check its budget one after the other; `None` when there is no such key.
+/// The settings of the key of `prefix` and its budget counter (since when, how much), its row
+/// locked until the transaction ends, so that accepts on one key check its budget one after the
+/// other; `None` when there is no such key.
 pub(super) async fn lock_key_settings(
     conn: &mut AsyncPgConnection,
     prefix: &str,
-) -> Result<Option<KeySettingsRow>, diesel::result::Error> {
-    api_keys::table.find(prefix).select(KeySettingsRow::as_select()).for_no_key_update().first(conn).await.optional()
+) -> Result<Option<(KeySettingsRow, (Option<OffsetDateTime>, i64))>, diesel::result::Error> {
+    api_keys::table
+        .find(prefix)
+        .select((KeySettingsRow::as_select(), (api_keys::budget_period_start, api_keys::budget_used)))
+        .for_no_key_update()
+        .first(conn)
+        .await
+        .optional()
+}
+
+/// Tags the jobs not yet final of the key of `prefix` created since `start` as counted under the
+/// period that starts then.
+async fn tag_jobs(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+    start: OffsetDateTime,
+) -> Result<usize, diesel::result::Error> {
+    diesel::sql_query(
+        "UPDATE jobs SET budget_period_start = $2 WHERE key_prefix = $1 AND state IN ('queued', 'running')
+           AND created_at >= $2 AND budget_period_start IS DISTINCT FROM $2",
+    )
+    .bind::<Text, _>(prefix)
+    .bind::<Timestamptz, _>(start)
+    .execute(conn)
+    .await
+}
+
+/// Derives the counter of the key of `prefix` from its jobs for the budget period that starts at
+/// `start`, and tags its jobs not yet final of that period with it, so that their final commits
+/// give back to it. The jobs are tagged before the key is locked and again after (for one
+/// accepted in between): a final commit locks its job before the key, and so does this.
+async fn derive_counter(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+    start: OffsetDateTime,
+) -> Result<(), diesel::result::Error> {
+    tag_jobs(conn, prefix, start).await?;
+    if lock_key_settings(conn, prefix).await?.is_none() {
+        return Ok(());
+    }
+    tag_jobs(conn, prefix, start).await?;
+    let used = key_used(conn, prefix, Some(start)).await?;
+    count_against_budget(conn, prefix, start, used).await.map(|_| ())
 }
 
 impl PgStore {
@@ -129,22 +198,28 @@ impl PgStore {
         settings: &KeySettings,
     ) -> Result<bool, StoreError> {
         let row = KeySettingsRow::of(settings)?;
+        let now = OffsetDateTime::now_utc();
         self.within(async {
-            let mut session = self.session().await?;
-            let changed = diesel::update(api_keys::table.find(prefix.as_str()))
-                .set(&row)
-                .execute(&mut *session)
+            let mut conn = self.conn().await?;
+            // One transaction: the counter derived, the settings written and the change announced
+            // (at commit) together.
+            let changed = conn
+                .transaction(async |conn| -> Result<usize, diesel::result::Error> {
+                    if let Some(budget) = settings.budget {
+                        derive_counter(conn, prefix.as_str(), counter_start(budget.period.start(now))).await?;
+                    }
+                    let changed = diesel::update(api_keys::table.find(prefix.as_str())).set(&row).execute(conn).await?;
+                    if changed > 0 {
+                        diesel::sql_query("SELECT pg_notify($1, $2)")
+                            .bind::<Text, _>(KEYS_CHANNEL)
+                            .bind::<Text, _>(prefix.as_str())
+                            .execute(conn)
+                            .await?;
+                    }
+                    Ok(changed)
+                })
                 .await
                 .map_err(from_diesel)?;
-            if changed > 0 {
-                diesel::sql_query("SELECT pg_notify($1, $2)")
-                    .bind::<Text, _>(KEYS_CHANNEL)
-                    .bind::<Text, _>(prefix.as_str())
-                    .execute(&mut *session)
-                    .await
-                    .map_err(from_diesel)?;
-            }
-            session.finish().await?;
             self.keys.forget(prefix);
             Ok(changed > 0)
         })
@@ -165,16 +240,42 @@ impl PgStore {
         self.in_session(async |conn| touch.execute(conn).await).await.map(|_| ())
     }
 
+    /// What the key of `prefix` used since `since`: its counter when `since` starts the period
+    /// its budget counts now (0 when the counter counts an earlier one: nothing was accepted in
+    /// this one yet), else derived from its jobs.
     pub(super) async fn used_by_key(
         &self,
         prefix: &KeyPrefix,
         since: Option<OffsetDateTime>,
     ) -> Result<Credits, StoreError> {
         let prefix = prefix.as_str().to_owned();
+        let start = counter_start(since);
         let used = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 let prefix = prefix.clone();
-                async move { key_used(conn, &prefix, since).await }.boxed()
+                async move {
+                    let counter: Option<(Option<String>, Option<OffsetDateTime>, i64)> = api_keys::table
+                        .find(&prefix)
+                        .select((api_keys::budget_period, api_keys::budget_period_start, api_keys::budget_used))
+                        .first(conn)
+                        .await
+                        .optional()?;
+                    match counter {
+                        Some((Some(period), Some(counted_since), used))
+                            if BudgetPeriod::parse(&period).is_some_and(|p| counter_start(p.start(start)) == start) =>
+                        {
+                            Ok(if counted_since == start {
+                                used
+                            } else if counted_since < start {
+                                0
+                            } else {
+                                key_used(conn, &prefix, since).await?
+                            })
+                        }
+                        _ => key_used(conn, &prefix, since).await,
+                    }
+                }
+                .boxed()
             })
             .await?;
         credits(used)
