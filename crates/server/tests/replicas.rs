@@ -381,9 +381,9 @@ async fn a_burst_on_a_capped_key_survives_a_sigkill_with_every_slot_accounted_fo
         assert_eq!(fal_capacity(replica).await, (0, 0), "every slot returned, nothing waiting");
     }
     let stats = sim.stats();
-    // A job the kill caught between fal's answer and its record ends failed (its submission
-    // ambiguous) and gives its slot back while its request still runs at fal: the one way the
-    // provider may see one more than the cap.
+    // A job the kill caught while it was being sent ends failed (its submission ambiguous): if
+    // fal had taken it, it gives its slot back while its request still runs there, the one way
+    // the provider may see one more than the cap; if not, fal never saw it.
     let mut failed = 0;
     for id in &burst {
         failed += usize::from(job(&b, &big, id, 0).await["state"] == "failed");
@@ -391,7 +391,9 @@ async fn a_burst_on_a_capped_key_survives_a_sigkill_with_every_slot_accounted_fo
     assert!(failed <= 1, "{failed} jobs of the burst failed; only the one the kill caught may");
     let peak = stats.peak_in_flight_by_key["kkkk"];
     assert!(peak == 2 || peak == 2 + failed as u64, "the cap held at the provider: {stats:?}");
-    assert_eq!(stats.routes["submit"], 13, "each job sent once: {stats:?}");
+    // The job the kill caught may have failed before its request left, or after fal took it.
+    let sent = stats.routes["submit"];
+    assert!(sent <= 13 && sent + failed as u64 >= 13, "each job sent once, but the one the kill caught: {stats:?}");
     assert!(stats.submits_by_prompt.values().all(|n| *n == 1), "no job sent twice: {stats:?}");
 
     // Fair order: when the other user's job came, the burst's user had its slots full; the next

@@ -29,25 +29,38 @@ const LOCK_PROVIDER: &str = "SELECT pg_advisory_xact_lock(hashtextextended('genj
 const IN_FLIGHT: &str = "SELECT slot_key, count(*) AS jobs FROM jobs
     WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running') GROUP BY slot_key";
 
-/// How many jobs waiting for provider `$1` come before job `$2` in fair order: normal jobs before
-/// low ones; a user's waiting jobs oldest first, each counting as one more of that user's jobs in
-/// flight, and across users the lower count first, the older job on a tie.
-const AHEAD: &str = "WITH busy AS (
-        SELECT user_id, count(*) AS jobs FROM jobs
-        WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running')
-        GROUP BY user_id
-    ), waiting AS (
-        SELECT w.id, w.priority = 'low' AS low,
-            coalesce(busy.jobs, 0) + row_number() OVER (PARTITION BY w.user_id, w.priority ORDER BY w.id) AS load
-        FROM jobs w LEFT JOIN busy ON busy.user_id = w.user_id
-        WHERE w.slot_provider = $1 AND w.slot_key IS NULL AND w.state IN ('queued', 'running')
-    )
-    SELECT count(*) AS ahead FROM waiting, waiting AS me
-    WHERE me.id = $2 AND (waiting.low, waiting.load, waiting.id) < (me.low, me.load, me.id)";
+/// The fair order of the jobs waiting for provider `$1`, as two CTEs (`busy`, then `waiting` with
+/// each job's `low` and `load`): normal jobs before low ones; a user's waiting jobs oldest first,
+/// each counting as one more of that user's jobs in flight, and across users the lower count
+/// first, the older job on a tie. Written once, so that the wake ([`NEXT_IN_LINE`]) and the take
+/// ([`AHEAD`]) never rank apart.
+macro_rules! fair_rank {
+    () => {
+        "busy AS (
+            SELECT user_id, count(*) AS jobs FROM jobs
+            WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running')
+            GROUP BY user_id
+        ), waiting AS (
+            SELECT w.id, w.priority = 'low' AS low,
+                coalesce(busy.jobs, 0) + row_number() OVER (PARTITION BY w.user_id, w.priority ORDER BY w.id) AS load
+            FROM jobs w LEFT JOIN busy ON busy.user_id = w.user_id
+            WHERE w.slot_provider = $1 AND w.slot_key IS NULL AND w.state IN ('queued', 'running')
+        )"
+    };
+}
+
+/// How many jobs waiting for provider `$1` come before job `$2` in fair order (`fair_rank!`).
+const AHEAD: &str = concat!(
+    "WITH ",
+    fair_rank!(),
+    " SELECT count(*) AS ahead FROM waiting, waiting AS me
+    WHERE me.id = $2 AND (waiting.low, waiting.load, waiting.id) < (me.low, me.load, me.id)"
+);
 
 /// The jobs waiting for provider `$1` that the free slots of its keys (ids `$2`, caps `$3`, 0 for
 /// none) go to, in fair order as [`AHEAD`] ranks them: one read, under no lock.
-const NEXT_IN_LINE: &str = "WITH caps AS (
+const NEXT_IN_LINE: &str = concat!(
+    "WITH caps AS (
         SELECT * FROM unnest($2::text[], $3::bigint[]) AS key(id, cap)
     ), in_flight AS (
         SELECT slot_key, count(*) AS jobs FROM jobs
@@ -57,17 +70,10 @@ const NEXT_IN_LINE: &str = "WITH caps AS (
         SELECT CASE WHEN bool_or(caps.cap = 0) THEN NULL
             ELSE sum(greatest(caps.cap - coalesce(in_flight.jobs, 0), 0))::bigint END AS slots
         FROM caps LEFT JOIN in_flight ON in_flight.slot_key = caps.id
-    ), busy AS (
-        SELECT user_id, count(*) AS jobs FROM jobs
-        WHERE slot_provider = $1 AND slot_key IS NOT NULL AND state IN ('queued', 'running')
-        GROUP BY user_id
-    ), waiting AS (
-        SELECT w.id, w.priority = 'low' AS low,
-            coalesce(busy.jobs, 0) + row_number() OVER (PARTITION BY w.user_id, w.priority ORDER BY w.id) AS load
-        FROM jobs w LEFT JOIN busy ON busy.user_id = w.user_id
-        WHERE w.slot_provider = $1 AND w.slot_key IS NULL AND w.state IN ('queued', 'running')
-    )
-    SELECT id FROM waiting ORDER BY low, load, id LIMIT (SELECT slots FROM free)";
+    ), ",
+    fair_rank!(),
+    " SELECT id FROM waiting ORDER BY low, load, id LIMIT (SELECT slots FROM free)"
+);
 
 /// The jobs waiting for provider `$1`, by priority.
 const WAITING: &str = "SELECT count(*) FILTER (WHERE priority = 'normal') AS normal,
