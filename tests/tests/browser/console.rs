@@ -230,7 +230,8 @@ async fn the_jobs_page_filters_shows_a_jobs_ledger_and_cancels_it() {
     let shown = until(
         &page,
         "the filtered jobs",
-        "const rows = [...document.querySelectorAll('#jobs tr')]; return rows.length && rows.map(r => r.dataset.id);",
+        "if (!(document.getElementById('jobs').dataset.filters || '').includes('model=flux-pro')) return false; \
+         return [...document.querySelectorAll('#jobs tr')].map(r => r.dataset.id);",
     )
     .await;
     assert_eq!(shown, json!([done["job_id"]]), "only the user's flux-pro job");
