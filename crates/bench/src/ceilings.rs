@@ -14,10 +14,16 @@ use std::time::{Duration, Instant};
 use genjobs_bench::scenarios::{self, Api};
 use genjobs_test_postgres::{Gate, pgbouncer_of_its_own};
 
+use super::cpu::{Snapshot, Split};
 use super::flame;
 use super::outside::{Wrk, wrk_with};
 use super::report::verdict;
 use super::{Failure, Process, create_users, free_port, fresh_database, progress, psql, spawn_genjobs, statements};
+
+/// The shared README's genjobs side: the built-in simulator, its jobs running for an hour and every
+/// request in progress at once, as the provider of 100 running jobs.
+const BUILT_IN_SIMULATOR: [(&str, &str); 3] =
+    [("GENJOBS_SIM_RUN_MS", "3600000"), ("GENJOBS_SIM_QUEUE_MS", "0"), ("GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY", "0")];
 
 /// Where the ceilings and their wrk scripts are, and the ceiling's binary.
 pub(super) struct Shared {
@@ -37,6 +43,8 @@ struct Ceilings {
     statements_per_get: Option<(f64, statements::Profile)>,
     submissions: Wrk,
     submissions_ceiling: Wrk,
+    /// Where the CPU went during each side's submissions.
+    submissions_cpu: (Split, Split),
     outage: Outage,
 }
 
@@ -86,18 +94,14 @@ async fn reads(
     shared: &Shared,
     server: &str,
     profiled: bool,
-    sim: &str,
     dir: &Path,
     seconds: u64,
 ) -> Result<(Wrk, Wrk, Option<(f64, statements::Profile)>), Failure> {
     let url = fresh_database(server, "genjobs_bench_ceiling_reads")?;
     // Polls off, as in the shared README: the jobs stay running and nothing but the GETs
     // touches the database.
-    let envs = [
-        ("DATABASE_URL", url.clone()),
-        ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
-        ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned()),
-    ];
+    let envs = [("DATABASE_URL", url.clone()), ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned())];
+    let envs: Vec<_> = envs.into_iter().chain(BUILT_IN_SIMULATOR.map(|(k, v)| (k, v.to_owned()))).collect();
     let app = spawn_genjobs(bin, &envs)?;
     let (_, key) = create_users(&app.base, 1).await?.remove(0);
     let ids = scenarios::submit_many(&Api::new(&app.base, &key, 8), 100, 8, "read me").await;
@@ -138,21 +142,20 @@ async fn submissions(
     bin: &Path,
     shared: &Shared,
     server: &str,
-    sim: &str,
     dir: &Path,
     seconds: u64,
-) -> Result<(Wrk, Wrk), Failure> {
+) -> Result<((Wrk, Split), (Wrk, Split)), Failure> {
     let url = fresh_database(server, "genjobs_bench_ceiling_accept")?;
-    let envs = [
-        ("DATABASE_URL", url),
-        ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
-        ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned()),
-    ];
+    let envs = [("DATABASE_URL", url), ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned())];
+    let envs: Vec<_> = envs.into_iter().chain(BUILT_IN_SIMULATOR.map(|(k, v)| (k, v.to_owned()))).collect();
     let app = spawn_genjobs(bin, &envs)?;
     let keys: Vec<String> = create_users(&app.base, 100).await?.into_iter().map(|(_, key)| key).collect();
     let script = shared.dir.join("post.lua");
     let recording = shared.flame.then(|| flame::record(app.pid(), seconds, &dir.join("perf.data"))).transpose()?;
-    let genjobs = wrk_with(&app.base, &script, &[("KEYS_FILE", path_text(&lines(dir, "keys.txt", &keys)?))], seconds)?;
+    let keys_file = path_text(&lines(dir, "keys.txt", &keys)?);
+    let before = Snapshot::take(app.pid());
+    let genjobs = wrk_with(&app.base, &script, &[("KEYS_FILE", keys_file)], seconds)?;
+    let genjobs_cpu = before.until(Snapshot::take(app.pid()));
     if let Some(recording) = recording {
         recording.draw(Path::new("docs/flame-submissions.svg"), "genjobs under wrk: submissions (post.lua)")?;
     }
@@ -170,11 +173,13 @@ async fn submissions(
     }
     let keys: Vec<String> = (1..=100).map(|i| format!("ceiling-key-{i}")).collect();
     let stack = ceiling(shared, &[("CEILING_DATABASE_URL", url), ("CEILING_KEYS", keys.join(","))])?;
-    let ceiling =
-        wrk_with(&stack.base, &script, &[("KEYS_FILE", path_text(&lines(dir, "ceiling-keys.txt", &keys)?))], seconds)?;
+    let keys_file = path_text(&lines(dir, "ceiling-keys.txt", &keys)?);
+    let before = Snapshot::take(stack.pid());
+    let ceiling = wrk_with(&stack.base, &script, &[("KEYS_FILE", keys_file)], seconds)?;
+    let ceiling_cpu = before.until(Snapshot::take(stack.pid()));
     drop(stack);
     psql(server, "DROP DATABASE IF EXISTS genjobs_bench_ceiling_stack WITH (FORCE)")?;
-    Ok((genjobs, ceiling))
+    Ok(((genjobs, genjobs_cpu), (ceiling, ceiling_cpu)))
 }
 
 /// A replica behind PgBouncer, the database made unreachable behind the pooler for `seconds`
@@ -257,7 +262,7 @@ pub(super) async fn run(
     };
     progress("ceilings 1/3 GET of a job: genjobs, then the constant ceiling (get.lua)");
     let (reads, reads_ceiling, statements_per_get) =
-        reads(bin, shared, profiled.unwrap_or(server), profiled.is_some(), sim, &dir, seconds).await?;
+        reads(bin, shared, profiled.unwrap_or(server), profiled.is_some(), &dir, seconds).await?;
     progress(&format!(
         "   genjobs {:.0}/s (p99 {:.1} ms), ceiling {:.0}/s; {}",
         reads.per_sec,
@@ -268,7 +273,8 @@ pub(super) async fn run(
             .map_or("statements not counted".to_owned(), |(n, _)| format!("{n:.4} statements per GET"))
     ));
     progress("ceilings 2/3 submissions: genjobs, then the stack ceiling (post.lua)");
-    let (submissions, submissions_ceiling) = submissions(bin, shared, server, sim, &dir, seconds).await?;
+    let ((submissions, genjobs_cpu), (submissions_ceiling, ceiling_cpu)) =
+        submissions(bin, shared, server, &dir, seconds).await?;
     progress(&format!(
         "   genjobs {:.0}/s (p99 {:.1} ms), ceiling {:.0}/s (p99 {:.1} ms)",
         submissions.per_sec, submissions.p99_ms, submissions_ceiling.per_sec, submissions_ceiling.p99_ms
@@ -277,7 +283,15 @@ pub(super) async fn run(
     let outage = outage(bin, server, sim, seconds).await?;
     progress(&format!("   {outage:?}"));
     std::fs::remove_dir_all(&dir)?;
-    let measured = Ceilings { reads, reads_ceiling, statements_per_get, submissions, submissions_ceiling, outage };
+    let measured = Ceilings {
+        reads,
+        reads_ceiling,
+        statements_per_get,
+        submissions,
+        submissions_ceiling,
+        submissions_cpu: (genjobs_cpu, ceiling_cpu),
+        outage,
+    };
     write(Path::new("docs/benchmarks-ceilings.md"), &measured, seconds)?;
     progress("   wrote docs/benchmarks-ceilings.md");
     Ok(())
@@ -294,7 +308,8 @@ fn write(path: &Path, m: &Ceilings, seconds: u64) -> std::io::Result<()> {
         "Written by `genjobs-bench ceilings` (`just bench-ceilings`, and `just bench` after the rest). The ceilings \
          and the wrk scripts are the shared bench folder's (`../shared/bench` beside the checkout; its README \
          says what each is): wrk with 2 threads and 32 connections, {seconds} s a run, the same script on both \
-         sides, in one run on this 2-core machine, which genjobs, Postgres, the simulator and wrk share. Figures \
+         sides, in one run on this 2-core machine, which genjobs (with its built-in simulator, as the shared README \
+         has it), Postgres and wrk share. Figures \
          from a machine other people were loading at the same time are noisy; compare the ratios of one run.\n"
     );
     doc.push_str("| target | genjobs | ceiling, same run | ratio | target | |\n|---|---|---|---|---|---|\n");
@@ -335,6 +350,20 @@ fn write(path: &Path, m: &Ceilings, seconds: u64) -> std::io::Result<()> {
         verdict(submit_ratio >= 0.8 && p99_ratio <= 1.5 && m.submissions.errors == 0)
     );
     let ms = |d: Option<Duration>| d.map_or("never".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
+    let cpu_row = |(server, postgres, rest): (f64, f64, f64)| {
+        format!(
+            "{:.0} µs in all: server {server:.0}, Postgres {postgres:.0}, the rest {rest:.0}",
+            server + postgres + rest
+        )
+    };
+    let cpu_note = format!(
+        "\nWhere the CPU went during the submission runs, per submission answered (from `/proc`; genjobs's \
+         figure holds its built-in simulator and the driver sending each job to it, the rest is wrk and the \
+         kernel): genjobs {}; stack ceiling {}. The ceiling's throughput is the machine's CPU divided by its \
+         figure, so the ratio above is about the ratio of the two totals.\n",
+        cpu_row(m.submissions_cpu.0.per_request(m.submissions.requests)),
+        cpu_row(m.submissions_cpu.1.per_request(m.submissions_ceiling.requests)),
+    );
     let _ = writeln!(
         doc,
         "| database unreachable behind PgBouncer, 32 clients listing jobs for {seconds} s | first 503 after {}; \
@@ -353,6 +382,7 @@ fn write(path: &Path, m: &Ceilings, seconds: u64) -> std::io::Result<()> {
                 && o.recovered_after.is_some()
         )
     );
+    doc.push_str(&cpu_note);
     if let Some((_, profile)) = &m.statements_per_get {
         let _ = writeln!(
             doc,

@@ -465,6 +465,7 @@ mod admin_jobs_scale;
 mod capacity;
 mod ceilings;
 mod client_webhooks;
+mod cpu;
 mod flame;
 mod key_checks;
 mod lifecycle;
