@@ -20,8 +20,11 @@
 //! own that has a budget and a model allowlist (`appetite`). At the end it also checks
 //! (`capacity`): no fal key ever above its cap at the simulator, and none in the replicas'
 //! figures sampled every second; every slot returned and nothing waiting; no job sent to fal
-//! twice; each of the small user's jobs sent within about one job duration of its acceptance
-//! (those that waited across a kill, fal's outage or a database cut left out, and counted); per
+//! twice; each of the small user's jobs sent within about one job duration of its acceptance,
+//! or else with no more than one of the big user's jobs per key sent while it waited (slots held
+//! by calls that chaos made hang free late, which is no unfairness); those that waited across a
+//! kill, fal's outage or a database cut, or whose own submission a fault struck, left out and
+//! counted; per
 //! budgeted key, `used` equal to what its jobs hold and were charged, never above its budget, and
 //! 402 `KEY_BUDGET_EXCEEDED` seen once the big user's budget is spent.
 //! It prints the figures and exits 1 on any violation.

@@ -166,6 +166,13 @@ impl SimState {
         #[cfg(feature = "stats")]
         self.recorder.submitted(key, prompt, in_flight, low);
     }
+
+    /// Records that a fault of chaos struck a submission of `prompt`.
+    #[cfg_attr(not(feature = "stats"), allow(clippy::unused_self, unused_variables))]
+    fn submit_faulted(&self, prompt: &str) {
+        #[cfg(feature = "stats")]
+        self.recorder.submit_faulted(prompt);
+    }
 }
 
 /// The key a call carries: its `Authorization` header.
@@ -313,23 +320,35 @@ async fn admit(
     route: &str,
     id: Option<&str>,
 ) -> Result<Option<chaos::Fault>, HttpResponse> {
+    let fault = checked(sim, req, route, id).map_err(|answer| *answer)?;
+    match chaos::before(fault).await {
+        Some(answer) => Err(answer),
+        None => Ok(fault),
+    }
+}
+
+/// [`admit`] without the fault's first half (an unavailable queue, a hang), for a caller that
+/// records the fault first.
+fn checked(
+    sim: &Sim,
+    req: &HttpRequest,
+    route: &str,
+    id: Option<&str>,
+) -> Result<Option<chaos::Fault>, Box<HttpResponse>> {
     sim.state.count(route, id);
     if !authorized(sim, req) {
-        return Err(unauthorized());
+        return Err(Box::new(unauthorized()));
     }
     if let Some(id) = id
         && !owned_by_caller(sim, req, id)
     {
-        return Err(other_key());
+        return Err(Box::new(other_key()));
     }
     let fault = chaos::draw(sim.config.chaos);
     if let Some(fault) = fault {
         sim.state.count(fault.name(), None);
     }
-    match chaos::before(fault).await {
-        Some(answer) => Err(answer),
-        None => Ok(fault),
-    }
+    Ok(fault)
 }
 
 fn unauthorized() -> HttpResponse {
@@ -358,15 +377,21 @@ async fn submit(
     query: web::Query<SubmitQuery>,
     body: web::Json<Value>,
 ) -> HttpResponse {
-    let fault = match admit(&sim, &req, "submit", None).await {
+    let body = body.into_inner();
+    let prompt = body.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let fault = match checked(&sim, &req, "submit", None) {
         Ok(fault) => fault,
-        Err(answer) => return answer,
+        Err(answer) => return *answer,
     };
+    if fault.is_some() {
+        sim.state.submit_faulted(&prompt);
+    }
+    if let Some(answer) = chaos::before(fault).await {
+        return answer;
+    }
     let webhook = query.into_inner().fal_webhook;
     let key = caller(&req);
     let low = req.headers().get("x-fal-queue-priority").is_some_and(|value| value == "low");
-    let body = body.into_inner();
-    let prompt = body.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
     let answer = submit_answer(&sim, base.as_str(), path.into_inner(), body, webhook, key.clone());
     if answer.status().is_success() {
         let in_flight = in_flight_of(&sim, key.as_deref());

@@ -28,6 +28,9 @@ pub struct SimStats {
     /// The prompt of each submission accepted → how many times it was submitted, so that a
     /// test whose prompts are unique sees a job sent twice.
     pub submits_by_prompt: HashMap<String, u64>,
+    /// The prompt of each submission call a fault of chaos struck → how many times, so that a
+    /// test can tell a job that waited for its retry from one that waited for a slot.
+    pub faulted_submits_by_prompt: HashMap<String, u64>,
     /// Submissions that asked for the low queue priority (`X-Fal-Queue-Priority: low`).
     pub low_priority_submits: u64,
 }
@@ -84,6 +87,11 @@ impl Recorder {
             let at = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
             self.polls.lock().unwrap_or_else(PoisonError::into_inner).entry(id.to_owned()).or_default().push(at);
         }
+    }
+
+    pub(crate) fn submit_faulted(&self, prompt: &str) {
+        let mut stats = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        *stats.faulted_submits_by_prompt.entry(prompt.to_owned()).or_default() += 1;
     }
 
     pub(crate) fn submitted(&self, key: Option<&str>, prompt: &str, in_flight: u64, low: bool) {
