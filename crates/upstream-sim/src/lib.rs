@@ -62,6 +62,7 @@ mod args;
 mod chaos;
 mod files;
 mod notifications;
+mod open;
 mod requests;
 mod results;
 mod slots;
@@ -75,6 +76,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use open::OpenRequests;
 use requests::{Directives, Phase, SimRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -119,6 +121,8 @@ pub use stats::{SimStats, Timeline};
 
 struct SimState {
     requests: Mutex<HashMap<String, SimRequest>>,
+    /// The requests not completed, by key; locked only while `requests` is.
+    open: Mutex<OpenRequests>,
     /// `SimConfig::max_in_progress_per_key`.
     slots_per_key: u32,
     #[cfg(feature = "stats")]
@@ -129,6 +133,7 @@ impl SimState {
     fn new(slots_per_key: u32) -> Self {
         Self {
             requests: Mutex::default(),
+            open: Mutex::default(),
             slots_per_key,
             #[cfg(feature = "stats")]
             recorder: stats::Recorder::default(),
@@ -140,10 +145,16 @@ impl SimState {
         let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
         if self.slots_per_key > 0 {
             for admission in slots::admit_waiting(&mut requests, self.slots_per_key, Instant::now()) {
+                self.open().file(&admission.id, admission.key.as_deref(), admission.end);
                 self.in_progress(admission.key.as_deref(), admission.in_progress);
             }
         }
         requests
+    }
+
+    /// The requests not completed; taken only while the guard of [`SimState::requests`] is held.
+    fn open(&self) -> MutexGuard<'_, OpenRequests> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records that `key` had `in_progress` requests holding a slot at once.
@@ -182,9 +193,8 @@ fn caller(req: &HttpRequest) -> Option<String> {
 
 /// How many requests of `key` have not completed.
 fn in_flight_of(sim: &Sim, key: Option<&str>) -> u64 {
-    let requests = sim.state.requests();
-    let open = requests.values().filter(|r| r.key.as_deref() == key && !matches!(r.phase(), Phase::Completed));
-    u64::try_from(open.count()).unwrap_or(u64::MAX)
+    let _requests = sim.state.requests();
+    sim.state.open().count(key, Instant::now())
 }
 
 /// Whether the call may read or cancel request `id`: as at fal, a request answers only the
@@ -444,25 +454,24 @@ fn submit_answer(
     // With a limit, it takes a slot when `slots` finds one free (at the next look, which comes
     // at once: the submission counts its key's requests in flight).
     let admitted = (sim.config.max_in_progress_per_key == 0).then_some(accepted);
-    requests.insert(
-        request_id.clone(),
-        SimRequest {
-            shape: schema.output,
-            input,
-            accepted,
-            admitted,
-            queue,
-            run,
-            directives,
-            status_calls: 0,
-            result_calls: 0,
-            canceled: false,
-            completed: false,
-            ended_at: None,
-            invalid,
-            key,
-        },
-    );
+    let request = SimRequest {
+        shape: schema.output,
+        input,
+        accepted,
+        admitted,
+        queue,
+        run,
+        directives,
+        status_calls: 0,
+        result_calls: 0,
+        canceled: false,
+        completed: false,
+        ended_at: None,
+        invalid,
+        key,
+    };
+    sim.state.open().file(&request_id, request.key.as_deref(), request.end());
+    requests.insert(request_id.clone(), request);
     drop(requests);
     HttpResponse::Ok().json(json!({
         "request_id": request_id,
@@ -499,11 +508,13 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
         request.ended_at = Some(Instant::now());
     }
     if matches!(request.phase(), Phase::Completed) {
+        sim.state.open().close(&id);
         return HttpResponse::BadRequest().json(json!({"status": "ALREADY_COMPLETED"}));
     }
     request.canceled = true;
     request.ended_at = Some(Instant::now());
     request.directives.fail = true;
+    sim.state.open().close(&id);
     HttpResponse::Accepted().json(json!({"status": "CANCELLATION_REQUESTED"}))
 }
 

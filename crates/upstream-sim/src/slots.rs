@@ -11,10 +11,12 @@ use std::time::Instant;
 
 use crate::requests::SimRequest;
 
-/// A request that took a slot: its key, and how many of that key's requests (itself included)
-/// held a slot at that instant.
+/// A request that took a slot: its id, its key, when it gives the slot back (`None`: never), and
+/// how many of that key's requests (itself included) held a slot at that instant.
 pub(crate) struct Admission {
+    pub(crate) id: String,
     pub(crate) key: Option<String>,
+    pub(crate) end: Option<Instant>,
     pub(crate) in_progress: u64,
 }
 
@@ -64,9 +66,10 @@ fn admit_for_key(
         let still_holding = holding.iter().filter(|end| end.is_none_or(|end| end > at)).count();
         let Some(request) = requests.get_mut(&id) else { continue };
         request.admitted = Some(at);
-        holders.push(request.end());
-        admissions
-            .push(Admission { key: key.clone(), in_progress: u64::try_from(still_holding + 1).unwrap_or(u64::MAX) });
+        let end = request.end();
+        holders.push(end);
+        let in_progress = u64::try_from(still_holding + 1).unwrap_or(u64::MAX);
+        admissions.push(Admission { id, key: key.clone(), end, in_progress });
     }
 }
 
