@@ -245,7 +245,11 @@ impl JobStore for PgStore {
 /// jobs (all due, as far as the table knows) on every tick was the claim's whole cost. Only
 /// while a lease lies dead does the claim walk the due jobs for its ones (the uncorrelated
 /// `EXISTS` gates that scan off otherwise), and a dead lease with no open job left is forgotten.
-/// `SKIP LOCKED` lets replicas claim side by side.
+/// The candidates are chosen first, into an array, and the rows locked are then found by their
+/// ids alone: as an `IN` join, or ordered again by `next_poll_at`, the planner (whose statistics
+/// of `next_poll_at` age as time passes, or are not there yet on a young table) read the whole
+/// table, or every due job of the live leases, on every claim. `SKIP LOCKED` lets replicas claim
+/// side by side.
 const CLAIM_DUE: &str = "
 WITH dead AS (
     SELECT id FROM job_leases WHERE lives_until <= $2
@@ -257,18 +261,20 @@ WITH dead AS (
 UPDATE jobs SET lease_id = $1
 WHERE id IN (
     SELECT id FROM jobs
-    WHERE id IN (
-        (SELECT id FROM jobs WHERE lease_id IS NULL AND next_poll_at <= $2 ORDER BY next_poll_at LIMIT $3)
-        UNION ALL
-        (SELECT id FROM jobs
-         WHERE EXISTS (SELECT 1 FROM dead) AND next_poll_at <= $2 AND lease_id IN (SELECT id FROM dead)
-         ORDER BY next_poll_at LIMIT $3)
-    )
+    WHERE id = ANY (ARRAY(
+        SELECT id FROM (
+            (SELECT id, next_poll_at FROM jobs WHERE lease_id IS NULL AND next_poll_at <= $2
+             ORDER BY next_poll_at LIMIT $3)
+            UNION ALL
+            (SELECT id, next_poll_at FROM jobs
+             WHERE EXISTS (SELECT 1 FROM dead) AND next_poll_at <= $2 AND lease_id IN (SELECT id FROM dead)
+             ORDER BY next_poll_at LIMIT $3)
+        ) AS candidates
+        ORDER BY next_poll_at LIMIT $3
+    ))
       AND next_poll_at <= $2
       AND (lease_id IS NULL OR lease_id IN (SELECT id FROM dead))
       AND EXISTS (SELECT 1 FROM job_leases WHERE id = $1 AND lives_until > $2)
-    ORDER BY next_poll_at
-    LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
 RETURNING *";
