@@ -19,7 +19,8 @@ use crate::Sim;
 pub(crate) async fn serve(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let (id, name) = path.into_inner();
     sim.state.count("file", Some(&id));
-    let Some((input, missing)) = sim.state.requests().get(&id).map(|r| (r.input.clone(), r.directives.file_missing))
+    let Some((input, missing)) =
+        sim.state.requests().all.get(&id).map(|r| (r.input.clone(), r.directives.file_missing))
     else {
         return crate::not_found();
     };

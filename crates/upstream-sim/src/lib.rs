@@ -119,10 +119,16 @@ impl Default for SimConfig {
 #[cfg(feature = "stats")]
 pub use stats::{SimStats, Timeline};
 
+/// Every request taken, by id, and the index of those not completed, under one lock so that the
+/// index never disagrees with the requests.
+#[derive(Default)]
+struct Requests {
+    all: HashMap<String, SimRequest>,
+    open: OpenRequests,
+}
+
 struct SimState {
-    requests: Mutex<HashMap<String, SimRequest>>,
-    /// The requests not completed, by key; locked only while `requests` is.
-    open: Mutex<OpenRequests>,
+    requests: Mutex<Requests>,
     /// `SimConfig::max_in_progress_per_key`.
     slots_per_key: u32,
     #[cfg(feature = "stats")]
@@ -133,7 +139,6 @@ impl SimState {
     fn new(slots_per_key: u32) -> Self {
         Self {
             requests: Mutex::default(),
-            open: Mutex::default(),
             slots_per_key,
             #[cfg(feature = "stats")]
             recorder: stats::Recorder::default(),
@@ -141,20 +146,15 @@ impl SimState {
     }
 
     /// The requests, with every slot that freed since the last look handed to a waiting one.
-    fn requests(&self) -> MutexGuard<'_, HashMap<String, SimRequest>> {
+    fn requests(&self) -> MutexGuard<'_, Requests> {
         let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
         if self.slots_per_key > 0 {
-            for admission in slots::admit_waiting(&mut requests, self.slots_per_key, Instant::now()) {
-                self.open().file(&admission.id, admission.key.as_deref(), admission.end);
+            for admission in slots::admit_waiting(&mut requests.all, self.slots_per_key, Instant::now()) {
+                requests.open.file(&admission.id, admission.key.as_deref(), admission.end);
                 self.in_progress(admission.key.as_deref(), admission.in_progress);
             }
         }
         requests
-    }
-
-    /// The requests not completed; taken only while the guard of [`SimState::requests`] is held.
-    fn open(&self) -> MutexGuard<'_, OpenRequests> {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records that `key` had `in_progress` requests holding a slot at once.
@@ -193,15 +193,14 @@ fn caller(req: &HttpRequest) -> Option<String> {
 
 /// How many requests of `key` have not completed.
 fn in_flight_of(sim: &Sim, key: Option<&str>) -> u64 {
-    let _requests = sim.state.requests();
-    sim.state.open().count(key, Instant::now())
+    sim.state.requests().open.count(key, Instant::now())
 }
 
 /// Whether the call may read or cancel request `id`: as at fal, a request answers only the
 /// account that submitted it, so a call with another key is refused.
 fn owned_by_caller(sim: &Sim, req: &HttpRequest, id: &str) -> bool {
     let caller = caller(req);
-    sim.state.requests().get(id).is_none_or(|request| request.key == caller)
+    sim.state.requests().all.get(id).is_none_or(|request| request.key == caller)
 }
 
 fn other_key() -> HttpResponse {
@@ -470,8 +469,8 @@ fn submit_answer(
         invalid,
         key,
     };
-    sim.state.open().file(&request_id, request.key.as_deref(), request.end());
-    requests.insert(request_id.clone(), request);
+    requests.open.file(&request_id, request.key.as_deref(), request.end());
+    requests.all.insert(request_id.clone(), request);
     drop(requests);
     HttpResponse::Ok().json(json!({
         "request_id": request_id,
@@ -497,7 +496,7 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
         return other_key();
     }
     let mut requests = sim.state.requests();
-    let Some(request) = requests.get_mut(&id) else {
+    let Some(request) = requests.all.get_mut(&id) else {
         return HttpResponse::NotFound().json(json!({"status": "NOT_FOUND"}));
     };
     if request.directives.cancel_completed {
@@ -508,13 +507,13 @@ async fn cancel(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, 
         request.ended_at = Some(Instant::now());
     }
     if matches!(request.phase(), Phase::Completed) {
-        sim.state.open().close(&id);
+        requests.open.close(&id);
         return HttpResponse::BadRequest().json(json!({"status": "ALREADY_COMPLETED"}));
     }
     request.canceled = true;
     request.ended_at = Some(Instant::now());
     request.directives.fail = true;
-    sim.state.open().close(&id);
+    requests.open.close(&id);
     HttpResponse::Accepted().json(json!({"status": "CANCELLATION_REQUESTED"}))
 }
 
@@ -525,6 +524,7 @@ impl Sim {
         let recorder = &self.state.recorder;
         let requests = self.state.requests();
         requests
+            .all
             .values()
             .map(|request| Timeline {
                 prompt: request.input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned(),

@@ -170,7 +170,7 @@ pub(crate) async fn notify_at_end(
     tokio::time::sleep(ends_in).await;
     // A request that waited for a slot of its key ends later than it would have.
     loop {
-        let remaining = sim.state.requests().get(&request_id).map(SimRequest::remaining);
+        let remaining = sim.state.requests().all.get(&request_id).map(SimRequest::remaining);
         match remaining {
             None => return,
             Some(Some(left)) if left.is_zero() => break,
@@ -180,7 +180,7 @@ pub(crate) async fn notify_at_end(
     }
     let ended = {
         let requests = sim.state.requests();
-        requests.get(&request_id).map(|request| (webhook_result(request, &files), request.directives.webhook))
+        requests.all.get(&request_id).map(|request| (webhook_result(request, &files), request.directives.webhook))
     };
     let Some((result, faults)) = ended else { return };
     let body = body(&request_id, result);

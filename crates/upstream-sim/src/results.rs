@@ -25,8 +25,8 @@ fn status_answer(sim: &Sim, id: &str) -> HttpResponse {
     let mut requests = sim.state.requests();
     // Counting those ahead walks every request, so only for one that waits.
     let position =
-        requests.get(id).filter(|r| matches!(r.phase(), Phase::Queued)).map(|_| queue_position(&requests, id));
-    let Some(request) = requests.get_mut(id) else {
+        requests.all.get(id).filter(|r| matches!(r.phase(), Phase::Queued)).map(|_| queue_position(&requests.all, id));
+    let Some(request) = requests.all.get_mut(id) else {
         return not_found();
     };
     request.status_calls += 1;
@@ -66,7 +66,7 @@ pub(crate) async fn result(
 
 fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
     let mut requests = sim.state.requests();
-    let Some(request) = requests.get_mut(id) else {
+    let Some(request) = requests.all.get_mut(id) else {
         return not_found();
     };
     if !matches!(request.phase(), Phase::Completed) {
