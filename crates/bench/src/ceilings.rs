@@ -20,10 +20,19 @@ use super::outside::{Wrk, wrk_with};
 use super::report::verdict;
 use super::{Failure, Process, create_users, free_port, fresh_database, progress, psql, spawn_genjobs, statements};
 
-/// The shared README's genjobs side: the built-in simulator, its jobs running for an hour and every
-/// request in progress at once, as the provider of 100 running jobs.
-const BUILT_IN_SIMULATOR: [(&str, &str); 3] =
-    [("GENJOBS_SIM_RUN_MS", "3600000"), ("GENJOBS_SIM_QUEUE_MS", "0"), ("GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY", "0")];
+/// The shared README's genjobs side on `database_url`: polls off, so that the jobs stay running and
+/// nothing but the requests touches the database, and the built-in simulator as the provider, its
+/// jobs running for an hour and every request in progress at once.
+fn genjobs_envs(database_url: String) -> Vec<(&'static str, String)> {
+    [
+        ("DATABASE_URL", database_url),
+        ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned()),
+        ("GENJOBS_SIM_RUN_MS", "3600000".to_owned()),
+        ("GENJOBS_SIM_QUEUE_MS", "0".to_owned()),
+        ("GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY", "0".to_owned()),
+    ]
+    .into()
+}
 
 /// How many times each pair of runs (genjobs, then its ceiling) is made in turn. The report keeps
 /// the round of the median ratio, so that a burst of other load on this shared machine during one
@@ -108,11 +117,7 @@ async fn reads(
     draw: bool,
 ) -> Result<(Wrk, Wrk, Option<(f64, statements::Profile)>), Failure> {
     let url = fresh_database(server, "genjobs_bench_ceiling_reads")?;
-    // Polls off, as in the shared README: the jobs stay running and nothing but the GETs
-    // touches the database.
-    let envs = [("DATABASE_URL", url.clone()), ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned())];
-    let envs: Vec<_> = envs.into_iter().chain(BUILT_IN_SIMULATOR.map(|(k, v)| (k, v.to_owned()))).collect();
-    let app = spawn_genjobs(bin, &envs)?;
+    let app = spawn_genjobs(bin, &genjobs_envs(url.clone()))?;
     let (_, key) = create_users(&app.base, 1).await?.remove(0);
     let ids = scenarios::submit_many(&Api::new(&app.base, &key, 8), 100, 8, "read me").await;
     let script = shared.dir.join("get.lua");
@@ -158,9 +163,7 @@ async fn submissions(
     draw: bool,
 ) -> Result<((Wrk, Split), (Wrk, Split)), Failure> {
     let url = fresh_database(server, "genjobs_bench_ceiling_accept")?;
-    let envs = [("DATABASE_URL", url), ("GENJOBS_POLL_INTERVAL_MS", "600000".to_owned())];
-    let envs: Vec<_> = envs.into_iter().chain(BUILT_IN_SIMULATOR.map(|(k, v)| (k, v.to_owned()))).collect();
-    let app = spawn_genjobs(bin, &envs)?;
+    let app = spawn_genjobs(bin, &genjobs_envs(url))?;
     let keys: Vec<String> = create_users(&app.base, 100).await?.into_iter().map(|(_, key)| key).collect();
     let script = shared.dir.join("post.lua");
     let recording =
