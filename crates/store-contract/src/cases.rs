@@ -426,6 +426,39 @@ pub async fn jobs_are_listed_newest_first_in_pages<S: Store>(store: Arc<S>) {
     assert_eq!(page2, ids[3..]);
 }
 
+/// Accepts of many users at once (each user's several at a time, an unknown user's among them)
+/// each hold their own user's credits: every user gets exactly the jobs its credits pay for, the
+/// others are refused for credits with nothing held, the ledger has one hold per job, and the
+/// unknown user is refused as unknown.
+pub async fn concurrent_accepts_of_many_users_hold_each_users_own_credits<S: Store>(store: Arc<S>) {
+    let limits = Limits { max_concurrent_jobs: 100, ..LIMITS };
+    let mut users = Vec::new();
+    for _ in 0..8 {
+        users.push(user_with(&*store, 35, limits).await);
+    }
+    let ghost = UserId::new_at(now());
+    let tasks = users.iter().chain([&ghost]).flat_map(|&id| (0..9).map(move |_| id)).map(|id| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { (id, store.accept(new_job(id, 7, now()), None, None, now()).await) })
+    });
+    let outcomes: Vec<_> = join_all(tasks).await.into_iter().map(|r| r.expect("task")).collect();
+    for (id, outcome) in &outcomes {
+        match outcome {
+            Ok(Accepted::Created(job)) => assert_eq!(job.user_id(), *id),
+            Err(AcceptError::InsufficientCredits { needed, .. }) => assert_eq!(*needed, Credits::new(7)),
+            Err(AcceptError::UnknownUser) => assert_eq!(*id, ghost),
+            other => panic!("{other:?}"),
+        }
+    }
+    for id in users {
+        let created = outcomes.iter().filter(|(of, o)| *of == id && matches!(o, Ok(Accepted::Created(_)))).count();
+        assert_eq!(created, 5, "35 credits pay for five jobs of 7");
+        assert_eq!(balances(&*store, id).await, (b(0, 35, 0), 5));
+        let holds = store.ledger(id, None, 100).await.unwrap().into_iter().filter(|e| e.job_id.is_some()).count();
+        assert_eq!(holds, 5, "one hold per accepted job");
+    }
+}
+
 /// Many tasks accepting, canceling and finishing jobs for one user at once never exceed the
 /// concurrency limit or the credits, every job moves its credits once, and
 /// available + held + spent equals the grant at the end.

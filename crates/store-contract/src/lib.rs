@@ -55,6 +55,7 @@ macro_rules! store_contract_tests {
             a_jobs_tier_is_kept_with_it,
             users_are_listed_newest_first_by_name_or_key_prefix,
             concurrent_accepts_and_finishes_keep_every_invariant,
+            concurrent_accepts_of_many_users_hold_each_users_own_credits,
             jobs_are_found_by_their_upstream_key,
             output_copies_are_kept_as_committed,
             purging_final_jobs_keeps_the_ledger_and_usage,

@@ -22,8 +22,9 @@
 //! - `cache`: [`TtlCache`], behind the key cache and leased rate-limit tokens.
 //! - `job_cache`: [`JobCache`], the jobs a replica has seen, served with no query while the
 //!   listener hears every change.
-//! - `group`: callers that arrive during a write go together in the next one; behind `group_commit`,
-//!   the group commit of transitions that move no credits, and the notifications of `events`.
+//! - `group`: callers that arrive during a write go together in the next one; behind `group_accept`,
+//!   the plain accepts of concurrent submissions in one statement, `group_commit`, the group
+//!   commit of transitions that move no credits, and the notifications of `events`.
 //! - `events`: [`PgEvents`]: `pg_notify` on publish, grouped, and a `LISTEN`ing connection per
 //!   process.
 //! - `rate_limit`: [`PgRateLimiter`]: one token bucket per user, shared by every replica.
@@ -39,6 +40,7 @@ mod cache;
 mod error;
 mod events;
 mod group;
+mod group_accept;
 mod group_commit;
 mod job_cache;
 mod pool;

@@ -1,10 +1,10 @@
 //! The `jobs` table's columns, listed once. From the one list come the row type diesel reads and
-//! writes, the accept statement and the group update of changed jobs (their column lists, casts
-//! and binds), so that a new column is added in one place.
+//! writes, the accept statements (a group's, and a budgeted key's) and the group update of changed
+//! jobs (their column lists, casts and binds), so that a new column is added in one place.
 //!
-//! Both statements are query fragments of their own with a static query id, so that every
-//! connection prepares each once and reuses it: diesel never caches `sql_query` text or `UPDATE`
-//! statements, and these two run for every job.
+//! Each statement is a query fragment of its own with a static query id, so that every
+//! connection prepares it once and reuses it: diesel never caches `sql_query` text or `UPDATE`
+//! statements, and these run for every job.
 
 use diesel::pg::Pg;
 use diesel::prelude::*;
@@ -38,8 +38,8 @@ macro_rules! job_columns {
         /// The columns a transition may change.
         const CHANGING: &[&str] = &[$(stringify!($col),)*];
 
-        /// `WITH new AS (…)`: the row's binds as the columns of `new`, first in both accept
-        /// statements.
+        /// `WITH new AS (…)`: the row's binds as the columns of `new`, first in the budgeted
+        /// accept statement.
         fn push_new<'b>(row: &'b JobRow, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
                 out.push_sql("WITH new AS (SELECT ");
                 $(
@@ -55,10 +55,38 @@ macro_rules! job_columns {
                 Ok(())
         }
 
-        impl QueryFragment<Pg> for Accept<'_> {
+        /// The jobs of a group accept, column by column.
+        pub(crate) struct AcceptMany {
+            $($fixed: Vec<$fixed_rust>,)*
+            $($col: Vec<$rust>,)*
+            lease_id: Vec<Option<Uuid>>,
+        }
+
+        impl AcceptMany {
+            /// The accept of `rows`, whose owners must differ: see [`ACCEPT_MANY_REST`].
+            pub(crate) fn of(rows: &[&JobRow]) -> Self {
+                Self {
+                    $($fixed: rows.iter().map(|r| r.$fixed.clone()).collect(),)*
+                    $($col: rows.iter().map(|r| r.$col.clone()).collect(),)*
+                    lease_id: rows.iter().map(|r| r.lease_id).collect(),
+                }
+            }
+        }
+
+        impl QueryFragment<Pg> for AcceptMany {
             fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-                push_new(self.0, &mut out)?;
-                out.push_sql(&ACCEPT_REST);
+                out.push_sql("WITH new AS (SELECT * FROM unnest(");
+                $(
+                    out.push_bind_param::<Array<$fixed_sql>, _>(&self.$fixed)?;
+                    out.push_sql(concat!("::", $fixed_pg, "[], "));
+                )*
+                $(
+                    out.push_bind_param::<Array<$sql>, _>(&self.$col)?;
+                    out.push_sql(concat!("::", $pg, "[], "));
+                )*
+                out.push_bind_param::<Array<Nullable<SqlUuid>>, _>(&self.lease_id)?;
+                out.push_sql("::uuid[])");
+                out.push_sql(&ACCEPT_MANY_REST);
                 Ok(())
             }
         }
@@ -152,55 +180,70 @@ job_columns! {
     }
 }
 
-/// The accept statement for a row: holds the job's credits on the owner's row if it has enough
-/// and a free slot, then inserts the job and its ledger row only if the hold matched; one
-/// statement, so one round trip and one implicit transaction. It also answers the account as the
-/// statement's snapshot saw it, so that a refusal is named by the state the check ran against,
-/// never by a later one (a job that finished meanwhile). Its binds come first, as the columns of
-/// `new`.
-pub(crate) struct Accept<'a>(pub &'a JobRow);
+/// What one job of a group accept saw and did: its id, the credits available, the active jobs
+/// and the concurrent-job limit of its owner in the statement's snapshot, and whether it was
+/// inserted. No row for a job whose owner does not exist.
+pub(crate) type AcceptedRow = (Uuid, i64, i32, i32, bool);
 
-impl QueryId for Accept<'_> {
-    type QueryId = Accept<'static>;
+impl QueryId for AcceptMany {
+    type QueryId = AcceptMany;
     const HAS_STATIC_QUERY_ID: bool = true;
 }
 
-impl Query for Accept<'_> {
-    /// The credits available, the active jobs and the concurrent-job limit in the statement's
-    /// snapshot, and how many jobs were inserted (1 or 0). No row when the user does not exist.
-    type SqlType = (BigInt, Integer, Integer, BigInt);
+impl Query for AcceptMany {
+    type SqlType = (SqlUuid, BigInt, Integer, Integer, Bool);
 }
 
-/// What follows `new` in the accept statement. The hold's conditions are on the updated row
-/// itself, so that Postgres re-checks them against the newest version when another transaction
-/// changed the row meanwhile; `account` is the snapshot the statement started from.
-static ACCEPT_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+/// What follows the arrays in the group accept: for each job, holds its credits on its owner's
+/// row if the owner has enough and a free slot, then inserts the job and its ledger row only if
+/// that hold matched; one statement for the whole group, so one round trip, one implicit
+/// transaction and one flush. The owners of one group must differ: an `UPDATE` changes a row
+/// once however many jobs join it, so a second job of the same owner would be inserted under
+/// the first one's hold.
+///
+/// The owners are locked in the order of their ids first (as every statement that locks several
+/// accounts does), so that two groups never wait for each other. The hold's conditions are on
+/// the updated row itself, so that Postgres re-checks them against the newest version when
+/// another transaction changed the row meanwhile; `account` is the snapshot the statement
+/// started from, answered so that a refusal is named by the state its check ran against.
+static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
     format!(
-        ", account AS (
-            SELECT users.credits_available, users.active_jobs, users.max_concurrent_jobs
+        " AS new({columns})), account AS (
+            SELECT users.id, users.credits_available, users.active_jobs, users.max_concurrent_jobs
             FROM users JOIN new ON users.id = new.user_id
+        ), locked AS (
+            SELECT users.id FROM users JOIN new ON users.id = new.user_id ORDER BY users.id FOR NO KEY UPDATE OF users
         ), held AS (
             UPDATE users
             SET credits_available = users.credits_available - new.credits_held,
                 credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1
-            FROM new
-            WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
+            FROM new, locked
+            WHERE users.id = new.user_id AND users.id = locked.id AND users.credits_available >= new.credits_held
               AND users.active_jobs < users.max_concurrent_jobs
             RETURNING users.id
         ), job AS (
-            INSERT INTO jobs ({columns}) SELECT {values} FROM new, held RETURNING id, user_id, credits_held
+            INSERT INTO jobs ({columns}) SELECT {values} FROM new JOIN held ON held.id = new.user_id
+            RETURNING id, user_id, credits_held
         ), hold AS (
             INSERT INTO ledger (user_id, job_id, kind, amount)
             SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
         )
-        SELECT account.credits_available, account.active_jobs, account.max_concurrent_jobs,
-            (SELECT count(*) FROM hold)
-        FROM account",
+        SELECT new.id, account.credits_available, account.active_jobs, account.max_concurrent_jobs,
+            hold.job_id IS NOT NULL
+        FROM new JOIN account ON account.id = new.user_id LEFT JOIN hold ON hold.job_id = new.id",
         columns = INSERTED.join(", "),
         values = values.join(", "),
     )
 });
+
+/// Accepts `rows` in one statement (see [`ACCEPT_MANY_REST`]); their owners must differ.
+pub(crate) async fn accept_rows(
+    conn: &mut AsyncPgConnection,
+    rows: &[&JobRow],
+) -> Result<Vec<AcceptedRow>, diesel::result::Error> {
+    AcceptMany::of(rows).load(conn).await
+}
 
 /// The accept statement for a job of a key with a budget (and no concurrency limit of its own):
 /// [`Accept`]'s hold, with the key's row locked first (as every statement that locks both does)
@@ -332,8 +375,8 @@ mod tests {
             "jobs has 37 columns, and an accept writes all but the provider slot's and the budget period"
         );
         let row = row();
-        let accept = debug_query::<Pg, _>(&Accept(&row)).to_string();
-        assert!(accept.contains("$34::uuid AS lease_id") && !accept.contains("$35"), "{accept}");
+        let accept = debug_query::<Pg, _>(&AcceptMany::of(&[&row])).to_string();
+        assert!(accept.contains("$34::uuid[])") && !accept.contains("$35"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");
@@ -343,9 +386,9 @@ mod tests {
     #[test]
     fn both_hot_statements_are_prepared_once_per_connection() {
         let row = row();
-        assert_eq!(Accept(&row).is_safe_to_cache_prepared(&Pg), Ok(true));
+        assert_eq!(AcceptMany::of(&[&row]).is_safe_to_cache_prepared(&Pg), Ok(true));
         assert_eq!(UpdateMany::of(&[(&row, 0)]).is_safe_to_cache_prepared(&Pg), Ok(true));
-        assert!(<Accept<'_> as QueryId>::query_id().is_some(), "cached by its type, not its text");
+        assert!(<AcceptMany as QueryId>::query_id().is_some(), "cached by its type, not its text");
         assert!(<UpdateMany as QueryId>::query_id().is_some(), "cached by its type, not its text");
     }
 }

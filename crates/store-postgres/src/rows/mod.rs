@@ -27,7 +27,7 @@ mod job_columns;
 mod key_settings;
 mod settle;
 
-pub(crate) use job_columns::{Accept, AcceptBudgeted, JobRow, UpdateMany, update_rows};
+pub(crate) use job_columns::{AcceptBudgeted, AcceptedRow, JobRow, UpdateMany, accept_rows, update_rows};
 pub(crate) use key_settings::KeySettingsRow;
 pub(crate) use settle::Settle;
 

@@ -1,5 +1,6 @@
 //! Accepting a job: one statement without an idempotency key (conditional hold, job, ledger
-//! row; for a key with a budget also its row locked and its budget counter checked and raised),
+//! row, shared with the plain accepts that arrive meanwhile; for a key with a budget also its
+//! row locked and its budget counter checked and raised),
 //! a transaction with one or for a key with a concurrency limit of its own (the key's row
 //! locked, its counter read, its jobs counted, the account locked, then all checked); and the
 //! pruning of old idempotency records. Either way a refusal is named by the state its check saw.
@@ -19,7 +20,7 @@ use super::PgStore;
 use super::keys::{count_against_budget, counter_start, key_active, lock_key_settings};
 use crate::error::{TxError, from_diesel};
 use crate::pool::{Durability, count_job_commit};
-use crate::rows::{Accept, AcceptBudgeted, JobRow, amount, credits};
+use crate::rows::{AcceptBudgeted, JobRow, amount, credits};
 use crate::schema::{idempotency_keys, jobs, ledger, users};
 
 /// How often an accept races another request with the same idempotency key, or another change
@@ -204,7 +205,8 @@ impl PgStore {
     }
 
     /// Accepts a job without an idempotency key in one statement (so one round trip and one
-    /// implicit transaction): the conditional hold on the account row, the job and its ledger
+    /// implicit transaction), which it shares with the plain accepts that arrive meanwhile (see
+    /// [`crate::group_accept`]): the conditional hold on the account row, the job and its ledger
     /// row are written only if the hold matched. A refusal is named from the account as that
     /// statement saw it; when that snapshot would have passed both checks, another transaction
     /// changed the account between the snapshot and the hold, and the statement runs again on a
@@ -227,10 +229,10 @@ impl PgStore {
         let mut attempt = 1;
         loop {
             let seen: Option<Seen> = match budget {
-                None => self
-                    .in_session(async |conn| Accept(&row).get_result(conn).await.optional())
-                    .await?
-                    .map(|(available, active, limit, inserted)| (available, active, limit, inserted, None, None)),
+                // Bounded by the deadline as a whole, the wait for the group ahead included.
+                None => self.within(self.accepts.accept(&self.db, row.clone())).await?.map(
+                    |(available, active, limit, inserted)| (available, active, limit, i64::from(inserted), None, None),
+                ),
                 Some(budget) => {
                     let accept = AcceptBudgeted {
                         row: &row,

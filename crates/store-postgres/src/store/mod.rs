@@ -51,6 +51,7 @@ pub use usage::usage_statement;
 use crate::cache::KeyCache;
 use crate::error::{from_diesel, from_pool, is_lost_connection};
 use crate::events::PgEvents;
+use crate::group_accept::GroupAccept;
 use crate::group_commit::GroupCommit;
 use crate::job_cache::JobCache;
 use crate::pool::{Durability, Pooler};
@@ -68,6 +69,7 @@ pub struct PgStore {
     /// Keys whose use this process recorded within the last minute.
     key_uses: Arc<crate::cache::TtlCache<genjobs_domain::ids::KeyPrefix, ()>>,
     jobs_cache: Arc<JobCache>,
+    accepts: Arc<GroupAccept>,
     durable_group: Arc<GroupCommit>,
     relaxed_group: Arc<GroupCommit>,
     relaxed_durability: Durability,
@@ -86,6 +88,7 @@ impl PgStore {
             keys,
             key_uses: Arc::new(crate::cache::TtlCache::new(keys::KEY_USE_INTERVAL)),
             jobs_cache: Arc::new(JobCache::new(0)),
+            accepts: Arc::default(),
             durable_group: Arc::default(),
             relaxed_group: Arc::default(),
             relaxed_durability: Durability::Durable,
