@@ -16,6 +16,10 @@ use tracing_subscriber::util::SubscriberInitExt;
 /// Exit status of a usage error, as clap and the contract have it.
 const USAGE: u8 = 2;
 
+/// Every allocation of the process: see the dependency's note in `Cargo.toml`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let parsed = Cli::command_from_env().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
