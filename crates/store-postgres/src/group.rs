@@ -1,7 +1,8 @@
 //! Work done in groups: callers that arrive while a group is being written wait for it, then
 //! go together in one statement. Under load a round trip and a pooled connection serve many
 //! callers, and with no load a caller goes alone at once, so grouping never adds a wait of its
-//! own. Behind the group commit of transitions (`group_commit`) and the notifications (`events`).
+//! own. Behind the group accept (`group_accept`), the group commit of transitions (`group_commit`)
+//! and the notifications (`events`).
 
 use std::sync::{Mutex, PoisonError};
 

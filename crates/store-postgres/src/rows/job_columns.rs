@@ -180,6 +180,17 @@ job_columns! {
     }
 }
 
+/// How both accept statements hold a job's credits on its owner's row (the `UPDATE users` of
+/// their `held`, joined to `new`).
+const HELD_SET: &str = "SET credits_available = users.credits_available - new.credits_held,
+                credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1";
+
+/// The ledger row of each job both accept statements inserted (`job`), as their CTE `hold`.
+const LEDGER_HOLD: &str = "hold AS (
+            INSERT INTO ledger (user_id, job_id, kind, amount)
+            SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
+        )";
+
 /// What one job of a group accept saw and did: its id, the credits available, the active jobs
 /// and the concurrent-job limit of its owner in the statement's snapshot, and whether it was
 /// inserted. No row for a job whose owner does not exist.
@@ -216,8 +227,7 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
             SELECT users.id FROM users JOIN new ON users.id = new.user_id ORDER BY users.id FOR NO KEY UPDATE OF users
         ), held AS (
             UPDATE users
-            SET credits_available = users.credits_available - new.credits_held,
-                credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1
+            {held_set}
             FROM new, locked
             WHERE users.id = new.user_id AND users.id = locked.id AND users.credits_available >= new.credits_held
               AND users.active_jobs < users.max_concurrent_jobs
@@ -225,15 +235,14 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
         ), job AS (
             INSERT INTO jobs ({columns}) SELECT {values} FROM new JOIN held ON held.id = new.user_id
             RETURNING id, user_id, credits_held
-        ), hold AS (
-            INSERT INTO ledger (user_id, job_id, kind, amount)
-            SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
-        )
+        ), {ledger_hold}
         SELECT new.id, account.credits_available, account.active_jobs, account.max_concurrent_jobs,
             hold.job_id IS NOT NULL
         FROM new JOIN account ON account.id = new.user_id LEFT JOIN hold ON hold.job_id = new.id",
         columns = INSERTED.join(", "),
         values = values.join(", "),
+        held_set = HELD_SET,
+        ledger_hold = LEDGER_HOLD,
     )
 });
 
@@ -290,8 +299,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
             FOR NO KEY UPDATE OF api_keys
         ), held AS (
             UPDATE users
-            SET credits_available = users.credits_available - new.credits_held,
-                credits_held = users.credits_held + new.credits_held, active_jobs = users.active_jobs + 1
+            {held_set}
             FROM new, key
             WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
               AND users.active_jobs < users.max_concurrent_jobs AND key.used + new.credits_held <= key.budget_credits
@@ -304,15 +312,14 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
             INSERT INTO jobs ({columns}, budget_period_start) SELECT {values}, period.start FROM new, period, held
             WHERE EXISTS (SELECT 1 FROM counted)
             RETURNING id, user_id, credits_held
-        ), hold AS (
-            INSERT INTO ledger (user_id, job_id, kind, amount)
-            SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
-        )
+        ), {ledger_hold}
         SELECT account.credits_available, account.active_jobs, account.max_concurrent_jobs,
             (SELECT count(*) FROM hold), (SELECT used FROM key), (SELECT budget_credits FROM key)
         FROM account",
         columns = INSERTED.join(", "),
         values = values.join(", "),
+        held_set = HELD_SET,
+        ledger_hold = LEDGER_HOLD,
     )
 });
 
