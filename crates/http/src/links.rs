@@ -11,6 +11,7 @@
 //! other) and valid `GENJOBS_UPLOAD_TTL_SECS`: long enough for a job that names it to reach its
 //! provider.
 
+use std::cell::OnceCell;
 use std::time::Duration;
 
 use actix_web::HttpRequest;
@@ -103,10 +104,11 @@ impl LinkSigner {
         self.verify(UPLOADS, name, expires, signature, now)
     }
 
-    /// The links of one answer to `req`, minted at `now`.
+    /// The links of one answer to `req`, minted at `now`. Their root is worked out from `req`
+    /// when the first link is made: most answers (a job still running) link nothing.
     #[must_use]
-    pub fn for_request(&self, req: &HttpRequest, now: OffsetDateTime) -> OutputLinks<'_> {
-        self.rooted_at(self.base_of(req), now)
+    pub fn for_request<'a>(&'a self, req: &'a HttpRequest, now: OffsetDateTime) -> OutputLinks<'a> {
+        OutputLinks { signer: self, base: Base::Of(req, OnceCell::new()), expires: self.expires_at(now) }
     }
 
     /// Where links in answers to `req` are rooted: the public URL, or else the address the
@@ -130,8 +132,12 @@ impl LinkSigner {
     /// Links rooted at `base`, minted at `now`.
     #[must_use]
     pub fn rooted_at(&self, base: String, now: OffsetDateTime) -> OutputLinks<'_> {
-        let expires = now.unix_timestamp() + i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX / 2);
-        OutputLinks { signer: self, base, expires }
+        OutputLinks { signer: self, base: Base::Known(base), expires: self.expires_at(now) }
+    }
+
+    /// When an output link minted at `now` expires.
+    fn expires_at(&self, now: OffsetDateTime) -> i64 {
+        now.unix_timestamp() + i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX / 2)
     }
 
     fn mac(&self, job_id: &str, index: &str, expires: &str) -> HmacSha256 {
@@ -169,8 +175,14 @@ pub fn record_local_addr(connection: &dyn std::any::Any, data: &mut actix_web::d
 /// Links minted for one answer.
 pub struct OutputLinks<'a> {
     signer: &'a LinkSigner,
-    base: String,
+    base: Base<'a>,
     expires: i64,
+}
+
+/// Where links are rooted: given, or the root of answers to a request, found once when needed.
+enum Base<'a> {
+    Known(String),
+    Of(&'a HttpRequest, OnceCell<String>),
 }
 
 impl OutputLinks<'_> {
@@ -179,7 +191,11 @@ impl OutputLinks<'_> {
     pub fn url(&self, job_id: JobId, index: usize) -> String {
         let (job, index, expires) = (job_id.to_string(), index.to_string(), self.expires.to_string());
         let sig = hex::encode(self.signer.mac(&job, &index, &expires).finalize().into_bytes());
-        format!("{}/api/v1/files/{job}/{index}?expires={expires}&sig={sig}", self.base)
+        let base = match &self.base {
+            Base::Known(base) => base,
+            Base::Of(req, found) => found.get_or_init(|| self.signer.base_of(req)),
+        };
+        format!("{base}/api/v1/files/{job}/{index}?expires={expires}&sig={sig}")
     }
 }
 
