@@ -115,6 +115,7 @@ pub struct FalUpstream {
     keys: Vec<(ProviderKey, String)>,
     in_flight: Semaphore,
     webhooks: Option<Verifier>,
+    routes: routes::ReadRoutes,
 }
 
 /// A client that cannot be built (a TLS backend that fails to initialise).
@@ -167,7 +168,7 @@ impl FalUpstream {
         let webhooks = config.webhooks.clone().map(Verifier::new);
         let keys =
             config.keys.iter().map(|secret| (ProviderKey::of(secret, config.jobs_per_key), secret.clone())).collect();
-        Ok(Self { client, config, keys, in_flight, webhooks })
+        Ok(Self { client, config, keys, in_flight, webhooks, routes: routes::ReadRoutes::default() })
     }
 
     /// The secret of the key named `key_id`; the first key for a job that names none (sent
@@ -207,7 +208,7 @@ impl FalUpstream {
         send: &SendAs,
     ) -> Result<UpstreamRef, SubmitFailure> {
         let key_id = send.key_id.as_deref();
-        let request = routes::fal_request(model, input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
+        let request = self.routes.request(model, input).map_err(|e| SubmitFailure::Rejected(e.to_string()))?;
         let url = format!("{}/{}", self.config.base_url.trim_end_matches('/'), request.endpoint);
         let mut post = self.client.post(&url).json(&request.body);
         if let Some(seconds) = self.config.start_timeout.map(|t| t.as_secs()).filter(|s| *s > 1) {
@@ -295,7 +296,7 @@ impl UpstreamProvider for FalUpstream {
     }
 
     fn refused_extra_key(&self, model: &Model, extra: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
-        routes::refused_extra_key(model, extra).map(str::to_owned)
+        self.routes.refused_extra_key(model, extra).map(str::to_owned)
     }
 
     async fn submit(
