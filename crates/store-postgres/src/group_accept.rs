@@ -44,12 +44,14 @@ impl GroupAccept {
     /// leaves them without the answer: each of them learns whether its job was accepted.
     pub(crate) async fn accept(self: &Arc<Self>, db: &Db, row: JobRow) -> Result<AcceptSeen, StoreError> {
         let (accepts, db) = (Arc::clone(self), db.clone());
-        let joined = tokio::spawn(async move {
+        // Boxed, as the driver's steps are: the runtime copies a task's future as it spawns,
+        // polls and ends it, and this one holds a whole group's statement.
+        let joined = tokio::spawn(Box::pin(async move {
             accepts
                 .group
                 .join(row, async |group: &[JobRow]| write(&db, group).await, |written, row| answer(written, row.id))
                 .await
-        });
+        }));
         match joined.await {
             Ok(Some(answer)) => answer,
             Ok(None) => Err(StoreError::Unavailable("the group accept was interrupted".into())),

@@ -163,43 +163,8 @@ impl AccountStore for PgStore {
         if let Some(cached) = self.keys.get(prefix) {
             return Ok(cached);
         }
-        let generation = self.keys.generation();
-        let rows: Vec<(Vec<u8>, uuid::Uuid, i32, i32, KeySettingsRow)> = self
-            .repeatable(|conn: &mut AsyncPgConnection| {
-                let prefix = prefix.as_str().to_owned();
-                async move {
-                    api_keys::table
-                        .inner_join(users::table)
-                        .filter(api_keys::prefix.eq(prefix))
-                        .filter(api_keys::revoked_at.is_null())
-                        .select((
-                            api_keys::key_hash,
-                            api_keys::user_id,
-                            users::rate_limit_per_minute,
-                            users::price_percent,
-                            KeySettingsRow::as_select(),
-                        ))
-                        .load(conn)
-                        .await
-                }
-                .boxed()
-            })
-            .await?;
-        let found = rows
-            .into_iter()
-            .map(|(hash, user_id, rate, tier, settings)| {
-                Ok(Credential {
-                    hash: key_hash(&hash)?,
-                    prefix: prefix.clone(),
-                    user_id: UserId::from_uuid(user_id),
-                    rate_limit_per_minute: u32::try_from(rate).unwrap_or(1),
-                    price_percent: price_percent(tier)?,
-                    settings: settings.into_settings()?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        self.keys.put_if_current(generation, prefix.clone(), found.clone());
-        Ok(found)
+        // Boxed on its own, as `JobStore::job`'s read: every request looks its key up here.
+        Box::pin(self.read_credentials(prefix)).await
     }
 
     async fn grant(&self, user_id: UserId, grant: i64) -> Result<Account, AccountError> {
@@ -259,5 +224,49 @@ impl AccountStore for PgStore {
     async fn account(&self, user_id: UserId) -> Result<Option<Account>, StoreError> {
         let row = self.repeatable(|conn: &mut AsyncPgConnection| Self::user_row(conn, user_id)).await?;
         row.map(UserRow::into_account).transpose()
+    }
+}
+
+impl PgStore {
+    /// The credentials of the keys with `prefix` as the database has them, kept in the cache
+    /// unless a change was announced meanwhile.
+    async fn read_credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
+        let generation = self.keys.generation();
+        let rows: Vec<(Vec<u8>, uuid::Uuid, i32, i32, KeySettingsRow)> = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                let prefix = prefix.as_str().to_owned();
+                async move {
+                    api_keys::table
+                        .inner_join(users::table)
+                        .filter(api_keys::prefix.eq(prefix))
+                        .filter(api_keys::revoked_at.is_null())
+                        .select((
+                            api_keys::key_hash,
+                            api_keys::user_id,
+                            users::rate_limit_per_minute,
+                            users::price_percent,
+                            KeySettingsRow::as_select(),
+                        ))
+                        .load(conn)
+                        .await
+                }
+                .boxed()
+            })
+            .await?;
+        let found = rows
+            .into_iter()
+            .map(|(hash, user_id, rate, tier, settings)| {
+                Ok(Credential {
+                    hash: key_hash(&hash)?,
+                    prefix: prefix.clone(),
+                    user_id: UserId::from_uuid(user_id),
+                    rate_limit_per_minute: u32::try_from(rate).unwrap_or(1),
+                    price_percent: price_percent(tier)?,
+                    settings: settings.into_settings()?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.keys.put_if_current(generation, prefix.clone(), found.clone());
+        Ok(found)
     }
 }

@@ -41,13 +41,9 @@ impl JobStore for PgStore {
         if let Some(job) = self.jobs_cache.get(&id) {
             return Ok(Some(job));
         }
-        let reading = self.jobs_cache.reading(id);
-        let row = self.repeatable(|conn: &mut AsyncPgConnection| Self::job_row(conn, id)).await?;
-        let job = row.map(JobRow::into_job).transpose()?;
-        if let Some(job) = &job {
-            reading.keep(job);
-        }
-        Ok(job)
+        // Boxed on its own: a database read's future is kilobytes, which every call, the cached
+        // ones included, would otherwise copy into the box `async_trait` makes of this one.
+        Box::pin(self.read_job(id)).await
     }
 
     async fn job_by_upstream_key(&self, key: &str) -> Result<Option<Job>, StoreError> {
@@ -236,6 +232,20 @@ impl JobStore for PgStore {
             counts.iter().find(|(s, _)| s == state.as_str()).map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0))
         };
         Ok(UnfinishedJobs { queued: count(JobState::Queued), running: count(JobState::Running) })
+    }
+}
+
+impl PgStore {
+    /// Job `id` as the database has it, kept in the cache unless a change may have been missed
+    /// meanwhile.
+    async fn read_job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
+        let reading = self.jobs_cache.reading(id);
+        let row = self.repeatable(|conn: &mut AsyncPgConnection| Self::job_row(conn, id)).await?;
+        let job = row.map(JobRow::into_job).transpose()?;
+        if let Some(job) = &job {
+            reading.keep(job);
+        }
+        Ok(job)
     }
 }
 
