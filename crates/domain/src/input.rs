@@ -48,4 +48,12 @@ impl GenerationInput {
             (seed, self.seed.map(Value::from)),
         ]
     }
+
+    /// The reference images as the value of one provider parameter: all of them as a list when
+    /// the parameter takes a `list`, else the first alone; `None` without reference images.
+    #[must_use]
+    pub fn image_inputs_value(&self, list: bool) -> Option<Value> {
+        let first = self.image_inputs.first()?;
+        Some(if list { Value::from(self.image_inputs.clone()) } else { Value::String(first.clone()) })
+    }
 }

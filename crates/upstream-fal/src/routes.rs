@@ -362,12 +362,10 @@ impl FalRoute {
                 .ok_or_else(|| RouteError::Untranslatable { field: field.to_owned(), value: shown })?;
             body.insert(param.to().to_owned(), converted);
         }
-        if let Some(first) = input.image_inputs.first() {
+        if !input.image_inputs.is_empty() {
             let images =
                 self.image_inputs.as_ref().ok_or_else(|| RouteError::NoImages { model: model.id.to_string() })?;
-            let value =
-                if images.list { Value::from(input.image_inputs.clone()) } else { Value::String(first.clone()) };
-            body.insert(images.to.clone(), value);
+            body.extend(input.image_inputs_value(images.list).map(|value| (images.to.clone(), value)));
         }
         if let Some(extra) = &input.extra {
             body.extend(extra.clone());

@@ -188,12 +188,10 @@ impl ReplicateRoute {
                 body.insert(to.clone(), value);
             }
         }
-        if let Some(first) = input.image_inputs.first() {
+        if !input.image_inputs.is_empty() {
             let images =
                 self.image_inputs.as_ref().ok_or_else(|| RouteError::NoImages { model: model.id.to_string() })?;
-            let value =
-                if images.list { Value::from(input.image_inputs.clone()) } else { Value::String(first.clone()) };
-            body.insert(images.to.clone(), value);
+            body.extend(input.image_inputs_value(images.list).map(|value| (images.to.clone(), value)));
         }
         body.extend(self.fixed.clone());
         if let Some(extra) = &input.extra {
