@@ -160,8 +160,11 @@ impl FalRoute {
     /// [`RouteError::UnknownModel`] when it has none, [`RouteError::Malformed`] when it does
     /// not read.
     pub fn of(model: &Model) -> Result<FalRoute, RouteError> {
-        let (_, route) =
-            model.routes_of(PROVIDER).next().ok_or_else(|| RouteError::UnknownModel(model.id.to_string()))?;
+        Self::read_for_request(first_route(model)?)
+    }
+
+    /// [`FalRoute::read`], its fault told as a request's.
+    fn read_for_request(route: &Route) -> Result<FalRoute, RouteError> {
         FalRoute::read(route).map_err(|fault| RouteError::Malformed(fault.to_string()))
     }
 
@@ -242,6 +245,15 @@ pub fn refused_extra_key<'e>(model: &Model, extra: &'e Map<String, Value>) -> Op
     FalRoute::of(model).ok()?.refused_extra_key(extra)
 }
 
+/// The first fal route of `model`, as its document has it.
+fn first_route(model: &Model) -> Result<&Route, RouteError> {
+    model
+        .routes_of(PROVIDER)
+        .next()
+        .map(|(_, route)| route)
+        .ok_or_else(|| RouteError::UnknownModel(model.id.to_string()))
+}
+
 /// Each model's fal route as last read. A route is data in the model's document, read (and
 /// completed from the endpoint's schema) on the way to every request; reading it once per change
 /// of the document took a sixth of the driver's work per submission.
@@ -261,14 +273,13 @@ impl ReadRoutes {
     /// # Errors
     /// As [`FalRoute::of`].
     fn of(&self, model: &Model) -> Result<Arc<FalRoute>, RouteError> {
-        let (_, route) =
-            model.routes_of(PROVIDER).next().ok_or_else(|| RouteError::UnknownModel(model.id.to_string()))?;
+        let route = first_route(model)?;
         if let Some(read) = self.0.lock().unwrap_or_else(PoisonError::into_inner).get(&model.id)
             && read.data == route.data
         {
             return Ok(Arc::clone(&read.fal));
         }
-        let fal = Arc::new(FalRoute::read(route).map_err(|fault| RouteError::Malformed(fault.to_string()))?);
+        let fal = Arc::new(FalRoute::read_for_request(route)?);
         let mut routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         routes.insert(model.id.clone(), ReadRoute { data: route.data.clone(), fal: Arc::clone(&fal) });
         Ok(fal)
