@@ -102,6 +102,9 @@ pub struct KeyBudgetView {
 pub struct KeyView {
     /// The key's public prefix, as used to change or revoke it.
     pub prefix: String,
+    /// The prefix of the key that made it (with `POST /api/v1/account/keys`); null for a key an
+    /// operator issued.
+    pub parent: Option<String>,
     /// Its name.
     pub name: Option<String>,
     /// The models it may use; null for all.

@@ -146,7 +146,7 @@ pub(super) fn count(url: &str, sql: &str) -> Result<String, Failure> {
 
 /// The plan of a usage report's statement over `[from, to)`, for `user` when given.
 fn plan(url: &str, group_by: UsageGrouping, from: &str, to: &str, user: Option<&str>) -> Result<String, Failure> {
-    let statement = usage_statement(group_by, user.is_some())
+    let statement = usage_statement(group_by, user.is_some(), false)
         .replace("$1", &format!("'{from}'::timestamptz"))
         .replace("$2", &format!("'{to}'::timestamptz"))
         .replace("$3", &user.map(|u| format!("'{u}'::uuid")).unwrap_or_default());

@@ -13,7 +13,9 @@ use genjobs_domain::catalog::Catalog;
 use genjobs_domain::credits::{CreditMovement, Credits};
 use genjobs_domain::ids::{ApiKey, JobId, UserId};
 use genjobs_domain::job::{Job, JobErrorCode, JobState, StoredJob, Trigger, UpstreamRef};
-use genjobs_domain::keys::{BudgetExceeded, BudgetPeriod, KeyBudget, KeySettings};
+use genjobs_domain::keys::{
+    AncestorKey, BudgetExceeded, BudgetOwner, BudgetPeriod, KeyBudget, KeyLineage, KeySettings,
+};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::*;
@@ -162,7 +164,7 @@ async fn submit_holds_the_catalog_price_and_answers_queued() {
 
 fn exceeded() -> BudgetExceeded {
     let budget = KeyBudget { credits: Credits::new(10), period: BudgetPeriod::Day };
-    BudgetExceeded { budget, used: Credits::new(8), cost: Credits::new(12) }
+    BudgetExceeded { budget, used: Credits::new(8), cost: Credits::new(12), whose: BudgetOwner::Key }
 }
 
 #[tokio::test]
@@ -225,6 +227,8 @@ fn credential_for(key: &ApiKey) -> Credential {
         rate_limit_per_minute: 7,
         price_percent: PricePercent::FULL,
         settings: KeySettings::default(),
+        own_rate_limit_per_minute: None,
+        lineage: KeyLineage::default(),
     }
 }
 
@@ -241,7 +245,8 @@ async fn authenticate_checks_the_hash_then_the_rate_limit() {
         .times(1)
         .returning(|_, _| Ok(RateDecision::Allowed));
     mocks.accounts.expect_record_key_use().with(eq(key.prefix()), eq(t0())).times(1).returning(|_, _| Ok(()));
-    let expected = Caller { key: Some(CallerKey { prefix: key.prefix(), settings: Arc::default() }), ..caller() };
+    let expected =
+        Caller { key: Some(CallerKey { prefix: key.prefix(), settings: Arc::default(), subtree: None }), ..caller() };
     assert_eq!(mocks.services(Settings::default()).accounts.authenticate(key.expose()).await, Ok(expected));
 }
 
@@ -251,6 +256,7 @@ async fn a_key_with_a_rate_limit_of_its_own_spends_its_users_allowance_then_its_
     let mut mocks = Mocks::new();
     let limited = Credential {
         settings: KeySettings { rate_limit_per_minute: Some(2), ..KeySettings::default() },
+        own_rate_limit_per_minute: Some(2),
         ..credential_for(&key)
     };
     mocks.accounts.expect_credentials().returning(move |_| Ok(vec![limited.clone()]));
@@ -273,6 +279,44 @@ async fn a_key_with_a_rate_limit_of_its_own_spends_its_users_allowance_then_its_
     let refused = mocks.services(Settings::default()).accounts.authenticate(key.expose()).await;
     assert_eq!(refused, Err(AuthError::RateLimited { retry_after }));
     assert_ne!(RateBucket::key(&key.prefix()), RateBucket::user(owner()));
+}
+
+#[tokio::test]
+async fn a_child_key_spends_the_rate_of_every_ancestor_with_a_limit_and_acts_within_its_subtree() {
+    let key = ApiKey::generate();
+    let (parent, root, grandchild) = (
+        genjobs_domain::ids::KeyPrefix::of("gj_parent"),
+        genjobs_domain::ids::KeyPrefix::of("gj_root"),
+        genjobs_domain::ids::KeyPrefix::of("gj_below"),
+    );
+    let mut mocks = Mocks::new();
+    let child = Credential {
+        settings: KeySettings { rate_limit_per_minute: Some(3), ..KeySettings::default() },
+        lineage: KeyLineage {
+            ancestors: vec![
+                AncestorKey { prefix: parent.clone(), rate_limit_per_minute: None, limits_jobs: false },
+                AncestorKey { prefix: root.clone(), rate_limit_per_minute: Some(3), limits_jobs: true },
+            ],
+            descendants: vec![grandchild.clone()],
+        },
+        ..credential_for(&key)
+    };
+    mocks.accounts.expect_credentials().returning(move |_| Ok(vec![child.clone()]));
+    mocks.accounts.expect_record_key_use().returning(|_, _| Ok(()));
+    let mut order = mockall::Sequence::new();
+    for (bucket, limit) in [(RateBucket::user(owner()), 7), (RateBucket::key(&root), 3)] {
+        mocks
+            .rate_limiter
+            .expect_acquire()
+            .with(eq(bucket), eq(limit))
+            .times(1)
+            .in_sequence(&mut order)
+            .returning(|_, _| Ok(RateDecision::Allowed));
+    }
+    let caller = mocks.services(Settings::default()).accounts.authenticate(key.expose()).await.unwrap();
+    assert!(caller.is_restricted(), "a key with a parent acts within its subtree");
+    assert!(caller.sees_key(Some(&key.prefix())) && caller.sees_key(Some(&grandchild)));
+    assert!(!caller.sees_key(Some(&parent)) && !caller.sees_key(None), "not its parent's jobs, nor keyless ones");
 }
 
 #[tokio::test]
@@ -299,6 +343,7 @@ async fn a_key_outside_its_models_is_refused_before_the_store_and_a_submission_c
                 models: Some(models.iter().map(|m| genjobs_domain::ids::ModelId::new(*m)).collect()),
                 ..KeySettings::default()
             }),
+            subtree: None,
         }),
         ..caller()
     };

@@ -13,7 +13,7 @@ use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::upload::MAX_UPLOAD_BYTES;
 use genjobs_domain::usecases::{
     AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, OwnKeyError,
-    SubmitError, UploadError,
+    SubmitError, UploadError, WebhookSecretError,
 };
 
 /// An error response.
@@ -275,11 +275,23 @@ impl From<OwnKeyError> for ApiError {
     fn from(e: OwnKeyError) -> Self {
         match e {
             OwnKeyError::UnknownKey => Self::new(StatusCode::NOT_FOUND, "not_found", "KEY_NOT_FOUND", e.to_string()),
-            OwnKeyError::ScopeExceeded => {
-                Self::new(StatusCode::FORBIDDEN, "forbidden", "KEY_SCOPE_EXCEEDED", e.to_string())
-            }
+            OwnKeyError::ScopeExceeded { field } => Self {
+                param: Some(field.to_owned()),
+                ..Self::new(StatusCode::FORBIDDEN, "forbidden", "KEY_SCOPE_EXCEEDED", e.to_string())
+            },
             OwnKeyError::Invalid(e) => e.into(),
             OwnKeyError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<WebhookSecretError> for ApiError {
+    fn from(e: WebhookSecretError) -> Self {
+        match e {
+            WebhookSecretError::Restricted => {
+                Self::new(StatusCode::FORBIDDEN, "forbidden", "KEY_SCOPE_EXCEEDED", e.to_string())
+            }
+            WebhookSecretError::Store(e) => e.into(),
         }
     }
 }

@@ -8,7 +8,7 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use genjobs_domain::ids::JobId;
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::JobChanges;
-use genjobs_domain::usecases::{Caller, JobEvent, JobQueryError, JobReads, Watch, Woke};
+use genjobs_domain::usecases::{Accounts, Caller, JobEvent, JobQueryError, JobReads, Watch, Woke};
 
 /// The job once it is final, or as it is when `wait` has passed.
 ///
@@ -48,6 +48,25 @@ pub async fn job_events(
         }
     })
     .boxed())
+}
+
+/// How often an open stream, long-poll or waiting OpenAI call checks that its key is still
+/// valid: a revocation or expiry, of the key or of any key above it, reaches each within a
+/// second of its announcement.
+const REVALIDATE_EVERY: Duration = Duration::from_millis(500);
+
+/// Resolves once `key` is no longer valid (revoked or expired, itself or an ancestor), checked
+/// every [`REVALIDATE_EVERY`]: nothing waits on a job for a key that stopped working. A store
+/// that cannot answer ends nothing.
+pub async fn key_revoked(accounts: Accounts, key: Option<String>, job_id: JobId) {
+    let Some(key) = key else { return std::future::pending().await };
+    loop {
+        tokio::time::sleep(REVALIDATE_EVERY).await;
+        if let Ok(false) = accounts.still_valid(&key).await {
+            tracing::info!(%job_id, "the waiting request's key is no longer valid; ending it");
+            return;
+        }
+    }
 }
 
 /// Waits for a change notification or `at_most`, whichever comes first. Changes that ended

@@ -4,6 +4,7 @@ mod accounts;
 mod admin_jobs;
 mod catalog;
 mod kept;
+mod key_tree;
 mod keys;
 mod leases;
 mod ledger;
@@ -18,6 +19,7 @@ pub use accounts::*;
 pub use admin_jobs::*;
 pub use catalog::*;
 pub use kept::*;
+pub use key_tree::*;
 pub use keys::*;
 pub use leases::*;
 pub use ledger::ledgers_match_accounts;
@@ -454,7 +456,7 @@ pub async fn concurrent_accepts_of_many_users_hold_each_users_own_credits<S: Sto
         let created = outcomes.iter().filter(|(of, o)| *of == id && matches!(o, Ok(Accepted::Created(_)))).count();
         assert_eq!(created, 5, "35 credits pay for five jobs of 7");
         assert_eq!(balances(&*store, id).await, (b(0, 35, 0), 5));
-        let holds = store.ledger(id, None, 100).await.unwrap().into_iter().filter(|e| e.job_id.is_some()).count();
+        let holds = store.ledger(id, None, None, 100).await.unwrap().into_iter().filter(|e| e.job_id.is_some()).count();
         assert_eq!(holds, 5, "one hold per accepted job");
     }
 }

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::KeyPrefix;
 use genjobs_domain::job::{Job, JobState};
-use genjobs_domain::keys::check_budget;
-use genjobs_domain::ports::{AcceptError, KeyRecord, StoredKey};
+use genjobs_domain::keys::{AncestorKey, KeyLineage, check_budget};
+use genjobs_domain::ports::{AcceptError, Credential, KeyRecord, StoredKey};
 use time::{Date, OffsetDateTime};
 
 use super::State;
@@ -29,6 +29,7 @@ impl MemoryKey {
             prefix: key.prefix.clone(),
             user_id: key.user_id,
             settings: key.settings.clone(),
+            parent: key.parent.clone(),
             created_at: key.created_at,
             revoked_at: self.revoked_at,
             last_used_at: self.last_used_at,
@@ -69,48 +70,119 @@ impl PurgedCharges {
 }
 
 impl State {
-    /// The jobs submitted with the key of `prefix`.
-    fn jobs_of_key<'s>(&'s self, prefix: &'s KeyPrefix) -> impl Iterator<Item = &'s Job> + 's {
+    /// The keys above the key of `prefix`, its parent first.
+    fn ancestors<'s>(&'s self, prefix: &KeyPrefix) -> impl Iterator<Item = &'s MemoryKey> + 's {
+        let parent = self.keys.get(prefix).and_then(|key| key.stored.parent.as_ref());
+        std::iter::successors(parent.and_then(|parent| self.keys.get(parent)), |key| {
+            key.stored.parent.as_ref().and_then(|parent| self.keys.get(parent))
+        })
+    }
+
+    /// Every key below the key of `prefix`, revoked ones included.
+    pub(crate) fn descendants(&self, prefix: &KeyPrefix) -> Vec<KeyPrefix> {
+        let mut found = Vec::new();
+        let mut next = vec![prefix.clone()];
+        while let Some(parent) = next.pop() {
+            for key in self.keys.values().filter(|key| key.stored.parent.as_ref() == Some(&parent)) {
+                found.push(key.stored.prefix.clone());
+                next.push(key.stored.prefix.clone());
+            }
+        }
+        found
+    }
+
+    /// Whether the key of `key` is `root` or below it.
+    fn in_subtree(&self, key: &KeyPrefix, root: &KeyPrefix) -> bool {
+        key == root || self.ancestors(key).any(|ancestor| &ancestor.stored.prefix == root)
+    }
+
+    /// The credentials of the key of `prefix`: none when it or an ancestor is revoked; its
+    /// settings narrowed by every ancestor's.
+    pub(crate) fn credential(&self, prefix: &KeyPrefix) -> Option<Credential> {
+        let key = self.keys.get(prefix).filter(|key| key.revoked_at.is_none())?;
+        let user = self.users.get(&key.stored.user_id)?;
+        let mut settings = key.stored.settings.clone();
+        let mut ancestors = Vec::new();
+        for ancestor in self.ancestors(prefix) {
+            if ancestor.revoked_at.is_some() {
+                return None;
+            }
+            let own = &ancestor.stored.settings;
+            settings = settings.narrowed_by(own);
+            ancestors.push(AncestorKey {
+                prefix: ancestor.stored.prefix.clone(),
+                rate_limit_per_minute: own.rate_limit_per_minute,
+                limits_jobs: own.limits_jobs(),
+            });
+        }
+        Some(Credential {
+            hash: key.stored.hash,
+            prefix: prefix.clone(),
+            user_id: key.stored.user_id,
+            rate_limit_per_minute: user.limits.rate_limit_per_minute,
+            price_percent: user.price_percent,
+            own_rate_limit_per_minute: key.stored.settings.rate_limit_per_minute,
+            settings,
+            lineage: KeyLineage { ancestors, descendants: self.descendants(prefix) },
+        })
+    }
+
+    /// The jobs submitted with the key of `prefix` or any key below it.
+    fn jobs_of_subtree<'s>(&'s self, prefix: &'s KeyPrefix) -> impl Iterator<Item = &'s Job> + 's {
         let owner = self.keys.get(prefix).map(|key| key.stored.user_id);
         owner
             .and_then(|owner| self.jobs_by_user.get(&owner))
             .into_iter()
             .flatten()
             .filter_map(|id| self.jobs.get(id).map(|row| &row.job))
-            .filter(move |job| job.key_prefix() == Some(prefix))
+            .filter(move |job| job.key_prefix().is_some_and(|key| self.in_subtree(key, prefix)))
     }
 
-    /// What the key's jobs accepted since `since` hold or were charged, those retention removed
-    /// included.
+    /// What the jobs of the key's subtree accepted since `since` hold or were charged, those
+    /// retention removed included.
     pub(crate) fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Credits {
+        let purged = std::iter::once(prefix.clone())
+            .chain(self.descendants(prefix))
+            .map(|key| self.purged_key_charges.since(&key, since))
+            .fold(0, u64::saturating_add);
         let used = self
-            .jobs_of_key(prefix)
+            .jobs_of_subtree(prefix)
             .filter(|job| since.is_none_or(|since| job.created_at() >= since))
             .map(counted)
-            .fold(self.purged_key_charges.since(prefix, since), u64::saturating_add);
+            .fold(purged, u64::saturating_add);
         Credits::new(used)
     }
 
-    /// Refuses `job` when its key's budget for the period that holds `now` does not take it.
+    /// The key of `job` and every key above it, the key first.
+    fn chain_of<'s>(&'s self, job: &Job) -> impl Iterator<Item = &'s MemoryKey> + 's {
+        let key = job.key_prefix().and_then(|prefix| self.keys.get(prefix));
+        let ancestors = key.map(|key| self.ancestors(&key.stored.prefix));
+        key.into_iter().chain(ancestors.into_iter().flatten())
+    }
+
+    /// Refuses `job` when the budget, for the period that holds `now`, of its key or of any key
+    /// above it does not take it.
     pub(crate) fn check_key_budget(&self, job: &Job, now: OffsetDateTime) -> Result<(), AcceptError> {
-        let Some(prefix) = job.key_prefix() else { return Ok(()) };
-        let Some(settings) = self.keys.get(prefix).map(|key| &key.stored.settings) else { return Ok(()) };
-        if let Some(budget) = settings.budget {
-            let used = self.key_used(prefix, budget.period.start(now));
-            check_budget(budget, used, job.credits_held()).map_err(AcceptError::KeyBudgetExceeded)?;
+        for (depth, key) in self.chain_of(job).enumerate() {
+            if let Some(budget) = key.stored.settings.budget {
+                let used = self.key_used(&key.stored.prefix, budget.period.start(now));
+                check_budget(budget, used, job.credits_held()).map_err(|exceeded| {
+                    AcceptError::KeyBudgetExceeded(if depth == 0 { exceeded } else { exceeded.by_ancestor() })
+                })?;
+            }
         }
         Ok(())
     }
 
-    /// Refuses `job` when its key has as many jobs not yet final as its limit.
+    /// Refuses `job` when its key or any key above it has as many jobs not yet final in its
+    /// subtree as its limit.
     pub(crate) fn check_key_concurrency(&self, job: &Job) -> Result<(), AcceptError> {
-        let Some(prefix) = job.key_prefix() else { return Ok(()) };
-        let Some(limit) = self.keys.get(prefix).and_then(|key| key.stored.settings.max_concurrent_jobs) else {
-            return Ok(());
-        };
-        let active = self.jobs_of_key(prefix).filter(|job| !job.state().is_final()).count();
-        if u32::try_from(active).unwrap_or(u32::MAX) >= limit {
-            return Err(AcceptError::KeyConcurrencyLimit { limit });
+        for key in self.chain_of(job) {
+            let Some(limit) = key.stored.settings.max_concurrent_jobs else { continue };
+            let active = self.jobs_of_subtree(&key.stored.prefix).filter(|job| !job.state().is_final()).count();
+            if u32::try_from(active).unwrap_or(u32::MAX) >= limit {
+                return Err(AcceptError::KeyConcurrencyLimit { limit });
+            }
         }
         Ok(())
     }

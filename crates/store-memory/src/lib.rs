@@ -212,8 +212,15 @@ impl AccountStore for MemoryStore {
 
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError> {
         let mut state = self.state();
-        let Some(key) = state.keys.get_mut(prefix).filter(|key| key.revoked_at.is_none()) else { return Ok(false) };
-        key.revoked_at = Some(OffsetDateTime::now_utc());
+        if state.keys.get(prefix).is_none_or(|key| key.revoked_at.is_some()) {
+            return Ok(false);
+        }
+        let now = OffsetDateTime::now_utc();
+        for below in std::iter::once(prefix.clone()).chain(state.descendants(prefix)) {
+            if let Some(key) = state.keys.get_mut(&below).filter(|key| key.revoked_at.is_none()) {
+                key.revoked_at = Some(now);
+            }
+        }
         Ok(true)
     }
 
@@ -249,23 +256,7 @@ impl AccountStore for MemoryStore {
 
     async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
         let state = self.state();
-        Ok(state
-            .keys
-            .get(prefix)
-            .filter(|key| key.revoked_at.is_none())
-            .and_then(|key| {
-                let key = &key.stored;
-                state.users.get(&key.user_id).map(|user| Credential {
-                    hash: key.hash,
-                    prefix: key.prefix.clone(),
-                    user_id: key.user_id,
-                    rate_limit_per_minute: user.limits.rate_limit_per_minute,
-                    price_percent: user.price_percent,
-                    settings: key.settings.clone(),
-                })
-            })
-            .into_iter()
-            .collect())
+        Ok(state.credential(prefix).into_iter().collect())
     }
 
     async fn grant(&self, user_id: UserId, amount: i64) -> Result<Account, AccountError> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::job::{Job, JobState, UpstreamRef};
 use genjobs_domain::ports::{LedgerRecord, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore};
 use time::{Date, OffsetDateTime};
@@ -84,15 +84,24 @@ impl UsageStore for MemoryStore {
     async fn ledger(
         &self,
         user_id: UserId,
+        keys: Option<Vec<KeyPrefix>>,
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<LedgerRecord>, StoreError> {
         let state = self.state();
+        let of_keys = |record: &LedgerRecord| {
+            keys.as_ref().is_none_or(|keys| {
+                let key = record.job_id.and_then(|id| state.jobs.get(&id)).and_then(|row| row.job.key_prefix());
+                key.is_some_and(|key| keys.contains(key))
+            })
+        };
         Ok(state
             .ledger
             .iter()
             .rev()
-            .filter(|(owner, record)| *owner == user_id && before.is_none_or(|before| record.sequence < before))
+            .filter(|(owner, record)| {
+                *owner == user_id && before.is_none_or(|before| record.sequence < before) && of_keys(record)
+            })
             .take(limit)
             .map(|(_, record)| record.clone())
             .collect())
@@ -119,7 +128,11 @@ impl UsageStore for MemoryStore {
         type Key = (Option<Date>, Option<String>, Option<UserId>, Option<String>, Option<String>);
         let mut groups: BTreeMap<Key, Counts> = BTreeMap::new();
         for ((day, user, model, provider, key), counts) in live.chain(rolled) {
-            if query.user_id.is_some_and(|only| only != user) || !(query.from..=query.to).contains(&day) {
+            let of_keys = query
+                .keys
+                .as_ref()
+                .is_none_or(|keys| key.as_deref().is_some_and(|key| keys.iter().any(|k| k.as_str() == key)));
+            if query.user_id.is_some_and(|only| only != user) || !(query.from..=query.to).contains(&day) || !of_keys {
                 continue;
             }
             let key = match query.group_by {

@@ -233,6 +233,8 @@ mod tests {
             rate_limit_per_minute: 60,
             price_percent: genjobs_domain::catalog::PricePercent::FULL,
             settings: stored.settings,
+            own_rate_limit_per_minute: None,
+            lineage: genjobs_domain::keys::KeyLineage::default(),
         }
     }
 

@@ -17,6 +17,8 @@ diesel::table! {
         last_used_at -> Nullable<Timestamptz>,
         budget_period_start -> Nullable<Timestamptz>,
         budget_used -> Int8,
+        parent -> Nullable<Text>,
+        has_children -> Bool,
     }
 }
 

@@ -16,6 +16,7 @@ mod errors;
 mod fal_failures;
 mod hardening;
 mod jobs;
+mod key_tree;
 mod keys;
 mod ledger;
 mod link_secret;

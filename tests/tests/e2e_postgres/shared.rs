@@ -23,6 +23,8 @@ mod fal_failures;
 mod hardening;
 #[path = "../e2e/jobs.rs"]
 mod jobs;
+#[path = "../e2e/key_tree.rs"]
+mod key_tree;
 #[path = "../e2e/keys.rs"]
 mod keys;
 #[path = "../e2e/ledger.rs"]

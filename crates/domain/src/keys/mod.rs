@@ -1,10 +1,12 @@
 //! What one API key may do: the models it may use, the credits it may spend per period, when it
-//! expires and its own limits. An operator sets them on any key; a user may give a new key no
-//! more than the key it calls with ([`KeySettings::within`]).
+//! expires and its own limits. An operator sets them on any key; a key a user makes with another
+//! is its child ([`KeyLineage`]): no wider than its parent in any field
+//! ([`KeySettings::wider_than`]), inheriting what it leaves out ([`KeySettings::inheriting`]), and
+//! narrowed at every use by each ancestor's settings ([`KeySettings::narrowed_by`]).
 //!
-//! A key's `used` is what the jobs submitted with it in the current period hold or were charged
-//! (a release gives back); stores count it in the same atomic step as a job's hold, from the
-//! jobs themselves, so that it is exact under races and needs no counter of its own.
+//! A key's `used` is what the jobs submitted with it or any key below it in the current period
+//! hold or were charged (a release gives back); stores count it in the same atomic step as a
+//! job's hold, for the key and every ancestor, so that it is exact under races.
 
 mod fields;
 
@@ -13,7 +15,7 @@ use time::{Date, Duration, OffsetDateTime, Time};
 pub use fields::{MAX_KEY_NAME_CHARS, key_budget, key_expiry, key_limit, key_models, key_name};
 
 use crate::credits::Credits;
-use crate::ids::ModelId;
+use crate::ids::{KeyPrefix, ModelId};
 
 /// The span a key's budget is counted over, in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -147,21 +149,133 @@ impl KeySettings {
         self.budget.is_some() || self.max_concurrent_jobs.is_some()
     }
 
-    /// Whether a key with these settings is no wider than `caller`'s: its models a subset of the
-    /// caller's, and its budget no larger for the same period, where the caller has either.
+    /// Whether the key limits anything at all: a key with none of its own settings but a name
+    /// acts with its user's full powers, any other is restricted to its own subtree (see
+    /// [`KeyLineage::is_restricted`]).
     #[must_use]
-    pub fn within(&self, caller: &KeySettings) -> bool {
-        let models_within = match (&caller.models, &self.models) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(allowed), Some(asked)) => asked.iter().all(|model| allowed.contains(model)),
+    pub fn restricts(&self) -> bool {
+        self.models.is_some()
+            || self.budget.is_some()
+            || self.expires_at.is_some()
+            || self.rate_limit_per_minute.is_some()
+            || self.max_concurrent_jobs.is_some()
+    }
+
+    /// The first field in which a key with these settings would be wider than `parent` (its
+    /// effective settings), named as the request names it; `None` when it is no wider in any.
+    /// Wider means: a model outside the parent's, a later expiry, a higher rate or concurrency
+    /// limit, or a budget of another period or more credits, where the parent has that setting.
+    #[must_use]
+    pub fn wider_than(&self, parent: &KeySettings) -> Option<&'static str> {
+        fn wider<T: PartialOrd>(own: Option<&T>, parent: Option<&T>) -> bool {
+            match (parent, own) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(parent), Some(own)) => own > parent,
+            }
+        }
+        let models_wider = match (&parent.models, &self.models) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(allowed), Some(asked)) => asked.iter().any(|model| !allowed.contains(model)),
         };
-        let budget_within = match (caller.budget, self.budget) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(allowed), Some(asked)) => allowed.period == asked.period && asked.credits <= allowed.credits,
+        let budget_wider = match (parent.budget, self.budget) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(allowed), Some(asked)) => allowed.period != asked.period || asked.credits > allowed.credits,
         };
-        models_within && budget_within
+        if models_wider {
+            Some("models")
+        } else if wider(self.expires_at.as_ref(), parent.expires_at.as_ref()) {
+            Some("expires_at")
+        } else if wider(self.rate_limit_per_minute.as_ref(), parent.rate_limit_per_minute.as_ref()) {
+            Some("rate_limit_per_minute")
+        } else if wider(self.max_concurrent_jobs.as_ref(), parent.max_concurrent_jobs.as_ref()) {
+            Some("max_concurrent_jobs")
+        } else if budget_wider {
+            Some("budget")
+        } else {
+            None
+        }
+    }
+
+    /// These settings with every field left out taken from `parent`'s: what a child key made
+    /// with them starts with.
+    #[must_use]
+    pub fn inheriting(self, parent: &KeySettings) -> KeySettings {
+        KeySettings {
+            name: self.name,
+            models: self.models.or_else(|| parent.models.clone()),
+            budget: self.budget.or(parent.budget),
+            expires_at: self.expires_at.or(parent.expires_at),
+            rate_limit_per_minute: self.rate_limit_per_minute.or(parent.rate_limit_per_minute),
+            max_concurrent_jobs: self.max_concurrent_jobs.or(parent.max_concurrent_jobs),
+        }
+    }
+
+    /// These settings narrowed by an ancestor's: the models both allow, the earlier expiry, the
+    /// lower rate and concurrency limits. Budgets are not merged: a job counts against each
+    /// key's own budget along the chain.
+    #[must_use]
+    pub fn narrowed_by(self, ancestor: &KeySettings) -> KeySettings {
+        fn lowest<T: Ord + Copy>(own: Option<T>, other: Option<T>) -> Option<T> {
+            match (own, other) {
+                (Some(own), Some(other)) => Some(own.min(other)),
+                (own, other) => own.or(other),
+            }
+        }
+        let models = match (self.models, &ancestor.models) {
+            (Some(own), Some(theirs)) => Some(own.into_iter().filter(|model| theirs.contains(model)).collect()),
+            (own, theirs) => own.or_else(|| theirs.clone()),
+        };
+        KeySettings {
+            name: self.name,
+            models,
+            budget: self.budget,
+            expires_at: lowest(self.expires_at, ancestor.expires_at),
+            rate_limit_per_minute: lowest(self.rate_limit_per_minute, ancestor.rate_limit_per_minute),
+            max_concurrent_jobs: lowest(self.max_concurrent_jobs, ancestor.max_concurrent_jobs),
+        }
+    }
+}
+
+/// Where a key stands in its user's tree of keys: the keys above it (a key made with another key
+/// is its child) and below it. A job counts against the budget and concurrency limit of its key
+/// and of every ancestor; a request against the rate limit of each; revoking or expiring a key
+/// stops its whole subtree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyLineage {
+    /// The key's ancestors, its parent first, each with the limits of its own.
+    pub ancestors: Vec<AncestorKey>,
+    /// Every key below it (children, their children, …), revoked ones included: their jobs are
+    /// the key's to see.
+    pub descendants: Vec<KeyPrefix>,
+}
+
+/// An ancestor of a key, with what of its own settings its descendants' requests and jobs
+/// count against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AncestorKey {
+    /// Its prefix.
+    pub prefix: KeyPrefix,
+    /// Its own request rate limit.
+    pub rate_limit_per_minute: Option<u32>,
+    /// Whether it has a budget or a concurrency limit of its own.
+    pub limits_jobs: bool,
+}
+
+impl KeyLineage {
+    /// Whether a key with this lineage and `settings` (its effective ones) acts only within its
+    /// own subtree: it has a parent, or any restricting setting.
+    #[must_use]
+    pub fn is_restricted(&self, settings: &KeySettings) -> bool {
+        !self.ancestors.is_empty() || settings.restricts()
+    }
+
+    /// Whether an ancestor's budget or concurrency limit counts the key's jobs too.
+    #[must_use]
+    pub fn ancestors_limit_jobs(&self) -> bool {
+        self.ancestors.iter().any(|ancestor| ancestor.limits_jobs)
     }
 }
 
@@ -222,13 +336,31 @@ pub fn check_budget(budget: KeyBudget, used: Credits, cost: Credits) -> Result<(
     if used.checked_add(cost).is_some_and(|after| after <= budget.credits) {
         Ok(())
     } else {
-        Err(BudgetExceeded { budget, used, cost })
+        Err(BudgetExceeded { budget, used, cost, whose: BudgetOwner::Key })
+    }
+}
+
+/// Whose budget refused a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetOwner {
+    /// The key the request came with.
+    Key,
+    /// A key above it, whose budget counts its descendants' jobs too.
+    Ancestor,
+}
+
+impl BudgetOwner {
+    fn phrase(self) -> &'static str {
+        match self {
+            Self::Key => "this key's budget",
+            Self::Ancestor => "the budget of the key that made this one (or one above it)",
+        }
     }
 }
 
 /// A hold the key's budget does not take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("this key's budget is {} credits {}, {used} used; the request needs {cost}", .budget.credits, .budget.period.phrase())]
+#[error("{} is {} credits {}, {used} used; the request needs {cost}", .whose.phrase(), .budget.credits, .budget.period.phrase())]
 pub struct BudgetExceeded {
     /// The key's budget.
     pub budget: KeyBudget,
@@ -236,6 +368,16 @@ pub struct BudgetExceeded {
     pub used: Credits,
     /// The request's hold.
     pub cost: Credits,
+    /// Whose budget it is.
+    pub whose: BudgetOwner,
+}
+
+impl BudgetExceeded {
+    /// The same refusal, by an ancestor's budget.
+    #[must_use]
+    pub fn by_ancestor(self) -> Self {
+        Self { whose: BudgetOwner::Ancestor, ..self }
+    }
 }
 
 #[cfg(test)]
@@ -273,30 +415,55 @@ mod tests {
         let budget = KeyBudget { credits: c(10), period: BudgetPeriod::Day };
         assert_eq!(check_budget(budget, c(6), c(4)), Ok(()));
         let exceeded = check_budget(budget, c(6), c(5)).unwrap_err();
-        assert_eq!(exceeded, BudgetExceeded { budget, used: c(6), cost: c(5) });
+        assert_eq!(exceeded, BudgetExceeded { budget, used: c(6), cost: c(5), whose: BudgetOwner::Key });
         assert_eq!(exceeded.to_string(), "this key's budget is 10 credits per day, 6 used; the request needs 5");
+        assert!(exceeded.by_ancestor().to_string().starts_with("the budget of the key that made this one"));
     }
 
     #[test]
-    fn a_key_is_within_another_by_models_and_budget() {
+    fn a_key_is_wider_than_its_parent_by_the_first_field_that_is() {
         let model = |id: &str| ModelId::new(id.to_owned());
         let budget = |credits, period| Some(KeyBudget { credits: Credits::new(credits), period });
-        let caller = KeySettings {
+        let parent = KeySettings {
             models: Some(vec![model("a"), model("b")]),
             budget: budget(100, BudgetPeriod::Day),
+            expires_at: Some(time::macros::datetime!(2027-01-01 0:00 UTC)),
+            rate_limit_per_minute: Some(10),
+            max_concurrent_jobs: Some(2),
             ..KeySettings::default()
         };
-        let narrower = KeySettings {
-            models: Some(vec![model("a")]),
-            budget: budget(50, BudgetPeriod::Day),
+        let narrower =
+            KeySettings { models: Some(vec![model("a")]), budget: budget(50, BudgetPeriod::Day), ..parent.clone() };
+        assert_eq!(narrower.wider_than(&parent), None);
+        assert_eq!(KeySettings { models: None, ..narrower.clone() }.wider_than(&parent), Some("models"));
+        assert_eq!(KeySettings { budget: None, ..narrower.clone() }.wider_than(&parent), Some("budget"));
+        let weekly = KeySettings { budget: budget(50, BudgetPeriod::Week), ..narrower.clone() };
+        assert_eq!(weekly.wider_than(&parent), Some("budget"));
+        let later = KeySettings { expires_at: Some(time::macros::datetime!(2027-01-02 0:00 UTC)), ..narrower.clone() };
+        assert_eq!(later.wider_than(&parent), Some("expires_at"));
+        let faster = KeySettings { rate_limit_per_minute: Some(11), ..narrower.clone() };
+        assert_eq!(faster.wider_than(&parent), Some("rate_limit_per_minute"));
+        let busier = KeySettings { max_concurrent_jobs: None, ..narrower.clone() };
+        assert_eq!(busier.wider_than(&parent), Some("max_concurrent_jobs"));
+        assert_eq!(KeySettings::default().wider_than(&KeySettings::default()), None);
+    }
+
+    #[test]
+    fn a_child_inherits_what_it_leaves_out_and_is_narrowed_by_its_ancestors() {
+        let model = |id: &str| ModelId::new(id.to_owned());
+        let parent = KeySettings {
+            models: Some(vec![model("a"), model("b")]),
+            rate_limit_per_minute: Some(10),
             ..KeySettings::default()
         };
-        assert!(narrower.within(&caller));
-        assert!(!KeySettings { models: None, ..narrower.clone() }.within(&caller), "all models is wider");
-        assert!(!KeySettings { budget: None, ..narrower.clone() }.within(&caller), "no budget is wider");
-        assert!(!KeySettings { budget: budget(50, BudgetPeriod::Week), ..narrower.clone() }.within(&caller));
-        assert!(!KeySettings { models: Some(vec![model("c")]), ..narrower.clone() }.within(&caller));
-        assert!(KeySettings::default().within(&KeySettings::default()), "an unrestricted caller may create anything");
+        let child = KeySettings { max_concurrent_jobs: Some(3), ..KeySettings::default() }.inheriting(&parent);
+        assert_eq!(child.models, parent.models);
+        assert_eq!((child.rate_limit_per_minute, child.max_concurrent_jobs), (Some(10), Some(3)));
+        let narrowed_parent =
+            KeySettings { models: Some(vec![model("b")]), rate_limit_per_minute: Some(4), ..KeySettings::default() };
+        let effective = child.narrowed_by(&narrowed_parent);
+        assert_eq!(effective.models, Some(vec![model("b")]));
+        assert_eq!((effective.rate_limit_per_minute, effective.max_concurrent_jobs), (Some(4), Some(3)));
     }
 
     #[test]

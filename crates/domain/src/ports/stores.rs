@@ -9,7 +9,7 @@ use crate::catalog::PricePercent;
 use crate::credits::{Balances, Credits};
 use crate::ids::{ApiKey, JobId, KeyHash, KeyPrefix, LeaseId, ModelId, UserId};
 use crate::job::{Job, JobState, Transition};
-use crate::keys::{BudgetExceeded, KeySettings};
+use crate::keys::{BudgetExceeded, KeyLineage, KeySettings};
 
 /// A store that cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,19 +86,34 @@ pub struct StoredKey {
     pub created_at: OffsetDateTime,
     /// What it may do.
     pub settings: KeySettings,
+    /// The key that made it, for a key a user made with another; `None` for an operator's.
+    pub parent: Option<KeyPrefix>,
 }
 
 impl StoredKey {
-    /// The stored form of `key`, without restrictions of its own.
+    /// The stored form of `key`, without restrictions of its own and without a parent.
     #[must_use]
     pub fn of(key: &ApiKey, user_id: UserId, created_at: OffsetDateTime) -> Self {
-        Self { prefix: key.prefix(), hash: key.hash(), user_id, created_at, settings: KeySettings::default() }
+        Self {
+            prefix: key.prefix(),
+            hash: key.hash(),
+            user_id,
+            created_at,
+            settings: KeySettings::default(),
+            parent: None,
+        }
     }
 
     /// The same key, restricted by `settings`.
     #[must_use]
     pub fn with_settings(self, settings: KeySettings) -> Self {
         Self { settings, ..self }
+    }
+
+    /// The same key, a child of the key of `parent`.
+    #[must_use]
+    pub fn with_parent(self, parent: Option<KeyPrefix>) -> Self {
+        Self { parent, ..self }
     }
 }
 
@@ -109,8 +124,10 @@ pub struct KeyRecord {
     pub prefix: KeyPrefix,
     /// The key's owner.
     pub user_id: UserId,
-    /// What it may do.
+    /// What it may do, as set on it (its ancestors may narrow it further).
     pub settings: KeySettings,
+    /// The prefix of the key that made it, if a key did.
+    pub parent: Option<KeyPrefix>,
     /// When it was issued.
     pub created_at: OffsetDateTime,
     /// When it was revoked; a revoked key stays listed.
@@ -132,8 +149,13 @@ pub struct Credential {
     pub rate_limit_per_minute: u32,
     /// The owner's price tier.
     pub price_percent: PricePercent,
-    /// What the key may do.
+    /// What the key may do: its own settings narrowed by every ancestor's
+    /// ([`KeySettings::narrowed_by`]), so the earliest expiry of the chain among them.
     pub settings: KeySettings,
+    /// Its own request rate limit (the effective one in `settings` may be an ancestor's).
+    pub own_rate_limit_per_minute: Option<u32>,
+    /// Its ancestors and descendants.
+    pub lineage: KeyLineage,
 }
 
 /// Why an account operation was refused.
@@ -186,14 +208,17 @@ pub trait AccountStore: Send + Sync {
         key: StoredKey,
     ) -> Result<Account, AccountError>;
 
-    /// Adds a key to an existing user.
+    /// Adds a key to an existing user; a key with a [`StoredKey::parent`] joins its parent's
+    /// subtree, for every reader of the ancestors' credentials at once (their
+    /// [`KeyLineage::descendants`] grow).
     ///
     /// # Errors
     /// [`AccountError::UnknownUser`], [`AccountError::KeyPrefixTaken`].
     async fn add_key(&self, key: StoredKey) -> Result<(), AccountError>;
 
-    /// Revokes the key with this prefix at once; `false` when there was none. A revoked key
-    /// stays listed, with the time of its revocation.
+    /// Revokes the key with this prefix and every key below it at once, for every reader of
+    /// their credentials (other replicas evict their cached copies); `false` when there was no
+    /// such key not yet revoked. A revoked key stays listed, with the time of its revocation.
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError>;
 
     /// The key with this prefix, revoked or not, or `None`.
@@ -207,18 +232,19 @@ pub trait AccountStore: Send + Sync {
     async fn record_key_use(&self, prefix: &KeyPrefix, at: OffsetDateTime) -> Result<(), StoreError>;
 
     /// Replaces the settings of the key with this prefix, effective for every reader of its
-    /// credentials at once (other replicas evict their cached copy as on a revocation); `false`
-    /// when there is no such key.
+    /// credentials and its descendants' at once (other replicas evict their cached copies as on a
+    /// revocation); `false` when there is no such key.
     async fn set_key_settings(&self, prefix: &KeyPrefix, settings: KeySettings) -> Result<bool, StoreError>;
 
-    /// What the jobs submitted with the key of `prefix` since `since` (ever, when `None`) hold
-    /// or were charged: a job not yet final counts its hold, a succeeded one its charge, a
+    /// What the jobs submitted with the key of `prefix` or any key below it since `since`
+    /// (ever, when `None`) hold or were charged: a job not yet final counts its hold, a succeeded one its charge, a
     /// failed or canceled one nothing. Jobs retention removed still count their charge, kept by
     /// the UTC day they were created: `since` is a budget period's start, a day's 00:00 UTC.
     async fn key_used(&self, prefix: &KeyPrefix, since: Option<OffsetDateTime>) -> Result<Credits, StoreError>;
 
     /// The credentials stored under a prefix (zero or one; a list so that the caller compares
-    /// hashes itself, in constant time).
+    /// hashes itself, in constant time): none for a revoked key or one with a revoked ancestor;
+    /// the key's settings narrowed by its ancestors' and its [`KeyLineage`].
     async fn credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError>;
 
     /// Adds `amount` (negative to take away) to the user's available credits.
@@ -332,6 +358,8 @@ pub struct JobFilter {
     pub upstream: Option<String>,
     /// Only jobs submitted with the key of this prefix.
     pub key: Option<KeyPrefix>,
+    /// Only jobs submitted with one of these keys (a restricted key's subtree).
+    pub keys: Option<Vec<KeyPrefix>>,
 }
 
 impl JobFilter {
@@ -343,6 +371,7 @@ impl JobFilter {
             && self.model.as_ref().is_none_or(|model| job.model() == model)
             && self.upstream.as_deref().is_none_or(|name| job.upstream().is_some_and(|at| at.provider() == name))
             && self.key.as_ref().is_none_or(|key| job.key_prefix() == Some(key))
+            && self.keys.as_ref().is_none_or(|keys| job.key_prefix().is_some_and(|key| keys.contains(key)))
     }
 }
 
@@ -356,9 +385,11 @@ impl JobFilter {
 #[async_trait]
 pub trait JobStore: Send + Sync {
     /// Accepts a job in one atomic step: replays an idempotent retry, checks the credits
-    /// (first), then, for a job with a [`Job::key_prefix`] whose key has them, the key's budget
-    /// for the current period ([`crate::keys::BudgetPeriod::start`] at `now`, counted as
-    /// [`AccountStore::key_used`] counts it), the user's and then the key's concurrent-job limit,
+    /// (first), then, for a job with a [`Job::key_prefix`], the budget for the current period
+    /// ([`crate::keys::BudgetPeriod::start`] at `now`, counted as [`AccountStore::key_used`]
+    /// counts it, over the jobs of the key's whole subtree) of the key and of every ancestor
+    /// that has one, the user's and then the concurrent-job limit of the key and of every
+    /// ancestor (counting the jobs not yet final of each one's subtree),
     /// holds `job.credits_held`, inserts the job and records the idempotency claim. The key's
     /// checks read its settings as stored and run in the same atomic step as the hold, so that
     /// concurrent accepts on one key never take its `used` past its budget. With `lease`, the new job is put under the caller's

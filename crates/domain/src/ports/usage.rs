@@ -9,7 +9,7 @@ use time::{Date, OffsetDateTime};
 
 use super::StoreError;
 use crate::credits::Credits;
-use crate::ids::{JobId, UserId};
+use crate::ids::{JobId, KeyPrefix, UserId};
 
 /// A credit movement as the store records it: a final movement of a succeeded job is one
 /// record, which the API shows as a charge and, for what was held and not delivered, a release.
@@ -64,10 +64,12 @@ pub enum UsageGrouping {
 }
 
 /// Which jobs a usage report counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageQuery {
     /// Only this user's; every user's when `None`.
     pub user_id: Option<UserId>,
+    /// Only those submitted with one of these keys (a restricted key's subtree); any when `None`.
+    pub keys: Option<Vec<KeyPrefix>>,
     /// First UTC day counted.
     pub from: Date,
     /// Last UTC day counted (included).
@@ -110,9 +112,15 @@ pub struct UsageRow {
 #[async_trait]
 pub trait UsageStore: Send + Sync {
     /// The user's ledger records with a sequence below `before` (all when `None`), newest first,
-    /// at most `limit`.
-    async fn ledger(&self, user_id: UserId, before: Option<i64>, limit: usize)
-    -> Result<Vec<LedgerRecord>, StoreError>;
+    /// at most `limit`; with `keys`, only the records of the jobs submitted with one of them that
+    /// the store still has (no grant, nothing of a job retention removed).
+    async fn ledger(
+        &self,
+        user_id: UserId,
+        keys: Option<Vec<KeyPrefix>>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRecord>, StoreError>;
 
     /// The ledger records of job `id`, oldest first (its hold, then its settle or release once
     /// final); none for a job the store does not know.

@@ -31,8 +31,11 @@ pub struct Caller {
 pub struct CallerKey {
     /// Its prefix.
     pub prefix: KeyPrefix,
-    /// What it may do.
+    /// What it may do: its own settings narrowed by its ancestors'.
     pub settings: Arc<KeySettings>,
+    /// The keys whose jobs, keys, ledger and usage it may see: `None` for a key with its user's
+    /// full powers, else its own subtree (itself first, then every key below it).
+    pub subtree: Option<Arc<[KeyPrefix]>>,
 }
 
 impl Caller {
@@ -52,6 +55,26 @@ impl Caller {
     #[must_use]
     pub fn settings(&self) -> Arc<KeySettings> {
         self.key.as_ref().map_or_else(Arc::default, |key| Arc::clone(&key.settings))
+    }
+
+    /// The keys a restricted caller acts within (its own subtree); `None` when it has its
+    /// user's full powers.
+    #[must_use]
+    pub fn subtree(&self) -> Option<&[KeyPrefix]> {
+        self.key.as_ref().and_then(|key| key.subtree.as_deref())
+    }
+
+    /// Whether the caller may see what was done with the key of `prefix` (`None`: no recorded
+    /// key): anything with its user's full powers, only its own subtree when restricted.
+    #[must_use]
+    pub fn sees_key(&self, prefix: Option<&KeyPrefix>) -> bool {
+        self.subtree().is_none_or(|subtree| prefix.is_some_and(|prefix| subtree.contains(prefix)))
+    }
+
+    /// Whether the caller is a restricted key, which acts only within its own subtree.
+    #[must_use]
+    pub fn is_restricted(&self) -> bool {
+        self.subtree().is_some()
     }
 }
 
@@ -245,8 +268,16 @@ impl Accounts {
         let limiter = &self.ports.rate_limiter;
         let user = RateBucket::user(credential.user_id);
         let mut decision = limiter.acquire(user, credential.rate_limit_per_minute).await?;
-        if let (RateDecision::Allowed, Some(per_minute)) = (decision, credential.settings.rate_limit_per_minute) {
-            decision = limiter.acquire(RateBucket::key(&credential.prefix), per_minute).await?;
+        // The key's own limit, then each ancestor's: a subtree's requests together stay within
+        // the limit of every key above them.
+        let own = credential.own_rate_limit_per_minute.map(|limit| (&credential.prefix, limit));
+        let ancestors =
+            credential.lineage.ancestors.iter().filter_map(|a| a.rate_limit_per_minute.map(|l| (&a.prefix, l)));
+        for (prefix, per_minute) in own.into_iter().chain(ancestors) {
+            if decision != RateDecision::Allowed {
+                break;
+            }
+            decision = limiter.acquire(RateBucket::key(prefix), per_minute).await?;
         }
         // When a key was last used is for people: a store that cannot record it does not keep
         // the key out.
@@ -256,11 +287,21 @@ impl Accounts {
             tracing::warn!(key_prefix = %credential.prefix, %error, "the key's use was not recorded");
         }
         match decision {
-            RateDecision::Allowed => Ok(Caller {
-                user_id: credential.user_id,
-                key: Some(CallerKey { prefix: credential.prefix, settings: Arc::new(credential.settings) }),
-                price_percent: credential.price_percent,
-            }),
+            RateDecision::Allowed => {
+                let restricted = credential.lineage.is_restricted(&credential.settings);
+                let subtree = restricted.then(|| {
+                    std::iter::once(credential.prefix.clone()).chain(credential.lineage.descendants).collect()
+                });
+                Ok(Caller {
+                    user_id: credential.user_id,
+                    key: Some(CallerKey {
+                        prefix: credential.prefix,
+                        settings: Arc::new(credential.settings),
+                        subtree,
+                    }),
+                    price_percent: credential.price_percent,
+                })
+            }
             RateDecision::Limited { retry_after } => {
                 tracing::info!(user_id = %credential.user_id, key_prefix = %credential.prefix, "rate limited");
                 Err(AuthError::RateLimited { retry_after })

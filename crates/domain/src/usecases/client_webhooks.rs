@@ -49,6 +49,18 @@ impl From<StoreError> for WebhookQueryError {
     }
 }
 
+/// Why the caller's webhook secret cannot be read or rotated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookSecretError {
+    /// 403 `KEY_SCOPE_EXCEEDED`: a restricted key; the secret signs every job of the account, so
+    /// whoever holds it could forge a delivery for any of them.
+    #[error("a restricted key cannot read or rotate the account's webhook secret")]
+    Restricted,
+    /// The store failed, or the secret cannot be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Client webhooks as the API shows them.
 #[derive(Clone)]
 pub struct ClientWebhooks {
@@ -90,17 +102,24 @@ impl ClientWebhooks {
     /// The caller's signing secret, made now if the caller has none yet.
     ///
     /// # Errors
-    /// When the store fails or the secret cannot be opened.
-    pub async fn webhook_secret(&self, caller: &Caller) -> Result<String, StoreError> {
-        self.client_webhooks()?.secret_of(caller.user_id).await
+    /// [`WebhookSecretError::Restricted`] for a restricted key; when the store fails or the
+    /// secret cannot be opened.
+    pub async fn webhook_secret(&self, caller: &Caller) -> Result<String, WebhookSecretError> {
+        if caller.is_restricted() {
+            return Err(WebhookSecretError::Restricted);
+        }
+        Ok(self.client_webhooks()?.secret_of(caller.user_id).await?)
     }
 
     /// A new signing secret for the caller; the old one signs nothing from now on, on every
     /// replica, since each attempt reads the secret from the store.
     ///
     /// # Errors
-    /// When the store fails.
-    pub async fn rotate_webhook_secret(&self, caller: &Caller) -> Result<String, StoreError> {
+    /// [`WebhookSecretError::Restricted`] for a restricted key; when the store fails.
+    pub async fn rotate_webhook_secret(&self, caller: &Caller) -> Result<String, WebhookSecretError> {
+        if caller.is_restricted() {
+            return Err(WebhookSecretError::Restricted);
+        }
         let webhooks = self.client_webhooks()?;
         let secret = webhooks.vault.generate();
         webhooks.store.keep_webhook_secret(caller.user_id, webhooks.vault.seal(&secret), true).await?;

@@ -10,7 +10,7 @@ use super::watch::{JobStream, LongPoll};
 use super::{Caller, Ports, Settings, owned_job};
 use crate::ids::JobId;
 use crate::job::{Job, JobState};
-use crate::ports::{Clock, JobEvents, JobStore, OutputSource, OutputStore, StoreError, WATCH_TTL};
+use crate::ports::{Clock, JobEvents, JobFilter, JobStore, OutputSource, OutputStore, StoreError, WATCH_TTL};
 
 /// Longest long-poll, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -145,7 +145,7 @@ impl JobReads {
         JobStream::start(self.clone(), caller.clone(), id).await
     }
 
-    /// The caller's jobs, newest first.
+    /// The caller's jobs, newest first: the user's every job, or a restricted key's subtree's.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
@@ -156,7 +156,15 @@ impl JobReads {
         limit: usize,
     ) -> Result<JobListing, StoreError> {
         let limit = limit.clamp(1, MAX_JOBS_PAGE);
-        let mut jobs = self.ports.jobs.jobs_of(caller.user_id, before, limit + 1).await?;
+        let jobs = self.ports.jobs.as_ref();
+        let mut jobs = match caller.subtree() {
+            None => jobs.jobs_of(caller.user_id, before, limit + 1).await?,
+            Some(subtree) => {
+                let filter =
+                    JobFilter { user_id: Some(caller.user_id), keys: Some(subtree.to_vec()), ..JobFilter::default() };
+                jobs.find_jobs(&filter, before, limit + 1).await?
+            }
+        };
         let next = if jobs.len() > limit {
             jobs.truncate(limit);
             jobs.last().map(|j| j.id())

@@ -26,9 +26,12 @@ pub enum OwnKeyError {
     /// 404: no key with this prefix among the caller's.
     #[error("no API key with this prefix")]
     UnknownKey,
-    /// 403 `KEY_SCOPE_EXCEEDED`: the new key would be wider than the caller's.
-    #[error("a new key may use no model and no budget beyond the calling key's")]
-    ScopeExceeded,
+    /// 403 `KEY_SCOPE_EXCEEDED`: the new key would be wider than the caller's in `field`.
+    #[error("a new key may be no wider than the key that makes it: `{field}` is wider than the calling key's")]
+    ScopeExceeded {
+        /// The field, as the request names it.
+        field: &'static str,
+    },
     /// 400: the body is not valid.
     #[error(transparent)]
     Invalid(#[from] InvalidRequest),
@@ -64,11 +67,12 @@ async fn issue(
     ids: &dyn IdSource,
     user_id: UserId,
     settings: KeySettings,
+    parent: Option<&KeyPrefix>,
     now: OffsetDateTime,
 ) -> Result<(ApiKey, KeyListing), AdminError> {
     for _ in 0..KEY_ATTEMPTS {
         let key = ids.api_key();
-        let stored = StoredKey::of(&key, user_id, now).with_settings(settings.clone());
+        let stored = StoredKey::of(&key, user_id, now).with_settings(settings.clone()).with_parent(parent.cloned());
         match accounts.add_key(stored).await {
             Ok(()) => {
                 tracing::info!(user_id = %user_id, key_prefix = %key.prefix(), "key issued");
@@ -76,6 +80,7 @@ async fn issue(
                     prefix: key.prefix(),
                     user_id,
                     settings: settings.clone(),
+                    parent: parent.cloned(),
                     created_at: now,
                     revoked_at: None,
                     last_used_at: None,
@@ -107,13 +112,15 @@ async fn listing(
     Ok(KeyListing { record, budget })
 }
 
+/// The listings of `user_id`'s keys that `shown` lets through.
 async fn listings(
     accounts: &dyn AccountStore,
     user_id: UserId,
     now: OffsetDateTime,
+    shown: impl Fn(&KeyRecord) -> bool,
 ) -> Result<Vec<KeyListing>, StoreError> {
     let mut out = Vec::new();
-    for record in accounts.keys_of(user_id).await? {
+    for record in accounts.keys_of(user_id).await?.into_iter().filter(|record| shown(record)) {
         out.push(listing(accounts, record, now).await?);
     }
     Ok(out)
@@ -127,7 +134,8 @@ impl Admin {
     /// the catalog, [`AdminError::Store`].
     pub async fn issue_key(&self, user_id: UserId, settings: KeySettings) -> Result<(ApiKey, KeyListing), AdminError> {
         check_models(&self.catalog(), &settings)?;
-        issue(self.ports.accounts.as_ref(), self.ports.ids.as_ref(), user_id, settings, self.ports.clock.now()).await
+        let (accounts, ids) = (self.ports.accounts.as_ref(), self.ports.ids.as_ref());
+        issue(accounts, ids, user_id, settings, None, self.ports.clock.now()).await
     }
 
     /// A user's keys, revoked ones included, oldest first.
@@ -138,7 +146,7 @@ impl Admin {
         if self.ports.accounts.account(user_id).await?.is_none() {
             return Err(AdminError::UnknownUser);
         }
-        Ok(listings(self.ports.accounts.as_ref(), user_id, self.ports.clock.now()).await?)
+        Ok(listings(self.ports.accounts.as_ref(), user_id, self.ports.clock.now(), |_| true).await?)
     }
 
     /// Changes a key's settings, on every replica at once.
@@ -161,10 +169,12 @@ impl Admin {
 }
 
 impl Accounts {
-    /// Issues the caller a new key with `settings`, no wider than the key it calls with.
+    /// Issues the caller a new key with `settings`, a child of the key it calls with: no wider
+    /// than that key's effective settings in any field, and inheriting each field it leaves out.
     ///
     /// # Errors
-    /// [`OwnKeyError::ScopeExceeded`], [`OwnKeyError::Invalid`], [`OwnKeyError::Store`].
+    /// [`OwnKeyError::ScopeExceeded`] naming the first field that is wider,
+    /// [`OwnKeyError::Invalid`], [`OwnKeyError::Store`].
     pub async fn issue_own_key(
         &self,
         caller: &Caller,
@@ -172,22 +182,29 @@ impl Accounts {
         settings: KeySettings,
     ) -> Result<(ApiKey, KeyListing), OwnKeyError> {
         check_models(catalog, &settings)?;
-        if !settings.within(&caller.settings()) {
-            return Err(OwnKeyError::ScopeExceeded);
+        let parent = caller.settings();
+        let settings = settings.inheriting(&parent);
+        if let Some(field) = settings.wider_than(&parent) {
+            return Err(OwnKeyError::ScopeExceeded { field });
         }
         let ports = &self.ports;
-        Ok(issue(ports.accounts.as_ref(), ports.ids.as_ref(), caller.user_id, settings, ports.clock.now()).await?)
+        let maker = caller.key.as_ref().map(|key| &key.prefix);
+        let (accounts, ids) = (ports.accounts.as_ref(), ports.ids.as_ref());
+        Ok(issue(accounts, ids, caller.user_id, settings, maker, ports.clock.now()).await?)
     }
 
-    /// The caller's keys, revoked ones included, oldest first.
+    /// The caller's keys, revoked ones included, oldest first: the user's every key, or a
+    /// restricted key's own subtree.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
     pub async fn own_keys(&self, caller: &Caller) -> Result<Vec<KeyListing>, StoreError> {
-        listings(self.ports.accounts.as_ref(), caller.user_id, self.ports.clock.now()).await
+        let shown = |record: &KeyRecord| caller.sees_key(Some(&record.prefix));
+        listings(self.ports.accounts.as_ref(), caller.user_id, self.ports.clock.now(), shown).await
     }
 
-    /// Revokes one of the caller's keys; another user's key is as unknown as a missing one.
+    /// Revokes one of the caller's keys and every key below it; another user's key, or for a
+    /// restricted caller a key outside its subtree, is as unknown as a missing one.
     ///
     /// # Errors
     /// [`OwnKeyError::UnknownKey`], [`OwnKeyError::Store`].
@@ -195,7 +212,11 @@ impl Accounts {
         let prefix = KeyPrefix::of(prefix_or_key);
         let accounts = self.ports.accounts.as_ref();
         match accounts.key(&prefix).await? {
-            Some(record) if record.user_id == caller.user_id && record.revoked_at.is_none() => {
+            Some(record)
+                if record.user_id == caller.user_id
+                    && record.revoked_at.is_none()
+                    && caller.sees_key(Some(&record.prefix)) =>
+            {
                 accounts.revoke_key(&prefix).await?;
                 tracing::info!(user_id = %caller.user_id, key_prefix = %prefix, "own key revoked");
                 Ok(())

@@ -53,7 +53,7 @@ pub use admin::{Admin, AdminPorts};
 pub use admin_jobs::{InspectedJob, MAX_ADMIN_JOBS_PAGE};
 pub use cancel::{CancelReceipt, Cancellations};
 pub use catalog::{CatalogAdminError, PlannedChange};
-pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError};
+pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError, WebhookSecretError};
 pub use deliveries::{DeliverySettings, WebhookDeliveries};
 pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use keys::{KeyListing, OwnKeyError};
@@ -231,11 +231,13 @@ impl Services {
     }
 }
 
-/// The caller's job `id`, refused when it is another user's.
+/// The caller's job `id`, refused when it is another user's; a restricted key's caller knows
+/// nothing of its user's jobs submitted outside its subtree.
 async fn owned_job(jobs: &dyn JobStore, caller: &Caller, id: JobId) -> Result<Job, JobQueryError> {
     match jobs.job(id).await? {
         None => Err(JobQueryError::NotFound),
         Some(job) if job.user_id() != caller.user_id => Err(JobQueryError::Forbidden),
+        Some(job) if !caller.sees_key(job.key_prefix()) => Err(JobQueryError::NotFound),
         Some(job) => Ok(job),
     }
 }

@@ -63,6 +63,9 @@ impl Removals {
         let limit = page.limit.clamp(1, MAX_KEPT_PAGE);
         let mut jobs = self.removals.kept_jobs(caller.user_id, KeptPage { limit: limit + 1, ..page }).await?;
         let has_more = jobs.len() > limit;
+        // A restricted key's page leaves out its user's other jobs; `has_more` still tells
+        // whether the user's listing goes on, so a page may be short but never ends early.
+        jobs.retain(|job| caller.sees_key(job.key_prefix()));
         jobs.truncate(limit);
         Ok(KeptListing { jobs, has_more })
     }

@@ -123,7 +123,8 @@ pub fn usage_range(from: Date, to: Date) -> Result<(), InvalidRequest> {
 
 impl Accounts {
     /// The caller's ledger, newest first: at most `limit` entries older than `before` (an
-    /// entry id), and the cursor of the next page.
+    /// entry id), and the cursor of the next page. A restricted key sees only its subtree's
+    /// jobs' entries (no grant).
     ///
     /// # Errors
     /// When the store fails.
@@ -132,7 +133,9 @@ impl Accounts {
         // A record reads as one or two entries, and the record `before` points into may have
         // none left past it: `limit + 2` records give `limit + 1` entries at least, unless the
         // ledger ends first; the one past the page tells that there is more.
-        let records = self.ports.usage.ledger(caller.user_id, before.map(|id| id.div_euclid(2) + 1), limit + 2).await?;
+        let keys = caller.subtree().map(<[_]>::to_vec);
+        let records =
+            self.ports.usage.ledger(caller.user_id, keys, before.map(|id| id.div_euclid(2) + 1), limit + 2).await?;
         let mut page: Vec<LedgerEntry> = records
             .iter()
             .flat_map(|record| entries(record).into_iter().rev())
@@ -145,7 +148,7 @@ impl Accounts {
     }
 
     /// The caller's jobs created from `from` to `to` (UTC days, both included), grouped by day,
-    /// model or key.
+    /// model or key; a restricted key's, only its subtree's.
     ///
     /// # Errors
     /// See [`UsageError`]; grouping by user or provider is the operators' report
@@ -162,7 +165,8 @@ impl Accounts {
                 InvalidRequest::param("group_by", "`group_by` must be `day`, `model`, `day,model` or `key`").into()
             );
         }
-        report(self.ports.usage.as_ref(), UsageQuery { user_id: Some(caller.user_id), from, to, group_by }).await
+        let keys = caller.subtree().map(<[_]>::to_vec);
+        report(self.ports.usage.as_ref(), UsageQuery { user_id: Some(caller.user_id), keys, from, to, group_by }).await
     }
 }
 

@@ -62,6 +62,7 @@ pub fn job_filter(query: &Query) -> Result<JobFilter, InvalidRequest> {
         model: name_param(query, "model")?.map(ModelId::new),
         upstream: name_param(query, "upstream")?,
         key: name_param(query, "key")?.map(|key| KeyPrefix::of(&key)),
+        keys: None,
     })
 }
 

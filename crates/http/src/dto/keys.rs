@@ -62,6 +62,7 @@ pub fn key_view(listing: &KeyListing) -> KeyView {
     let settings = &record.settings;
     KeyView {
         prefix: record.prefix.as_str().to_owned(),
+        parent: record.parent.as_ref().map(|parent| parent.as_str().to_owned()),
         name: settings.name.clone(),
         models: settings.models.as_ref().map(|models| models.iter().map(|m| m.as_str().to_owned()).collect()),
         budget: budget.map(|standing| KeyBudgetView {

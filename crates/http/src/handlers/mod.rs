@@ -28,10 +28,8 @@ use std::time::Duration;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, Responder, web};
 use actix_web_lab::sse;
-use std::pin::pin;
 
 use futures_util::StreamExt;
-use futures_util::future::{Either, select};
 use genjobs_api::{
     Account, CancelReceipt, DataView, EventStreamItem, ImageRequest, Job, JobPage, Model, Receipt, Status, VideoRequest,
 };
@@ -51,7 +49,7 @@ use crate::dto::responses::{
 use crate::error::ApiError;
 use crate::links::OutputLinks;
 use crate::telemetry::{Held, OpenConnection};
-use crate::waiting::{job_events, wait_for_job};
+use crate::waiting::{job_events, key_revoked, wait_for_job};
 
 pub(crate) type Query = web::Query<HashMap<String, String>>;
 type Handled = Result<HttpResponse, ApiError>;
@@ -184,11 +182,12 @@ pub async fn get_job(
         state.services.reads.job(&caller.0, id).await?
     } else {
         let _open = OpenConnection::new(Held::LongPoll);
-        let waited = pin!(wait_for_job(&state.services.reads, &caller.0, id, Duration::from_secs(wait)));
-        match select(waited, pin!(state.drain.started())).await {
-            Either::Left((job, _)) => job?,
+        let waited = wait_for_job(&state.services.reads, &caller.0, id, Duration::from_secs(wait));
+        tokio::select! {
+            job = waited => job?,
             // The process stops: answer with the job as it is now rather than be cut off.
-            Either::Right(((), _)) => state.services.reads.job(&caller.0, id).await?,
+            () = state.drain.started() => state.services.reads.job(&caller.0, id).await?,
+            () = key_revoked(state.services.accounts.clone(), presented_key(&req), id) => return Err(ApiError::invalid_key()),
         }
     };
     Ok(HttpResponse::Ok().json(job_view(&job, &state.links.for_request(&req, now()))))
@@ -259,7 +258,7 @@ pub async fn stream_job(
     let draining = drain.started();
     let open = OpenConnection::new(Held::Stream);
     let (linked, base) = (state.clone(), state.links.base_of(&req));
-    let revoked = key_revoked(state.clone(), presented_key(&req), id);
+    let revoked = key_revoked(state.services.accounts.clone(), presented_key(&req), id);
     // One future, kept inline in the stream: it ends at the connection's lifetime, the drain, or
     // the revocation of the key that opened it.
     let ended = async move {
@@ -290,22 +289,6 @@ pub async fn stream_job(
     let mut response = response.respond_to(&req);
     response.headers_mut().insert(HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no"));
     Ok(response)
-}
-
-/// How often an open stream checks that its key is still valid.
-const REVALIDATE_EVERY: Duration = Duration::from_secs(1);
-
-/// Resolves once `key` is no longer valid (revoked), checked every [`REVALIDATE_EVERY`]: a stream
-/// must not outlive the key that opened it. A store that cannot answer ends nothing.
-async fn key_revoked(state: web::Data<AppState>, key: Option<String>, job_id: JobId) {
-    let Some(key) = key else { return std::future::pending().await };
-    loop {
-        tokio::time::sleep(REVALIDATE_EVERY).await;
-        if let Ok(false) = state.services.accounts.still_valid(&key).await {
-            tracing::info!(%job_id, "the stream's key was revoked; ending it");
-            return;
-        }
-    }
 }
 
 /// Cancel a job

@@ -151,7 +151,7 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
     let rows: Vec<UsageRow> = state
         .services
         .admin
-        .usage_report(UsageQuery { user_id, from, to, group_by })
+        .usage_report(UsageQuery { user_id, keys: None, from, to, group_by })
         .await?
         .into_iter()
         .map(|row| usage_row_view(group_by, row))

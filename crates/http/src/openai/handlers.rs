@@ -8,7 +8,6 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::RANGE;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use base64::Engine;
-use futures_util::future::{Either, select};
 use genjobs_api::openai::{
     ImageData, ImagesRequest, ImagesResponse, ModelList, ModelObject, ResponseFormat, VideoDeleted, VideoList,
     VideoObject, VideoRequest,
@@ -26,7 +25,7 @@ use serde_json::Value;
 use super::error::OpenAiError;
 use super::wire::{images_into_domain, read_video_request, video_into_domain, video_object};
 use crate::AppState;
-use crate::auth::Authenticated;
+use crate::auth::{Authenticated, presented_key};
 use crate::body::read_json;
 use crate::download::{file_response, parse_range, range_not_satisfiable};
 use crate::dto::requests::{fingerprint, read, received};
@@ -34,7 +33,7 @@ use crate::dto::responses::output_url;
 use crate::error::ApiError;
 use crate::form::{ImageLimits, is_form, read_image_form};
 use crate::handlers::{Query, idempotency_key, integer_param};
-use crate::waiting::wait_for_job;
+use crate::waiting::{key_revoked, wait_for_job};
 
 type Handled = Result<HttpResponse, OpenAiError>;
 
@@ -83,12 +82,15 @@ pub(super) async fn submit(
 /// Waits until the job is final. The job is the service's from its acceptance: a client that
 /// goes away stops only this wait, never the job, which runs, is charged once and stays in the
 /// caller's jobs.
-async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, ApiError> {
+/// A key revoked or expired meanwhile ends the wait with 401 (the job goes on, and is charged as
+/// any other).
+async fn final_job(state: &AppState, caller: &Caller, id: JobId, req: &HttpRequest) -> Result<Job, ApiError> {
+    let mut revoked = pin!(key_revoked(state.services.accounts.clone(), presented_key(req), id));
     loop {
-        let waited = pin!(wait_for_job(&state.services.reads, caller, id, Duration::from_secs(MAX_WAIT_SECS)));
-        let job = match select(waited, pin!(state.drain.started())).await {
-            Either::Left((job, _)) => job?,
-            Either::Right(((), _)) => {
+        let waited = wait_for_job(&state.services.reads, caller, id, Duration::from_secs(MAX_WAIT_SECS));
+        let job = tokio::select! {
+            job = waited => job?,
+            () = state.drain.started() => {
                 return Err(ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
@@ -96,6 +98,7 @@ async fn final_job(state: &AppState, caller: &Caller, id: JobId) -> Result<Job, 
                     format!("the service is stopping; job {id} goes on and can be read at /api/v1/jobs/{id}"),
                 ));
             }
+            () = &mut revoked => return Err(ApiError::invalid_key()),
         };
         if job.state().is_final() {
             return Ok(job);
@@ -179,7 +182,7 @@ pub(super) async fn images_of(
     format: ResponseFormat,
     req: &HttpRequest,
 ) -> Handled {
-    let job = final_job(state, caller, id).await?;
+    let job = final_job(state, caller, id, req).await?;
     let Some(outputs) = job.outputs().filter(|_| job.state() == JobState::Succeeded) else {
         return Err(unsuccessful(&job).into());
     };

@@ -82,6 +82,7 @@ pub async fn jobs_are_found_by_every_filter_newest_first<S: Store>(store: Arc<S>
         model: Some(ModelId::new("nano-banana")),
         upstream: Some("fal".into()),
         key: None,
+        keys: None,
     };
     assert_eq!(found(&*store, all, None, 10).await, [j0], "every condition at once");
     let none = JobFilter { user_id: Some(bob), state: Some(JobState::Canceled), ..JobFilter::default() };

@@ -7,7 +7,7 @@ use futures_util::future::join_all;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{ApiKey, KeyPrefix, ModelId, UserId};
 use genjobs_domain::job::{Job, Trigger};
-use genjobs_domain::keys::{BudgetExceeded, BudgetPeriod, KeyBudget, KeySettings};
+use genjobs_domain::keys::{BudgetExceeded, BudgetOwner, BudgetPeriod, KeyBudget, KeySettings};
 use genjobs_domain::ports::{AcceptError, Accepted, StoredKey};
 use time::Duration;
 
@@ -81,7 +81,8 @@ pub async fn a_keys_jobs_count_against_its_budget<S: Store>(store: Arc<S>) {
     assert_eq!(store.key_used(&prefix, since).await.unwrap(), Credits::new(30));
     let refused = store.accept(keyed_job(id, &prefix, 30), None, None, now()).await;
     let day = KeyBudget { credits: Credits::new(50), period: BudgetPeriod::Day };
-    let exceeded = BudgetExceeded { budget: day, used: Credits::new(30), cost: Credits::new(30) };
+    let exceeded =
+        BudgetExceeded { budget: day, used: Credits::new(30), cost: Credits::new(30), whose: BudgetOwner::Key };
     assert_eq!(refused, Err(AcceptError::KeyBudgetExceeded(exceeded)));
     assert_eq!(balances(&*store, id).await, (b(970, 30, 0), 1), "nothing held for the refusal");
     accepted(&*store, id, 30).await;

@@ -28,7 +28,7 @@ pub(super) fn remember<S: Store>(store: &S, user: UserId) {
 pub async fn ledgers_match_accounts<S: Store>(store: &S) {
     let users = USERS.lock().unwrap_or_else(PoisonError::into_inner).remove(&key(store)).unwrap_or_default();
     for user in users {
-        let records = store.ledger(user, None, usize::MAX >> 1).await.expect("ledger");
+        let records = store.ledger(user, None, None, usize::MAX >> 1).await.expect("ledger");
         let (mut available, mut held, mut spent) = (0i64, 0i64, 0i64);
         let signed = |c: Credits| i64::try_from(c.get()).expect("credits fit i64");
         for record in &records {

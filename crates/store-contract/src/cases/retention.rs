@@ -24,14 +24,19 @@ pub async fn purging_final_jobs_keeps_the_ledger_and_usage<S: Store>(store: Arc<
     let reports = async || {
         let mut all = Vec::new();
         for group_by in [UsageGrouping::Day, UsageGrouping::Model, UsageGrouping::User] {
-            let query =
-                UsageQuery { user_id: Some(id), from: day - Duration::days(1), to: day + Duration::days(1), group_by };
+            let query = UsageQuery {
+                user_id: Some(id),
+                keys: None,
+                from: day - Duration::days(1),
+                to: day + Duration::days(1),
+                group_by,
+            };
             all.push(store.usage(query).await.expect("usage"));
         }
         all
     };
     let before = reports().await;
-    let ledger = store.ledger(id, None, 100).await.expect("ledger");
+    let ledger = store.ledger(id, None, None, 100).await.expect("ledger");
     let cut = now() + Duration::seconds(1);
 
     assert_eq!(store.purge_final_jobs(cut, 1).await.expect("purge"), 1, "at most the limit");
@@ -43,7 +48,7 @@ pub async fn purging_final_jobs_keeps_the_ledger_and_usage<S: Store>(store: Arc<
     assert_eq!(store.purge_final_jobs(cut, 10).await.expect("purge"), 0);
 
     assert_eq!(reports().await, before, "usage reads the same after the purge");
-    assert_eq!(store.ledger(id, None, 100).await.expect("ledger"), ledger, "the ledger stays");
+    assert_eq!(store.ledger(id, None, None, 100).await.expect("ledger"), ledger, "the ledger stays");
     assert_eq!(store.purge_final_jobs(now() - Duration::days(1), 10).await.expect("purge"), 0, "nothing older");
 }
 

@@ -26,8 +26,13 @@ async fn reports<S: Store>(store: &S, user_id: UserId) -> Vec<Vec<UsageRow>> {
     let mut all = Vec::new();
     for only in [Some(user_id), None] {
         for group_by in GROUPINGS {
-            let query =
-                UsageQuery { user_id: only, from: day - Duration::days(1), to: day + Duration::days(1), group_by };
+            let query = UsageQuery {
+                user_id: only,
+                keys: None,
+                from: day - Duration::days(1),
+                to: day + Duration::days(1),
+                group_by,
+            };
             all.push(store.usage(query).await.expect("usage"));
         }
     }
@@ -41,7 +46,7 @@ pub async fn usage_groups_jobs_by_the_provider_that_took_them<S: Store>(store: A
     let error = JobError::new(JobErrorCode::UpstreamFailed, "no provider took it");
     step(&*store, &accepted(&*store, id, 10).await, Trigger::Failed { error }).await;
     let day = now().date();
-    let query = UsageQuery { user_id: Some(id), from: day, to: day, group_by: UsageGrouping::Provider };
+    let query = UsageQuery { user_id: Some(id), keys: None, from: day, to: day, group_by: UsageGrouping::Provider };
     let rows = store.usage(query).await.expect("usage");
     let by_provider: Vec<_> =
         rows.iter().map(|r| (r.provider.as_deref(), r.jobs, r.succeeded, r.failed, r.credits_spent)).collect();
@@ -63,7 +68,7 @@ pub async fn usage_groups_jobs_by_the_key_that_submitted_them<S: Store>(store: A
     step(&*store, &accepted(&*store, id, 10).await, Trigger::Failed { error }).await;
     let day = now().date();
     let by_key = async || {
-        let query = UsageQuery { user_id: Some(id), from: day, to: day, group_by: UsageGrouping::Key };
+        let query = UsageQuery { user_id: Some(id), keys: None, from: day, to: day, group_by: UsageGrouping::Key };
         let rows = store.usage(query).await.expect("usage");
         rows.iter().map(|r| (r.key.clone(), r.jobs, r.succeeded, r.failed, r.credits_spent)).collect::<Vec<_>>()
     };

@@ -295,7 +295,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
             SELECT api_keys.prefix, api_keys.budget_credits,
                 CASE WHEN api_keys.budget_period_start = period.start THEN api_keys.budget_used ELSE 0 END AS used
             FROM api_keys JOIN new ON api_keys.prefix = new.key_prefix JOIN period ON api_keys.budget_period = period.name
-            WHERE api_keys.budget_credits IS NOT NULL
+            WHERE api_keys.budget_credits IS NOT NULL AND NOT api_keys.has_children
             FOR NO KEY UPDATE OF api_keys
         ), held AS (
             UPDATE users

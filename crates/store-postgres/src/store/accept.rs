@@ -1,8 +1,9 @@
 //! Accepting a job: one statement without an idempotency key (conditional hold, job, ledger
 //! row, shared with the plain accepts that arrive meanwhile; for a key with a budget also its
 //! row locked and its budget counter checked and raised),
-//! a transaction with one or for a key with a concurrency limit of its own (the key's row
-//! locked, its counter read, its jobs counted, the account locked, then all checked); and the
+//! a transaction with one, for a key with a concurrency limit of its own or with a parent (the
+//! rows of the key and every key above it locked, root first; each one's counter read and its
+//! subtree's jobs counted; the account locked; then all checked); and the
 //! pruning of old idempotency records. Either way a refusal is named by the state its check saw.
 
 use diesel::prelude::*;
@@ -17,7 +18,7 @@ use genjobs_domain::ports::{
 use time::OffsetDateTime;
 
 use super::PgStore;
-use super::keys::{count_against_budget, counter_start, key_active, lock_key_settings};
+use super::keys::{count_against_budget, counter_start, descendant_prefixes, keys_active, keys_used, lock_key_chain};
 use crate::error::{TxError, from_diesel};
 use crate::pool::{Durability, count_job_commit};
 use crate::rows::{AcceptBudgeted, JobRow, amount, credits};
@@ -92,28 +93,49 @@ impl PgStore {
                             return Ok(Accepted::Replayed(original));
                         }
                     }
-                    // The key is locked before the account (every transaction that locks both does
-                    // so in this order), so that two accepts on one key count its jobs one after
-                    // the other: neither misses the other's hold.
-                    let key = match job.key_prefix() {
-                        Some(prefix) => lock_key_settings(conn, prefix.as_str())
+                    // The key and every key above it are locked before the account, the root first
+                    // (every transaction that locks keys does so in this order, and two chains
+                    // share only a path from the root), so that accepts on one subtree count its
+                    // jobs one after the other: none misses another's hold.
+                    let chain = match job.key_prefix() {
+                        Some(prefix) => lock_key_chain(conn, prefix.as_str())
                             .await?
-                            .map(|(row, counter)| row.into_settings().map(|settings| (settings, counter)))
-                            .transpose()
-                            .map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?
-                            .map(|(settings, counter)| (prefix.as_str(), settings, counter)),
-                        None => None,
+                            .into_iter()
+                            .map(|(prefix, row, counter)| {
+                                row.into_settings().map(|settings| (prefix, settings, counter))
+                            })
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?,
+                        None => Vec::new(),
                     };
-                    let mut key_budget = None;
-                    let mut key_limit = None;
-                    if let Some((prefix, settings, (counted_since, counted))) = &key {
+                    // The job's own key's counter, raised by this accept: (budget, used by the
+                    // key's own jobs, period start).
+                    let mut own_budget = None;
+                    let mut budget_refusal = None;
+                    let mut limit_refusal = None;
+                    for (depth, (prefix, settings, (counted_since, counted))) in chain.iter().enumerate() {
+                        if settings.budget.is_none() && settings.max_concurrent_jobs.is_none() {
+                            continue;
+                        }
+                        let below = descendant_prefixes(conn, prefix).await?;
                         if let Some(budget) = settings.budget {
                             let start = counter_start(budget.period.start(now));
-                            let used = if *counted_since == Some(start) { *counted } else { 0 };
-                            key_budget = Some((budget, used, start));
+                            let own = if *counted_since == Some(start) { *counted } else { 0 };
+                            let used = own + keys_used(conn, &below, Some(start)).await?;
+                            if depth == 0 {
+                                own_budget = Some((own, start));
+                            }
+                            let used = credits(used).map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
+                            if let Err(exceeded) = check_budget(budget, used, job.credits_held()) {
+                                let exceeded = if depth == 0 { exceeded } else { exceeded.by_ancestor() };
+                                budget_refusal.get_or_insert(AcceptError::KeyBudgetExceeded(exceeded));
+                            }
                         }
                         if let Some(limit) = settings.max_concurrent_jobs {
-                            key_limit = Some((limit, key_active(conn, prefix).await?));
+                            let subtree: Vec<String> = std::iter::once(prefix.clone()).chain(below).collect();
+                            if keys_active(conn, &subtree).await? >= i64::from(limit) {
+                                limit_refusal.get_or_insert(AcceptError::KeyConcurrencyLimit { limit });
+                            }
                         }
                     }
                     // The account is locked and checked in this transaction, so that a refusal names
@@ -131,18 +153,14 @@ impl PgStore {
                     if available < held {
                         return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
                     }
-                    if let Some((budget, used, _)) = key_budget {
-                        let used = credits(used).map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
-                        check_budget(budget, used, job.credits_held())
-                            .map_err(|e| TxError::Refused(Refusal::Accept(AcceptError::KeyBudgetExceeded(e))))?;
+                    if let Some(refused) = budget_refusal {
+                        return Err(TxError::Refused(Refusal::Accept(refused)));
                     }
                     if active >= limit {
                         return Err(TxError::Refused(Refusal::Accept(refusal(available, limit, job.credits_held()))));
                     }
-                    if let Some((limit, active)) = key_limit
-                        && active >= i64::from(limit)
-                    {
-                        return Err(TxError::Refused(Refusal::Accept(AcceptError::KeyConcurrencyLimit { limit })));
+                    if let Some(refused) = limit_refusal {
+                        return Err(TxError::Refused(Refusal::Accept(refused)));
                     }
                     diesel::update(users::table.find(user_id))
                         .set((
@@ -152,9 +170,9 @@ impl PgStore {
                         ))
                         .execute(conn)
                         .await?;
-                    let counted_under = match (key_budget, job.key_prefix()) {
-                        (Some((_, used, start)), Some(prefix)) => {
-                            Some(count_against_budget(conn, prefix.as_str(), start, used + held).await?)
+                    let counted_under = match (own_budget, job.key_prefix()) {
+                        (Some((own, start)), Some(prefix)) => {
+                            Some(count_against_budget(conn, prefix.as_str(), start, own + held).await?)
                         }
                         _ => None,
                     };
@@ -216,7 +234,8 @@ impl PgStore {
     /// With `budget` (the key's, as its cached credentials say) the statement is
     /// [`AcceptBudgeted`]: the key's budget is checked between the credits and the concurrency,
     /// from the key's row as the statement locked it. A key it did not find with that budget's
-    /// period (changed meanwhile) takes the transaction, which reads the key's settings itself.
+    /// period (changed meanwhile), or that has children (whose jobs its budget counts too, which
+    /// its counter does not), takes the transaction, which reads the key's settings itself.
     async fn accept_in_one_statement(
         &self,
         job: Job,
@@ -295,16 +314,18 @@ pub const IDEMPOTENCY_PRUNE_INTERVAL: std::time::Duration = std::time::Duration:
 
 impl PgStore {
     /// How `job`'s key limits its jobs, as its credentials (cached, and evicted on every replica
-    /// when its settings change) say: its budget, if any, and whether it has a concurrency limit
-    /// of its own (its accept then takes the transaction that locks the key and counts its jobs).
+    /// when its settings change) say: its budget, if any, and whether its accept takes the
+    /// transaction that locks its chain of keys and counts their subtrees' jobs: for a key with
+    /// a concurrency limit of its own, and for any key with a parent (its ancestors' limits are
+    /// read from their locked rows, never from a cache). A key's parent never changes, so a
+    /// cached credential says rightly whether it has one.
     async fn key_limits(&self, job: &Job) -> Result<(Option<KeyBudget>, bool), StoreError> {
         let Some(prefix) = job.key_prefix() else { return Ok((None, false)) };
         let credentials = self.credentials(prefix).await?;
-        let settings = <[Credential]>::first(&credentials).map(|credential| &credential.settings);
-        Ok((
-            settings.and_then(|settings| settings.budget),
-            settings.is_some_and(|settings| settings.max_concurrent_jobs.is_some()),
-        ))
+        let Some(credential) = <[Credential]>::first(&credentials) else { return Ok((None, false)) };
+        let own = &credential.settings;
+        let transaction = own.max_concurrent_jobs.is_some() || !credential.lineage.ancestors.is_empty();
+        Ok((own.budget, transaction))
     }
 
     /// [`genjobs_domain::ports::JobStore::accept`]: see there.

@@ -7,19 +7,27 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{KeyPrefix, UserId};
-use genjobs_domain::keys::KeySettings;
+use genjobs_domain::keys::{AncestorKey, KeyLineage, KeySettings};
 use genjobs_domain::ports::{
     Account, AccountError, AccountStore, Credential, KeyRecord, Limits, StoreError, StoredKey, UserChange, UserQuery,
 };
 use time::OffsetDateTime;
 
 use super::PgStore;
+use super::keys::{ancestor_prefixes, announce_keys, descendant_prefixes};
 use crate::error::from_diesel;
 use crate::rows::{KeySettingsRow, UserRow, amount, key_hash, price_percent};
 use crate::schema::{api_keys, ledger, users};
 
 /// The `NOTIFY` channel of revoked or changed key prefixes.
 pub const KEYS_CHANNEL: &str = "genjobs_keys";
+
+/// A key's credentials as read: hash, owner, the owner's rate limit and tier, the key's own
+/// settings, its parent and whether it has children.
+type KeyRow = (Vec<u8>, uuid::Uuid, i32, i32, KeySettingsRow, Option<String>, bool);
+
+/// An ancestor as read: its prefix, when it was revoked, its own settings.
+type AncestorRow = (String, Option<OffsetDateTime>, KeySettingsRow);
 
 /// Stores a key's prefix and hash; 0 rows when the prefix is taken.
 async fn insert_key(
@@ -33,6 +41,7 @@ async fn insert_key(
             api_keys::key_hash.eq(key.hash.as_bytes().to_vec()),
             api_keys::user_id.eq(key.user_id.as_uuid()),
             api_keys::created_at.eq(key.created_at),
+            api_keys::parent.eq(key.parent.as_ref().map(KeyPrefix::as_str)),
             settings,
         ))
         .on_conflict_do_nothing()
@@ -109,8 +118,23 @@ impl AccountStore for PgStore {
             if insert_key(&mut session, &key, settings).await.map_err(from_diesel)? == 0 {
                 return Err(AccountError::KeyPrefixTaken);
             }
+            // The ancestors' subtrees grow: their cached credentials list their descendants, and
+            // an accept on the parent counts its children's jobs from now on.
+            let mut ancestors = Vec::new();
+            if let Some(parent) = &key.parent {
+                diesel::update(api_keys::table.find(parent.as_str()))
+                    .set(api_keys::has_children.eq(true))
+                    .execute(&mut *session)
+                    .await
+                    .map_err(from_diesel)?;
+                ancestors = ancestor_prefixes(&mut session, key.prefix.as_str()).await.map_err(from_diesel)?;
+                announce_keys(&mut session, &ancestors).await.map_err(from_diesel)?;
+            }
             session.finish().await?;
             self.keys.forget(&key.prefix);
+            for ancestor in &ancestors {
+                self.keys.forget(&KeyPrefix::of(ancestor));
+            }
             Ok(())
         })
         .await
@@ -118,22 +142,28 @@ impl AccountStore for PgStore {
 
     async fn revoke_key(&self, prefix: &KeyPrefix) -> Result<bool, StoreError> {
         self.within(async {
+            let now = OffsetDateTime::now_utc();
             let mut session = self.session().await?;
             let revoked = diesel::update(api_keys::table.find(prefix.as_str()).filter(api_keys::revoked_at.is_null()))
-                .set(api_keys::revoked_at.eq(Some(OffsetDateTime::now_utc())))
+                .set(api_keys::revoked_at.eq(Some(now)))
                 .execute(&mut *session)
                 .await
                 .map_err(from_diesel)?;
+            let mut subtree = vec![prefix.as_str().to_owned()];
             if revoked > 0 {
-                diesel::sql_query("SELECT pg_notify($1, $2)")
-                    .bind::<diesel::sql_types::Text, _>(KEYS_CHANNEL)
-                    .bind::<diesel::sql_types::Text, _>(prefix.as_str())
+                subtree.extend(descendant_prefixes(&mut session, prefix.as_str()).await.map_err(from_diesel)?);
+                diesel::update(api_keys::table.filter(api_keys::prefix.eq_any(&subtree[1..])))
+                    .filter(api_keys::revoked_at.is_null())
+                    .set(api_keys::revoked_at.eq(Some(now)))
                     .execute(&mut *session)
                     .await
                     .map_err(from_diesel)?;
+                announce_keys(&mut session, &subtree).await.map_err(from_diesel)?;
             }
             session.finish().await?;
-            self.keys.forget(prefix);
+            for below in &subtree {
+                self.keys.forget(&KeyPrefix::of(below));
+            }
             Ok(revoked > 0)
         })
         .await
@@ -232,13 +262,13 @@ impl PgStore {
     /// unless a change was announced meanwhile.
     async fn read_credentials(&self, prefix: &KeyPrefix) -> Result<Vec<Credential>, StoreError> {
         let generation = self.keys.generation();
-        let rows: Vec<(Vec<u8>, uuid::Uuid, i32, i32, KeySettingsRow)> = self
+        let read = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 let prefix = prefix.as_str().to_owned();
                 async move {
-                    api_keys::table
+                    let key: Option<KeyRow> = api_keys::table
                         .inner_join(users::table)
-                        .filter(api_keys::prefix.eq(prefix))
+                        .filter(api_keys::prefix.eq(&prefix))
                         .filter(api_keys::revoked_at.is_null())
                         .select((
                             api_keys::key_hash,
@@ -246,26 +276,76 @@ impl PgStore {
                             users::rate_limit_per_minute,
                             users::price_percent,
                             KeySettingsRow::as_select(),
+                            api_keys::parent,
+                            api_keys::has_children,
                         ))
-                        .load(conn)
+                        .first(conn)
                         .await
+                        .optional()?;
+                    let Some(key) = key else { return Ok(None) };
+                    let ancestors = match key.5 {
+                        Some(_) => {
+                            let chain = ancestor_prefixes(conn, &prefix).await?;
+                            let mut rows: Vec<AncestorRow> = api_keys::table
+                                .filter(api_keys::prefix.eq_any(&chain))
+                                .select((api_keys::prefix, api_keys::revoked_at, KeySettingsRow::as_select()))
+                                .load(conn)
+                                .await?;
+                            rows.sort_by_key(|row| chain.iter().position(|p| *p == row.0));
+                            rows
+                        }
+                        None => Vec::new(),
+                    };
+                    let descendants = if key.6 { descendant_prefixes(conn, &prefix).await? } else { Vec::new() };
+                    Ok(Some((key, ancestors, descendants)))
                 }
                 .boxed()
             })
             .await?;
-        let found = rows
-            .into_iter()
-            .map(|(hash, user_id, rate, tier, settings)| {
-                Ok(Credential {
+        let found = match read {
+            None => Vec::new(),
+            Some(((hash, user_id, rate, tier, settings, _, _), ancestors, descendants)) => {
+                let own = settings.into_settings()?;
+                let mut effective = own.clone();
+                let mut chain = Vec::new();
+                for (ancestor, revoked_at, settings) in ancestors {
+                    if revoked_at.is_some() {
+                        return self.keep_credentials(generation, prefix, Vec::new());
+                    }
+                    let settings = settings.into_settings()?;
+                    chain.push(AncestorKey {
+                        prefix: KeyPrefix::of(&ancestor),
+                        rate_limit_per_minute: settings.rate_limit_per_minute,
+                        limits_jobs: settings.limits_jobs(),
+                    });
+                    effective = effective.narrowed_by(&settings);
+                }
+                vec![Credential {
                     hash: key_hash(&hash)?,
                     prefix: prefix.clone(),
                     user_id: UserId::from_uuid(user_id),
                     rate_limit_per_minute: u32::try_from(rate).unwrap_or(1),
                     price_percent: price_percent(tier)?,
-                    settings: settings.into_settings()?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+                    own_rate_limit_per_minute: own.rate_limit_per_minute,
+                    settings: effective,
+                    lineage: KeyLineage {
+                        ancestors: chain,
+                        descendants: descendants.iter().map(|p| KeyPrefix::of(p)).collect(),
+                    },
+                }]
+            }
+        };
+        self.keep_credentials(generation, prefix, found)
+    }
+
+    /// Keeps `found` as the credentials of `prefix` unless a change was announced since
+    /// `generation`, and answers them.
+    fn keep_credentials(
+        &self,
+        generation: u64,
+        prefix: &KeyPrefix,
+        found: Vec<Credential>,
+    ) -> Result<Vec<Credential>, StoreError> {
         self.keys.put_if_current(generation, prefix.clone(), found.clone());
         Ok(found)
     }

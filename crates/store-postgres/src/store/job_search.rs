@@ -47,6 +47,10 @@ impl PgStore {
                         sql::<Bool>("(jobs.upstream ->> 'provider') = ").bind::<Text, _>(provider.clone());
                     query = query.filter(at_provider);
                 }
+                if let Some(keys) = &filter.keys {
+                    let keys: Vec<String> = keys.iter().map(|key| key.as_str().to_owned()).collect();
+                    query = query.filter(jobs::key_prefix.eq_any(keys));
+                }
                 if let Some(key) = &filter.key {
                     query = query.filter(jobs::key_prefix.eq(key.as_str().to_owned()));
                 }

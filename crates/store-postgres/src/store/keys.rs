@@ -9,7 +9,7 @@
 //! the jobs ([`key_used`]).
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::credits::Credits;
@@ -28,21 +28,34 @@ use crate::schema::api_keys;
 pub(super) const KEY_USE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A key's columns as its listing reads them.
-type KeyColumns =
-    (api_keys::prefix, api_keys::user_id, api_keys::created_at, api_keys::revoked_at, api_keys::last_used_at);
+type KeyColumns = (
+    api_keys::prefix,
+    api_keys::user_id,
+    api_keys::created_at,
+    api_keys::revoked_at,
+    api_keys::last_used_at,
+    api_keys::parent,
+);
 
-const KEY_COLUMNS: KeyColumns =
-    (api_keys::prefix, api_keys::user_id, api_keys::created_at, api_keys::revoked_at, api_keys::last_used_at);
+const KEY_COLUMNS: KeyColumns = (
+    api_keys::prefix,
+    api_keys::user_id,
+    api_keys::created_at,
+    api_keys::revoked_at,
+    api_keys::last_used_at,
+    api_keys::parent,
+);
 
-type KeyValues = (String, uuid::Uuid, OffsetDateTime, Option<OffsetDateTime>, Option<OffsetDateTime>);
+type KeyValues = (String, uuid::Uuid, OffsetDateTime, Option<OffsetDateTime>, Option<OffsetDateTime>, Option<String>);
 
 fn record(
-    ((prefix, user_id, created_at, revoked_at, last_used_at), settings): (KeyValues, KeySettingsRow),
+    ((prefix, user_id, created_at, revoked_at, last_used_at, parent), settings): (KeyValues, KeySettingsRow),
 ) -> Result<KeyRecord, StoreError> {
     Ok(KeyRecord {
         prefix: KeyPrefix::of(&prefix),
         user_id: UserId::from_uuid(user_id),
         settings: settings.into_settings()?,
+        parent: parent.as_deref().map(KeyPrefix::of),
         created_at,
         revoked_at,
         last_used_at,
@@ -64,19 +77,94 @@ pub(super) async fn key_used(
     prefix: &str,
     since: Option<OffsetDateTime>,
 ) -> Result<i64, diesel::result::Error> {
+    keys_used(conn, &[prefix.to_owned()], since).await
+}
+
+/// [`key_used`] summed over the keys of `prefixes`.
+pub(super) async fn keys_used(
+    conn: &mut AsyncPgConnection,
+    prefixes: &[String],
+    since: Option<OffsetDateTime>,
+) -> Result<i64, diesel::result::Error> {
+    if prefixes.is_empty() {
+        return Ok(0);
+    }
     let sum: Sum = diesel::sql_query(
         "SELECT (COALESCE(SUM(CASE WHEN state IN ('queued', 'running') THEN credits_held
                                    WHEN state = 'succeeded' THEN credits_actual ELSE 0 END), 0)
                  + (SELECT COALESCE(SUM(credits), 0) FROM key_purged_charges
-                    WHERE key_prefix = $1 AND ($2::timestamptz IS NULL OR day >= ($2 AT TIME ZONE 'UTC')::date))
+                    WHERE key_prefix = ANY($1) AND ($2::timestamptz IS NULL OR day >= ($2 AT TIME ZONE 'UTC')::date))
                 )::int8 AS total
-         FROM jobs WHERE key_prefix = $1 AND ($2::timestamptz IS NULL OR created_at >= $2)",
+         FROM jobs WHERE key_prefix = ANY($1) AND ($2::timestamptz IS NULL OR created_at >= $2)",
     )
-    .bind::<Text, _>(prefix)
+    .bind::<Array<Text>, _>(prefixes)
     .bind::<Nullable<Timestamptz>, _>(since)
     .get_result(conn)
     .await?;
     Ok(sum.total)
+}
+
+#[derive(QueryableByName)]
+struct Prefix {
+    #[diesel(sql_type = Text)]
+    prefix: String,
+}
+
+/// The keys above a key, its parent first (`$1` the key's prefix).
+const ANCESTORS: &str = "WITH RECURSIVE chain AS (
+        SELECT parent, 1 AS depth FROM api_keys WHERE prefix = $1
+        UNION ALL
+        SELECT api_keys.parent, chain.depth + 1 FROM api_keys JOIN chain ON api_keys.prefix = chain.parent
+     )
+     SELECT parent AS prefix FROM chain WHERE parent IS NOT NULL ORDER BY depth";
+
+/// Every key below a key, revoked ones included (`$1` the key's prefix).
+const DESCENDANTS: &str = "WITH RECURSIVE below AS (
+        SELECT prefix FROM api_keys WHERE parent = $1
+        UNION ALL
+        SELECT api_keys.prefix FROM api_keys JOIN below ON api_keys.parent = below.prefix
+     )
+     SELECT prefix FROM below ORDER BY prefix";
+
+/// The prefixes `related` (one of [`ANCESTORS`] and [`DESCENDANTS`]) finds from the key of
+/// `prefix`.
+async fn related_prefixes(
+    conn: &mut AsyncPgConnection,
+    related: &'static str,
+    prefix: &str,
+) -> Result<Vec<String>, diesel::result::Error> {
+    let found: Vec<Prefix> = diesel::sql_query(related).bind::<Text, _>(prefix).load(conn).await?;
+    Ok(found.into_iter().map(|row| row.prefix).collect())
+}
+
+/// The prefixes of the keys above the key of `prefix`, its parent first.
+pub(super) async fn ancestor_prefixes(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+) -> Result<Vec<String>, diesel::result::Error> {
+    related_prefixes(conn, ANCESTORS, prefix).await
+}
+
+/// The prefixes of every key below the key of `prefix`, revoked ones included.
+pub(super) async fn descendant_prefixes(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+) -> Result<Vec<String>, diesel::result::Error> {
+    related_prefixes(conn, DESCENDANTS, prefix).await
+}
+
+/// Announces on the keys' channel that the keys of `prefixes` changed, so that every replica
+/// drops their cached credentials when the transaction commits.
+pub(super) async fn announce_keys(
+    conn: &mut AsyncPgConnection,
+    prefixes: &[String],
+) -> Result<(), diesel::result::Error> {
+    diesel::sql_query("SELECT pg_notify($1, prefix) FROM unnest($2::text[]) AS prefix")
+        .bind::<Text, _>(KEYS_CHANNEL)
+        .bind::<Array<Text>, _>(prefixes)
+        .execute(conn)
+        .await
+        .map(|_| ())
 }
 
 /// The start of a budget's period as the counter keeps it: a `total` budget's (`None`) is the
@@ -100,12 +188,15 @@ pub(super) async fn count_against_budget(
     Ok(start)
 }
 
-/// How many jobs of the key of `prefix` are not yet final.
-pub(super) async fn key_active(conn: &mut AsyncPgConnection, prefix: &str) -> Result<i64, diesel::result::Error> {
+/// How many jobs of the keys of `prefixes` are not yet final.
+pub(super) async fn keys_active(
+    conn: &mut AsyncPgConnection,
+    prefixes: &[String],
+) -> Result<i64, diesel::result::Error> {
     let sum: Sum = diesel::sql_query(
-        "SELECT count(*)::int8 AS total FROM jobs WHERE key_prefix = $1 AND state IN ('queued', 'running')",
+        "SELECT count(*)::int8 AS total FROM jobs WHERE key_prefix = ANY($1) AND state IN ('queued', 'running')",
     )
-    .bind::<Text, _>(prefix)
+    .bind::<Array<Text>, _>(prefixes)
     .get_result(conn)
     .await?;
     Ok(sum.total)
@@ -125,6 +216,25 @@ pub(super) async fn lock_key_settings(
         .first(conn)
         .await
         .optional()
+}
+
+/// [`lock_key_settings`] for the key of `prefix` and every key above it, the root first; answered
+/// the key first, each with its prefix. Keys are always locked root first, so that two
+/// transactions locking overlapping chains (which share a path from the root) never deadlock.
+pub(super) async fn lock_key_chain(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+) -> Result<Vec<(String, KeySettingsRow, (Option<OffsetDateTime>, i64))>, diesel::result::Error> {
+    let mut chain = ancestor_prefixes(conn, prefix).await?;
+    chain.insert(0, prefix.to_owned());
+    let mut locked = Vec::with_capacity(chain.len());
+    for key in chain.iter().rev() {
+        if let Some((row, counter)) = lock_key_settings(conn, key).await? {
+            locked.push((key.clone(), row, counter));
+        }
+    }
+    locked.reverse();
+    Ok(locked)
 }
 
 /// Tags the jobs not yet final of the key of `prefix` created since `start` as counted under the
@@ -204,23 +314,26 @@ impl PgStore {
             // One transaction: the counter derived, the settings written and the change announced
             // (at commit) together.
             let changed = conn
-                .transaction(async |conn| -> Result<usize, diesel::result::Error> {
+                .transaction(async |conn| -> Result<(usize, Vec<String>), diesel::result::Error> {
                     if let Some(budget) = settings.budget {
                         derive_counter(conn, prefix.as_str(), counter_start(budget.period.start(now))).await?;
                     }
                     let changed = diesel::update(api_keys::table.find(prefix.as_str())).set(&row).execute(conn).await?;
+                    // The key's descendants' effective settings are narrowed by its: their
+                    // cached credentials go too.
+                    let mut subtree = vec![prefix.as_str().to_owned()];
                     if changed > 0 {
-                        diesel::sql_query("SELECT pg_notify($1, $2)")
-                            .bind::<Text, _>(KEYS_CHANNEL)
-                            .bind::<Text, _>(prefix.as_str())
-                            .execute(conn)
-                            .await?;
+                        subtree.extend(descendant_prefixes(conn, prefix.as_str()).await?);
+                        announce_keys(conn, &subtree).await?;
                     }
-                    Ok(changed)
+                    Ok((changed, subtree))
                 })
                 .await
                 .map_err(from_diesel)?;
-            self.keys.forget(prefix);
+            let (changed, subtree) = changed;
+            for below in &subtree {
+                self.keys.forget(&KeyPrefix::of(below));
+            }
             Ok(changed > 0)
         })
         .await
@@ -240,9 +353,10 @@ impl PgStore {
         self.in_session(async |conn| touch.execute(conn).await).await.map(|_| ())
     }
 
-    /// What the key of `prefix` used since `since`: its counter when `since` starts the period
-    /// its budget counts now (0 when the counter counts an earlier one: nothing was accepted in
-    /// this one yet), else derived from its jobs.
+    /// What the key of `prefix` and the keys below it used since `since`: its counter when
+    /// `since` starts the period its budget counts now (0 when the counter counts an earlier one:
+    /// nothing was accepted in this one yet), else derived from its jobs; plus its descendants'
+    /// jobs.
     pub(super) async fn used_by_key(
         &self,
         prefix: &KeyPrefix,
@@ -260,20 +374,22 @@ impl PgStore {
                         .first(conn)
                         .await
                         .optional()?;
-                    match counter {
+                    let own = match counter {
                         Some((Some(period), Some(counted_since), used))
                             if BudgetPeriod::parse(&period).is_some_and(|p| counter_start(p.start(start)) == start) =>
                         {
-                            Ok(if counted_since == start {
+                            if counted_since == start {
                                 used
                             } else if counted_since < start {
                                 0
                             } else {
                                 key_used(conn, &prefix, since).await?
-                            })
+                            }
                         }
-                        _ => key_used(conn, &prefix, since).await,
-                    }
+                        _ => key_used(conn, &prefix, since).await?,
+                    };
+                    let below = descendant_prefixes(conn, &prefix).await?;
+                    Ok(own + keys_used(conn, &below, since).await?)
                 }
                 .boxed()
             })

@@ -9,7 +9,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Date as SqlDate, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::{JobId, UserId};
+use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::ports::{
     LedgerMovement, LedgerRecord, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore,
 };
@@ -17,7 +17,7 @@ use time::{Date, OffsetDateTime, Time};
 
 use super::PgStore;
 use crate::error::from_diesel;
-use crate::schema::ledger;
+use crate::schema::{jobs, ledger};
 
 fn credits(amount: i64) -> Result<Credits, StoreError> {
     u64::try_from(amount).map(Credits::new).map_err(|_| StoreError::Internal(format!("negative amount {amount}")))
@@ -58,11 +58,11 @@ struct Counted {
 }
 
 /// The report's statement (public for the benchmarks' `EXPLAIN`): the group's columns, then the
-/// counts over the creation range `[$1, $2)` and, for one user, `user_id = $3`: the rollup (purged
-/// jobs and sealed days), plus the live jobs of the days not sealed, grouped over the
-/// `jobs_user_id_created_at` or `jobs_created_at` index.
+/// counts over the creation range `[$1, $2)` and, for one user, `user_id = $3` (and, for some of
+/// its keys, `key_prefix = ANY($4)`): the rollup (purged jobs and sealed days), plus the live jobs
+/// of the days not sealed, grouped over the `jobs_user_id_created_at` or `jobs_created_at` index.
 #[must_use]
-pub fn usage_statement(group_by: UsageGrouping, one_user: bool) -> String {
+pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool) -> String {
     let (by_day, by_model, by_user, by_provider, by_key) = match group_by {
         UsageGrouping::Day => (true, false, false, false, false),
         UsageGrouping::Model => (false, true, false, false, false),
@@ -82,7 +82,11 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool) -> String {
     let (live_provider, provider) =
         column(by_provider, "coalesce(upstream ->> 'provider', '')", "provider", "NULL::text");
     let (live_key, key) = column(by_key, "coalesce(key_prefix, '')", "key_prefix", "NULL::text");
-    let one = if one_user { " AND user_id = $3" } else { "" };
+    let one = match (one_user, some_keys) {
+        (true, true) => " AND user_id = $3 AND key_prefix = ANY($4)",
+        (true, false) => " AND user_id = $3",
+        (false, _) => "",
+    };
     format!(
         "SELECT day, model, user_id, nullif(provider, '') AS provider, nullif(key_prefix, '') AS key_prefix,
             sum(jobs)::int8 AS jobs,
@@ -228,6 +232,7 @@ impl UsageStore for PgStore {
     async fn ledger(
         &self,
         user_id: UserId,
+        keys: Option<Vec<KeyPrefix>>,
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<LedgerRecord>, StoreError> {
@@ -239,6 +244,11 @@ impl UsageStore for PgStore {
             .into_boxed();
         if let Some(before) = before {
             query = query.filter(ledger::id.lt(before));
+        }
+        if let Some(keys) = keys {
+            let keys: Vec<String> = keys.iter().map(|key| key.as_str().to_owned()).collect();
+            let of_keys = jobs::table.filter(jobs::key_prefix.eq_any(keys)).select(jobs::id.nullable());
+            query = query.filter(ledger::job_id.eq_any(of_keys));
         }
         let rows: Vec<LedgerColumns> = self.in_session(async |conn| query.load(conn).await).await?;
         rows.into_iter().map(ledger_record).collect()
@@ -263,13 +273,22 @@ impl UsageStore for PgStore {
         self.within(async {
             let start = query.from.with_time(Time::MIDNIGHT).assume_utc();
             let end = query.to.next_day().unwrap_or(query.to).with_time(Time::MIDNIGHT).assume_utc();
-            let statement = diesel::sql_query(usage_statement(query.group_by, query.user_id.is_some()))
+            let keys: Option<Vec<String>> =
+                query.keys.as_ref().map(|keys| keys.iter().map(|key| key.as_str().to_owned()).collect());
+            let statement = diesel::sql_query(usage_statement(query.group_by, query.user_id.is_some(), keys.is_some()))
                 .bind::<Timestamptz, _>(start)
                 .bind::<Timestamptz, _>(end);
             let mut session = self.session().await?;
-            let rows: Vec<Counted> = match query.user_id {
-                Some(user) => statement.bind::<SqlUuid, _>(user.as_uuid()).load(&mut *session).await,
-                None => statement.load(&mut *session).await,
+            let rows: Vec<Counted> = match (query.user_id, keys) {
+                (Some(user), Some(keys)) => {
+                    statement
+                        .bind::<SqlUuid, _>(user.as_uuid())
+                        .bind::<diesel::sql_types::Array<Text>, _>(keys)
+                        .load(&mut *session)
+                        .await
+                }
+                (Some(user), None) => statement.bind::<SqlUuid, _>(user.as_uuid()).load(&mut *session).await,
+                (None, _) => statement.load(&mut *session).await,
             }
             .map_err(from_diesel)?;
             session.finish().await?;
