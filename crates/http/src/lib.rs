@@ -16,7 +16,8 @@
 //!   schemas, and `/docs`.
 //! - `page_policy`: the strict Content-Security-Policy of the playground, the account page and the console.
 //! - `readiness`: `/readyz` from a store check at most a second old.
-//! - `unauthenticated`: the per-address limit on requests answered 401.
+//! - `unauthenticated`: the per-address limit on requests answered 401; `known_keys`: the keys
+//!   seen valid, which that limit lets through.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
 //! - `waiting`: the waits of long-polls and streams, as the domain's decisions ask.
@@ -36,6 +37,7 @@ pub mod dto;
 mod error;
 mod form;
 mod handlers;
+mod known_keys;
 pub mod links;
 pub mod openai;
 pub mod openapi;
@@ -130,6 +132,8 @@ pub struct AppState {
     readiness: readiness::Readiness,
     /// Unauthenticated requests by client address.
     unauthenticated: unauthenticated::Unauthenticated,
+    /// The keys let in lately, which the allowance of 401s does not stop.
+    known_keys: known_keys::KnownKeys,
 }
 
 impl AppState {
@@ -145,6 +149,7 @@ impl AppState {
             services,
             admin_token,
             unauthenticated: unauthenticated::Unauthenticated::new(settings.unauthenticated_per_minute),
+            known_keys: known_keys::KnownKeys::default(),
             settings,
             metrics: Metrics::install(),
             drain: Drain::new(),
