@@ -14,7 +14,8 @@
 //! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
 //!   schemas, and `/docs`.
-//! - `page_policy`: the strict Content-Security-Policy of the playground, the account page and the console.
+//! - `page_policy`: the strict Content-Security-Policy of the playground, the account page, the
+//!   console and `/docs`.
 //! - `readiness`: `/readyz` from a store check at most a second old.
 //! - `redaction`: what a request's log line and span show of its path (keys by prefix only).
 //! - `unauthenticated`: the per-address limit on requests answered 401; `known_keys`: the keys
