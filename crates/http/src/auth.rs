@@ -108,11 +108,12 @@ impl FromRequest for Authenticated {
             let vouched = hash.as_ref().is_some_and(|hash| state.known_keys.vouch_for(hash));
             let caller =
                 guarded(&req, &state, vouched, async || Ok(state.services.accounts.authenticate(&token?).await?)).await;
-            // A key let in is vouched for from now on; one refused (revoked or expired since it
-            // was let in) is forgotten, and its next refusal costs no look-up.
+            // A key let in is vouched for from now on; one vouched for and refused (revoked or
+            // expired since) is forgotten, and its next refusal costs no look-up. Guesses, never
+            // in the set, take no write lock.
             match (&caller, &hash) {
                 (Ok(_), Some(hash)) => state.known_keys.remember(hash),
-                (Err(refused), Some(hash)) if is_unauthorized(refused) => state.known_keys.forget(hash),
+                (Err(refused), Some(hash)) if vouched && is_unauthorized(refused) => state.known_keys.forget(hash),
                 _ => {}
             }
             let caller = caller?;
