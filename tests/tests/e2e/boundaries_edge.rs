@@ -13,11 +13,15 @@ use tokio::net::TcpStream;
 
 use crate::spawn_app_with;
 
+/// A test app whose edge has the settings `http` makes of the usual ones.
+async fn app_with(http: impl FnOnce(HttpSettings) -> HttpSettings) -> TestApp {
+    let config = fast_config();
+    spawn_app_with(Config { http: http(config.http.clone()), ..config }).await
+}
+
 /// A test app whose client address may be answered 401 `allowance` times a minute.
 async fn app_allowing(allowance: u32) -> TestApp {
-    let config = fast_config();
-    let http = HttpSettings { unauthenticated_per_minute: allowance, ..config.http.clone() };
-    spawn_app_with(Config { http, ..config }).await
+    app_with(|http| HttpSettings { unauthenticated_per_minute: allowance, ..http }).await
 }
 
 async fn status(app: &TestApp, path: &str, token: &str) -> u16 {
@@ -234,6 +238,27 @@ async fn a_chunked_body_past_the_total_is_413_before_it_ends() {
     let answer = answer_to_endless_form(&app, "", &"skipped preamble line\r\n".repeat(1 << 14)).await;
     assert_openai_error(&answer, 413, "body_too_large", None);
     assert_eq!(answer.1["error"]["type"], "invalid_request_error");
+}
+
+/// A form that stalls is answered as any body that stalls (408, and closed), not as a malformed
+/// form.
+#[tokio::test]
+async fn a_stalled_form_is_answered_408() {
+    let app = app_with(|http| HttpSettings { body_read_timeout: Duration::from_secs(1), ..http }).await;
+    let host = app.base.trim_start_matches("http://");
+    let head = format!(
+        "POST /openai/v1/images/edits HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: 4096\r\n\r\n{}",
+        app.demo_key,
+        part_head("prompt", "")
+    );
+    let mut stream = TcpStream::connect(host).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "still open: {answer}");
+    assert!(answer.starts_with("HTTP/1.1 408") && answer.contains("\"request_timeout\""), "{answer}");
 }
 
 #[tokio::test]
