@@ -68,15 +68,17 @@ impl HttpWebhookTransport {
         }
         match parsed.host() {
             None => Err("`webhook_url` must name a host".into()),
-            Some(url::Host::Ipv4(ip)) if !self.allows(IpAddr::V4(ip)) => Err(refused(IpAddr::V4(ip))),
-            Some(url::Host::Ipv6(ip)) if !self.allows(IpAddr::V6(ip)) => Err(refused(IpAddr::V6(ip))),
+            Some(url::Host::Ipv4(ip)) if !self.allows(IpAddr::V4(ip)) => Err(refused()),
+            Some(url::Host::Ipv6(ip)) if !self.allows(IpAddr::V6(ip)) => Err(refused()),
             Some(_) => Ok(parsed),
         }
     }
 }
 
-fn refused(ip: IpAddr) -> String {
-    format!("`webhook_url` may not point at the private or reserved address {ip}")
+/// The refusal of an address not allowed, by its class only: the address itself is not repeated,
+/// for a URL's literal address as for one its host resolved to.
+fn refused() -> String {
+    "`webhook_url` points at a private or reserved address, which webhooks may not reach".to_owned()
 }
 
 #[async_trait]
@@ -88,18 +90,19 @@ impl WebhookTransport for HttpWebhookTransport {
             return Ok(());
         }
         let port = parsed.port_or_known_default().unwrap_or(443);
-        let found: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
-            .await
-            .map_err(|_| format!("the host of `webhook_url`, {name}, cannot be resolved"))?
-            .collect();
-        match found.iter().find(|a| !is_public(a.ip())) {
-            Some(private) => Err(format!(
-                "the host of `webhook_url`, {name}, resolves to the private or reserved address {}, which webhooks may not reach",
-                private.ip()
-            )),
-            None if found.is_empty() => Err(format!("the host of `webhook_url`, {name}, has no address")),
-            None => Ok(()),
+        // The refusals name the class of the reason and never an address the name resolved
+        // to: a client may not map the service's network through its answers.
+        let unresolved = || format!("the host of `webhook_url`, {name}, cannot be resolved");
+        let found: Vec<SocketAddr> = tokio::net::lookup_host((name, port)).await.map_err(|_| unresolved())?.collect();
+        if found.is_empty() {
+            return Err(unresolved());
         }
+        if found.iter().any(|a| !is_public(a.ip())) {
+            return Err(format!(
+                "the host of `webhook_url`, {name}, resolves to a private or reserved address, which webhooks may not reach"
+            ));
+        }
+        Ok(())
     }
 
     async fn send(&self, webhook: OutgoingWebhook) -> AttemptOutcome {
@@ -181,6 +184,18 @@ mod tests {
         let lenient = transport(true);
         assert!(lenient.check_destination("http://127.0.0.1:9/x").await.is_ok());
         assert!(lenient.check_destination("http://localhost:8080/hook").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_refusal_names_its_class_and_never_the_address() {
+        let strict = transport(false);
+        let resolved = strict.check_destination("http://localhost:8080/hook").await.unwrap_err();
+        assert!(resolved.contains("resolves to a private or reserved address"), "{resolved}");
+        assert!(!resolved.contains("127.0.0.1") && !resolved.contains("::1"), "{resolved}");
+        let literal = strict.check_destination("http://10.1.2.3/x").await.unwrap_err();
+        assert!(literal.contains("a private or reserved address") && !literal.contains("10.1.2.3"), "{literal}");
+        let unknown = strict.check_destination("http://genjobs-test.invalid/x").await.unwrap_err();
+        assert!(unknown.contains("cannot be resolved"), "{unknown}");
     }
 
     #[tokio::test]

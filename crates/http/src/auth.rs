@@ -1,6 +1,8 @@
 //! Extractors that let a request in: [`Authenticated`] for `/api/v1` (an API key, then the
 //! rate limit) and [`Operator`] for `/api/admin` (the admin token). Both answer 429 first to a
-//! client address that has had too many 401s this minute (`crate::unauthenticated`).
+//! client address that has had too many 401s this minute (`crate::unauthenticated`), unless it
+//! presents credentials this replica knows to be valid: the admin token, or a key it has let in
+//! (`crate::known_keys`).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -9,6 +11,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::AUTHORIZATION;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
+use genjobs_domain::ids::ApiKey;
 use genjobs_domain::usecases::{AuthError, Caller};
 
 use crate::AppState;
@@ -66,23 +69,30 @@ fn client_address(req: &HttpRequest, state: &AppState) -> Option<IpAddr> {
 }
 
 /// Runs `check` for `req` unless its address has used up its allowance of 401s (then 429, before
-/// any look-up), and counts a 401 it answers against that allowance.
+/// any look-up), and counts a 401 it answers against that allowance. Credentials `vouched` for
+/// (the admin token, a key this replica has let in) are checked whatever the allowance: an
+/// address that floods made-up keys must not lock out the clients behind it that hold good ones.
 async fn guarded<T>(
     req: &HttpRequest,
     state: &AppState,
+    vouched: bool,
     check: impl AsyncFnOnce() -> Result<T, ApiError>,
 ) -> Result<T, ApiError> {
     let address = client_address(req, state);
-    if let Some(retry_after) = address.and_then(|ip| state.unauthenticated.blocked(ip)) {
+    if !vouched && let Some(retry_after) = address.and_then(|ip| state.unauthenticated.blocked(ip)) {
         return Err(AuthError::RateLimited { retry_after }.into());
     }
     let checked = check().await;
     if let (Err(refused), Some(ip)) = (&checked, address)
-        && actix_web::ResponseError::status_code(refused) == StatusCode::UNAUTHORIZED
+        && is_unauthorized(refused)
     {
         state.unauthenticated.record(ip);
     }
     checked
+}
+
+fn is_unauthorized(error: &ApiError) -> bool {
+    actix_web::ResponseError::status_code(error) == StatusCode::UNAUTHORIZED
 }
 
 impl FromRequest for Authenticated {
@@ -93,11 +103,20 @@ impl FromRequest for Authenticated {
         let req = req.clone();
         Box::pin(async move {
             let state = state(&req)?;
-            let caller = guarded(&req, &state, async || {
-                let token = bearer(&req, "api_key")?;
-                Ok(state.services.accounts.authenticate(&token).await?)
-            })
-            .await?;
+            let token = bearer(&req, "api_key");
+            let hash = token.as_deref().ok().map(|token| ApiKey::from_presented(token).hash());
+            let vouched = hash.as_ref().is_some_and(|hash| state.known_keys.vouch_for(hash));
+            let caller =
+                guarded(&req, &state, vouched, async || Ok(state.services.accounts.authenticate(&token?).await?)).await;
+            // A key let in is vouched for from now on; one vouched for and refused (revoked or
+            // expired since) is forgotten, and its next refusal costs no look-up. Guesses, never
+            // in the set, take no write lock.
+            match (&caller, &hash) {
+                (Ok(_), Some(hash)) => state.known_keys.remember(hash),
+                (Err(refused), Some(hash)) if vouched && is_unauthorized(refused) => state.known_keys.forget(hash),
+                _ => {}
+            }
+            let caller = caller?;
             // For the request's log line.
             req.extensions_mut().insert(caller.user_id);
             Ok(Authenticated(caller))
@@ -117,9 +136,12 @@ impl FromRequest for Operator {
         let req = req.clone();
         Box::pin(async move {
             let state = state(&req)?;
-            guarded(&req, &state, async || {
-                let token = bearer(&req, "admin token")?;
-                if state.admin_token.verify(&token) { Ok(Operator) } else { Err(ApiError::invalid_admin_token()) }
+            let token = bearer(&req, "admin token");
+            // A comparison in constant time, no look-up: done before the allowance is asked.
+            let valid = token.as_deref().is_ok_and(|token| state.admin_token.verify(token));
+            guarded(&req, &state, valid, async || {
+                token?;
+                if valid { Ok(Operator) } else { Err(ApiError::invalid_admin_token()) }
             })
             .await
         })

@@ -14,9 +14,12 @@
 //! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
 //!   schemas, and `/docs`.
-//! - `page_policy`: the strict Content-Security-Policy of the playground, the account page and the console.
+//! - `page_policy`: the strict Content-Security-Policy of the playground, the account page, the
+//!   console and `/docs`.
 //! - `readiness`: `/readyz` from a store check at most a second old.
-//! - `unauthenticated`: the per-address limit on requests answered 401.
+//! - `redaction`: what a request's log line and span show of its path (keys by prefix only).
+//! - `unauthenticated`: the per-address limit on requests answered 401; `known_keys`: the keys
+//!   seen valid, which that limit lets through.
 //! - [`telemetry`]: request metrics and the Prometheus exposition at `/metrics`.
 //! - [`drain`]: the shutdown signal that ends streams and long-polls early.
 //! - `waiting`: the waits of long-polls and streams, as the domain's decisions ask.
@@ -36,11 +39,13 @@ pub mod dto;
 mod error;
 mod form;
 mod handlers;
+mod known_keys;
 pub mod links;
 pub mod openai;
 pub mod openapi;
 mod page_policy;
 mod readiness;
+mod redaction;
 pub mod telemetry;
 mod unauthenticated;
 mod waiting;
@@ -130,6 +135,8 @@ pub struct AppState {
     readiness: readiness::Readiness,
     /// Unauthenticated requests by client address.
     unauthenticated: unauthenticated::Unauthenticated,
+    /// The keys let in lately, which the allowance of 401s does not stop.
+    known_keys: known_keys::KnownKeys,
 }
 
 impl AppState {
@@ -145,6 +152,7 @@ impl AppState {
             services,
             admin_token,
             unauthenticated: unauthenticated::Unauthenticated::new(settings.unauthenticated_per_minute),
+            known_keys: known_keys::KnownKeys::default(),
             settings,
             metrics: Metrics::install(),
             drain: Drain::new(),
@@ -319,14 +327,16 @@ fn incoming_trace(req: &actix_web::dev::ServiceRequest) -> Option<TraceParent> {
 }
 
 /// Every response carries `X-Request-Id`; one log line per request, in a span of its own (the
-/// client's trace continued when it sent a `traceparent`), with its id, method, path,
-/// status and duration.
+/// client's trace continued when it sent a `traceparent`), with its id, method, path (any key
+/// in it by its prefix only), status and duration.
 async fn log_request(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = std::time::Instant::now();
-    let (method, path, id) = (req.method().clone(), req.path().to_owned(), request_id(&req));
+    // The path as logs may show it: a key it carries, by its prefix only.
+    let (method, path, id) =
+        (req.method().clone(), redaction::loggable_path(req.path()).into_owned(), request_id(&req));
     let traces = req.app_data::<web::Data<AppState>>().map(|state| state.services.traces()).filter(|t| t.are_on());
     let span = match traces {
         Some(traces) => {
@@ -351,7 +361,8 @@ async fn log_request(
     if tracing::enabled!(tracing::Level::INFO) || !span.is_none() {
         let user_id = request.extensions().get::<UserId>().map(ToString::to_string);
         let job_id = request.extensions().get::<JobId>().map(ToString::to_string).or_else(|| {
-            path.starts_with("/api/v1/jobs/").then(|| request.match_info().get("id").map(str::to_owned)).flatten()
+            let id = path.starts_with("/api/v1/jobs/").then(|| request.match_info().get("id")).flatten();
+            id.map(|id| redaction::loggable_segment(id).into_owned())
         });
         span.record("genjobs.job_id", job_id.as_deref());
         span.record("http.response.status_code", response.status().as_u16());

@@ -1,5 +1,5 @@
-//! The Content-Security-Policy of the service's own pages (the playground, the account page and
-//! the console), which keep an API key or the admin token in the browser. Only the page's own
+//! The Content-Security-Policy of the service's own pages (the playground, the account page, the
+//! console and `/docs`), which keep an API key or the admin token in the browser. Only the page's own
 //! inline script and style run (allowed by their SHA-256, computed from the page itself so that an
 //! edit cannot forget them), scripts and styles come from this origin only, requests go to this origin only, and no other
 //! site may frame the page (`frame-ancestors 'none'`, against clickjacking). Outputs are images

@@ -1,8 +1,11 @@
 //! A per-address limit on requests answered 401: the per-user rate limit applies only once a key
 //! is known, so without this a flood of made-up keys or admin tokens would cost a key look-up
 //! each, unbounded. Past [`Unauthenticated::new`]'s allowance in a minute, a client address is
-//! answered 429 before any look-up until the minute is over, whatever key it sends. IPv6 clients
-//! are counted by their /64, which one host usually holds whole. Counts are per replica.
+//! answered 429 before any look-up until the minute is over, unless it presents credentials this
+//! replica knows to be valid (`crate::auth` asks). IPv6 clients are counted by their /64, which
+//! one host usually holds whole; an IPv4-mapped peer (`::ffff:a.b.c.d`, as a dual-stack listener
+//! sees IPv4 clients) by its IPv4 address, else every IPv4 client would share one /64. Counts are
+//! per replica.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -55,10 +58,10 @@ impl Unauthenticated {
     }
 }
 
-/// What an address is counted under: itself for IPv4, its /64 for IPv6.
+/// What an address is counted under: itself for IPv4 (IPv4-mapped included), its /64 for IPv6.
 fn key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
+    match ip.to_canonical() {
+        v4 @ IpAddr::V4(_) => v4,
         IpAddr::V6(v6) => {
             let prefix = u128::from(v6) & !u128::from(u64::MAX);
             IpAddr::V6(prefix.into())
@@ -89,5 +92,16 @@ mod tests {
         limit.record("2001:db8:1:2:ffff::9".parse().unwrap());
         assert!(limit.blocked("2001:db8:1:2::77".parse().unwrap()).is_some());
         assert_eq!(limit.blocked("2001:db8:1:3::1".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn ipv4_mapped_peers_are_counted_as_their_ipv4_address() {
+        assert_eq!(key("::ffff:192.0.2.7".parse().unwrap()), "192.0.2.7".parse::<IpAddr>().unwrap());
+        let limit = Unauthenticated::new(2);
+        limit.record("::ffff:192.0.2.7".parse().unwrap());
+        limit.record("192.0.2.7".parse().unwrap());
+        assert!(limit.blocked("::ffff:192.0.2.7".parse().unwrap()).is_some());
+        assert!(limit.blocked("192.0.2.7".parse().unwrap()).is_some(), "one bucket, however it came");
+        assert_eq!(limit.blocked("::ffff:192.0.2.8".parse().unwrap()), None, "not the /64 of every IPv4 client");
     }
 }

@@ -158,7 +158,8 @@ async fn links_are_rooted_at_the_bound_address_not_at_headers() {
 }
 
 /// Past its allowance of 401s in a minute, a client address is answered 429 before any key is
-/// looked up, whatever key it sends; the allowance is configurable.
+/// looked up, whatever key it sends that the replica has not let in yet (`boundaries_edge` has
+/// the keys it has); the allowance is configurable.
 #[tokio::test]
 async fn unauthenticated_requests_are_limited_per_address() {
     let app = spawn_app_with(with_http(|http| HttpSettings { unauthenticated_per_minute: 5, ..http })).await;

@@ -6,6 +6,7 @@
 mod admin;
 mod admin_jobs;
 mod auth;
+mod boundaries_edge;
 mod capacity;
 mod catalog;
 mod client;

@@ -28,11 +28,11 @@ async fn body_refusals_state_the_apis_rule_once() {
     let hook =
         app.post(images, &app.demo_key, &json!({"prompt": "x", "webhook_url": "http://localhost:18590/x"})).await;
     let message = refusal(hook, "webhook_url").await;
-    assert!(
-        message.starts_with("the host of `webhook_url`, localhost, resolves to the private or reserved address "),
-        "{message}"
+    assert_eq!(
+        message,
+        "the host of `webhook_url`, localhost, resolves to a private or reserved address, which webhooks may not reach",
+        "the reason's class, never the address"
     );
-    assert_eq!(message.matches("webhook_url").count(), 1, "one message, not one inside another: {message}");
 
     let credits = app.post("/api/admin/users", ADMIN_TOKEN, &json!({"name": "ada", "credits": -5})).await;
     assert_eq!(refusal(credits, "credits").await, "`credits` must be a whole number (0 or more); got -5");

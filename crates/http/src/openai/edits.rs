@@ -41,7 +41,8 @@ fn fingerprinted(form: &ImageForm) -> Value {
 ///
 /// A `multipart/form-data` body as OpenAI's clients send it: 1 to 16 images (`image`, or
 /// `image[]` for several; PNG, JPEG, WebP or GIF by their bytes, 20 MiB in all) and the fields of
-/// `images.generate`. The images become the model's image inputs; the job is accepted, waited
+/// `images.generate`, in at most 64 parts (a field sent again counts again; its last value is
+/// kept), each named in at most 256 bytes with at most 8 KiB of headers. The images become the model's image inputs; the job is accepted, waited
 /// for and answered as `POST /openai/v1/images/generations` answers.
 #[utoipa::path(post, path = "/openai/v1/images/edits", tag = "openai", operation_id = "openai_edit_image",
     security(("api_key" = [])),
@@ -49,10 +50,10 @@ fn fingerprinted(form: &ImageForm) -> Value {
     request_body(content = ImagesRequest, content_type = "multipart/form-data"),
     responses(
         (status = 200, description = "The job succeeded: its images", body = ImagesResponse),
-        (status = 400, description = "Invalid input (`param` names it: `image` for a file that is not an image, `model` for a model without image inputs), or the provider refused it", body = super::error::Envelope),
+        (status = 400, description = "Invalid input (`param` names it: `image` for a file that is not an image, `model` for a model without image inputs; `parts` for a form of more than 64 parts, `parts[i].name` for a name over 256 bytes, `parts[i].headers` for headers over 8 KiB), or the provider refused it", body = super::error::Envelope),
         (status = 402, description = "Not enough credits", body = super::error::Envelope),
         (status = 409, description = "The job was canceled while the request waited, or the Idempotency-Key was used with another body", body = super::error::Envelope),
-        (status = 413, description = "Images over 20 MiB in all, refused as they arrive", body = super::error::Envelope),
+        (status = 413, description = "Images over 20 MiB in all, or a body over 21 MiB, refused as they arrive", body = super::error::Envelope),
         (status = 415, description = "Body not multipart/form-data", body = super::error::Envelope),
         (status = 502, description = "The job failed at the provider", body = super::error::Envelope),
     ))]
