@@ -142,6 +142,21 @@ impl Shared {
     ) -> Option<(StatusCode, Value)> {
         let bases = self.cluster.bases();
         let base = &bases[usize::try_from(random(bases.len() as u64)).unwrap_or(0)];
+        self.call_at(base, tally, method, path, bearer, body, idempotency).await
+    }
+
+    /// [`Shared::call`] to the replica at `base`.
+    #[allow(clippy::too_many_arguments, reason = "`call`'s arguments and the replica")]
+    pub async fn call_at(
+        &self,
+        base: &str,
+        tally: &mut Tally,
+        method: Method,
+        path: &str,
+        bearer: &str,
+        body: Option<&Value>,
+        idempotency: Option<&str>,
+    ) -> Option<(StatusCode, Value)> {
         let mut request = self.http.request(method.clone(), format!("{base}{path}")).bearer_auth(bearer);
         if let Some(body) = body {
             request = request.json(body);

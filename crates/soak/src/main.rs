@@ -10,7 +10,11 @@
 //! restarted, fal is down for a fifth of the run (flux-pro then runs at Replicate), and every
 //! database session is terminated now and then. Meanwhile the `conn` phase (`conn.rs`) stalls
 //! request bodies, which must be answered 408 and closed by the body deadline, and sends
-//! made-up methods, which must be answered in the envelope and never become metric labels.
+//! made-up methods, which must be answered in the envelope and never become metric labels; and
+//! the `boundaries` phase (`boundaries.rs`) runs a user's tree of budgeted keys while a client
+//! hammers every replica with a revoked key from the same address: the tree's keys and the
+//! admin token must never be refused 429 for it, and no key of the tree may end over its budget
+//! nor any parent's `used` differ from its children's together.
 //!
 //! At the end it checks, for every user: available + held + spent = granted, nothing held, spent
 //! = the sum of `credits_actual`; every accepted job final and listed; no idempotent retry answered
@@ -33,6 +37,7 @@
 //! `genjobs-upstream-replicate-sim` binaries are (built first by `just soak`); `DATABASE_URL` or the local server gives the Postgres server.
 
 mod appetite;
+mod boundaries;
 mod capacity;
 mod checks;
 mod clients;
@@ -135,7 +140,10 @@ async fn soak(args: Args) -> Result<Report, String> {
     let big = shared.create_appetite("soak-big", GRANTED, 500, BIG_BUDGET, "total").await?;
     let small = shared.create_appetite("soak-small", GRANTED, 10, SMALL_BUDGET, "day").await?;
 
-    let deadline = Instant::now() + Duration::from_secs(args.secs);
+    let tree = boundaries::plant(&shared, GRANTED).await?;
+
+    let run_started = Instant::now();
+    let deadline = run_started + Duration::from_secs(args.secs);
     let appetites = {
         let (shared, big, small) = (Arc::clone(&shared), big.clone(), small.clone());
         tokio::spawn(async move {
@@ -155,7 +163,11 @@ async fn soak(args: Args) -> Result<Report, String> {
         })
         .collect();
     let conn_phase = tokio::spawn(conn::run_until(Arc::clone(&shared), deadline));
-    users.extend([big.user.clone(), small.user.clone()]);
+    let boundaries_phase = {
+        let (shared, tree) = (Arc::clone(&shared), tree.clone());
+        tokio::spawn(async move { boundaries::run_until(&shared, &tree, run_started, deadline).await })
+    };
+    users.extend([big.user.clone(), small.user.clone(), tree.user.clone()]);
 
     // Chaos: each replica killed once (at a third and two thirds of the run) and restarted; fal
     // down from 40 % to 60 % of the run; every database session terminated every few seconds.
@@ -208,8 +220,10 @@ async fn soak(args: Args) -> Result<Report, String> {
     }
     let appetite = appetites.await.map_err(|e| format!("the big or small user panicked: {e}"))?;
     let conn = conn_phase.await.map_err(|e| format!("the conn phase panicked: {e}"))?;
+    let boundaries = boundaries_phase.await.map_err(|e| format!("the boundaries phase panicked: {e}"))?;
     conn::check_labels(&shared).await;
     let mut report = settle_and_check(&shared, &users, tallies, GRANTED).await;
+    boundaries::check_trees(&shared, &tree, &boundaries).await;
     let mut capacity = capacity::check_after(&shared, &cluster, &db.url, &big, &small, appetite).await;
     capacity.samples = samples;
     let found_after: Vec<String> = shared.violations().into_iter().filter(|v| !report.violations.contains(v)).collect();

@@ -27,6 +27,10 @@ pub const JOB_TIMEOUT_SECS: u64 = 40;
 /// The replicas' lease (`GENJOBS_LEASE_SECS`): a killed replica's jobs are taken over after it.
 pub const LEASE_SECS: u64 = 3;
 
+/// The replicas' allowance of 401s per address and minute (`GENJOBS_UNAUTHENTICATED_PER_MINUTE`):
+/// small, so that the `boundaries` phase's revoked key spends it within a second.
+pub const UNAUTHENTICATED_PER_MINUTE: u32 = 200;
+
 /// The replicas' body deadline (`GENJOBS_BODY_READ_TIMEOUT_SECS`), short so that the `conn`
 /// phase sees many stalled bodies closed.
 pub const BODY_READ_TIMEOUT_SECS: u64 = 2;
@@ -148,6 +152,7 @@ impl Cluster {
             .env("GENJOBS_JOB_TIMEOUT_SECS", JOB_TIMEOUT_SECS.to_string())
             .env("GENJOBS_DB_POOL_SIZE", "8")
             .env("GENJOBS_DEFAULT_RATE_LIMIT_PER_MINUTE", "100000")
+            .env("GENJOBS_UNAUTHENTICATED_PER_MINUTE", UNAUTHENTICATED_PER_MINUTE.to_string())
             .env("GENJOBS_BODY_READ_TIMEOUT_SECS", BODY_READ_TIMEOUT_SECS.to_string())
             .env("RUST_LOG", "error");
         let (child, base) = start(command, "genjobs listening on ")?;
