@@ -1,9 +1,12 @@
-//! `genjobs-bench key-checks`: what a key's budget and model allowlist cost a submission. Each of
-//! 64 users holds two keys: its first, without settings, and one with a monthly budget it never
-//! reaches and an allowlist that holds the model submitted. One genjobs on a fresh Postgres
-//! database takes a closed loop of submissions on the plain keys, then one on the restricted
-//! keys, alternated for several rounds of the same run, every job final and every dirty page
-//! written out before each run. Writes `docs/benchmarks-keys.md`.
+//! `genjobs-bench key-checks`: what a key's budget and model allowlist cost a submission, and
+//! what a three-level chain of keys costs. Each of 64 users holds its first key, without
+//! settings; one with a monthly budget it never reaches and an allowlist that holds the model
+//! submitted; and a chain made with the account API: a root with such a budget, its child, and
+//! the child's child, which submits (its job counted against all three). One genjobs on a fresh
+//! Postgres database takes a closed loop of submissions on the plain keys, then one on the
+//! restricted keys, then one on the chains' leaves, alternated for several rounds of the same
+//! run, every job final and every dirty page written out before each run. Writes
+//! `docs/benchmarks-keys.md`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -24,16 +27,43 @@ const MODEL: &str = DEFAULT_IMAGE_MODEL;
 /// The most a checked submission may cost: at least 95 % of the plain keys' rate.
 const TARGET_RATIO: f64 = 0.95;
 
-/// One round: the plain keys' run, then the restricted keys'.
+/// One round: the plain keys' run, the restricted keys', then the chains' leaves'.
 struct Round {
     plain: LoadResult,
     restricted: LoadResult,
+    chained: LoadResult,
 }
 
 impl Round {
     fn ratio(&self) -> f64 {
         self.restricted.per_sec / self.plain.per_sec.max(f64::EPSILON)
     }
+
+    fn chain_ratio(&self) -> f64 {
+        self.chained.per_sec / self.plain.per_sec.max(f64::EPSILON)
+    }
+}
+
+/// A key made with `maker` through the account API, with `settings`.
+async fn child_key(base: &str, maker: &str, settings: &Value) -> Result<String, Failure> {
+    let issued: Value = reqwest::Client::new()
+        .post(format!("{base}/api/v1/account/keys"))
+        .bearer_auth(maker)
+        .json(settings)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(issued["api_key"].as_str().ok_or("no api_key")?.to_owned())
+}
+
+/// The leaf of a three-level chain made with `key`: a root with a budget it never reaches, its
+/// child, and the child's child.
+async fn chain_leaf(base: &str, key: &str) -> Result<String, Failure> {
+    let root = child_key(base, key, &json!({"budget": {"credits": 1_000_000_000_u64, "period": "month"}})).await?;
+    let middle = child_key(base, &root, &json!({})).await?;
+    child_key(base, &middle, &json!({})).await
 }
 
 /// A key for `user` with a budget of `credits` a month and an allowlist holding [`MODEL`].
@@ -80,15 +110,22 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failu
         restricted.push(restricted_key(&app.base, user).await?);
     }
     let restricted = Arc::new(restricted);
+    let mut chained = Vec::with_capacity(users.len());
+    for (_, key) in &users {
+        chained.push(chain_leaf(&app.base, key).await?);
+    }
+    let chained = Arc::new(chained);
 
     let mut rounds = Vec::with_capacity(ROUNDS);
     for round in 1..=ROUNDS {
-        progress(&format!("key checks 2/2 round {round} of {ROUNDS}: plain keys, then restricted keys"));
+        progress(&format!("key checks 2/2 round {round} of {ROUNDS}: plain keys, restricted keys, then chains"));
         quiet(&url).await?;
         let plain_run = submissions(&app.base, Arc::clone(&plain), clients, seconds).await;
         quiet(&url).await?;
         let restricted_run = submissions(&app.base, Arc::clone(&restricted), clients, seconds).await;
-        rounds.push(Round { plain: plain_run, restricted: restricted_run });
+        quiet(&url).await?;
+        let chained_run = submissions(&app.base, Arc::clone(&chained), clients, seconds).await;
+        rounds.push(Round { plain: plain_run, restricted: restricted_run, chained: chained_run });
     }
     quiet(&url).await?;
     let jobs = count(&url, "SELECT count(*) FROM jobs")?;
@@ -106,8 +143,9 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn write(path: &Path, rounds: &[Round], jobs: &str, clients: usize, seconds: u64) -> std::io::Result<()> {
     let ratio = median(rounds.iter().map(Round::ratio).collect());
+    let chain_ratio = median(rounds.iter().map(Round::chain_ratio).collect());
     let mut doc = String::from(
-        "# What a key's budget and allowlist cost a submission\n\nWritten by `genjobs-bench key-checks` (`just bench` \
+        "# What a key's budget, its allowlist and a chain of keys cost a submission\n\nWritten by `genjobs-bench key-checks` (`just bench` \
          runs it after the main benchmarks): a release build of genjobs on the Postgres store against the simulator \
          (jobs that end at once), on this machine, all figures from one run.\n\n",
     );
@@ -126,21 +164,31 @@ fn write(path: &Path, rounds: &[Round], jobs: &str, clients: usize, seconds: u64
          database held {jobs} jobs at the end.\n",
         rounds.len()
     );
-    doc.push_str("| round | plain keys: per second (p50 / p99) | restricted keys: per second (p50 / p99) | ratio |\n|---|---|---|---|\n");
+    let _ = writeln!(
+        doc,
+        "A chain's leaf is the child's child of a root with such a budget, all three made with \
+         `POST /api/v1/account/keys`: its job counts against the budget of every key above it, so its accept takes \
+         the transaction that locks the three keys' rows, root first, reads each budgeted one's counter and sums its \
+         descendants' jobs of the period, then locks the account and inserts (several round trips, where a plain \
+         or restricted key's accept is one statement shared with the accepts arriving meanwhile).\n"
+    );
+    doc.push_str(
+        "| round | plain keys: per second (p50 / p99) | restricted keys: per second (p50 / p99) | ratio | three-level \
+         chains: per second (p50 / p99) | ratio |\n|---|---|---|---|---|---|\n",
+    );
+    let run = |load: &LoadResult| {
+        format!("{:.0} ({:.1} / {:.1} ms, {} errors)", load.per_sec, load.p50_ms, load.p99_ms, load.errors)
+    };
     for (i, round) in rounds.iter().enumerate() {
         let _ = writeln!(
             doc,
-            "| {} | {:.0} ({:.1} / {:.1} ms, {} errors) | {:.0} ({:.1} / {:.1} ms, {} errors) | {:.3} |",
+            "| {} | {} | {} | {:.3} | {} | {:.3} |",
             i + 1,
-            round.plain.per_sec,
-            round.plain.p50_ms,
-            round.plain.p99_ms,
-            round.plain.errors,
-            round.restricted.per_sec,
-            round.restricted.p50_ms,
-            round.restricted.p99_ms,
-            round.restricted.errors,
-            round.ratio()
+            run(&round.plain),
+            run(&round.restricted),
+            round.ratio(),
+            run(&round.chained),
+            round.chain_ratio()
         );
     }
     let _ = writeln!(
@@ -148,6 +196,11 @@ fn write(path: &Path, rounds: &[Round], jobs: &str, clients: usize, seconds: u64
         "\nMedian ratio, restricted over plain: **{ratio:.3}**; target: the checks cost at most 5 % (≥ {TARGET_RATIO:.2}): \
          {}.",
         verdict(ratio >= TARGET_RATIO)
+    );
+    let _ = writeln!(
+        doc,
+        "\nMedian ratio, three-level chains over plain: **{chain_ratio:.3}** (no target: the issue asks for the \
+         figure; a chain's exactness across replicas is bought with its transaction)."
     );
     std::fs::write(path, doc)
 }
