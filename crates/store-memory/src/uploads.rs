@@ -73,20 +73,24 @@ impl UploadStore for MemoryStore {
 
     async fn remove_expired(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<UploadDigest>, StoreError> {
         let mut state = self.state();
+        let yesterday = now.date().previous_day().unwrap_or(Date::MIN);
+        state.uploads.days.retain(|(_, day), _| *day >= yesterday);
+        let past: Vec<&UploadDigest> =
+            state.uploads.kept.iter().filter(|(_, kept)| kept.until < now).map(|(digest, _)| digest).collect();
+        // The jobs are walked only when some upload is past its time: most sweeps find none.
+        if past.is_empty() {
+            return Ok(Vec::new());
+        }
         let needed = state.needed_links();
-        let expired: Vec<UploadDigest> = state
-            .uploads
-            .kept
-            .iter()
-            .filter(|(digest, kept)| kept.until < now && !needed.iter().any(|link| link.contains(digest.as_str())))
-            .map(|(digest, _)| digest.clone())
+        let expired: Vec<UploadDigest> = past
+            .into_iter()
+            .filter(|digest| !needed.iter().any(|link| link.contains(digest.as_str())))
             .take(limit)
+            .cloned()
             .collect();
         for digest in &expired {
             state.uploads.kept.remove(digest);
         }
-        let yesterday = now.date().previous_day().unwrap_or(Date::MIN);
-        state.uploads.days.retain(|(_, day), _| *day >= yesterday);
         Ok(expired)
     }
 }
