@@ -67,11 +67,12 @@ pub async fn edit_image(
     let idempotency = idempotency(&req, "openai/images/edits", &fields)?;
     let asked: ImagesRequest = read(&Value::Object(form.fields))?;
     let format = asked.response_format.unwrap_or_default();
+    let request = edit_into_domain(asked, &state.services.submissions.catalog())?;
     let images = form.images.into_iter().map(|image| image.bytes).collect();
     let names = state.services.uploads.keep_all(&caller, images).await?;
     let base = state.links.base_of(&req);
     let links = names.iter().map(|name| state.links.upload_url(&base, &name.as_path(), now())).collect();
-    let request = edit_into_domain(asked, links, &state.services.submissions.catalog())?;
+    let request = request.with_uploaded_images(links)?;
     let id = submit(&state, &caller, Submission { request, received: received(&fields), idempotency }, &req).await?;
     images_of(&state, &caller, id, format, &req).await.map_err(OpenAiError::after_acceptance)
 }
