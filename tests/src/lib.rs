@@ -104,10 +104,10 @@ pub fn fast_config() -> Config {
     .with_poll_interval(Duration::from_millis(50))
 }
 
-/// [`fast_config`] for jobs whose request carries tens of MiB (an edit's images as `data:`
-/// URIs): this debug build takes seconds to write, read and send such a job, more than the
-/// Postgres runs' 2 s lease and their store's 3 s deadline, which are for jobs of a few KiB; here
-/// both are 30 s.
+/// [`fast_config`] for requests that carry tens of MiB of images (an edit's, hashed and kept as
+/// uploads before its job is accepted, in Postgres when there is no output store): this debug
+/// build may take seconds over them, more than the Postgres runs' 2 s lease and their store's 3 s
+/// deadline, which are for requests of a few KiB; here both are 30 s.
 #[must_use]
 pub fn large_job_config() -> Config {
     let defaults = fast_config();

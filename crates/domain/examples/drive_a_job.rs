@@ -29,8 +29,8 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Clock, Commit, IdempotencyClaim, JobChanges, JobEvents, JobFilter, JobStore,
-    MockAccountStore, MockCatalogStore, MockJobRemovals, MockRateLimiter, MockUsageStore, PollFailure, RandomIds,
-    ResultFailure, StoreError, SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
+    MockAccountStore, MockCatalogStore, MockJobRemovals, MockRateLimiter, MockUploadStore, MockUsageStore, PollFailure,
+    RandomIds, ResultFailure, StoreError, SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
 };
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
 use genjobs_domain::usecases::{JobSteps, Ports, StepSettings, Stepped};
@@ -251,6 +251,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         route_schemas: vec![],
         upstream: Arc::new(InstantProvider),
         outputs: None,
+        uploads: Arc::new(MockUploadStore::new()),
         events: Arc::new(ChangeLog),
         rate_limiter: Arc::new(MockRateLimiter::new()),
         clock: clock.clone(),

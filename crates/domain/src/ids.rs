@@ -76,10 +76,6 @@ uuid_id!(
     UserId
 );
 uuid_id!(
-    /// Identifies an image a client uploaded, kept in the output store.
-    UploadId
-);
-uuid_id!(
     /// Identifies a driver's lease: every job the driver claims, or is handed, is under it, and
     /// one renewal keeps them all. A lease that ran out never lives again; the driver goes on
     /// under a new one.

@@ -1,9 +1,99 @@
 //! Images clients upload: what counts as an image (by its bytes, never by its name or declared
-//! type), and how large an upload may be. The images of OpenAI's `images.edit` and the native
-//! `POST /api/v1/uploads` follow the same rules.
+//! type), how large an upload may be, how long it is kept and how much one user may upload a day.
+//! The images of OpenAI's `images.edit` and the native `POST /api/v1/uploads` follow the same
+//! rules. An upload is known by its content ([`UploadDigest`], its SHA-256), so that the same
+//! bytes uploaded again are kept once; its link names it with its format ([`UploadName`]).
+
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
 
 /// Most bytes of one upload, and of the images of one edit together.
 pub const MAX_UPLOAD_BYTES: usize = 20 << 20;
+
+/// How long an upload is kept, by default (`GENJOBS_UPLOAD_TTL_SECS`).
+pub const DEFAULT_UPLOAD_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How many bytes one user may upload per UTC day, by default (`GENJOBS_UPLOAD_BYTES_PER_DAY`).
+pub const DEFAULT_UPLOAD_BYTES_PER_DAY: u64 = 1 << 30;
+
+/// How long uploads are kept and how much one user may upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadSettings {
+    /// An upload (and its link) lives this long after it was made, unless a job not yet final
+    /// still names it.
+    pub ttl: Duration,
+    /// Bytes one user may upload per UTC day, the images of edits included.
+    pub bytes_per_day: u64,
+}
+
+impl Default for UploadSettings {
+    fn default() -> Self {
+        Self { ttl: DEFAULT_UPLOAD_TTL, bytes_per_day: DEFAULT_UPLOAD_BYTES_PER_DAY }
+    }
+}
+
+/// An upload's content: the SHA-256 of its bytes, in lowercase hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UploadDigest(String);
+
+impl UploadDigest {
+    /// The digest of `bytes`.
+    #[must_use]
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(hex_of(&Sha256::digest(bytes)))
+    }
+
+    /// A digest as [`UploadDigest::as_str`] spells it; `None` for anything else.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+            .then(|| Self(text.to_owned()))
+    }
+
+    /// Its 64 lowercase hex digits.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for UploadDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut text, byte| {
+        let _ = write!(text, "{byte:02x}");
+        text
+    })
+}
+
+/// What an upload's link names: its content and its format, `{sha256}.{ext}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadName {
+    /// Its content.
+    pub digest: UploadDigest,
+    /// Its format, from its bytes.
+    pub format: ImageFormat,
+}
+
+impl UploadName {
+    /// The name as links spell it.
+    #[must_use]
+    pub fn as_path(&self) -> String {
+        format!("{}.{}", self.digest, self.format.extension())
+    }
+
+    /// A name as [`UploadName::as_path`] spells it; `None` for anything else.
+    #[must_use]
+    pub fn parse(path: &str) -> Option<Self> {
+        let (digest, extension) = path.split_once('.')?;
+        Some(Self { digest: UploadDigest::parse(digest)?, format: ImageFormat::from_extension(extension)? })
+    }
+}
 
 /// An image format clients may upload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +171,17 @@ mod tests {
             (b"", None),
         ] {
             assert_eq!(ImageFormat::sniff(bytes), expected, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn an_upload_is_named_by_its_content_and_format_both_ways() {
+        let digest = UploadDigest::of(b"abc");
+        assert_eq!(digest.as_str(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        let name = UploadName { digest: digest.clone(), format: ImageFormat::Webp };
+        assert_eq!(UploadName::parse(&name.as_path()), Some(name));
+        for refused in ["", "abc.png", &format!("{digest}.svg"), &format!("{}.png", digest.as_str().to_uppercase())] {
+            assert_eq!(UploadName::parse(refused), None, "{refused}");
         }
     }
 

@@ -1,8 +1,8 @@
 //! # genjobs-driver
 //!
 //! The loops that move work forward on every replica, in plain async Rust on tokio: the job
-//! driver, the client webhook dispatcher, the catalog follower, the retention sweep and usage
-//! sealing, all listed in [`Loops`], which starts and drains them the same way. The domain
+//! driver, the client webhook dispatcher, the catalog follower, the retention sweep, usage
+//! sealing and the upload sweep, all listed in [`Loops`], which starts and drains them the same way. The domain
 //! (`genjobs-domain`) decides what one step of a job or one attempt at a webhook does; this
 //! crate decides which one runs when, how many at once, and what happens on shutdown. That is
 //! why it may use tokio and the domain may not.
@@ -19,6 +19,8 @@
 //! - [`retention`]: [`RetentionSweep`], which removes final jobs past
 //!   `GENJOBS_JOB_RETENTION_DAYS`.
 //! - [`sealing`]: [`UsageSealing`], which seals finished usage days, so that reports stay cheap.
+//! - [`uploads`]: [`UploadSweep`], which deletes uploads past `GENJOBS_UPLOAD_TTL_SECS` that no
+//!   job not yet final needs.
 //! - [`loops`]: [`Loops`], the list of them all, started and drained the same way.
 //! - [`settings`]: [`DriverSettings`] and [`DispatchSettings`], how each paces itself.
 //!
@@ -35,6 +37,7 @@ pub mod retention;
 pub mod sealing;
 pub mod settings;
 mod telemetry;
+pub mod uploads;
 
 pub use catalog::{CatalogFollower, follow_catalog};
 pub use client_webhooks::WebhookDispatcher;
@@ -43,3 +46,4 @@ pub use loops::{Loops, RunningLoops};
 pub use retention::RetentionSweep;
 pub use sealing::UsageSealing;
 pub use settings::{DispatchSettings, DriverSettings};
+pub use uploads::UploadSweep;

@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use crate::catalog::CatalogFollower;
 use crate::retention::RetentionSweep;
 use crate::sealing::UsageSealing;
+use crate::uploads::UploadSweep;
 use crate::{JobDriver, WebhookDispatcher};
 
 /// Every background loop of a replica.
@@ -24,6 +25,8 @@ pub struct Loops {
     pub retention: Option<RetentionSweep>,
     /// Seals finished usage days.
     pub sealing: UsageSealing,
+    /// Deletes uploads past their time to live.
+    pub uploads: UploadSweep,
 }
 
 impl Loops {
@@ -33,13 +36,14 @@ impl Loops {
     where
         S: Future<Output = ()> + Send + 'static,
     {
-        let Self { jobs, client_webhooks, catalog, retention, sealing } = self;
+        let Self { jobs, client_webhooks, catalog, retention, sealing, uploads } = self;
         let (jobs_stop, webhooks_stop) = (stop(), stop());
         let mut tasks = vec![
             ("job driver", tokio::spawn(async move { jobs.run_until(jobs_stop).await })),
             ("client webhook dispatcher", tokio::spawn(async move { client_webhooks.run_until(webhooks_stop).await })),
             ("catalog follower", tokio::spawn(until(stop(), catalog.run()))),
             ("usage sealing", tokio::spawn(until(stop(), sealing.run()))),
+            ("upload sweep", tokio::spawn(until(stop(), uploads.run()))),
         ];
         if let Some(retention) = retention {
             tasks.push(("retention sweep", tokio::spawn(until(stop(), retention.run()))));

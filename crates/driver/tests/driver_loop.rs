@@ -61,6 +61,7 @@ fn setup_over(upstream: MockUpstreamProvider, status_calls: Arc<AtomicU64>) -> (
         route_schemas: vec![],
         upstream: Arc::new(upstream),
         outputs: None,
+        uploads: store.clone(),
         events: events.clone(),
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock: clock.clone(),

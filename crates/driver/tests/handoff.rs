@@ -135,6 +135,7 @@ async fn world() -> World {
         route_schemas: vec![],
         upstream: Arc::new(upstream),
         outputs: None,
+        uploads: store.store.clone(),
         events: Arc::new(EventHub::new()),
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock,

@@ -353,14 +353,23 @@ impl From<OutputReadError> for ApiError {
     }
 }
 
+/// The time from `now` to the next midnight UTC.
+fn until_next_utc_day(now: time::OffsetDateTime) -> Duration {
+    let now = now.to_offset(time::UtcOffset::UTC);
+    let midnight = now.date().next_day().map_or(now, |day| day.midnight().assume_utc());
+    Duration::try_from(midnight - now).unwrap_or(Duration::ZERO)
+}
+
 impl From<UploadError> for ApiError {
     fn from(e: UploadError) -> Self {
         match e {
             UploadError::NotAnImage => InvalidRequest::body(e.to_string()).into(),
             UploadError::TooLarge => Self::body_too_large(MAX_UPLOAD_BYTES),
-            UploadError::NoStore => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "UPLOADS_UNAVAILABLE", e.to_string())
-            }
+            UploadError::QuotaExceeded { .. } => Self {
+                // The quota is per UTC day: the next one starts at midnight.
+                retry_after: Some(until_next_utc_day(time::OffsetDateTime::now_utc())),
+                ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "UPLOAD_QUOTA_EXCEEDED", e.to_string())
+            },
             UploadError::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", "FILE_NOT_FOUND", e.to_string()),
             UploadError::Store(e) => e.into(),
         }
@@ -377,5 +386,19 @@ impl ApiError {
             "INVALID_SIGNATURE",
             "this link is not valid or has expired; read the job again for a fresh one",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+
+    #[test]
+    fn an_upload_quota_renews_at_the_next_midnight_utc() {
+        let evening = datetime!(2026-11-28 23:59:30 +01:00);
+        assert_eq!(until_next_utc_day(evening), Duration::from_secs(3600 + 30), "22:59:30 UTC");
+        assert_eq!(until_next_utc_day(datetime!(2026-11-28 00:00 UTC)), Duration::from_secs(86_400));
     }
 }

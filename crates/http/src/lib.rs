@@ -85,8 +85,6 @@ pub struct HttpSettings {
     pub public_url: Option<String>,
     /// How long a minted output link stays valid.
     pub output_url_ttl: Duration,
-    /// How long the link to an uploaded image stays valid.
-    pub upload_url_ttl: Duration,
     /// How long after its headers a request's body must have arrived.
     pub body_read_timeout: Duration,
     /// Whether `Forwarded` and `X-Forwarded-*` are believed: only behind a proxy that sets them.
@@ -106,7 +104,6 @@ impl Default for HttpSettings {
             workers: None,
             public_url: None,
             output_url_ttl: Duration::from_secs(3600),
-            upload_url_ttl: Duration::from_secs(24 * 3600),
             body_read_timeout: Duration::from_secs(15),
             trust_forwarded: false,
             unauthenticated_per_minute: 600,
@@ -146,7 +143,8 @@ impl AppState {
     #[must_use]
     pub fn new(services: Services, admin_token: AdminToken, link_secret: &[u8], settings: HttpSettings) -> Self {
         let links = LinkSigner::new(link_secret, settings.output_url_ttl, settings.public_url.clone())
-            .with_upload_ttl(settings.upload_url_ttl)
+            // An upload's link lives as long as the upload: one setting, the use cases'.
+            .with_upload_ttl(services.uploads.settings().ttl)
             .trusting_forwarded(settings.trust_forwarded);
         Self {
             services,

@@ -179,8 +179,9 @@ impl Modify for Conventions {
                 if user {
                     let mut limited = error_response(
                         schema,
-                        "Rate limit (`RATE_LIMIT_EXCEEDED`) or, on submissions, the concurrent-job limit \
-                         (`CONCURRENCY_LIMIT_EXCEEDED`)",
+                        "Rate limit (`RATE_LIMIT_EXCEEDED`), on submissions the concurrent-job limit \
+                         (`CONCURRENCY_LIMIT_EXCEEDED`), on uploads and edits the day's upload quota \
+                         (`UPLOAD_QUOTA_EXCEEDED`, nothing kept; it renews at midnight UTC)",
                     );
                     limited
                         .headers

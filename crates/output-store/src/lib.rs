@@ -10,7 +10,8 @@
 //! past the size limit is aborted as soon as it passes it. Its SHA-256 is computed on the way,
 //! for the `ETag` the edge serves. Output `i` of job `j` lives at `{prefix}/{j}/{i}`: copying
 //! it again (a duplicate webhook racing a poll) replaces it with the same bytes. An image a
-//! client uploads (at most 20 MiB, already in memory) is put whole at `{prefix}/uploads/{id}`.
+//! client uploads (at most 20 MiB, already in memory) is put whole at `{prefix}/uploads/{sha256}`:
+//! the same content uploaded again replaces itself, one copy.
 //!
 //! [`HttpOutputSource`] reads an output whole from the provider's link instead, for clients that
 //! ask for its bytes when no copy is kept; both read links through `fetch`. [`OutputStoreArgs`]
@@ -29,9 +30,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
-use genjobs_domain::ids::{JobId, UploadId};
+use genjobs_domain::ids::JobId;
 use genjobs_domain::output::StoredFile;
 use genjobs_domain::ports::{ByteRange, CopyFailure, FileBytes, OutputStore, StoreError};
+use genjobs_domain::upload::UploadDigest;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use sha2::{Digest, Sha256};
@@ -109,8 +111,8 @@ impl ObjectOutputStore {
         self.prefix.clone().join(job_id.to_string()).join(index.to_string())
     }
 
-    fn upload_location(&self, id: UploadId) -> Path {
-        self.prefix.clone().join("uploads").join(id.to_string())
+    fn upload_location(&self, digest: &UploadDigest) -> Path {
+        self.prefix.clone().join("uploads").join(digest.as_str())
     }
 
     /// The file at `location`, whole or `range` of it; `None` when there is none.
@@ -190,15 +192,22 @@ impl OutputStore for ObjectOutputStore {
         self.read(&self.location(job_id, index), range).await
     }
 
-    async fn keep_upload(&self, id: UploadId, bytes: Bytes) -> Result<(), StoreError> {
+    async fn keep_upload(&self, digest: &UploadDigest, bytes: Bytes) -> Result<(), StoreError> {
         self.store
-            .put(&self.upload_location(id), PutPayload::from(bytes))
+            .put(&self.upload_location(digest), PutPayload::from(bytes))
             .await
             .map(drop)
             .map_err(|e| StoreError::Unavailable(format!("the output store failed: {e}")))
     }
 
-    async fn open_upload(&self, id: UploadId) -> Result<Option<FileBytes>, StoreError> {
-        self.read(&self.upload_location(id), None).await
+    async fn open_upload(&self, digest: &UploadDigest) -> Result<Option<FileBytes>, StoreError> {
+        self.read(&self.upload_location(digest), None).await
+    }
+
+    async fn delete_upload(&self, digest: &UploadDigest) -> Result<(), StoreError> {
+        match self.store.delete(&self.upload_location(digest)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(StoreError::Unavailable(format!("the output store failed: {e}"))),
+        }
     }
 }

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use genjobs_domain::ids::{JobId, UploadId};
+use genjobs_domain::ids::JobId;
 use genjobs_domain::output::StoredFile;
 use genjobs_domain::ports::{ByteRange, Clock, CopyFailure, FileBytes, OutputStore, StoreError, copy_retry};
+use genjobs_domain::upload::UploadDigest;
 
 /// Wraps an output store: a copy that fails transiently is tried again with back-off, up to the
 /// domain's number of tries, before its failure is reported. Reads and uploads pass through.
@@ -55,11 +56,15 @@ impl OutputStore for RetriedCopies {
         self.inner.open(job_id, index, range).await
     }
 
-    async fn keep_upload(&self, id: UploadId, bytes: Bytes) -> Result<(), StoreError> {
-        self.inner.keep_upload(id, bytes).await
+    async fn keep_upload(&self, digest: &UploadDigest, bytes: Bytes) -> Result<(), StoreError> {
+        self.inner.keep_upload(digest, bytes).await
     }
 
-    async fn open_upload(&self, id: UploadId) -> Result<Option<FileBytes>, StoreError> {
-        self.inner.open_upload(id).await
+    async fn open_upload(&self, digest: &UploadDigest) -> Result<Option<FileBytes>, StoreError> {
+        self.inner.open_upload(digest).await
+    }
+
+    async fn delete_upload(&self, digest: &UploadDigest) -> Result<(), StoreError> {
+        self.inner.delete_upload(digest).await
     }
 }

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use genjobs_client_webhooks::{ClientWebhookArgs, TransportSettings};
 use genjobs_domain::client_webhooks::RetryPolicy;
 use genjobs_domain::ports::Limits;
+use genjobs_domain::upload::{DEFAULT_UPLOAD_BYTES_PER_DAY, DEFAULT_UPLOAD_TTL, UploadSettings};
 use genjobs_domain::usecases::{DeliverySettings, Settings};
 use genjobs_driver::retention::Retention;
 use genjobs_driver::{DispatchSettings, DriverSettings};
@@ -295,10 +296,16 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_OUTPUT_URL_TTL_SECS", default_value_t = HttpSettings::default().output_url_ttl.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub output_url_ttl_secs: u64,
-    /// How long the link to an uploaded image (`POST /api/v1/uploads`) stays valid.
-    #[arg(long, env = "GENJOBS_UPLOAD_TTL_SECS", default_value_t = HttpSettings::default().upload_url_ttl.as_secs(),
+    /// How long an uploaded image (`POST /api/v1/uploads`, and the images of `images.edit`) and
+    /// its link are kept; deleted afterwards, unless a job not yet final still needs it.
+    #[arg(long, env = "GENJOBS_UPLOAD_TTL_SECS", default_value_t = DEFAULT_UPLOAD_TTL.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
     pub upload_ttl_secs: u64,
+    /// Bytes one user may upload per UTC day (uploads and the images of edits); past it, 429
+    /// `UPLOAD_QUOTA_EXCEEDED`.
+    #[arg(long, env = "GENJOBS_UPLOAD_BYTES_PER_DAY", default_value_t = DEFAULT_UPLOAD_BYTES_PER_DAY,
+        help_heading = "Webhooks and stored outputs")]
+    pub upload_bytes_per_day: u64,
     #[command(flatten)]
     pub outputs: OutputStoreArgs,
     /// First retry delay of a client webhook; the k-th retry waits this × 2^(k−1), ±20 %, at
@@ -335,6 +342,10 @@ impl ConfigArgs {
                 max_concurrent_jobs: self.default_max_concurrent_jobs,
             },
             upstream_cancel: self.upstream_cancel,
+            uploads: UploadSettings {
+                ttl: Duration::from_secs(self.upload_ttl_secs),
+                bytes_per_day: self.upload_bytes_per_day,
+            },
             ..defaults.gateway
         };
         let driver = defaults
@@ -346,7 +357,6 @@ impl ConfigArgs {
             keep_alive: Duration::from_secs(self.sse_keepalive_secs),
             workers: self.http_workers.map(|n| n as usize),
             output_url_ttl: Duration::from_secs(self.output_url_ttl_secs),
-            upload_url_ttl: Duration::from_secs(self.upload_ttl_secs),
             body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             trust_forwarded: self.trust_forwarded,
             unauthenticated_per_minute: self.unauthenticated_per_minute,

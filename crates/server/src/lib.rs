@@ -28,13 +28,13 @@ use genjobs_domain::capacity::{self, CapacitySettingError};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ports::{
     AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, NoTraces, OutputStore, ProviderSlots,
-    RandomIds, RateLimiter, UpstreamProvider, UsageStore, WebhookStore,
+    RandomIds, RateLimiter, UploadStore, UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
 };
 use genjobs_driver::{
-    CatalogFollower, JobDriver, Loops, RetentionSweep, RunningLoops, UsageSealing, WebhookDispatcher,
+    CatalogFollower, JobDriver, Loops, RetentionSweep, RunningLoops, UploadSweep, UsageSealing, WebhookDispatcher,
 };
 use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
@@ -245,6 +245,7 @@ fn add_fal_schemas(config: &Config) -> Result<(), StartError> {
 struct StorePorts {
     admin: AdminPorts,
     kept: Arc<dyn KeptSecrets>,
+    uploads: Arc<dyn UploadStore>,
     events: Arc<dyn JobEvents>,
     rate_limiter: Arc<dyn RateLimiter>,
     outbox: Arc<dyn WebhookStore>,
@@ -274,6 +275,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
         return Ok(StorePorts {
             admin: admin_ports(store.clone()),
             kept: store.clone(),
+            uploads: store.clone(),
             events: Arc::new(EventHub::new()),
             rate_limiter: Arc::new(TokenBucketLimiter::new()),
             outbox: store.clone(),
@@ -288,6 +290,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
     Ok(StorePorts {
         admin: admin_ports(adapters.store.clone()),
         kept: adapters.store.clone(),
+        uploads: adapters.store.clone(),
         events: adapters.events.clone(),
         rate_limiter: adapters.rate_limiter.clone(),
         outbox: adapters.store.clone(),
@@ -316,6 +319,7 @@ async fn ports(
         route_schemas: admin.route_schemas,
         upstream,
         outputs,
+        uploads: Arc::clone(&stores.uploads),
         events: Arc::clone(&stores.events),
         rate_limiter: Arc::clone(&stores.rate_limiter),
         clock: admin.clock,
@@ -482,6 +486,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
 
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
+    let services_uploads = services.uploads.clone();
     let mut state = AppState::new(services, secrets.admin_token, &secrets.link_key, config.http.clone());
     state.drain = drain.clone();
     if let Some(pg) = &postgres {
@@ -492,7 +497,9 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let bodies = Arc::new(WebhookBodies::new(state.links.clone(), base));
     let deliveries = WebhookDeliveries::new(ports, webhooks, bodies, config.dispatch.deliveries.clone());
     let dispatcher = WebhookDispatcher::new(deliveries, config.dispatch.clone());
-    let loops = Loops { jobs: driver, client_webhooks: dispatcher, catalog: catalog_follower, retention, sealing };
+    let uploads = UploadSweep::new(services_uploads, Arc::new(SystemClock));
+    let loops =
+        Loops { jobs: driver, client_webhooks: dispatcher, catalog: catalog_follower, retention, sealing, uploads };
     let stopping = drain.clone();
     let loops = loops.start(move || {
         let drain = stopping.clone();

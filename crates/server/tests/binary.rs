@@ -95,6 +95,7 @@ fn help_lists_every_setting_with_its_variable_and_default_and_exits_0() {
         "GENJOBS_DEMO_CREDITS",
         "GENJOBS_LOG_FORMAT",
         "GENJOBS_UPLOAD_TTL_SECS",
+        "GENJOBS_UPLOAD_BYTES_PER_DAY",
         "GENJOBS_BODY_READ_TIMEOUT_SECS",
         "GENJOBS_TRUST_FORWARDED",
         "GENJOBS_UNAUTHENTICATED_PER_MINUTE",

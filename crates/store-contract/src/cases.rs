@@ -14,6 +14,7 @@ mod removals;
 mod retention;
 mod sealing;
 mod slots;
+mod uploads;
 
 pub use accounts::*;
 pub use admin_jobs::*;
@@ -29,6 +30,7 @@ pub use removals::*;
 pub use retention::*;
 pub use sealing::*;
 pub use slots::*;
+pub use uploads::*;
 
 use std::sync::Arc;
 
@@ -42,13 +44,22 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobRemovals, JobStore, KeptSecrets,
-    Limits, ProviderSlots, StoredKey, UnfinishedJobs, UsageStore, WebhookStore,
+    Limits, ProviderSlots, StoredKey, UnfinishedJobs, UploadStore, UsageStore, WebhookStore,
 };
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
 pub trait Store:
-    JobStore + AccountStore + UsageStore + WebhookStore + CatalogStore + KeptSecrets + JobRemovals + ProviderSlots + 'static
+    JobStore
+    + AccountStore
+    + UsageStore
+    + WebhookStore
+    + CatalogStore
+    + KeptSecrets
+    + JobRemovals
+    + ProviderSlots
+    + UploadStore
+    + 'static
 {
 }
 impl<
@@ -60,6 +71,7 @@ impl<
         + KeptSecrets
         + JobRemovals
         + ProviderSlots
+        + UploadStore
         + 'static,
 > Store for T
 {

@@ -8,6 +8,8 @@
 //! reports count the live jobs plus a rollup of purged jobs and sealed days (`usage`).
 //! Removed jobs (`removals`) are a set of ids beside the jobs, and the provider key each sent job
 //! holds a slot of (`slots`) a map beside them.
+//! Uploaded images (`uploads`) sit in the same lock, so that one a job not yet final names is
+//! never forgotten under it.
 //! The catalog's documents (`catalog`) and the kept secrets (`kept`) sit behind mutexes of
 //! their own.
 //!
@@ -39,6 +41,7 @@ mod leases;
 mod outbox;
 mod removals;
 mod slots;
+mod uploads;
 mod usage;
 
 /// The in-memory store.
@@ -72,6 +75,8 @@ struct State {
     slots: slots::Slots,
     /// What retention removed of each key's charges (`keys`).
     purged_key_charges: keys::PurgedCharges,
+    /// Uploaded images (`uploads`).
+    uploads: uploads::Uploads,
 }
 
 #[derive(Debug, Clone)]

@@ -85,6 +85,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         route_schemas: vec![],
         upstream: Arc::new(upstream),
         outputs: outputs.map(|o| Arc::new(o) as Arc<dyn OutputStore>),
+        uploads: store.clone(),
         events: Arc::new(events),
         rate_limiter: Arc::new(MockRateLimiter::new()),
         clock: Arc::new(clock),

@@ -153,6 +153,23 @@ diesel::table! {
 }
 
 diesel::table! {
+    upload_days (user_id, day) {
+        user_id -> Uuid,
+        day -> Date,
+        bytes -> Int8,
+    }
+}
+
+diesel::table! {
+    uploads (sha256) {
+        sha256 -> Text,
+        size -> Int8,
+        keep_until -> Timestamptz,
+        bytes -> Nullable<Bytea>,
+    }
+}
+
+diesel::table! {
     usage_rollup (day, user_id, model, provider, key_prefix) {
         day -> Date,
         user_id -> Uuid,
@@ -221,6 +238,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     models,
     rate_limits,
     removed_jobs,
+    upload_days,
+    uploads,
     usage_rollup,
     usage_sealed,
     users,

@@ -187,6 +187,17 @@ impl TestDatabase {
         (db, gate)
     }
 
+    /// The one integer `sql` answers in a column named `n` (a size, a count), read directly on a
+    /// connection of its own: for tests that measure what the store keeps.
+    ///
+    /// # Panics
+    /// When the database does not answer, or `sql` answers no such row.
+    pub async fn number(&self, sql: &str) -> i64 {
+        let mut conn = AsyncPgConnection::establish(&self.url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let rows: Vec<Count> = diesel::sql_query(sql).load(&mut conn).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        rows.into_iter().next().map(|row| row.n).unwrap_or_else(|| panic!("{sql}: no row"))
+    }
+
     /// Settings for a pool on this database: direct, or through PgBouncer for a pooled one.
     #[must_use]
     pub fn settings(&self) -> PgSettings {

@@ -42,6 +42,7 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
         route_schemas: vec![],
         upstream: Arc::new(MockUpstreamProvider::new()),
         outputs: None,
+        uploads: Arc::new(MemoryStore::new()),
         events: Arc::new(EventHub::new()),
         rate_limiter: Arc::new(TokenBucketLimiter::new()),
         clock: Arc::new(SystemClock),

@@ -1,10 +1,11 @@
 //! `POST /openai/v1/images/edits` over real HTTP: a form of images and fields, streamed and
-//! bounded as it arrives; the images reach the provider as the model's image inputs.
+//! bounded as it arrives; the images are kept as uploads are, once per content, and reach the
+//! provider as the model's image inputs by their links: no job holds their bytes.
 
 use std::io::Cursor;
+use std::time::Duration;
 
-use base64::Engine;
-
+use genjobs::Config;
 use genjobs_tests::{TestApp, large_job_config};
 use reqwest::{Body, Response};
 use serde_json::{Value, json};
@@ -76,9 +77,15 @@ async fn edit(app: &TestApp, key: &str, body: impl Into<Body>) -> Response {
     edit_request(app, key, BOUNDARY, body).send().await.unwrap()
 }
 
+/// An edit of `image` alone by `key`.
+pub(crate) async fn edit_of(app: &TestApp, key: &str, image: Vec<u8>) -> Response {
+    edit(app, key, form(&[Part::File("image", "a.png", image), Part::Text("prompt", "in the same light")])).await
+}
+
 async fn refused(response: Response, status: u16) -> Value {
-    assert_eq!(response.status().as_u16(), status);
+    let actual = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
+    assert_eq!(actual, status, "{body}");
     body["error"].clone()
 }
 
@@ -119,7 +126,7 @@ async fn jobs_of(app: &TestApp, key: &str) -> Vec<Value> {
 async fn sixteen_images_of_19_mib_in_all_reach_fal_and_a_byte_past_20_mib_is_413() {
     let app = spawn_app_with(large_job_config()).await;
     let user = app.create_user(100, json!({})).await;
-    // 16 files of 19/16 MiB: about 25 MiB of data: URIs in the JSON the provider is sent.
+    // 16 files of 19/16 MiB, each kept as an upload: the job and the provider get 16 links.
     let mut parts = vec![Part::Text("prompt", "merge them all"), Part::Text("model", "nano-banana")];
     parts.extend(images(16, (19 << 20) / 16));
     let answer = edit(&app, &user.key, form(&parts)).await;
@@ -137,7 +144,7 @@ async fn sixteen_images_of_19_mib_in_all_reach_fal_and_a_byte_past_20_mib_is_413
 }
 
 #[tokio::test]
-async fn an_image_of_19_mib_reaches_replicate_as_a_data_uri() {
+async fn an_image_of_19_mib_reaches_replicate_as_a_link_to_its_bytes() {
     let sim = super::replicate::replicate_sim();
     let app = spawn_app_with(super::replicate::replicate_only(&sim, false, large_job_config())).await;
     let user = app.create_user(100, json!({})).await;
@@ -153,8 +160,95 @@ async fn an_image_of_19_mib_reaches_replicate_as_a_data_uri() {
     assert_eq!((job["state"].as_str(), job["upstream"].as_str()), (Some("succeeded"), Some("replicate")), "{job}");
     let calls = sim.create_calls();
     let sent = calls[0].body["input"]["image_prompt"].as_str().unwrap();
-    let data = sent.strip_prefix("data:image/png;base64,").unwrap();
-    assert_eq!(base64::engine::general_purpose::STANDARD.decode(data).unwrap(), image, "the same bytes");
+    assert!(sent.starts_with(&app.url("/api/v1/uploads/")), "a link of this service: {sent}");
+    let fetched = app.client.get(sent).send().await.unwrap();
+    assert_eq!(fetched.status(), 200);
+    assert_eq!(fetched.bytes().await.unwrap().to_vec(), image, "the same bytes, without a key");
+}
+
+/// A PNG of `bytes` whose body is noise: bytes no store compresses, as a photo's are.
+fn noisy_png_of(bytes: usize) -> Vec<u8> {
+    let mut image = png();
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    while image.len() < bytes {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        image.extend_from_slice(&state.to_le_bytes());
+    }
+    image.truncate(bytes);
+    image
+}
+
+const COPY: i64 = 4 << 20;
+const JOB_ROW_LIMIT: usize = 64 << 10;
+
+/// Five edits of one 4 MiB image on `config`: the image is kept once (on Postgres: the database
+/// grows by less than `growth_limit`, and by less than a copy after the first edit), and no job
+/// holds its bytes: the listing and each job's detail are small and carry no `data:` URI, and
+/// every job names the image by the same link.
+async fn five_edits_of_one_image(config: Config, growth_limit: i64) {
+    let app = spawn_app_with(config).await;
+    let user = app.create_user(1000, json!({})).await;
+    let image = noisy_png_of(COPY as usize);
+    let size = async || match &app.database {
+        Some(db) => db.number("SELECT pg_database_size(current_database()) AS n").await,
+        None => 0,
+    };
+    let before = size().await;
+    let mut after_first = 0;
+    for i in 0..5 {
+        let answer = edit_of(&app, &user.key, image.clone()).await;
+        assert_eq!(answer.status(), 200, "edit {i}: {}", answer.text().await.unwrap());
+        if i == 0 {
+            after_first = size().await;
+        }
+    }
+    let after = size().await;
+    if let Some(db) = &app.database {
+        let largest_row = db.number("SELECT max(pg_column_size(j.*))::int8 AS n FROM jobs j").await;
+        let kept = db.number("SELECT count(*) AS n FROM uploads").await;
+        println!(
+            "five edits of a {COPY}-byte image: the database grew {} bytes ({} after the first edit), the largest job row is {largest_row} bytes, {kept} upload row(s)",
+            after - before,
+            after - after_first,
+        );
+        assert!(after - before < growth_limit, "grew {} bytes", after - before);
+        assert!(after - after_first < COPY, "the four edits after the first grew it {} bytes", after - after_first);
+        assert!(largest_row < JOB_ROW_LIMIT as i64, "a job row of {largest_row} bytes");
+        assert_eq!(kept, 1, "one content");
+    }
+    let listing = app.get("/api/v1/jobs", &user.key).await.text().await.unwrap();
+    assert!(listing.len() < JOB_ROW_LIMIT && !listing.contains("data:"), "{} bytes", listing.len());
+    let jobs = jobs_of(&app, &user.key).await;
+    assert_eq!(jobs.len(), 5);
+    for job in jobs {
+        let id = job["id"].as_str().unwrap();
+        let detail = app.get(&format!("/api/admin/jobs/{id}"), genjobs_tests::ADMIN_TOKEN).await.text().await.unwrap();
+        assert!(detail.len() < JOB_ROW_LIMIT && !detail.contains("data:"), "{} bytes", detail.len());
+    }
+}
+
+#[tokio::test]
+async fn five_edits_of_one_image_keep_it_once_in_the_output_store_and_jobs_only_link_it() {
+    five_edits_of_one_image(large_job_config(), COPY).await;
+}
+
+#[tokio::test]
+async fn five_edits_of_one_image_keep_it_once_apart_from_the_jobs_without_an_output_store() {
+    let config = Config { output_store: Some("none".into()), ..large_job_config() };
+    five_edits_of_one_image(config, 2 * COPY).await;
+}
+
+/// An edit's image is kept as an upload is, under its content, served by a signed link.
+#[tokio::test]
+async fn an_edits_image_is_kept_as_an_upload_is() {
+    let app = spawn_app_with(super::uploads::upload_config(Duration::from_secs(3600), 1 << 30)).await;
+    let image = png_of(1000);
+    assert_eq!(edit_of(&app, &app.demo_key, image.clone()).await.status(), 200);
+    let kept = app.client.get(super::uploads::lasting_link(&app, &image)).send().await.unwrap();
+    assert_eq!(kept.status(), 200);
+    assert_eq!(kept.bytes().await.unwrap().to_vec(), image);
 }
 
 #[tokio::test]

@@ -18,6 +18,8 @@
 //! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
 //! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
+//! - `uploads`: [`UploadStore`], uploaded images: each content once, until when, what each user
+//!   uploaded per day, and their bytes when there is no output store.
 //! - `slots`: [`ProviderSlots`], which provider key each sent job holds a slot of, counted while
 //!   the job is not final.
 
@@ -29,6 +31,7 @@ mod removals;
 mod runtime;
 mod slots;
 mod stores;
+mod uploads;
 mod upstream;
 mod usage;
 
@@ -40,5 +43,6 @@ pub use removals::*;
 pub use runtime::*;
 pub use slots::*;
 pub use stores::*;
+pub use uploads::*;
 pub use upstream::*;
 pub use usage::*;

@@ -9,8 +9,9 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 
 use super::StoreError;
-use crate::ids::{JobId, UploadId};
+use crate::ids::JobId;
 use crate::output::StoredFile;
+use crate::upload::UploadDigest;
 
 /// Why a copy failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -99,11 +100,15 @@ pub trait OutputStore: Send + Sync {
         range: Option<ByteRange>,
     ) -> Result<Option<FileBytes>, StoreError>;
 
-    /// Keeps `bytes`, an image a client uploaded, as upload `id`.
-    async fn keep_upload(&self, id: UploadId, bytes: Bytes) -> Result<(), StoreError>;
+    /// Keeps `bytes`, an image a client uploaded, under its content `digest`: the same content
+    /// kept again replaces itself, one copy.
+    async fn keep_upload(&self, digest: &UploadDigest, bytes: Bytes) -> Result<(), StoreError>;
 
-    /// Reads upload `id` whole; `None` when the store has no such upload.
-    async fn open_upload(&self, id: UploadId) -> Result<Option<FileBytes>, StoreError>;
+    /// Reads upload `digest` whole; `None` when the store has no such upload.
+    async fn open_upload(&self, digest: &UploadDigest) -> Result<Option<FileBytes>, StoreError>;
+
+    /// Deletes upload `digest`; deleting one the store does not have is no error.
+    async fn delete_upload(&self, digest: &UploadDigest) -> Result<(), StoreError>;
 }
 
 /// Reads outputs from the provider's links: for clients that ask for an output's bytes (the

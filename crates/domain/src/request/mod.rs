@@ -298,31 +298,23 @@ impl GenerationRequest {
 }
 
 impl GenerationRequest {
-    /// The request with `images`, uploaded with it as `data:` URIs, as its image inputs in place
-    /// of any URLs: providers take `data:` URIs where they take image URLs, so that an upload
-    /// needs no storage of its own. The edge bounds their bytes
+    /// The request with `links`, the links of the images uploaded with it, as its image inputs
+    /// in place of any URLs. The images are kept as uploads are (`crate::usecases::Uploads`):
+    /// a job names them by link and never holds their bytes. The edge bounds their bytes
     /// ([`crate::upload::MAX_UPLOAD_BYTES`] in all) as they arrive.
     ///
     /// # Errors
-    /// [`InvalidRequest`] naming `image` for no image, more than [`MAX_UPLOADED_IMAGES`], or one
-    /// that is not a base64 `data:image/…` URI.
-    pub fn with_uploaded_images(self, images: Vec<String>) -> Result<Self, InvalidRequest> {
-        if images.is_empty() || images.len() > MAX_UPLOADED_IMAGES {
+    /// [`InvalidRequest`] naming `image` for no image, more than [`MAX_UPLOADED_IMAGES`], or a
+    /// link that is not an http or https URL.
+    pub fn with_uploaded_images(self, links: Vec<String>) -> Result<Self, InvalidRequest> {
+        if links.is_empty() || links.len() > MAX_UPLOADED_IMAGES {
             return Err(InvalidRequest::param("image", format!("give 1 to {MAX_UPLOADED_IMAGES} images")));
         }
-        if !images.iter().all(|uri| is_image_data_uri(uri)) {
-            return Err(InvalidRequest::param("image", "each image must be a base64 `data:image/…` URI"));
+        if !links.iter().all(|link| is_web_url(link)) {
+            return Err(InvalidRequest::param("image", "each image must be given by an http or https link"));
         }
-        Ok(Self { input: GenerationInput { image_inputs: images, ..self.input }, ..self })
+        Ok(Self { input: GenerationInput { image_inputs: links, ..self.input }, ..self })
     }
-}
-
-fn is_image_data_uri(uri: &str) -> bool {
-    uri.strip_prefix("data:image/").and_then(|rest| rest.split_once(";base64,")).is_some_and(|(subtype, data)| {
-        !subtype.is_empty()
-            && subtype.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '.' || c == '-')
-            && !data.is_empty()
-    })
 }
 
 /// The model a request for `endpoint` names, or the endpoint's default when it names none.

@@ -4,7 +4,8 @@
 //! - [`Submissions`] (`submit.rs`, `quote.rs`): submit, quote.
 //! - [`JobReads`] (`jobs.rs`, `watch.rs`, `outputs.rs`): read, wait, stream, list, outputs.
 //! - [`Cancellations`] (`cancel.rs`): cancel.
-//! - [`Uploads`] (`uploads.rs`): keep an image a client uploads, read it back.
+//! - [`Uploads`] (`uploads.rs`): keep the images a client uploads, read them back, forget them
+//!   when their time to live is over.
 //! - [`Removals`] (`removals.rs`): remove a job from a listing (canceling it when it runs), and
 //!   read the jobs kept.
 //! - [`Accounts`] (`accounts.rs`, `usage.rs`, `keys.rs`): authenticate, account, ledger, usage,
@@ -63,7 +64,7 @@ pub use quote::Quote;
 pub use removals::{KeptListing, MAX_KEPT_PAGE, Removals};
 pub use steps::{Cadence, JobSteps, StepSettings, Stepped, UnrecordedSubmission};
 pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
-pub use uploads::{Upload, UploadError, Uploads};
+pub use uploads::{UploadError, Uploads};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
 pub use watch::{JobStream, LongPoll, Watch, Woke};
 
@@ -72,8 +73,9 @@ use crate::ids::JobId;
 use crate::job::Job;
 use crate::ports::{
     AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobRemovals, JobStore, Limits, OutputStore,
-    RateLimiter, RouteSchemas, Traces, UpstreamProvider,
+    RateLimiter, RouteSchemas, Traces, UploadStore, UpstreamProvider,
 };
+use crate::upload::UploadSettings;
 
 /// Every port the use cases use; each service takes those it needs.
 #[derive(Clone)]
@@ -92,8 +94,11 @@ pub struct Ports {
     pub catalog: Arc<dyn CatalogStore>,
     /// What each provider knows of its endpoints, to check routes against.
     pub route_schemas: Vec<Arc<dyn RouteSchemas>>,
-    /// Where succeeded jobs' outputs are copied to; `None` keeps only the provider's URLs.
+    /// Where succeeded jobs' outputs are copied to, and uploads kept; `None` keeps only the
+    /// provider's URLs, and uploads in `uploads`.
     pub outputs: Option<Arc<dyn OutputStore>>,
+    /// Uploaded images: what was uploaded, until when, and their bytes without an output store.
+    pub uploads: Arc<dyn UploadStore>,
     /// Change notifications.
     pub events: Arc<dyn JobEvents>,
     /// Per-user request rate.
@@ -132,6 +137,8 @@ pub struct Settings {
     /// drivers they wait ([`crate::ports::JobEvents::watch`]), since jobs nobody watches are
     /// polled slowly (the driver's unwatched poll interval).
     pub upstream_notifies: bool,
+    /// Uploads' time to live and daily quota.
+    pub uploads: UploadSettings,
 }
 
 impl Default for Settings {
@@ -141,6 +148,7 @@ impl Default for Settings {
             default_limits: Limits { rate_limit_per_minute: 120, max_concurrent_jobs: 8 },
             upstream_cancel: false,
             upstream_notifies: false,
+            uploads: UploadSettings::default(),
         }
     }
 }
@@ -182,7 +190,7 @@ impl Services {
             submissions: Submissions::new(ports, catalog.clone()),
             reads: JobReads::new(ports, settings.clone()),
             removals: Removals::new(ports, cancellations.clone()),
-            uploads: Uploads::new(ports),
+            uploads: Uploads::new(ports, settings.uploads),
             cancellations,
             accounts: Accounts::new(ports),
             webhooks: ClientWebhooks::new(ports),

@@ -216,7 +216,7 @@ pub async fn list_jobs(state: web::Data<AppState>, caller: Authenticated, query:
     Ok(HttpResponse::Ok().json(job_page_view(&page, &state.links.for_request(&req, now()))))
 }
 
-fn now() -> time::OffsetDateTime {
+pub(crate) fn now() -> time::OffsetDateTime {
     time::OffsetDateTime::now_utc()
 }
 

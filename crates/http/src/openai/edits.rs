@@ -1,9 +1,10 @@
 //! `POST /openai/v1/images/edits` (OpenAI's `images.edit`): a form of text fields and images,
-//! read streamed and bounded (`crate::form`), whose images go to the provider as the model's
-//! image inputs, as `data:` URIs; then it answers as `images.generate` does.
+//! read streamed and bounded (`crate::form`), whose images are kept as uploads are (once per
+//! content, counted against the user's day) and go to the provider as the model's image inputs,
+//! by their signed links: the job holds the links, never the bytes. Then it answers as
+//! `images.generate` does.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use base64::Engine;
 use genjobs_api::openai::{ImagesRequest, ImagesResponse};
 use genjobs_domain::request::MAX_UPLOADED_IMAGES;
 use genjobs_domain::upload::MAX_UPLOAD_BYTES;
@@ -18,16 +19,12 @@ use crate::AppState;
 use crate::auth::Authenticated;
 use crate::dto::requests::{read, received};
 use crate::error::ApiError;
-use crate::form::{ImageFile, ImageForm, ImageLimits, read_image_form};
+use crate::form::{ImageForm, ImageLimits, read_image_form};
+use crate::handlers::now;
 
 /// The images an edit takes: `image`, or `image[]` as OpenAI's clients name several.
 const EDIT_IMAGES: ImageLimits =
     ImageLimits { names: &["image", "image[]"], max_files: MAX_UPLOADED_IMAGES, max_bytes: MAX_UPLOAD_BYTES };
-
-fn data_uri(image: &ImageFile) -> String {
-    let data = base64::engine::general_purpose::STANDARD.encode(&image.bytes);
-    format!("data:{};base64,{data}", image.format.media_type())
-}
 
 /// What an idempotent retry must repeat: the text fields and each image's SHA-256, in order.
 fn fingerprinted(form: &ImageForm) -> Value {
@@ -42,8 +39,10 @@ fn fingerprinted(form: &ImageForm) -> Value {
 /// A `multipart/form-data` body as OpenAI's clients send it: 1 to 16 images (`image`, or
 /// `image[]` for several; PNG, JPEG, WebP or GIF by their bytes, 20 MiB in all) and the fields of
 /// `images.generate`, in at most 64 parts (a field sent again counts again; its last value is
-/// kept), each named in at most 256 bytes with at most 8 KiB of headers. The images become the model's image inputs; the job is accepted, waited
-/// for and answered as `POST /openai/v1/images/generations` answers.
+/// kept), each named in at most 256 bytes with at most 8 KiB of headers. The images are kept as
+/// uploads are (counted against the day's upload quota) and become the model's image inputs, by
+/// link; the job is accepted, waited for and answered as `POST /openai/v1/images/generations`
+/// answers.
 #[utoipa::path(post, path = "/openai/v1/images/edits", tag = "openai", operation_id = "openai_edit_image",
     security(("api_key" = [])),
     params(("Idempotency-Key" = Option<String>, Header, description = IDEMPOTENCY_KEY_DOC)),
@@ -70,8 +69,12 @@ pub async fn edit_image(
     let idempotency = idempotency(&req, "openai/images/edits", &fields)?;
     let asked: ImagesRequest = read(&Value::Object(form.fields))?;
     let format = asked.response_format.unwrap_or_default();
-    let images = form.images.iter().map(data_uri).collect();
-    let request = edit_into_domain(asked, images, &state.services.submissions.catalog())?;
+    let request = edit_into_domain(asked, &state.services.submissions.catalog())?;
+    let images = form.images.into_iter().map(|image| image.bytes).collect();
+    let names = state.services.uploads.keep_all(&caller, images).await?;
+    let base = state.links.base_of(&req);
+    let links = names.iter().map(|name| state.links.upload_url(&base, &name.as_path(), now())).collect();
+    let request = request.with_uploaded_images(links)?;
     let id = submit(&state, &caller, Submission { request, received: received(&fields), idempotency }, &req).await?;
     images_of(&state, &caller, id, format, &req).await.map_err(OpenAiError::after_acceptance)
 }

@@ -48,22 +48,20 @@ pub fn images_into_domain(asked: ImagesRequest, catalog: &Catalog) -> Result<Gen
     image_request(body, catalog).map_err(in_openai_terms)
 }
 
-/// The native request of an image edit: as [`images_into_domain`], with `images` (`data:` URIs of
-/// the uploaded files) as the model's image inputs.
+/// The native request of an image edit but its images: as [`images_into_domain`], for a model
+/// that takes image inputs. Checked before the images are kept, so that a refused edit keeps
+/// nothing and costs nothing of the day's upload quota; the links of the images kept are added
+/// after ([`GenerationRequest::with_uploaded_images`]).
 ///
 /// # Errors
 /// [`InvalidRequest`] naming `model` for a model that takes no image inputs; from the native
 /// validation, in OpenAI's parameter names.
-pub fn edit_into_domain(
-    asked: ImagesRequest,
-    images: Vec<String>,
-    catalog: &Catalog,
-) -> Result<GenerationRequest, InvalidRequest> {
+pub fn edit_into_domain(asked: ImagesRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
     let model = resolve_model(asked.model.as_deref(), Modality::Image, catalog)?;
     if !model.takes_image_inputs() {
         return Err(InvalidRequest::param("model", format!("model {:?} takes no image inputs", model.id.as_str())));
     }
-    images_into_domain(asked, catalog)?.with_uploaded_images(images)
+    images_into_domain(asked, catalog)
 }
 
 /// Reads the fields of a video request's JSON body or form.

@@ -14,6 +14,8 @@
 //! - `removals`: the removals port: jobs their owner removed from a listing, pages of those kept.
 //! - `catalog`: the catalog port: model documents, their versions and change announcements.
 //! - `kept`: the keys the service makes once and keeps (`kept_secrets`).
+//! - `uploads`: the uploads port: each uploaded content once, and what each user uploaded per
+//!   day (`uploads`, `upload_days`), apart from the jobs.
 //! - `slots`: the provider slots port: the key each sent job holds a slot of, counted while the
 //!   job is not final.
 
@@ -28,6 +30,7 @@ mod keys;
 mod ledger;
 mod removals;
 mod slots;
+mod uploads;
 mod usage;
 mod user_admin;
 

@@ -1,0 +1,2 @@
+DROP TABLE upload_days;
+DROP TABLE uploads;
