@@ -103,11 +103,15 @@ impl FromRequest for Authenticated {
         let req = req.clone();
         Box::pin(async move {
             let state = state(&req)?;
-            let token = bearer(&req, "api_key");
-            let hash = token.as_deref().ok().map(|token| ApiKey::from_presented(token).hash());
+            let presented = bearer(&req, "api_key").map(|token| ApiKey::from_presented(&token));
+            // Hashed once, for the known keys and the look-up alike.
+            let hash = presented.as_ref().ok().map(ApiKey::hash);
             let vouched = hash.as_ref().is_some_and(|hash| state.known_keys.vouch_for(hash));
-            let caller =
-                guarded(&req, &state, vouched, async || Ok(state.services.accounts.authenticate(&token?).await?)).await;
+            let caller = guarded(&req, &state, vouched, async || {
+                let (key, hash) = (presented?, hash.ok_or_else(ApiError::invalid_key)?);
+                Ok(state.services.accounts.authenticate_key(&key, &hash).await?)
+            })
+            .await;
             // A key let in is vouched for from now on; one vouched for and refused (revoked or
             // expired since) is forgotten, and its next refusal costs no look-up. Guesses, never
             // in the set, take no write lock.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Admin, Ports};
 use crate::catalog::PricePercent;
 use crate::credits::Credits;
-use crate::ids::{ApiKey, KeyPrefix, ModelId, UserId};
+use crate::ids::{ApiKey, KeyHash, KeyPrefix, ModelId, UserId};
 use crate::keys::KeySettings;
 use crate::ports::{
     Account, AccountError, AccountStore, Clock, Credential, Limits, RateBucket, RateDecision, RateLimiter, StoreError,
@@ -252,13 +252,22 @@ impl Accounts {
         }
     }
 
-    /// Lets a request in: the key must be known and not expired, the user under its rate limit,
-    /// and the key under its own when it has one.
+    /// Lets a request in: the key must be known and not expired (nor any key above it), the user
+    /// under its rate limit, and the key and each ancestor under its own when it has one.
     ///
     /// # Errors
     /// See [`AuthError`].
     pub async fn authenticate(&self, presented: &str) -> Result<Caller, AuthError> {
-        let credential = self.credential(presented).await?.ok_or(AuthError::InvalidKey)?;
+        let key = ApiKey::from_presented(presented);
+        self.authenticate_key(&key, &key.hash()).await
+    }
+
+    /// [`Accounts::authenticate`] for an edge that has already hashed the presented `key`.
+    ///
+    /// # Errors
+    /// See [`AuthError`].
+    pub async fn authenticate_key(&self, key: &ApiKey, hash: &KeyHash) -> Result<Caller, AuthError> {
+        let credential = self.credential(key, hash).await?.ok_or(AuthError::InvalidKey)?;
         if credential.settings.is_expired(self.ports.clock.now())
             && let Some(at) = credential.settings.expires_at
         {
@@ -316,13 +325,12 @@ impl Accounts {
     /// [`StoreError`] when the store fails.
     pub async fn still_valid(&self, presented: &str) -> Result<bool, StoreError> {
         let now = self.ports.clock.now();
-        Ok(self.credential(presented).await?.is_some_and(|c| !c.settings.is_expired(now)))
+        let key = ApiKey::from_presented(presented);
+        Ok(self.credential(&key, &key.hash()).await?.is_some_and(|c| !c.settings.is_expired(now)))
     }
 
-    async fn credential(&self, presented: &str) -> Result<Option<Credential>, StoreError> {
-        let key = ApiKey::from_presented(presented);
-        let hash = key.hash();
-        Ok(self.ports.accounts.credentials(&key.prefix()).await?.into_iter().find(|c| c.hash.matches(&hash)))
+    async fn credential(&self, key: &ApiKey, hash: &KeyHash) -> Result<Option<Credential>, StoreError> {
+        Ok(self.ports.accounts.credentials(&key.prefix()).await?.into_iter().find(|c| c.hash.matches(hash)))
     }
 
     /// The caller's account.
