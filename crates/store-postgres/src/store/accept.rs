@@ -18,7 +18,7 @@ use genjobs_domain::ports::{
 use time::OffsetDateTime;
 
 use super::PgStore;
-use super::keys::{count_against_budget, counter_start, descendant_prefixes, keys_active, keys_used, lock_key_chain};
+use super::keys::{count_against_budget, counter_start, descendants_used, lock_key_chain, subtree_active};
 use crate::error::{TxError, from_diesel};
 use crate::pool::{Durability, count_job_commit};
 use crate::rows::{AcceptBudgeted, JobRow, amount, credits};
@@ -98,44 +98,39 @@ impl PgStore {
                     // share only a path from the root), so that accepts on one subtree count its
                     // jobs one after the other: none misses another's hold.
                     let chain = match job.key_prefix() {
-                        Some(prefix) => lock_key_chain(conn, prefix.as_str())
-                            .await?
-                            .into_iter()
-                            .map(|(prefix, row, counter)| {
-                                row.into_settings().map(|settings| (prefix, settings, counter))
-                            })
-                            .collect::<Result<Vec<_>, _>>()
-                            .map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?,
+                        Some(prefix) => lock_key_chain(conn, prefix.as_str()).await?,
                         None => Vec::new(),
                     };
-                    // The job's own key's counter, raised by this accept: (budget, used by the
-                    // key's own jobs, period start).
+                    // The job's own key's counter, raised by this accept: (used by the key's own
+                    // jobs, period start).
                     let mut own_budget = None;
                     let mut budget_refusal = None;
                     let mut limit_refusal = None;
-                    for (depth, (prefix, settings, (counted_since, counted))) in chain.iter().enumerate() {
-                        if settings.budget.is_none() && settings.max_concurrent_jobs.is_none() {
-                            continue;
-                        }
-                        let below = descendant_prefixes(conn, prefix).await?;
+                    for (depth, key) in chain.into_iter().enumerate() {
+                        let settings =
+                            key.settings.into_settings().map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
                         if let Some(budget) = settings.budget {
                             let start = counter_start(budget.period.start(now));
-                            let own = if *counted_since == Some(start) { *counted } else { 0 };
-                            let used = own + keys_used(conn, &below, Some(start)).await?;
+                            let (counted_since, counted) = key.counter;
+                            let own = if counted_since == Some(start) { counted } else { 0 };
+                            let below = if key.has_children {
+                                descendants_used(conn, &key.prefix, Some(start)).await?
+                            } else {
+                                0
+                            };
                             if depth == 0 {
                                 own_budget = Some((own, start));
                             }
-                            let used = credits(used).map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
+                            let used = credits(own + below).map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
                             if let Err(exceeded) = check_budget(budget, used, job.credits_held()) {
                                 let exceeded = if depth == 0 { exceeded } else { exceeded.by_ancestor() };
                                 budget_refusal.get_or_insert(AcceptError::KeyBudgetExceeded(exceeded));
                             }
                         }
-                        if let Some(limit) = settings.max_concurrent_jobs {
-                            let subtree: Vec<String> = std::iter::once(prefix.clone()).chain(below).collect();
-                            if keys_active(conn, &subtree).await? >= i64::from(limit) {
-                                limit_refusal.get_or_insert(AcceptError::KeyConcurrencyLimit { limit });
-                            }
+                        if let Some(limit) = settings.max_concurrent_jobs
+                            && subtree_active(conn, &key.prefix, key.has_children).await? >= i64::from(limit)
+                        {
+                            limit_refusal.get_or_insert(AcceptError::KeyConcurrencyLimit { limit });
                         }
                     }
                     // The account is locked and checked in this transaction, so that a refusal names

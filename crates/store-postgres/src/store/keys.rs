@@ -86,23 +86,47 @@ pub(super) async fn keys_used(
     prefixes: &[String],
     since: Option<OffsetDateTime>,
 ) -> Result<i64, diesel::result::Error> {
-    if prefixes.is_empty() {
-        return Ok(0);
-    }
-    let sum: Sum = diesel::sql_query(
+    let sum: Sum = diesel::sql_query(used_by("(SELECT unnest($1::text[]))"))
+        .bind::<Array<Text>, _>(prefixes)
+        .bind::<Nullable<Timestamptz>, _>(since)
+        .get_result(conn)
+        .await?;
+    Ok(sum.total)
+}
+
+/// [`key_used`] summed over every key below the key of `prefix`, in one statement.
+pub(super) async fn descendants_used(
+    conn: &mut AsyncPgConnection,
+    prefix: &str,
+    since: Option<OffsetDateTime>,
+) -> Result<i64, diesel::result::Error> {
+    let sum: Sum = diesel::sql_query(format!("{BELOW} {}", used_by("(SELECT prefix FROM below)")))
+        .bind::<Text, _>(prefix)
+        .bind::<Nullable<Timestamptz>, _>(since)
+        .get_result(conn)
+        .await?;
+    Ok(sum.total)
+}
+
+/// The statement summing what the jobs of the keys `keys` (a subquery) accepted since `$2` hold
+/// or were charged, the charges of those retention removed included.
+fn used_by(keys: &str) -> String {
+    format!(
         "SELECT (COALESCE(SUM(CASE WHEN state IN ('queued', 'running') THEN credits_held
                                    WHEN state = 'succeeded' THEN credits_actual ELSE 0 END), 0)
                  + (SELECT COALESCE(SUM(credits), 0) FROM key_purged_charges
-                    WHERE key_prefix = ANY($1) AND ($2::timestamptz IS NULL OR day >= ($2 AT TIME ZONE 'UTC')::date))
+                    WHERE key_prefix IN {keys} AND ($2::timestamptz IS NULL OR day >= ($2 AT TIME ZONE 'UTC')::date))
                 )::int8 AS total
-         FROM jobs WHERE key_prefix = ANY($1) AND ($2::timestamptz IS NULL OR created_at >= $2)",
+         FROM jobs WHERE key_prefix IN {keys} AND ($2::timestamptz IS NULL OR created_at >= $2)"
     )
-    .bind::<Array<Text>, _>(prefixes)
-    .bind::<Nullable<Timestamptz>, _>(since)
-    .get_result(conn)
-    .await?;
-    Ok(sum.total)
 }
+
+/// The keys below the key of `$1`, as the common table `below`.
+const BELOW: &str = "WITH RECURSIVE below AS (
+        SELECT prefix FROM api_keys WHERE parent = $1
+        UNION ALL
+        SELECT api_keys.prefix FROM api_keys JOIN below ON api_keys.parent = below.prefix
+     )";
 
 #[derive(QueryableByName)]
 struct Prefix {
@@ -119,18 +143,14 @@ const ANCESTORS: &str = "WITH RECURSIVE chain AS (
      SELECT parent AS prefix FROM chain WHERE parent IS NOT NULL ORDER BY depth";
 
 /// Every key below a key, revoked ones included (`$1` the key's prefix).
-const DESCENDANTS: &str = "WITH RECURSIVE below AS (
-        SELECT prefix FROM api_keys WHERE parent = $1
-        UNION ALL
-        SELECT api_keys.prefix FROM api_keys JOIN below ON api_keys.parent = below.prefix
-     )
-     SELECT prefix FROM below ORDER BY prefix";
+static DESCENDANTS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{BELOW} SELECT prefix FROM below ORDER BY prefix"));
 
 /// The prefixes `related` (one of [`ANCESTORS`] and [`DESCENDANTS`]) finds from the key of
 /// `prefix`.
 async fn related_prefixes(
     conn: &mut AsyncPgConnection,
-    related: &'static str,
+    related: &str,
     prefix: &str,
 ) -> Result<Vec<String>, diesel::result::Error> {
     let found: Vec<Prefix> = diesel::sql_query(related).bind::<Text, _>(prefix).load(conn).await?;
@@ -150,7 +170,7 @@ pub(super) async fn descendant_prefixes(
     conn: &mut AsyncPgConnection,
     prefix: &str,
 ) -> Result<Vec<String>, diesel::result::Error> {
-    related_prefixes(conn, DESCENDANTS, prefix).await
+    related_prefixes(conn, &DESCENDANTS, prefix).await
 }
 
 /// Announces on the keys' channel that the keys of `prefixes` changed, so that every replica
@@ -188,17 +208,22 @@ pub(super) async fn count_against_budget(
     Ok(start)
 }
 
-/// How many jobs of the keys of `prefixes` are not yet final.
-pub(super) async fn keys_active(
+/// How many jobs of the key of `prefix` (and, with `with_descendants`, of every key below it)
+/// are not yet final, in one statement.
+pub(super) async fn subtree_active(
     conn: &mut AsyncPgConnection,
-    prefixes: &[String],
+    prefix: &str,
+    with_descendants: bool,
 ) -> Result<i64, diesel::result::Error> {
-    let sum: Sum = diesel::sql_query(
-        "SELECT count(*)::int8 AS total FROM jobs WHERE key_prefix = ANY($1) AND state IN ('queued', 'running')",
-    )
-    .bind::<Array<Text>, _>(prefixes)
-    .get_result(conn)
-    .await?;
+    let statement = if with_descendants {
+        format!(
+            "{BELOW} SELECT count(*)::int8 AS total FROM jobs
+             WHERE (key_prefix = $1 OR key_prefix IN (SELECT prefix FROM below)) AND state IN ('queued', 'running')"
+        )
+    } else {
+        "SELECT count(*)::int8 AS total FROM jobs WHERE key_prefix = $1 AND state IN ('queued', 'running')".to_owned()
+    };
+    let sum: Sum = diesel::sql_query(statement).bind::<Text, _>(prefix).get_result(conn).await?;
     Ok(sum.total)
 }
 
@@ -218,19 +243,42 @@ pub(super) async fn lock_key_settings(
         .optional()
 }
 
-/// [`lock_key_settings`] for the key of `prefix` and every key above it, the root first; answered
-/// the key first, each with its prefix. Keys are always locked root first, so that two
+/// A key of a chain as [`lock_key_chain`] locked it.
+pub(super) struct LockedKey {
+    /// Its prefix.
+    pub(super) prefix: String,
+    /// Its own settings.
+    pub(super) settings: KeySettingsRow,
+    /// Its budget counter: since when, how much.
+    pub(super) counter: (Option<OffsetDateTime>, i64),
+    /// Whether any key was made with it (then its budget and limit count their jobs too).
+    pub(super) has_children: bool,
+}
+
+/// The key of `prefix` and every key above it, each row locked until the transaction ends, the
+/// root first; answered the key first. Keys are always locked root first, so that two
 /// transactions locking overlapping chains (which share a path from the root) never deadlock.
 pub(super) async fn lock_key_chain(
     conn: &mut AsyncPgConnection,
     prefix: &str,
-) -> Result<Vec<(String, KeySettingsRow, (Option<OffsetDateTime>, i64))>, diesel::result::Error> {
+) -> Result<Vec<LockedKey>, diesel::result::Error> {
     let mut chain = ancestor_prefixes(conn, prefix).await?;
     chain.insert(0, prefix.to_owned());
     let mut locked = Vec::with_capacity(chain.len());
     for key in chain.iter().rev() {
-        if let Some((row, counter)) = lock_key_settings(conn, key).await? {
-            locked.push((key.clone(), row, counter));
+        let row: Option<(KeySettingsRow, (Option<OffsetDateTime>, i64), bool)> = api_keys::table
+            .find(key)
+            .select((
+                KeySettingsRow::as_select(),
+                (api_keys::budget_period_start, api_keys::budget_used),
+                api_keys::has_children,
+            ))
+            .for_no_key_update()
+            .first(conn)
+            .await
+            .optional()?;
+        if let Some((settings, counter, has_children)) = row {
+            locked.push(LockedKey { prefix: key.clone(), settings, counter, has_children });
         }
     }
     locked.reverse();
@@ -388,8 +436,7 @@ impl PgStore {
                         }
                         _ => key_used(conn, &prefix, since).await?,
                     };
-                    let below = descendant_prefixes(conn, &prefix).await?;
-                    Ok(own + keys_used(conn, &below, since).await?)
+                    Ok(own + descendants_used(conn, &prefix, since).await?)
                 }
                 .boxed()
             })
