@@ -86,7 +86,7 @@ pub(super) async fn keys_used(
     prefixes: &[String],
     since: Option<OffsetDateTime>,
 ) -> Result<i64, diesel::result::Error> {
-    let sum: Sum = diesel::sql_query(used_by("(SELECT unnest($1::text[]))"))
+    let sum: Sum = diesel::sql_query(used_by("$1::text[]"))
         .bind::<Array<Text>, _>(prefixes)
         .bind::<Nullable<Timestamptz>, _>(since)
         .get_result(conn)
@@ -100,7 +100,7 @@ pub(super) async fn descendants_used(
     prefix: &str,
     since: Option<OffsetDateTime>,
 ) -> Result<i64, diesel::result::Error> {
-    let sum: Sum = diesel::sql_query(format!("{BELOW} {}", used_by("(SELECT prefix FROM below)")))
+    let sum: Sum = diesel::sql_query(format!("{BELOW} {}", used_by("ARRAY(SELECT prefix FROM below)")))
         .bind::<Text, _>(prefix)
         .bind::<Nullable<Timestamptz>, _>(since)
         .get_result(conn)
@@ -108,16 +108,18 @@ pub(super) async fn descendants_used(
     Ok(sum.total)
 }
 
-/// The statement summing what the jobs of the keys `keys` (a subquery) accepted since `$2` hold
-/// or were charged, the charges of those retention removed included.
+/// The statement summing what the jobs of the keys `keys` (an array) accepted since `$2` hold or
+/// were charged, the charges of those retention removed included. An array, even one a subquery
+/// fills, is matched with `= ANY` on the `key_prefix` index; `IN` a recursive subquery would be
+/// planned as a scan of every job.
 fn used_by(keys: &str) -> String {
     format!(
         "SELECT (COALESCE(SUM(CASE WHEN state IN ('queued', 'running') THEN credits_held
                                    WHEN state = 'succeeded' THEN credits_actual ELSE 0 END), 0)
                  + (SELECT COALESCE(SUM(credits), 0) FROM key_purged_charges
-                    WHERE key_prefix IN {keys} AND ($2::timestamptz IS NULL OR day >= ($2 AT TIME ZONE 'UTC')::date))
+                    WHERE key_prefix = ANY({keys}) AND ($2::timestamptz IS NULL OR day >= ($2 AT TIME ZONE 'UTC')::date))
                 )::int8 AS total
-         FROM jobs WHERE key_prefix IN {keys} AND ($2::timestamptz IS NULL OR created_at >= $2)"
+         FROM jobs WHERE key_prefix = ANY({keys}) AND ($2::timestamptz IS NULL OR created_at >= $2)"
     )
 }
 
@@ -218,7 +220,7 @@ pub(super) async fn subtree_active(
     let statement = if with_descendants {
         format!(
             "{BELOW} SELECT count(*)::int8 AS total FROM jobs
-             WHERE (key_prefix = $1 OR key_prefix IN (SELECT prefix FROM below)) AND state IN ('queued', 'running')"
+             WHERE key_prefix = ANY(ARRAY(SELECT prefix FROM below) || $1) AND state IN ('queued', 'running')"
         )
     } else {
         "SELECT count(*)::int8 AS total FROM jobs WHERE key_prefix = $1 AND state IN ('queued', 'running')".to_owned()
