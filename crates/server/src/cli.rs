@@ -12,7 +12,6 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand};
 use genjobs_domain::catalog::{CatalogFile, ModelDocument};
-use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::UserId;
 use genjobs_domain::usecases::{NewUserRequest, PlannedChange};
 
@@ -316,13 +315,9 @@ pub async fn administer(config: &Config, command: &Command) -> Result<String, Cl
         Command::AdminToken(_) => Ok(format!("admin token: {}", crate::new_admin_token(config).await?)),
         Command::Keys(command) => crate::keys_cli::run(&admin(config).await?, command).await,
         Command::Users(UsersCommand::Create { name, credits, .. }) => {
-            let request = NewUserRequest {
-                name: name.clone(),
-                credits: Credits::new(*credits),
-                rate_limit_per_minute: None,
-                max_concurrent_jobs: None,
-                price_percent: None,
-            };
+            // The API's own checks, so that the command line refuses what the API refuses.
+            let request = NewUserRequest::validate(name, *credits, None, None, None)
+                .map_err(|e| CliError::Invalid(format!("--{}: {}", e.param.as_deref().unwrap_or("name"), e.message)))?;
             let (account, key) =
                 admin(config).await?.create_user(request).await.map_err(|e| CliError::Failed(e.to_string()))?;
             Ok(format!(

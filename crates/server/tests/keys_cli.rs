@@ -27,6 +27,11 @@ fn stdout(args: &[&str], database: &TestDatabase) -> String {
 #[tokio::test]
 async fn keys_are_created_listed_changed_and_revoked() {
     let database = TestDatabase::new().await;
+    for name in ["", "  ", &"x".repeat(201)] {
+        let refused = genjobs(&["users", "create", "--name", name, "--credits", "10"], &database);
+        assert_eq!(refused.status.code(), Some(2), "a name the API refuses is refused here too: {name:?}");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("--name"), "{refused:?}");
+    }
     let created = stdout(&["users", "create", "--name", "ada", "--credits", "10"], &database);
     let user = created.split_whitespace().nth(1).unwrap().to_owned();
 
@@ -144,7 +149,8 @@ async fn users_manage_their_own_keys_through_the_service_and_operators_see_them(
     let (code, stderr) =
         refused(as_user(&address, &restricted, &["keys", "create", "--budget", "50", "--period", "day"]));
     assert_eq!(code, Some(3), "wider than the calling key is the service's refusal: {stderr}");
-    assert!(stderr.contains("KEY_SCOPE_EXCEEDED"), "{stderr}");
+    assert!(stderr.contains("KEY_SCOPE_EXCEEDED") && stderr.contains("no more than the key that made it"), "{stderr}");
+    assert!(!stderr.contains("another user"), "the hint of another refusal: {stderr}");
 
     for (args, names) in [
         (&["keys", "create", "--budget", "5", "--period", "year"][..], "--budget"),
@@ -159,6 +165,7 @@ async fn users_manage_their_own_keys_through_the_service_and_operators_see_them(
     }
     let (code, stderr) = refused(as_user(&address, &other, &["keys", "revoke", "--prefix", &prefix]));
     assert_eq!(code, Some(3), "another user's key is not found: {stderr}");
+    assert!(stderr.contains("KEY_NOT_FOUND") && stderr.contains("check the key prefix"), "{stderr}");
 
     assert!(succeeded(as_user(&address, &key, &["keys", "revoke", "--prefix", &prefix])).contains("revoked"));
     let (code, _) = refused(as_user(&address, &restricted, &["keys", "list"]));

@@ -5,9 +5,9 @@
 //! local file is uploaded first, and the job takes the link the service answers.
 //!
 //! Exit status: 0 done, 1 the job failed or was canceled, 2 a usage error (clap's, or an `--image`
-//! file that cannot be read), 3 the service
-//! refused (401, 402, 403, 404, 429; the message says why), 4 the service could not be reached
-//! or answered something unexpected.
+//! file that cannot be read), 3 the service answered with an error in its envelope (a refusal
+//! such as 400, 401, 402, 403, 404, 429, or 503 while it cannot serve; the message says why), 4
+//! the service could not be reached or answered something that is not the API's.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::Path;
@@ -43,14 +43,22 @@ impl From<Error> for Stop {
     }
 }
 
-/// What to tell the user about a refusal, beyond the service's message.
-fn advice(status: u16) -> &'static str {
-    match status {
-        401 => "check GENJOBS_API_KEY (or --api-key)",
-        402 => "ask an operator for credits, or ask for less (fewer images, a shorter video, a cheaper model)",
-        403 => "the job belongs to another user",
-        404 => "check the job id",
-        429 => "slow down, or wait for a running job to end",
+/// What to tell the user about a refusal, beyond the service's message: by its code where one
+/// status covers refusals of different things.
+fn advice(status: u16, code: &str) -> &'static str {
+    match (status, code) {
+        (_, "KEY_SCOPE_EXCEEDED") => "a key may do no more than the key that made it; use a wider key",
+        (_, "KEY_NOT_FOUND") => "check the key prefix (genjobs keys list)",
+        (_, "MODEL_NOT_ALLOWED") => "this key may not use that model (genjobs models lists those it may)",
+        (_, "KEY_BUDGET_EXCEEDED") => "the key's budget is spent for this period; ask for less or wait for it to reset",
+        (_, "UPLOAD_QUOTA_EXCEEDED") => "the day's uploads are spent; try again after midnight UTC",
+        (400, _) => "the message names the setting to change",
+        (401, _) => "check GENJOBS_API_KEY (or --api-key)",
+        (402, _) => "ask an operator for credits, or ask for less (fewer images, a shorter video, a cheaper model)",
+        (403, _) => "the job belongs to another user",
+        (404, _) => "check the job id",
+        (429, _) => "slow down, or wait for a running job to end",
+        (503, _) => "the service cannot serve right now; try again shortly",
         _ => "",
     }
 }
@@ -77,9 +85,11 @@ fn report(stop: Stop, json: bool) -> ExitCode {
             eprintln!("genjobs: interrupted; job {id} goes on (genjobs jobs watch {id})");
             ExitCode::from(130)
         }
-        Stop::Call(Error::Api(refusal)) if matches!(refusal.status, 401 | 402 | 403 | 404 | 429) => {
+        Stop::Call(Error::Api(refusal)) => {
             let wait = refusal.retry_after.map_or_else(String::new, |d| format!(" (retry after {} s)", d.as_secs()));
-            eprintln!("genjobs: refused: {} {}{wait}; {}", refusal.code, refusal.message, advice(refusal.status));
+            let advice = advice(refusal.status, &refusal.code);
+            let advice = if advice.is_empty() { String::new() } else { format!("; {advice}") };
+            eprintln!("genjobs: refused: {} {}{wait}{advice}", refusal.code, refusal.message);
             ExitCode::from(3)
         }
         Stop::Call(e) => {
