@@ -44,11 +44,11 @@ impl Round {
     }
 }
 
-/// A key made with `maker` through the account API, with `settings`.
-async fn child_key(base: &str, maker: &str, settings: &Value) -> Result<String, Failure> {
+/// A key issued by `path` (the admin's or the account's keys) to `bearer` with `settings`.
+async fn issued_key(base: &str, path: &str, bearer: &str, settings: &Value) -> Result<String, Failure> {
     let issued: Value = reqwest::Client::new()
-        .post(format!("{base}/api/v1/account/keys"))
-        .bearer_auth(maker)
+        .post(format!("{base}{path}"))
+        .bearer_auth(bearer)
         .json(settings)
         .send()
         .await?
@@ -56,6 +56,11 @@ async fn child_key(base: &str, maker: &str, settings: &Value) -> Result<String, 
         .json()
         .await?;
     Ok(issued["api_key"].as_str().ok_or("no api_key")?.to_owned())
+}
+
+/// A key made with `maker` through the account API, with `settings`.
+async fn child_key(base: &str, maker: &str, settings: &Value) -> Result<String, Failure> {
+    issued_key(base, "/api/v1/account/keys", maker, settings).await
 }
 
 /// The leaf of a three-level chain made with `key`: a root with a budget it never reaches, its
@@ -73,16 +78,7 @@ async fn restricted_key(base: &str, user: &str) -> Result<String, Failure> {
         "models": [MODEL, "flux-pro"],
         "budget": {"credits": 1_000_000_000_u64, "period": "month"},
     });
-    let issued: Value = reqwest::Client::new()
-        .post(format!("{base}/api/admin/users/{user}/keys"))
-        .bearer_auth(ADMIN)
-        .json(&body)
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    Ok(issued["api_key"].as_str().ok_or("no api_key")?.to_owned())
+    issued_key(base, &format!("/api/admin/users/{user}/keys"), ADMIN, &body).await
 }
 
 /// Waits until every job is final, then writes every dirty page out, so that a run neither
