@@ -183,8 +183,7 @@ impl ResponseError for ApiError {
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.
 pub(crate) fn retry_after_secs(retry_after: Duration) -> String {
-    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-    secs.max(1).to_string()
+    genjobs_domain::usecases::whole_seconds(retry_after).to_string()
 }
 
 impl From<InvalidRequest> for ApiError {

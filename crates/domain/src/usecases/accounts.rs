@@ -88,7 +88,7 @@ pub enum AuthError {
     #[error("the API key expired at {0}")]
     KeyExpired(String),
     /// 429 `RATE_LIMIT_EXCEEDED`.
-    #[error("too many requests; retry in {} s", .retry_after.as_secs().max(1))]
+    #[error("too many requests; retry in {} s", whole_seconds(*.retry_after))]
     RateLimited {
         /// Time until a request would be allowed.
         retry_after: Duration,
@@ -96,6 +96,12 @@ pub enum AuthError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// `wait` in whole seconds as a client waits it: rounded up, at least 1, as `Retry-After` says.
+#[must_use]
+pub fn whole_seconds(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 /// Why an operator's request failed.
@@ -457,6 +463,14 @@ mod tests {
         for (result, param) in refusals {
             assert_eq!(result.unwrap_err().param.as_deref(), Some(param));
         }
+    }
+
+    #[test]
+    fn a_rate_limits_message_rounds_its_wait_up_as_retry_after_does() {
+        let limited = AuthError::RateLimited { retry_after: Duration::from_millis(11_200) };
+        assert_eq!(limited.to_string(), "too many requests; retry in 12 s");
+        assert_eq!(whole_seconds(Duration::from_millis(10)), 1);
+        assert_eq!(whole_seconds(Duration::from_secs(3)), 3);
     }
 
     #[test]

@@ -48,7 +48,7 @@ use std::time::Duration;
 pub use crate::ports::RangeRequest;
 pub use accounts::{
     Accounts, AdminError, AuthError, Caller, CallerKey, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant,
-    validate_user_change,
+    validate_user_change, whole_seconds,
 };
 pub use admin::{Admin, AdminPorts};
 pub use admin_jobs::{InspectedJob, MAX_ADMIN_JOBS_PAGE};

@@ -10,8 +10,21 @@ pub(crate) fn field_refusal(key: &str, serde_message: &str) -> String {
         .and_then(|rest| rest.rsplit_once(", expected "))
         .map(|(got, expected)| (got, expected_words(expected)));
     match worded {
-        Some((got, Some(expected))) => format!("`{key}` must be {expected}; got {}", got_words(got)),
+        Some((got, Some(expected))) => {
+            let expected = narrower_range(key).unwrap_or(expected);
+            format!("`{key}` must be {expected}; got {}", got_words(got))
+        }
         _ => format!("`{key}`: {serde_message}"),
+    }
+}
+
+/// The range of a whole-number field whose rule is narrower than its type's, as the domain's
+/// own refusal of it says, so that a value serde refuses is told the same range.
+fn narrower_range(key: &str) -> Option<&'static str> {
+    match key {
+        "price_percent" => Some("an integer from 1 to 1000"),
+        "rate_limit_per_minute" | "max_concurrent_jobs" => Some("a positive integer"),
+        _ => None,
     }
 }
 
@@ -76,6 +89,16 @@ mod tests {
             ("amount", "invalid type: floating point `1.5`, expected i64", "`amount` must be an integer; got 1.5"),
             ("image_inputs", "invalid type: map, expected a sequence", "`image_inputs` must be a list; got an object"),
             ("extra", "invalid type: sequence, expected a map", "`extra` must be an object; got a list"),
+            (
+                "price_percent",
+                "invalid value: integer `-3`, expected u64",
+                "`price_percent` must be an integer from 1 to 1000; got -3",
+            ),
+            (
+                "max_concurrent_jobs",
+                "invalid value: integer `-1`, expected u64",
+                "`max_concurrent_jobs` must be a positive integer; got -1",
+            ),
         ];
         for (key, serde_message, worded) in cases {
             assert_eq!(field_refusal(key, serde_message), worded);
