@@ -6,7 +6,7 @@
 //! by the IANA special-purpose address registries (IPv4 and IPv6). The IPv6 forms that carry an
 //! IPv4 address (IPv4-mapped, IPv4-compatible, NAT64's well-known prefix, 6to4) are judged by
 //! the IPv4 address they carry, since that is where a translator or relay on the path delivers
-//! them.
+//! them. The host a URL names ([`destination_host`]) is what deliveries to it are counted by.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -89,6 +89,16 @@ fn is_global_v6(ip: Ipv6Addr) -> bool {
         || matches!(s, [0x2001, 0x20..=0x3f, ..]);
     let documentation = (s[0], s[1]) == (0x2001, 0xdb8) || s[0] & 0xfff0 == 0x3ff0;
     !((ietf_block && !ietf_global) || documentation)
+}
+
+/// The host (and port) part of `url`, lower-cased, without credentials: what webhook deliveries
+/// are limited by, and what a `webhook_url` must have.
+#[must_use]
+pub fn destination_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    host.to_ascii_lowercase()
 }
 
 #[cfg(test)]
@@ -192,5 +202,11 @@ mod tests {
             .map(|(address, global)| format!("{address} should be {}", if *global { "global" } else { "refused" }))
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn the_destination_host_has_no_credentials_path_or_case() {
+        assert_eq!(destination_host("https://user:pw@Example.COM:8443/a?b"), "example.com:8443");
+        assert_eq!(destination_host("http://[::1]:9/x"), "[::1]:9");
     }
 }

@@ -2,8 +2,8 @@
 //! outbox by the same store commit that makes it final ([`crate::ports::JobStore::commit`]); the
 //! [`crate::usecases::WebhookDeliveries`] use case delivers it, retrying on the [`RetryPolicy`].
 //! This module holds the rules: the event's id and type, what an attempt records, the retry
-//! schedule, and the destination host a `webhook_url` names (what the URL itself must look like
-//! is checked with the request, in [`crate::request::check_webhook_url`]).
+//! schedule. What the URL itself must look like is checked with the request, in
+//! [`crate::request::check_webhook_url`]; the host it names, in [`crate::address::destination_host`].
 
 use std::time::Duration;
 
@@ -12,16 +12,6 @@ use time::OffsetDateTime;
 
 use crate::ids::{JobId, UserId};
 use crate::job::JobState;
-
-/// The host (and port) part of `url`, lower-cased, without credentials: what the dispatcher
-/// limits concurrent deliveries by.
-#[must_use]
-pub fn destination_host(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    host.to_ascii_lowercase()
-}
 
 /// What ended a job, as a webhook's `type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -253,12 +243,6 @@ mod tests {
             delivered_at: None,
             next_attempt_at: None,
         }
-    }
-
-    #[test]
-    fn the_destination_host_has_no_credentials_path_or_case() {
-        assert_eq!(destination_host("https://user:pw@Example.COM:8443/a?b"), "example.com:8443");
-        assert_eq!(destination_host("http://[::1]:9/x"), "[::1]:9");
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub mod client_webhooks;
 pub mod credits;
 pub mod ids;
 pub mod input;
+pub mod invalid;
 pub mod job;
 pub mod keys;
 pub mod modality;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
-use genjobs_domain::client_webhooks::destination_host;
+use genjobs_domain::address::destination_host;
 #[cfg(doc)]
 use genjobs_domain::ports::JobEvents;
 use genjobs_domain::usecases::WebhookDeliveries;

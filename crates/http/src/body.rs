@@ -11,7 +11,7 @@ use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpRequest, web};
 use futures_util::StreamExt;
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::invalid::InvalidRequest;
 use serde_json::Value;
 
 use crate::error::ApiError;

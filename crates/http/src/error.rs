@@ -7,9 +7,9 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
 use genjobs_api::ErrorObject;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::ports::NotificationRejected;
 use genjobs_domain::ports::StoreError;
-use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::upload::MAX_UPLOAD_BYTES;
 use genjobs_domain::usecases::{
     AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, OwnKeyError,

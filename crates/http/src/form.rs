@@ -22,7 +22,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{HttpRequest, web};
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::upload::ImageFormat;
 use serde_json::{Map, Value};
 

@@ -56,7 +56,7 @@ use std::time::Duration;
 use actix_web::dev::Server;
 use actix_web::{App, HttpMessage, HttpResponse, HttpServer, web};
 use genjobs_domain::ids::{AdminToken, JobId, UserId};
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::trace::TraceParent;
 use genjobs_domain::usecases::Services;
 use links::LinkSigner;

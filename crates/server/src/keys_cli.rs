@@ -13,8 +13,8 @@ use std::fmt::Write as _;
 use clap::{Args, Subcommand};
 use genjobs_client::{BudgetBody, IssuedKey, KeyView, NewKey};
 use genjobs_domain::ids::UserId;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::keys::{KeyChange, key_budget, key_expiry, key_limit, key_models, key_name};
-use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::Admin;
 use genjobs_http::dto::keys::{issued_key_view, key_settings, key_view};
 

@@ -4,7 +4,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
-use genjobs_domain::client_webhooks::{Attempt, WebhookEvent, destination_host};
+use genjobs_domain::address::destination_host;
+use genjobs_domain::client_webhooks::{Attempt, WebhookEvent};
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{ClaimLimits, OutboxState, StoreError, WebhookStore};

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::credits::Credits;
 use crate::input::GenerationInput;
+use crate::invalid::InvalidRequest;
 use crate::output::OutputItem;
-use crate::request::InvalidRequest;
 
 /// A user's price tier: what a job costs them, in percent of the catalog's price, rounded up to
 /// whole credits per job. 1 to 1,000; 100 is the catalog's price.

@@ -6,7 +6,7 @@ use time::format_description::well_known::Rfc3339;
 use super::{BudgetPeriod, KeyBudget};
 use crate::credits::Credits;
 use crate::ids::ModelId;
-use crate::request::InvalidRequest;
+use crate::invalid::InvalidRequest;
 
 /// Longest key name, in characters after trimming.
 pub const MAX_KEY_NAME_CHARS: usize = 200;

@@ -13,7 +13,7 @@ use crate::ids::{JobId, UserId};
 use crate::job::Job;
 
 /// How many events one claim may take: in all, and for each destination host (the host and
-/// port of its URL, as [`crate::client_webhooks::destination_host`] names it) no more than the slots
+/// port of its URL, as [`crate::address::destination_host`] names it) no more than the slots
 /// its deliveries in flight leave free. A host at its limit is skipped, not waited on, so a slow
 /// receiver holds only its own slots and the events of other hosts are claimed past it.
 #[derive(Debug, Clone, PartialEq, Eq)]

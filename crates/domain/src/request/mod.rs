@@ -11,6 +11,7 @@ use crate::capacity::Priority;
 use crate::catalog::{Catalog, DurationRange, Model};
 use crate::ids::ModelId;
 use crate::input::GenerationInput;
+use crate::invalid::InvalidRequest;
 use crate::modality::Modality;
 
 mod received;
@@ -39,30 +40,6 @@ pub const MAX_IMAGES: u8 = 4;
 pub const DEFAULT_VIDEO_MODEL: &str = "seedance-2.0-fast";
 /// Default model of the image endpoint.
 pub const DEFAULT_IMAGE_MODEL: &str = "nano-banana";
-
-/// A body or parameter the service refuses, with the name of the field at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct InvalidRequest {
-    /// The body field or query parameter at fault, when there is one.
-    pub param: Option<String>,
-    /// What is wrong, for a human.
-    pub message: String,
-}
-
-impl InvalidRequest {
-    /// A refusal about one field.
-    #[must_use]
-    pub fn param(param: &str, message: impl Into<String>) -> Self {
-        Self { param: Some(param.to_owned()), message: message.into() }
-    }
-
-    /// A refusal about the whole body.
-    #[must_use]
-    pub fn body(message: impl Into<String>) -> Self {
-        Self { param: None, message: message.into() }
-    }
-}
 
 /// A number as a client sent it: a whole, non-negative number (`5` or `5.0`), the text of an
 /// option of a `select` field (a form drawn from the models list sends `"10"`), or anything else,

@@ -1,8 +1,8 @@
 //! What a `webhook_url` must look like before any name is resolved: checked with the rest of a
 //! request, so that a malformed one is a 400 naming `webhook_url`.
 
-use super::InvalidRequest;
-use crate::client_webhooks::destination_host;
+use crate::address::destination_host;
+use crate::invalid::InvalidRequest;
 
 /// Longest `webhook_url`, in characters.
 pub const MAX_WEBHOOK_URL_CHARS: usize = 2_048;

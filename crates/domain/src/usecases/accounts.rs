@@ -8,12 +8,12 @@ use super::{Admin, Ports};
 use crate::catalog::PricePercent;
 use crate::credits::Credits;
 use crate::ids::{ApiKey, KeyHash, KeyPrefix, ModelId, UserId};
+use crate::invalid::InvalidRequest;
 use crate::keys::KeySettings;
 use crate::ports::{
     Account, AccountError, AccountStore, Clock, Credential, Limits, RateBucket, RateDecision, RateLimiter, StoreError,
     StoredKey, UsageStore, UserChange, UserQuery,
 };
-use crate::request::InvalidRequest;
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@
 use super::Admin;
 use crate::catalog::{Catalog, DocumentFault, Model, ModelDocument};
 use crate::ids::ModelId;
+use crate::invalid::InvalidRequest;
 use crate::ports::{CatalogChanges, PutOutcome, StoreError};
-use crate::request::InvalidRequest;
 
 /// Why a catalog change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

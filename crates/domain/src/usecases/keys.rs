@@ -7,9 +7,9 @@ use super::accounts::KEY_ATTEMPTS;
 use super::{Accounts, Admin, AdminError, Caller};
 use crate::catalog::Catalog;
 use crate::ids::{ApiKey, KeyPrefix, UserId};
+use crate::invalid::InvalidRequest;
 use crate::keys::{BudgetStanding, KeyChange, KeySettings};
 use crate::ports::{AccountError, AccountStore, IdSource, KeyRecord, StoreError, StoredKey};
-use crate::request::InvalidRequest;
 
 /// A key as its listing shows it: the record and where its budget stands now.
 #[derive(Debug, Clone, PartialEq, Eq)]

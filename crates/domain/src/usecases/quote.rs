@@ -6,8 +6,9 @@ use super::{Caller, Submissions, SubmitError};
 use crate::catalog::{Catalog, Model};
 use crate::credits::Credits;
 use crate::ids::ModelId;
+use crate::invalid::InvalidRequest;
 use crate::ports::StoreError;
-use crate::request::{GenerationRequest, InvalidRequest};
+use crate::request::GenerationRequest;
 
 /// The price of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,13 +9,14 @@ use crate::capacity::ProviderLoad;
 use crate::catalog::{Catalog, LiveCatalog, Model};
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
+use crate::invalid::InvalidRequest;
 use crate::job::{Job, JobState};
 use crate::keys::BudgetExceeded;
 use crate::ports::{
     AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability, StoreError,
     Traces, UpstreamProvider,
 };
-use crate::request::{GenerationRequest, InvalidRequest, ReceivedRequest};
+use crate::request::{GenerationRequest, ReceivedRequest};
 
 /// An `Idempotency-Key` header value, 1 to 255 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]

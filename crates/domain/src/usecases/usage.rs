@@ -10,8 +10,8 @@ use time::Date;
 
 use super::{Accounts, Admin, Caller};
 use crate::ids::JobId;
+use crate::invalid::InvalidRequest;
 use crate::ports::{LedgerMovement, LedgerRecord, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore};
-use crate::request::InvalidRequest;
 
 /// Most entries on one ledger page.
 pub const MAX_LEDGER_PAGE: usize = 100;

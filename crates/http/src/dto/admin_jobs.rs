@@ -6,9 +6,9 @@ use genjobs_api::{AdminJob, AdminJobDetail, AdminJobPage};
 use genjobs_domain::catalog::MAX_MODEL_ID_CHARS;
 use genjobs_domain::client_webhooks::WebhookEvent;
 use genjobs_domain::ids::{JobId, KeyPrefix, ModelId, UserId};
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::job::{Job, JobState};
 use genjobs_domain::ports::JobFilter;
-use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::{InspectedJob, JobListing};
 
 use super::client_webhooks::delivery_view;

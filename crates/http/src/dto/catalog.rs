@@ -3,7 +3,7 @@
 
 use genjobs_api::{AdminModel, Price};
 use genjobs_domain::catalog::{Model, ModelDocument, Unit};
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::invalid::InvalidRequest;
 use serde_json::Value;
 
 use super::models::model_view;

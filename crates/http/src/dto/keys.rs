@@ -4,10 +4,10 @@
 
 use genjobs_api::{BudgetBody, IssuedKey, KeyBudgetView, KeyPatch, KeyView, NewKey};
 use genjobs_domain::ids::ApiKey;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::keys::{
     KeyBudget, KeyChange, KeySettings, key_budget, key_expiry, key_limit, key_models, key_name,
 };
-use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::KeyListing;
 
 use super::responses::iso;

@@ -5,9 +5,10 @@
 
 use genjobs_api::{Grant, ImageRequest, NewUser, UserPatch, VideoRequest};
 use genjobs_domain::catalog::Catalog;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::UserChange;
-use genjobs_domain::request::{GenerationDraft, GenerationRequest, InvalidRequest, ReceivedRequest, WholeNumber};
+use genjobs_domain::request::{GenerationDraft, GenerationRequest, ReceivedRequest, WholeNumber};
 use genjobs_domain::usecases::{NewUserRequest, validate_grant, validate_user_change};
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -4,9 +4,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use genjobs_api::providers::ProviderCapacity;
 use genjobs_api::{AdminModel, CreatedUser, DataView, Grant, NewUser, User, UserPage, UserPatch};
 use genjobs_domain::ids::UserId;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::ports::PutOutcome;
 use genjobs_domain::ports::UserQuery;
-use genjobs_domain::request::InvalidRequest;
 
 use super::Handled;
 use crate::AppState;

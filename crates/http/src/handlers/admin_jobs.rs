@@ -4,7 +4,7 @@
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use genjobs_api::{AdminJobDetail, AdminJobPage, CancelReceipt};
 use genjobs_domain::ids::JobId;
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::usecases::MAX_ADMIN_JOBS_PAGE;
 
 use super::{Handled, Query, integer_param, job_id, now};

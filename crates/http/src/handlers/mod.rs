@@ -34,8 +34,8 @@ use genjobs_api::{
     Account, CancelReceipt, DataView, EventStreamItem, ImageRequest, Job, JobPage, Model, Receipt, Status, VideoRequest,
 };
 use genjobs_domain::ids::JobId;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::modality::Modality;
-use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::{IdempotencyKey, JobEvent, MAX_JOBS_PAGE, MAX_WAIT_SECS, Submission};
 
 use crate::AppState;

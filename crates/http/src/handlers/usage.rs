@@ -5,8 +5,8 @@ use actix_web::http::header::{ACCEPT, CONTENT_TYPE};
 use actix_web::{HttpRequest, HttpResponse, web};
 use genjobs_api::{DataView, LedgerPage, UsageRow};
 use genjobs_domain::ids::UserId;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::ports::{UsageGrouping, UsageQuery};
-use genjobs_domain::request::InvalidRequest;
 use genjobs_domain::usecases::{MAX_LEDGER_PAGE, UsageError};
 use time::{Date, Duration, OffsetDateTime};
 

@@ -90,7 +90,7 @@ impl ResponseError for OpenAiError {
 #[cfg(test)]
 mod tests {
     use actix_web::body::MessageBody;
-    use genjobs_domain::request::InvalidRequest;
+    use genjobs_domain::invalid::InvalidRequest;
     use serde_json::{Value, json};
 
     use super::*;

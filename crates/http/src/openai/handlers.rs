@@ -13,10 +13,11 @@ use genjobs_api::openai::{
     VideoObject, VideoRequest,
 };
 use genjobs_domain::ids::JobId;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::job::{Job, JobErrorCode, JobState};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{KeptPage, PageOrder};
-use genjobs_domain::request::{InvalidRequest, ReceivedRequest};
+use genjobs_domain::request::ReceivedRequest;
 use genjobs_domain::usecases::{
     Caller, IdempotencyKey, MAX_KEPT_PAGE, MAX_WAIT_SECS, OutputContentError, OutputReadError, Submission,
 };

@@ -3,7 +3,7 @@
 //! logarithmic scale, so that 2:1 is as far from 1:1 as 1:2 is; a tie goes to the model's
 //! first-listed choice.
 
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::invalid::InvalidRequest;
 
 /// A size that OpenAI's clients send: `WxH` in pixels, or `auto` for the model's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,9 +6,10 @@
 use genjobs_api::openai::{ImagesRequest, VideoError, VideoObject, VideoRequest};
 use genjobs_api::{ImageRequest, VideoRequest as NativeVideoRequest};
 use genjobs_domain::catalog::Catalog;
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::job::{Job, JobErrorCode, JobState};
 use genjobs_domain::modality::Modality;
-use genjobs_domain::request::{GenerationRequest, InvalidRequest, resolve_model};
+use genjobs_domain::request::{GenerationRequest, resolve_model};
 use serde_json::{Map, Value};
 
 use super::sizes::Size;

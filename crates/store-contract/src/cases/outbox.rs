@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use genjobs_domain::client_webhooks::{Attempt, EventType, destination_host};
+use genjobs_domain::address::destination_host;
+use genjobs_domain::client_webhooks::{Attempt, EventType};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::job::{Job, Trigger};
 use genjobs_domain::ports::{Accepted, ClaimLimits, Commit};
