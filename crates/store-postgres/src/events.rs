@@ -24,30 +24,18 @@ use genjobs_runtime::EventHub;
 use tokio::task::JoinHandle;
 
 use crate::cache::KeyCache;
+use crate::catalog_signal::CatalogSignal;
+use crate::channels::{
+    CAPACITY_CHANNEL, CATALOG_CHANNEL, JOB_ROWS_CHANNEL, JOBS_CHANNEL, KEYS_CHANNEL, WATCHES_CHANNEL,
+};
 use crate::group::Grouped;
 use crate::job_cache::JobCache;
 use crate::pool::{Pooler, open_connection};
 use crate::session::Db;
-use crate::store::{CATALOG_CHANNEL, CatalogSignal, KEYS_CHANNEL};
-
-/// The `NOTIFY` channel of changed jobs; the payload is the job id, then the publishing
-/// process's origin (see [`Listeners::origin`]).
-pub const JOBS_CHANNEL: &str = "genjobs_jobs";
-
-/// The `NOTIFY` channel of jobs changed without a new state (progress, a withdrawn submission),
-/// which only evicts them from the caches; the payload is as on [`JOBS_CHANNEL`].
-pub const JOB_ROWS_CHANNEL: &str = "genjobs_job_rows";
 
 /// How long the listener waits idle before it checks its connection, and how long that check
 /// may take.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// The `NOTIFY` channel of watched jobs (someone waits on them); the payload is the job id.
-pub const WATCHES_CHANNEL: &str = "genjobs_watches";
-
-/// The `NOTIFY` channel of slots freed at a provider's keys (a job that held one ended); the
-/// payload is that job's id.
-pub const CAPACITY_CHANNEL: &str = "genjobs_capacity";
 
 /// Job events over Postgres.
 pub struct PgEvents {

@@ -19,9 +19,6 @@ use crate::error::from_diesel;
 use crate::rows::{KeySettingsRow, UserRow, amount, key_hash, price_percent};
 use crate::schema::{api_keys, ledger, users};
 
-/// The `NOTIFY` channel of revoked or changed key prefixes.
-pub const KEYS_CHANNEL: &str = "genjobs_keys";
-
 /// A key's credentials as read: hash, owner, the owner's rate limit and tier, the key's own
 /// settings, its parent and whether it has children.
 type KeyRow = (Vec<u8>, uuid::Uuid, i32, i32, KeySettingsRow, Option<String>, bool);

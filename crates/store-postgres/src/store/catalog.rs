@@ -9,49 +9,18 @@ use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::{Jsonb, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use genjobs_domain::catalog::ModelDocument;
 use genjobs_domain::ids::ModelId;
 use genjobs_domain::ports::{CatalogChanges, CatalogStore, PutOutcome, StoreError, StoredModel};
 use serde_json::Value;
 use time::OffsetDateTime;
-use tokio::sync::broadcast;
 
 use super::PgStore;
+use crate::catalog_signal::CatalogSignal;
+use crate::channels::CATALOG_CHANNEL;
 use crate::error::from_diesel;
 use crate::schema::models;
-
-/// The `NOTIFY` channel of catalog changes; the payload is the model id.
-pub const CATALOG_CHANNEL: &str = "genjobs_catalog";
-
-/// Wakes this process's catalog followers when the listener hears a catalog change.
-#[derive(Debug, Clone)]
-pub struct CatalogSignal(broadcast::Sender<()>);
-
-impl Default for CatalogSignal {
-    fn default() -> Self {
-        Self(broadcast::channel(16).0)
-    }
-}
-
-impl CatalogSignal {
-    /// Tells every follower the catalog may have changed.
-    pub fn changed(&self) {
-        // No follower yet is fine: one that starts reads the catalog anyway.
-        let _ = self.0.send(());
-    }
-
-    fn subscribe(&self) -> BoxStream<'static, ()> {
-        futures_util::stream::unfold(self.0.subscribe(), |mut receiver| async move {
-            match receiver.recv().await {
-                Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => Some(((), receiver)),
-                Err(broadcast::error::RecvError::Closed) => None,
-            }
-        })
-        .boxed()
-    }
-}
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = models, check_for_backend(diesel::pg::Pg))]

@@ -19,7 +19,7 @@ use genjobs_domain::ports::{KeyRecord, StoreError};
 use time::OffsetDateTime;
 
 use super::PgStore;
-use super::account_store::KEYS_CHANNEL;
+use crate::channels::KEYS_CHANNEL;
 use crate::error::from_diesel;
 use crate::rows::{KeySettingsRow, credits};
 use crate::schema::api_keys;

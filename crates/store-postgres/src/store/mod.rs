@@ -46,12 +46,11 @@ use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::ports::StoreError;
 
 pub use accept::IDEMPOTENCY_PRUNE_INTERVAL;
-pub use account_store::KEYS_CHANNEL;
-pub use catalog::{CATALOG_CHANNEL, CatalogSignal};
 pub use ledger::LedgerTotals;
 pub use usage::usage_statement;
 
 use crate::cache::KeyCache;
+use crate::catalog_signal::CatalogSignal;
 use crate::error::{from_diesel, from_pool, is_lost_connection};
 use crate::events::PgEvents;
 use crate::group_accept::GroupAccept;

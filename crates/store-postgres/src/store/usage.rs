@@ -164,7 +164,7 @@ fn purge_final_jobs_statement() -> String {
         SELECT removed.id FROM removed
         CROSS JOIN LATERAL (SELECT pg_notify('{}', removed.id::text)) AS announced",
         roll_up("removed WHERE $3::date IS NULL OR (created_at AT TIME ZONE 'UTC')::date > $3"),
-        crate::events::JOB_ROWS_CHANNEL
+        crate::channels::JOB_ROWS_CHANNEL
     )
 }
 

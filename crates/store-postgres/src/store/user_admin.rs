@@ -10,7 +10,7 @@ use genjobs_domain::ids::{KeyPrefix, UserId};
 use genjobs_domain::ports::{Account, AccountStore, StoreError, UserChange, UserQuery};
 
 use super::PgStore;
-use super::account_store::KEYS_CHANNEL;
+use crate::channels::KEYS_CHANNEL;
 use crate::error::from_diesel;
 use crate::rows::UserRow;
 use crate::schema::{api_keys, users};
