@@ -88,7 +88,7 @@ impl Shared {
                     secret: field("api_key")?,
                     prefix: field("prefix")?,
                     period,
-                    created_day: (crate::clients::epoch_now() / 86_400.0).floor(),
+                    created_day: (crate::clock::epoch_now() / 86_400.0).floor(),
                 };
                 return Ok(Appetite { user, key });
             }

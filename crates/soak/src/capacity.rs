@@ -429,7 +429,7 @@ async fn check_small_waits(
 async fn check_budget(shared: &Shared, who: &Appetite, report: &mut CapacityReport) {
     let prefix = &who.key.prefix;
     // A day's budget starts afresh at 00:00 UTC: a run across it compares two periods.
-    let today = (crate::clients::epoch_now() / 86_400.0).floor();
+    let today = (crate::clock::epoch_now() / 86_400.0).floor();
     if who.key.period == "day" && today != who.key.created_day {
         println!("soak: key {prefix}'s day ended during the run: its budget is not compared");
         return;

@@ -41,6 +41,7 @@ mod boundaries;
 mod capacity;
 mod checks;
 mod clients;
+mod clock;
 mod conn;
 mod processes;
 
@@ -50,7 +51,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use checks::{Report, settle_and_check};
-use clients::{Client, Shared, epoch_now};
+use clients::{Client, Shared};
+use clock::epoch_now;
 use processes::{Cluster, JOB_TIMEOUT_SECS, LEASE_SECS, terminate_sessions};
 
 /// Credits each user starts with.

@@ -190,7 +190,7 @@ impl Cluster {
     /// When the process cannot be killed.
     pub async fn take_fal_down(&self) -> Result<(), String> {
         let mut last = self.current_sim().await;
-        last.retired_ms = Some(crate::clients::epoch_now() * 1000.0);
+        last.retired_ms = Some(crate::clock::epoch_now() * 1000.0);
         self.retired_sims.lock().unwrap_or_else(PoisonError::into_inner).push(last);
         if let Some(mut sim) = self.sim.lock().unwrap_or_else(PoisonError::into_inner).take() {
             sim.kill().map_err(|e| e.to_string())?;
