@@ -9,9 +9,10 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use genjobs_test_wait::{eventually, wait_until};
 use serde_json::{Value, json};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -164,8 +165,7 @@ async fn a_submissions_spans_reach_the_collector_in_the_clients_trace() {
     let id = submit_in_trace(&base, &key, &format!("{base_of_collector}/hook")).await;
 
     let wanted = ["http.request", "job.step", "provider.call", "job.transition", "webhook.delivery"];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let (spans, services) = loop {
+    let exported = async || {
         let exports: Vec<Value> = received
             .lock()
             .unwrap()
@@ -174,13 +174,14 @@ async fn a_submissions_spans_reach_the_collector_in_the_clients_trace() {
             .map(|(_, body)| serde_json::from_slice(body).unwrap())
             .collect();
         let spans: Vec<Span> = exports.iter().flat_map(spans_of).filter(|s| s.job_id.as_deref() == Some(&id)).collect();
-        let names: BTreeSet<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-        if wanted.iter().all(|name| names.contains(name)) {
-            break (spans, exports.iter().flat_map(service_names).collect::<BTreeSet<_>>());
-        }
-        assert!(Instant::now() < deadline, "spans of job {id} not all exported within 10 s: {spans:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        (spans, exports.iter().flat_map(service_names).collect::<BTreeSet<_>>())
     };
+    let (spans, services) =
+        wait_until(Duration::from_secs(10), &format!("every span of job {id} exported"), exported, |(spans, _)| {
+            let names: BTreeSet<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+            wanted.iter().all(|name| names.contains(name))
+        })
+        .await;
     assert!(spans.iter().all(|s| s.trace == TRACE), "every span in the client's trace: {spans:?}");
     let requests: Vec<&Span> = spans.iter().filter(|s| s.name == "http.request").collect();
     assert!(requests.iter().all(|r| r.parent == CLIENT_SPAN), "each request continues the client's span: {requests:?}");
@@ -202,17 +203,13 @@ async fn spans_go_as_protobuf_by_default_within_10_s() {
     let (child, base, key) =
         serve(&[("OTEL_EXPORTER_OTLP_ENDPOINT", &base_of_collector), ("GENJOBS_WEBHOOK_ALLOW_PRIVATE", "true")]);
     let id = submit_in_trace(&base, &key, &format!("{base_of_collector}/hook")).await;
-    let ended = Instant::now();
     let carries = |body: &[u8], text: &str| body.windows(text.len()).any(|w| w == text.as_bytes());
-    loop {
-        let seen = received.lock().unwrap().iter().any(|(kind, body)| {
+    let seen = eventually(Duration::from_secs(10), async || {
+        received.lock().unwrap().iter().any(|(kind, body)| {
             kind.starts_with("application/x-protobuf") && carries(body, "genjobs.job_id") && carries(body, &id)
-        });
-        if seen {
-            break;
-        }
-        assert!(ended.elapsed() < Duration::from_secs(10), "no protobuf export naming job {id} within 10 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        })
+    })
+    .await;
+    assert!(seen, "no protobuf export naming job {id} within 10 s");
     stop(child);
 }

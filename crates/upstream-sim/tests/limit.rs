@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use genjobs_test_wait::wait_until;
 use genjobs_upstream_sim::{RunningSim, SimConfig};
 use serde_json::{Value, json};
 
@@ -68,20 +69,14 @@ async fn a_keys_requests_beyond_its_limit_wait_in_queue_until_one_ends() {
     assert!(third["queue_position"].is_u64(), "with its place in the queue: {third}");
     assert_eq!(status(&sim, "key-bbbb", &other).await["status"], "IN_PROGRESS", "another key is not held up");
 
-    let mut third_started = None;
-    while submitted.elapsed() < Duration::from_secs(5) {
-        if status(&sim, "key-aaaa", &ids[2]).await["status"] != "IN_QUEUE" {
-            third_started = Some(submitted.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let started = third_started.expect("the third starts once a slot frees");
+    let mut state_of_third = async || status(&sim, "key-aaaa", &ids[2]).await["status"].clone();
+    wait_until(Duration::from_secs(5), "the third to start once a slot frees", &mut state_of_third, |s| {
+        s != "IN_QUEUE"
+    })
+    .await;
+    let started = submitted.elapsed();
     assert!(started >= Duration::from_millis(380), "not before the first ended: {started:?}");
-    while status(&sim, "key-aaaa", &ids[2]).await["status"] != "COMPLETED" {
-        assert!(submitted.elapsed() < Duration::from_secs(5), "the third completes");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(Duration::from_secs(5), "the third to complete", state_of_third, |s| s == "COMPLETED").await;
     assert!(submitted.elapsed() >= Duration::from_millis(780), "it ran its full time after waiting");
 
     let stats = stats(&sim).await;

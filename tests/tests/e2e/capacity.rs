@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use genjobs::Config;
+use genjobs_test_wait::wait_until;
 use genjobs_tests::{TestApp, fast_config};
 use genjobs_upstream_sim::SimConfig;
 use serde_json::{Value, json};
@@ -65,21 +66,20 @@ async fn jobs_beyond_the_caps_wait_unsent_and_each_key_stays_under_its_cap() {
         ids.push(submitted(&app, &user.key, json!({"prompt": format!("capped {i}")})).await);
     }
     let mut seen_waiting = 0;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let read_all = async || {
         let mut jobs = Vec::new();
         for id in &ids {
             jobs.push(app.job(&user.key, id, 0).await);
         }
         seen_waiting = seen_waiting.max(waiting(&jobs));
-        if jobs.iter().all(|job| ["succeeded", "failed", "canceled"].contains(&job["state"].as_str().unwrap())) {
-            for job in &jobs {
-                assert_eq!(job["state"], "succeeded", "{job}");
-            }
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the jobs did not finish: {jobs:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        jobs
+    };
+    let jobs = wait_until(Duration::from_secs(30), "every job final", read_all, |jobs| {
+        jobs.iter().all(|job| ["succeeded", "failed", "canceled"].contains(&job["state"].as_str().unwrap()))
+    })
+    .await;
+    for job in &jobs {
+        assert_eq!(job["state"], "succeeded", "{job}");
     }
     assert!(seen_waiting >= 1, "jobs beyond the caps waited unsent, saying so");
     let stats = app.sim_stats().await;
@@ -101,8 +101,11 @@ async fn a_canceled_job_gives_its_slot_to_a_waiting_one() {
     let hanging = submitted(&app, &user.key, json!({"prompt": "holds the slot [sim:hang]"})).await;
     sent(&app, &user.key, &hanging).await;
     let next = submitted(&app, &user.key, json!({"prompt": "waits"})).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let waiting = app.job(&user.key, &next, 0).await;
+    let read_next = async || app.job(&user.key, &next, 0).await;
+    let waiting = wait_until(Duration::from_secs(10), "the next job to wait for the slot", read_next, |job| {
+        job["meta"] == json!({"waiting_for": "capacity"})
+    })
+    .await;
     assert_eq!((waiting["state"].as_str(), waiting["upstream"].is_null()), (Some("queued"), true), "{waiting}");
     let canceled = app.post(&format!("/api/v1/jobs/{hanging}/cancel"), &user.key, &json!({})).await;
     assert_eq!(canceled.status(), 200);
