@@ -1,4 +1,4 @@
-//! The replica tests of `shared/replicas.rs`, on a direct connection to Postgres.
+//! The replica tests of `shared/replicas/`, on a direct connection to Postgres.
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
@@ -7,7 +7,7 @@ use genjobs_test_postgres::TestDatabase;
 /// Whether the database is reached through PgBouncer.
 const POOLED: bool = false;
 
-#[path = "shared/replicas.rs"]
+#[path = "shared/replicas/mod.rs"]
 mod replicas;
 
 async fn database() -> TestDatabase {

@@ -1,4 +1,4 @@
-//! The replica tests of `shared/replicas.rs`, through a PgBouncer in transaction pooling mode
+//! The replica tests of `shared/replicas/`, through a PgBouncer in transaction pooling mode
 //! (`GENJOBS_DATABASE_POOLER=transaction`), with `LISTEN` on the direct connection: so that the
 //! pooler path cannot rot.
 
@@ -9,7 +9,7 @@ use genjobs_test_postgres::TestDatabase;
 /// Whether the database is reached through PgBouncer.
 const POOLED: bool = true;
 
-#[path = "shared/replicas.rs"]
+#[path = "shared/replicas/mod.rs"]
 mod replicas;
 
 async fn database() -> TestDatabase {
