@@ -22,11 +22,7 @@ command -v perf >/dev/null || missing+=(linux-perf)
 if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${missing[@]}" || fail "cannot install ${missing[*]}"
 fi
-if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
-  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -n | tail -n 1)" main start || true
-  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
-fi
-pg_isready -h 127.0.0.1 -p 5432 -q || fail "Postgres is not running at 127.0.0.1:5432"
+scripts/postgres-up.sh || fail "Postgres is not running where DATABASE_URL says"
 
 target="${CARGO_TARGET_DIR:-target}"
 echo "[bench] building the ceiling from $shared/ceiling"

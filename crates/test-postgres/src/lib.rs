@@ -138,7 +138,7 @@ impl TestDatabase {
         let mut admin = AsyncPgConnection::establish(&admin_url).await.unwrap_or_else(|e| {
             panic!(
                 "the Postgres tests need a server: cannot connect to {admin_url}: {e}. Start it \
-                 (pg_ctlcluster --skip-systemctl-redirect 15 main start) or set DATABASE_URL."
+                 (scripts/postgres-up.sh starts the one this machine has) or set DATABASE_URL."
             )
         });
         let template = template(&mut admin, &admin_url).await;

@@ -4,12 +4,14 @@
 //! so that a fresh machine needs nothing but Rust to run the whole suite:
 //!
 //! - `cargo xtask setup` installs or starts what the tests need, each only when it is missing
-//!   (`scripts/install-test-tools.sh`: Postgres running, Chromium and its driver, pgbouncer,
-//!   libpq-dev, Node.js, diesel_cli, the Python and the Node tools).
+//!   (`scripts/install-test-tools.sh`: Postgres answering where `DATABASE_URL` says, started
+//!   however the machine runs it (`scripts/postgres-up.sh`), Chromium and its driver, pgbouncer,
+//!   libpq-dev, Node.js, `just`, diesel_cli, the Python and the Node tools).
 //! - `cargo xtask config-table` writes the README's configuration table from `genjobs`'s flags
 //!   (after a merge that adds settings, say); a test fails while it is stale.
 //! - `cargo xtask test` does that, then runs every check CI runs, in order, naming each step and
-//!   its time: formatting, clippy, the domain's dependency guard, rust-version, docs, the domain's
+//!   its time: formatting, clippy, the domain's dependency guard, the modules' circle check
+//!   (`scripts/check-module-circles.py`), rust-version, docs, the domain's
 //!   example, the schema check, `cargo test --workspace`, clippy and a build of `genjobs` without
 //!   its simulator (the production build), the OpenAPI check, the client's example, the README's
 //!   walkthrough run as written (`scripts/check-walkthrough.py`) and a 30 s chaos soak. `.ci/run` is this command.
@@ -24,7 +26,7 @@ use std::time::Instant;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  setup         install or start what the test suite needs (Postgres, Chromium, pgbouncer, diesel_cli, Python tools)
+  setup         install or start what the test suite needs (Postgres, Chromium, pgbouncer, just, diesel_cli, Python and Node tools)
   config-table  write the README's configuration table from genjobs's flags
   test          setup, then every check CI runs, in order";
 
@@ -86,6 +88,7 @@ fn test_steps() -> Vec<Step> {
             &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
         ),
         Step::new("the domain depends on no I/O crate", "scripts/check-domain-deps.sh", &[]),
+        Step::new("no crate's modules import each other in a circle", "scripts/check-module-circles.py", &[]),
         Step::new("rust-version covers the dependencies", "python3", &["scripts/check-msrv.py"]),
         Step::new("docs build without warnings", "cargo", &["doc", "--workspace", "--no-deps", "--quiet"])
             .env("RUSTDOCFLAGS", "-D warnings"),
