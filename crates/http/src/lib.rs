@@ -17,6 +17,7 @@
 //! - `page_policy`: the strict Content-Security-Policy of the playground, the account page, the
 //!   console and `/docs`.
 //! - `readiness`: `/readyz` from a store check at most a second old.
+//! - `query`: query strings read by name, for the handlers and the wire formats alike.
 //! - `redaction`: what a request's log line and span show of its path (keys by prefix only).
 //! - `unauthenticated`: the per-address limit on requests answered 401; `known_keys`: the keys
 //!   seen valid, which that limit lets through.
@@ -44,6 +45,7 @@ pub mod links;
 pub mod openai;
 pub mod openapi;
 mod page_policy;
+mod query;
 mod readiness;
 mod redaction;
 pub mod telemetry;
