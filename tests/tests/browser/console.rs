@@ -174,6 +174,15 @@ async fn the_catalog_page_saves_an_edit_shows_a_fault_at_its_field_and_previews_
     )
     .await;
     assert_eq!(fault, json!(["routes[0].endpoint", "routes[0].endpoint", true]));
+    page.execute(set, vec![json!("price.credits"), json!("-3")]).await.unwrap();
+    page.find(Locator::Id("save-model")).await.unwrap().click().await.unwrap();
+    let worded = until(
+        &page,
+        "the fault in words",
+        "const e = document.querySelector('#model-fields .field-error[data-param=\"price.credits\"]'); return e && e.textContent;",
+    )
+    .await;
+    assert_eq!(worded, "`price.credits` must be a whole number (0 or more); got -3");
     screenshot(&page, "console-catalog").await;
     assert_eq!(app.admin_model("flux-pro").await["price"]["credits"], price + 3, "a refused edit changes nothing");
     page.close().await.unwrap();
