@@ -12,6 +12,7 @@
 //!   from running them).
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
 //! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
+//! - `methods`: HEAD answered as GET without the body, and `Allow` on every 405.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
 //!   schemas, and `/docs`.
 //! - `page_policy`: the strict Content-Security-Policy of the playground, the account page, the
@@ -42,6 +43,7 @@ mod form;
 mod handlers;
 mod known_keys;
 pub mod links;
+mod methods;
 pub mod openai;
 pub mod openapi;
 mod page_policy;
@@ -288,6 +290,7 @@ pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> 
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .wrap(actix_web::middleware::from_fn(methods::keep_method_rules))
             .wrap(actix_web::middleware::from_fn(move |req, next| body::body_deadline(body_read_timeout, req, next)))
             .wrap(actix_web::middleware::from_fn(log_request))
             .configure(configure)
