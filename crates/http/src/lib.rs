@@ -14,9 +14,10 @@
 //! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
 //! - `methods`: HEAD answered as GET without the body, and `Allow` on every 405.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
-//!   schemas, and `/docs`.
-//! - `page_policy`: the strict Content-Security-Policy of the playground, the account page, the
-//!   console and `/docs`.
+//!   schemas.
+//! - `pages`: the service's own pages (the front page, the playground, the account page, the
+//!   console, `/docs`), their files and the favicon.
+//! - `page_policy`: the strict Content-Security-Policy of those pages.
 //! - `readiness`: `/readyz` from a store check at most a second old.
 //! - `query`: query strings read by name, for the handlers and the wire formats alike.
 //! - `redaction`: what a request's log line and span show of its path (keys by prefix only).
@@ -47,6 +48,7 @@ mod methods;
 pub mod openai;
 pub mod openapi;
 mod page_policy;
+mod pages;
 mod query;
 mod readiness;
 mod redaction;
@@ -260,12 +262,14 @@ routes! {
     get "/healthz" => handlers::healthz,
     get "/readyz" => handlers::readyz,
     get "/metrics" => handlers::metrics,
-    get "/docs" => openapi::docs_page,
-    get "/docs/{asset}" => openapi::docs_asset,
-    get "/playground" => openapi::playground,
-    get "/playground/account" => openapi::playground_account,
-    get "/playground/{asset}" => openapi::playground_asset,
-    get "/console" => openapi::console,
+    get "/" => pages::front_page,
+    get "/favicon.ico" => pages::favicon,
+    get "/docs" => pages::docs_page,
+    get "/docs/{asset}" => pages::docs_asset,
+    get "/playground" => pages::playground,
+    get "/playground/account" => pages::playground_account,
+    get "/playground/{asset}" => pages::playground_asset,
+    get "/console" => pages::console,
 }
 
 /// Registers every route, with the error envelope on actix's own errors.

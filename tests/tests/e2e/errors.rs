@@ -14,7 +14,7 @@ use serde_json::json;
 #[tokio::test]
 async fn unknown_routes_are_404_and_wrong_methods_405() {
     let app = spawn_app().await;
-    for path in ["/", "/api/v2/models", "/api/v1/jobs/x/y/z", "/api/v1/videos/generations"] {
+    for path in ["/api/v2/models", "/api/v1/jobs/x/y/z", "/api/v1/videos/generations", "/favicon.png"] {
         assert_error(app.get(path, &app.demo_key).await, 404, "not_found", "ROUTE_NOT_FOUND").await;
     }
     let wrong = [
@@ -24,6 +24,7 @@ async fn unknown_routes_are_404_and_wrong_methods_405() {
         ("GET", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd/cancel", "POST"),
         ("POST", "/api/v1/models", "GET, HEAD"),
         ("PUT", "/api/admin/users", "POST, GET, HEAD"),
+        ("POST", "/", "GET, HEAD"),
         ("PUT", "/openai/v1/videos", "POST, GET, HEAD"),
     ];
     for (method, path, allowed) in wrong {
