@@ -312,10 +312,11 @@ async function loadUsage() {
   const reports = await Promise.all(groupings.map((g) => api("GET", "/api/admin/usage?" + usageQuery(g)).catch(() => null)));
   usageRows = Object.fromEntries(groupings.map((g, i) => [g, reports[i] ? reports[i].data : null]));
   drawUsageChart(usageRows["day,model"] || []);
+  const names = await userNames((usageRows.user || []).map((row) => row.user_id));
   $("usage-tables").replaceChildren();
   for (const group of ["model", "provider", "user", "key"]) {
     if (!usageRows[group]) continue;
-    const column = group === "user" ? "user_id" : group;
+    const label = group === "user" ? (row) => userLabel(row.user_id, names[row.user_id]) : (row) => row[group];
     const heading = document.createElement("h3");
     heading.textContent = "By " + group;
     const table = document.createElement("table");
@@ -323,11 +324,30 @@ async function loadUsage() {
     table.innerHTML = `<thead><tr><th>${group}</th><th class="num">Jobs</th><th class="num">Succeeded</th><th class="num">Failed</th><th class="num">Canceled</th><th class="num">Credits spent</th></tr></thead>`;
     const body = document.createElement("tbody");
     for (const row of usageRows[group]) {
-      body.append(cells(document.createElement("tr"), [row[column], row.jobs, row.succeeded, row.failed, row.canceled, row.credits_spent]));
+      body.append(cells(document.createElement("tr"), [label(row), row.jobs, row.succeeded, row.failed, row.canceled, row.credits_spent]));
     }
     table.append(body);
     $("usage-tables").append(heading, table);
   }
+}
+
+/** Each user's name by id; a user that cannot be read (deleted, or the call failed) has none. */
+async function userNames(ids) {
+  const users = await Promise.all(ids.map((id) => api("GET", "/api/admin/users/" + encodeURIComponent(id)).catch(() => null)));
+  return Object.fromEntries(ids.map((id, i) => [id, users[i] ? users[i].name : null]));
+}
+
+/** A user as a report shows it: the name, and the id in small print for telling two names apart. */
+function userLabel(id, name) {
+  const label = document.createElement("span");
+  label.textContent = name || id;
+  if (name) {
+    const small = document.createElement("small");
+    small.className = "muted";
+    small.textContent = " " + id;
+    label.append(small);
+  }
+  return label;
 }
 
 function drawUsageChart(rows) {
@@ -419,13 +439,18 @@ async function loadProviders() {
   $("providers").replaceChildren();
   for (const provider of providers.data) {
     const breaker = cooling[provider.provider] ? "open (cooling down)" : "closed";
-    const keys = provider.keys.length ? provider.keys : [{ key_hint: "–", in_flight: 0, max_in_flight: 0 }];
-    keys.forEach((key, i) => {
-      const row = cells(document.createElement("tr"), [i ? "" : provider.provider, i ? "" : breaker, "…" + key.key_hint,
-        key.in_flight, key.max_in_flight || "no cap", i ? "" : `${provider.waiting.normal} / ${provider.waiting.low}`]);
+    const waiting = `${provider.waiting.normal} / ${provider.waiting.low}`;
+    // No keys listed: the provider is called with one key or none (as the built-in simulator
+    // is) and no cap, so its jobs take no slot and none are counted.
+    const rows = provider.keys.length
+      ? provider.keys.map((key, i) => [i ? "" : provider.provider, i ? "" : breaker, "…" + key.key_hint,
+        key.in_flight, key.max_in_flight || "no cap", i ? "" : waiting])
+      : [[provider.provider, breaker, "one key or none (e.g. the built-in simulator)", "not counted", "no cap", waiting]];
+    for (const values of rows) {
+      const row = cells(document.createElement("tr"), values);
       row.dataset.provider = provider.provider;
       $("providers").append(row);
-    });
+    }
   }
 }
 

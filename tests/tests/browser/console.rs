@@ -213,6 +213,15 @@ async fn the_usage_page_charts_spending_and_downloads_the_csv() {
     let expected: Vec<Value> =
         report["data"].as_array().unwrap().iter().map(|r| json!([r["model"], r["credits_spent"]])).collect();
     assert_eq!(by_model, json!(expected), "the table is the API's report");
+    let by_user = until(
+        &page,
+        "the users by name",
+        "const c = document.querySelector('#usage-by-user tbody tr td'); \
+         return c && [c.firstChild.firstChild.textContent, c.querySelector('small') && c.querySelector('small').textContent.trim()];",
+    )
+    .await;
+    let name = admin(&app, &format!("/api/admin/users/{}", user.id)).await["name"].clone();
+    assert_eq!(by_user, json!([name, user.id]), "a user by name, the id beside it");
     screenshot(&page, "console-usage").await;
 
     page.find(Locator::Id("usage-csv")).await.unwrap().click().await.unwrap();
@@ -304,4 +313,24 @@ async fn the_providers_page_shows_breakers_keys_in_flight_and_the_jobs_waiting()
     for job in jobs {
         app.post(&format!("/api/v1/jobs/{job}/cancel"), &user.key, &json!({})).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_providers_page_says_a_provider_without_keys_takes_no_slots() {
+    let app = spawn_app_with(fast_config()).await;
+    let driver = chromedriver().await;
+    let page = browser(&driver).await;
+    sign_in(&page, &app, "#providers").await;
+    let shown = until(
+        &page,
+        "the simulator's row",
+        "const row = document.querySelector('#providers tr[data-provider=\"fal\"]'); \
+         return row && [...row.cells].map(c => c.textContent);",
+    )
+    .await;
+    assert_eq!(
+        shown,
+        json!(["fal", "closed", "one key or none (e.g. the built-in simulator)", "not counted", "no cap", "0 / 0"])
+    );
+    page.close().await.unwrap();
 }
