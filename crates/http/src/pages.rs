@@ -55,7 +55,7 @@ pub async fn front_page(req: HttpRequest) -> HttpResponse {
     responses((status = 200, description = "The icon", content_type = "image/svg+xml", body = String)))]
 pub async fn favicon() -> HttpResponse {
     // An SVG opened on its own is a document of this origin: it is sandboxed, as outputs are.
-    let mut response = static_file("image/svg+xml", include_bytes!("../assets/favicon.svg"));
+    let mut response = static_file("image/svg+xml", include_bytes!("../assets/favicon.svg"), CACHED_A_DAY);
     response.headers_mut().insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
     response
 }
@@ -170,21 +170,29 @@ pub enum PlaygroundAsset {
         (status = 404, description = "No such file", body = Envelope),
     ))]
 pub async fn playground_asset(asset: actix_web::web::Path<PlaygroundAsset>) -> HttpResponse {
-    let (content_type, bytes): (&str, &'static [u8]) = match asset.into_inner() {
-        PlaygroundAsset::Script => ("application/javascript", include_bytes!("../assets/uplot/uPlot.iife.min.js")),
-        PlaygroundAsset::Style => ("text/css", include_bytes!("../assets/uplot/uPlot.min.css")),
-        PlaygroundAsset::SpendingChart => ("application/javascript", include_bytes!("../assets/spending-chart.js")),
-        PlaygroundAsset::Console => ("application/javascript", include_bytes!("../assets/console.js")),
+    let (content_type, bytes, cache): (&str, &'static [u8], _) = match asset.into_inner() {
+        PlaygroundAsset::Script => {
+            ("application/javascript", include_bytes!("../assets/uplot/uPlot.iife.min.js"), CACHED_A_DAY)
+        }
+        PlaygroundAsset::Style => ("text/css", include_bytes!("../assets/uplot/uPlot.min.css"), CACHED_A_DAY),
+        PlaygroundAsset::SpendingChart => {
+            ("application/javascript", include_bytes!("../assets/spending-chart.js"), ASKED_AGAIN)
+        }
+        PlaygroundAsset::Console => ("application/javascript", include_bytes!("../assets/console.js"), ASKED_AGAIN),
     };
-    static_file(content_type, bytes)
+    static_file(content_type, bytes, cache)
 }
 
-/// A file built into the binary, cached by browsers for a day.
-fn static_file(content_type: &str, bytes: &'static [u8]) -> HttpResponse {
-    HttpResponse::Ok()
-        .insert_header((CONTENT_TYPE, content_type))
-        .insert_header((CACHE_CONTROL, "public, max-age=86400"))
-        .body(bytes)
+/// The caching of a vendored library's files and of the icon: a day.
+const CACHED_A_DAY: &str = "public, max-age=86400";
+
+/// The caching of the pages' own scripts: asked for again with each page, since they change with
+/// the pages that load them, and a day-old copy beside a newer page would break it.
+const ASKED_AGAIN: &str = "no-cache";
+
+/// A file built into the binary, cached by browsers as `cache` says.
+fn static_file(content_type: &str, bytes: &'static [u8], cache: &'static str) -> HttpResponse {
+    HttpResponse::Ok().insert_header((CONTENT_TYPE, content_type)).insert_header((CACHE_CONTROL, cache)).body(bytes)
 }
 
 /// A file of the interactive documentation.
@@ -213,5 +221,5 @@ pub async fn docs_asset(asset: actix_web::web::Path<DocsAsset>) -> HttpResponse 
         DocsAsset::Script => ("application/javascript", include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js")),
         DocsAsset::Style => ("text/css", include_bytes!("../assets/swagger-ui/swagger-ui.css")),
     };
-    static_file(content_type, bytes)
+    static_file(content_type, bytes, CACHED_A_DAY)
 }

@@ -47,6 +47,10 @@ async fn the_console_loads_without_a_token_and_asks_for_one() {
         !references.is_empty() && references.iter().all(|r| r.starts_with('/')),
         "nothing from elsewhere: {references:?}"
     );
+    for own in ["/playground/console.js", "/playground/spending-chart.js"] {
+        let script = app.client.get(app.url(own)).send().await.unwrap();
+        assert_eq!(script.headers()["cache-control"], "no-cache", "{own} is not kept a day beside a newer page");
+    }
 
     let driver = chromedriver().await;
     let page = browser(&driver).await;
