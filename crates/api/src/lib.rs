@@ -27,7 +27,8 @@
 //! - [`client_webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
 //! - [`provider_notifications`]: the receipt of a provider's notification (its webhook).
 //! - [`providers`]: the providers' keys, jobs in flight and waiting jobs, for operators.
-//! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness.
+//! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness;
+//!   [`ServiceIndex`], the front page as JSON.
 //! - [`openai`]: OpenAI's image, video and model shapes, as the OpenAI-compatible edge speaks them.
 //! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
 
@@ -68,6 +69,25 @@ pub use uploads::Upload;
 pub struct DataView<T> {
     /// The items.
     pub data: Vec<T>,
+}
+
+/// `GET /` as JSON: where the service's APIs, documentation and pages are, as paths of its origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ServiceIndex {
+    /// `genjobs`.
+    pub service: String,
+    /// The native API's base, `/api/v1`.
+    pub api: String,
+    /// The OpenAI-compatible edge's base, `/openai/v1`.
+    pub openai: String,
+    /// The OpenAPI document.
+    pub openapi: String,
+    /// The interactive documentation.
+    pub docs: String,
+    /// The playground.
+    pub playground: String,
+    /// The operators' console.
+    pub console: String,
 }
 
 /// `{status}` of `/healthz` and `/readyz`; `/readyz?verbose` adds each provider's breaker.

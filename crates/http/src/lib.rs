@@ -12,11 +12,14 @@
 //!   from running them).
 //! - `error`: the error envelope for every status, actix's own 404/405/400 included.
 //! - `handlers`: one handler per endpoint; [`ROUTES`] lists them all.
+//! - `methods`: HEAD answered as GET without the body, and `Allow` on every 405.
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the handlers and the wire types'
-//!   schemas, and `/docs`.
-//! - `page_policy`: the strict Content-Security-Policy of the playground, the account page, the
-//!   console and `/docs`.
+//!   schemas.
+//! - `pages`: the service's own pages (the front page, the playground, the account page, the
+//!   console, `/docs`), their files and the favicon.
+//! - `page_policy`: the strict Content-Security-Policy of those pages.
 //! - `readiness`: `/readyz` from a store check at most a second old.
+//! - `query`: query strings read by name, for the handlers and the wire formats alike.
 //! - `redaction`: what a request's log line and span show of its path (keys by prefix only).
 //! - `unauthenticated`: the per-address limit on requests answered 401; `known_keys`: the keys
 //!   seen valid, which that limit lets through.
@@ -41,9 +44,12 @@ mod form;
 mod handlers;
 mod known_keys;
 pub mod links;
+mod methods;
 pub mod openai;
 pub mod openapi;
 mod page_policy;
+mod pages;
+mod query;
 mod readiness;
 mod redaction;
 pub mod telemetry;
@@ -256,12 +262,14 @@ routes! {
     get "/healthz" => handlers::healthz,
     get "/readyz" => handlers::readyz,
     get "/metrics" => handlers::metrics,
-    get "/docs" => openapi::docs_page,
-    get "/docs/{asset}" => openapi::docs_asset,
-    get "/playground" => openapi::playground,
-    get "/playground/account" => openapi::playground_account,
-    get "/playground/{asset}" => openapi::playground_asset,
-    get "/console" => openapi::console,
+    get "/" => pages::front_page,
+    get "/favicon.ico" => pages::favicon,
+    get "/docs" => pages::docs_page,
+    get "/docs/{asset}" => pages::docs_asset,
+    get "/playground" => pages::playground,
+    get "/playground/account" => pages::playground_account,
+    get "/playground/{asset}" => pages::playground_asset,
+    get "/console" => pages::console,
 }
 
 /// Registers every route, with the error envelope on actix's own errors.
@@ -286,6 +294,7 @@ pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> 
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .wrap(actix_web::middleware::from_fn(methods::keep_method_rules))
             .wrap(actix_web::middleware::from_fn(move |req, next| body::body_deadline(body_read_timeout, req, next)))
             .wrap(actix_web::middleware::from_fn(log_request))
             .configure(configure)

@@ -1,7 +1,6 @@
 //! The OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` annotations and the
-//! `ToSchema` derives of `genjobs-api`'s wire types, and the interactive documentation at `/docs`,
-//! whose Swagger UI files are built into the binary (`assets/swagger-ui`, vendored from npm's `swagger-ui-dist` by
-//! `scripts/vendor-swagger-ui.sh`) so that it works offline.
+//! `ToSchema` derives of `genjobs-api`'s wire types; the interactive documentation over it at
+//! `/docs` is one of the service's pages (`crate::pages`).
 //!
 //! What every operation shares is added once, by a `Modify` of the document, rather than repeated
 //! on each handler: the security schemes, `X-Request-Id` on every response, the 401 and 429 of the
@@ -12,21 +11,20 @@
 use std::sync::LazyLock;
 
 use actix_web::HttpResponse;
-use actix_web::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, ResponseBuilder};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
-use genjobs_api::{ProviderStatus, Status, StreamEvent, WebhookPayload};
+use genjobs_api::{ProviderStatus, ServiceIndex, Status, StreamEvent, WebhookPayload};
 
 use crate::error::Envelope;
 use crate::handlers;
 use crate::openai::OpenAiEnvelope;
 use crate::openai::handlers as openai;
-use crate::page_policy::strict_policy;
+use crate::pages::{self, DocsAsset, PlaygroundAsset};
 
 /// The API's document.
 #[derive(OpenApi)]
@@ -80,12 +78,14 @@ use crate::page_policy::strict_policy;
         handlers::readyz,
         handlers::metrics,
         openapi_json,
-        docs_page,
-        docs_asset,
-        playground,
-        playground_account,
-        playground_asset,
-        console,
+        pages::front_page,
+        pages::favicon,
+        pages::docs_page,
+        pages::docs_asset,
+        pages::playground,
+        pages::playground_account,
+        pages::playground_asset,
+        pages::console,
         openai::create_image,
         crate::openai::edits::edit_image,
         openai::create_video,
@@ -95,7 +95,7 @@ use crate::page_policy::strict_policy;
         openai::video_content,
         openai::list_models,
     ),
-    components(schemas(StreamEvent, Envelope, Status, ProviderStatus, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload)),
+    components(schemas(StreamEvent, Envelope, Status, ProviderStatus, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload, ServiceIndex)),
     modifiers(&Conventions),
     tags(
         (name = "generations", description = "Submit image and video jobs"),
@@ -226,157 +226,6 @@ static DOCUMENT_JSON: LazyLock<String> =
     responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
 pub async fn openapi_json() -> HttpResponse {
     HttpResponse::Ok().content_type("application/json").body(DOCUMENT_JSON.as_str())
-}
-
-const DOCS_PAGE: &str = r##"<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <title>genjobs API</title>
-  <link rel="stylesheet" href="/docs/swagger-ui.css">
-</head>
-<body>
-  <div id="swagger-ui"></div>
-  <script src="/docs/swagger-ui-bundle.js"></script>
-  <script>
-    window.ui = SwaggerUIBundle({
-      url: "/api/v1/openapi.json",
-      dom_id: "#swagger-ui",
-      deepLinking: true,
-      validatorUrl: null
-    });
-  </script>
-</body>
-</html>
-"##;
-
-/// Interactive documentation
-///
-/// Swagger UI over this document, served from the binary: nothing is loaded from another host.
-#[utoipa::path(get, path = "/docs", tag = "operations",
-    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
-pub async fn docs_page() -> HttpResponse {
-    // Its "Try it out" holds an API key or the admin token in the page, as the console does.
-    static POLICY: LazyLock<String> = LazyLock::new(|| strict_policy(DOCS_PAGE));
-    page(DOCS_PAGE, &POLICY)
-}
-
-/// The playground
-///
-/// A page that draws each model's form from `/api/v1/models`, submits with your API key (kept
-/// in the browser), follows the job's events and shows its outputs. No key needed to load it.
-#[utoipa::path(get, path = "/playground", tag = "operations",
-    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
-pub async fn playground() -> HttpResponse {
-    static POLICY: LazyLock<String> = LazyLock::new(|| strict_policy(PLAYGROUND));
-    page(PLAYGROUND, &POLICY)
-}
-
-const PLAYGROUND: &str = include_str!("../assets/playground.html");
-const ACCOUNT: &str = include_str!("../assets/account.html");
-
-/// A page of the service's own, under its strict policy.
-fn page(html: &'static str, policy: &str) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .insert_header((CONTENT_SECURITY_POLICY, policy))
-        .insert_header((X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .body(html)
-}
-
-/// The account page
-///
-/// The balance, the ledger page by page, and a chart of the credits spent per day by each model
-/// over the last 30 days, for the API key kept in the browser. No key needed to load it.
-#[utoipa::path(get, path = "/playground/account", tag = "operations",
-    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
-pub async fn playground_account() -> HttpResponse {
-    static POLICY: LazyLock<String> = LazyLock::new(|| strict_policy(ACCOUNT));
-    page(ACCOUNT, &POLICY)
-}
-
-/// The operators' console
-///
-/// Users and keys, the catalog, usage, jobs and providers on pages signed in with the admin token
-/// (kept in the browser); every action is a call of the admin API. No token needed to load it.
-#[utoipa::path(get, path = "/console", tag = "operations",
-    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
-pub async fn console() -> HttpResponse {
-    static POLICY: LazyLock<String> = LazyLock::new(|| strict_policy(CONSOLE));
-    page(CONSOLE, &POLICY)
-}
-
-const CONSOLE: &str = include_str!("../assets/console.html");
-
-/// A file of the playground: the chart library of the account page and the console (uPlot), and
-/// their chart of spending.
-#[derive(Debug, Clone, Copy, serde::Deserialize, ToSchema)]
-pub enum PlaygroundAsset {
-    /// The script.
-    #[serde(rename = "uplot.js")]
-    Script,
-    /// The style sheet.
-    #[serde(rename = "uplot.css")]
-    Style,
-    /// The chart of credits spent per day and model, shared by the account page and the console.
-    #[serde(rename = "spending-chart.js")]
-    SpendingChart,
-}
-
-/// A file of the playground
-#[utoipa::path(get, path = "/playground/{asset}", tag = "operations",
-    params(("asset" = PlaygroundAsset, Path, description = "The file")),
-    responses(
-        (status = 200, description = "The file", content(
-            (String = "application/javascript"),
-            (String = "text/css"),
-        )),
-        (status = 404, description = "No such file", body = Envelope),
-    ))]
-pub async fn playground_asset(asset: actix_web::web::Path<PlaygroundAsset>) -> HttpResponse {
-    let (content_type, bytes): (&str, &'static [u8]) = match asset.into_inner() {
-        PlaygroundAsset::Script => ("application/javascript", include_bytes!("../assets/uplot/uPlot.iife.min.js")),
-        PlaygroundAsset::Style => ("text/css", include_bytes!("../assets/uplot/uPlot.min.css")),
-        PlaygroundAsset::SpendingChart => ("application/javascript", include_bytes!("../assets/spending-chart.js")),
-    };
-    static_file(content_type, bytes)
-}
-
-/// A file built into the binary, cached by browsers for a day.
-fn static_file(content_type: &str, bytes: &'static [u8]) -> HttpResponse {
-    HttpResponse::Ok()
-        .insert_header((CONTENT_TYPE, content_type))
-        .insert_header((CACHE_CONTROL, "public, max-age=86400"))
-        .body(bytes)
-}
-
-/// A file of the interactive documentation.
-#[derive(Debug, Clone, Copy, serde::Deserialize, ToSchema)]
-pub enum DocsAsset {
-    /// The script.
-    #[serde(rename = "swagger-ui-bundle.js")]
-    Script,
-    /// The style sheet.
-    #[serde(rename = "swagger-ui.css")]
-    Style,
-}
-
-/// A file of the interactive documentation
-#[utoipa::path(get, path = "/docs/{asset}", tag = "operations",
-    params(("asset" = DocsAsset, Path, description = "The file")),
-    responses(
-        (status = 200, description = "The file", content(
-            (String = "application/javascript"),
-            (String = "text/css"),
-        )),
-        (status = 404, description = "No such file", body = Envelope),
-    ))]
-pub async fn docs_asset(asset: actix_web::web::Path<DocsAsset>) -> HttpResponse {
-    let (content_type, bytes): (&str, &'static [u8]) = match asset.into_inner() {
-        DocsAsset::Script => ("application/javascript", include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js")),
-        DocsAsset::Style => ("text/css", include_bytes!("../assets/swagger-ui/swagger-ui.css")),
-    };
-    static_file(content_type, bytes)
 }
 
 #[cfg(test)]

@@ -213,3 +213,64 @@ async fn spans_go_as_protobuf_by_default_within_10_s() {
     assert!(seen, "no protobuf export naming job {id} within 10 s");
     stop(child);
 }
+
+/// Where `value` (a log line, or any value within it) holds Rust's debug text: of an `Option`
+/// (`Some(4)`, `None`) rather than the value itself or nothing, or of a struct (`Change { … }`)
+/// rather than its fields.
+fn debug_text(value: &Value) -> Option<String> {
+    let struct_debug = |text: &str| {
+        text.split_once(" { ").is_some_and(|(name, _)| name.chars().all(char::is_alphanumeric)) && text.ends_with('}')
+    };
+    match value {
+        Value::String(text) if text == "None" || text.starts_with("Some(") || struct_debug(text) => Some(text.clone()),
+        Value::Object(fields) => fields.values().find_map(debug_text),
+        Value::Array(items) => items.iter().find_map(debug_text),
+        _ => None,
+    }
+}
+
+/// A job that succeeds and one that fails, a user's change and a model's put: the JSON log
+/// gives their values as plain JSON (credits as a number, an error code as its name), never as
+/// Rust's debug text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_values_are_plain_json_not_rusts_debug_text() {
+    const ADMIN: &str = "gja_log_values_are_plain_json_0123456789";
+    let (child, base, key) = serve(&[("GENJOBS_ADMIN_TOKEN", ADMIN), ("GENJOBS_POLL_INTERVAL_MS", "50")]);
+    let client = reqwest::Client::new();
+    let call = async |request: reqwest::RequestBuilder| -> Value {
+        let response = request.send().await.unwrap();
+        assert!(response.status().is_success(), "{response:?}");
+        response.json().await.unwrap_or(Value::Null)
+    };
+    let mut ended = Vec::new();
+    for prompt in ["a plain fox", "a broken fox [sim:fail]"] {
+        let submit = client.post(format!("{base}/api/v1/images/generations")).bearer_auth(&key);
+        let receipt = call(submit.json(&json!({ "prompt": prompt }))).await;
+        let id = receipt["job_id"].as_str().unwrap().to_owned();
+        let job = call(client.get(format!("{base}/api/v1/jobs/{id}?wait=20")).bearer_auth(&key)).await;
+        ended.push((id, job["state"].clone()));
+    }
+    let account = call(client.get(format!("{base}/api/v1/account")).bearer_auth(&key)).await;
+    let user = format!("{base}/api/admin/users/{}", account["user_id"].as_str().unwrap());
+    call(client.patch(user).bearer_auth(ADMIN).json(&json!({"rate_limit_per_minute": 100}))).await;
+    let models = call(client.get(format!("{base}/api/admin/models")).bearer_auth(ADMIN)).await;
+    let model = &models["data"][0];
+    let put = client.put(format!("{base}/api/admin/models/{}", model["id"].as_str().unwrap()));
+    call(put.bearer_auth(ADMIN).json(model)).await;
+
+    let logs = stop(child);
+    let lines: Vec<Value> = logs.lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
+    let debug: Vec<String> = lines.iter().filter_map(debug_text).collect();
+    assert!(debug.is_empty(), "Rust's debug text in the log: {debug:?}\n{logs}");
+    assert_eq!(ended.iter().map(|(_, state)| state.as_str().unwrap()).collect::<Vec<_>>(), ["succeeded", "failed"]);
+    let line_of = |(id, state): &(String, Value)| {
+        let line = lines.iter().find(|line| line["job_id"] == id.as_str() && line["state"] == *state);
+        line.cloned().unwrap_or_else(|| panic!("no line of job {id} {state}: {logs}"))
+    };
+    let (succeeded, failed) = (line_of(&ended[0]), line_of(&ended[1]));
+    assert!(succeeded["credits_actual"].is_u64(), "{succeeded}");
+    assert_eq!(failed["error_code"], "UPSTREAM_FAILED", "{failed}");
+    let line_saying = |message: &str| lines.iter().find(|line| line["message"] == message).cloned().unwrap_or_default();
+    assert_eq!(line_saying("user changed")["rate_limit_per_minute"], 100, "{logs}");
+    assert_eq!(line_saying("catalog model put")["outcome"], "replaced", "{logs}");
+}

@@ -357,7 +357,7 @@ impl UpstreamProvider for ReplicateUpstream {
             Err(PollFailure::Transient(_)) if status.is_success() => None,
             Err(failure) => return Err(failure),
         };
-        tracing::debug!(job_id = %job_id, prediction = %id, status = ?prediction.as_ref().map(|p| &p.status), "replicate cancel");
+        tracing::debug!(job_id = %job_id, prediction = %id, status = prediction.as_ref().map(|p| p.status.as_str()), "replicate cancel");
         let succeeded = prediction.is_some_and(|p| p.status == "succeeded");
         Ok(if succeeded { CancelOutcome::AlreadyCompleted } else { CancelOutcome::Requested })
     }

@@ -47,6 +47,10 @@ async fn the_console_loads_without_a_token_and_asks_for_one() {
         !references.is_empty() && references.iter().all(|r| r.starts_with('/')),
         "nothing from elsewhere: {references:?}"
     );
+    for own in ["/playground/console.js", "/playground/spending-chart.js"] {
+        let script = app.client.get(app.url(own)).send().await.unwrap();
+        assert_eq!(script.headers()["cache-control"], "no-cache", "{own} is not kept a day beside a newer page");
+    }
 
     let driver = chromedriver().await;
     let page = browser(&driver).await;
@@ -174,6 +178,15 @@ async fn the_catalog_page_saves_an_edit_shows_a_fault_at_its_field_and_previews_
     )
     .await;
     assert_eq!(fault, json!(["routes[0].endpoint", "routes[0].endpoint", true]));
+    page.execute(set, vec![json!("price.credits"), json!("-3")]).await.unwrap();
+    page.find(Locator::Id("save-model")).await.unwrap().click().await.unwrap();
+    let worded = until(
+        &page,
+        "the fault in words",
+        "const e = document.querySelector('#model-fields .field-error[data-param=\"price.credits\"]'); return e && e.textContent;",
+    )
+    .await;
+    assert_eq!(worded, "`price.credits` must be a whole number (0 or more); got -3");
     screenshot(&page, "console-catalog").await;
     assert_eq!(app.admin_model("flux-pro").await["price"]["credits"], price + 3, "a refused edit changes nothing");
     page.close().await.unwrap();
@@ -204,6 +217,15 @@ async fn the_usage_page_charts_spending_and_downloads_the_csv() {
     let expected: Vec<Value> =
         report["data"].as_array().unwrap().iter().map(|r| json!([r["model"], r["credits_spent"]])).collect();
     assert_eq!(by_model, json!(expected), "the table is the API's report");
+    let by_user = until(
+        &page,
+        "the users by name",
+        "const c = document.querySelector('#usage-by-user tbody tr td'); \
+         return c && [c.firstChild.firstChild.textContent, c.querySelector('small') && c.querySelector('small').textContent.trim()];",
+    )
+    .await;
+    let name = admin(&app, &format!("/api/admin/users/{}", user.id)).await["name"].clone();
+    assert_eq!(by_user, json!([name, user.id]), "a user by name, the id beside it");
     screenshot(&page, "console-usage").await;
 
     page.find(Locator::Id("usage-csv")).await.unwrap().click().await.unwrap();
@@ -295,4 +317,24 @@ async fn the_providers_page_shows_breakers_keys_in_flight_and_the_jobs_waiting()
     for job in jobs {
         app.post(&format!("/api/v1/jobs/{job}/cancel"), &user.key, &json!({})).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_providers_page_says_a_provider_without_keys_takes_no_slots() {
+    let app = spawn_app_with(fast_config()).await;
+    let driver = chromedriver().await;
+    let page = browser(&driver).await;
+    sign_in(&page, &app, "#providers").await;
+    let shown = until(
+        &page,
+        "the simulator's row",
+        "const row = document.querySelector('#providers tr[data-provider=\"fal\"]'); \
+         return row && [...row.cells].map(c => c.textContent);",
+    )
+    .await;
+    assert_eq!(
+        shown,
+        json!(["fal", "closed", "one key or none (e.g. the built-in simulator)", "not counted", "no cap", "0 / 0"])
+    );
+    page.close().await.unwrap();
 }

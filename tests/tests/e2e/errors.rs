@@ -14,22 +14,34 @@ use serde_json::json;
 #[tokio::test]
 async fn unknown_routes_are_404_and_wrong_methods_405() {
     let app = spawn_app().await;
-    for path in ["/", "/api/v2/models", "/api/v1/jobs/x/y/z", "/api/v1/videos/generations"] {
+    for path in ["/api/v2/models", "/api/v1/jobs/x/y/z", "/api/v1/videos/generations", "/favicon.png"] {
         assert_error(app.get(path, &app.demo_key).await, 404, "not_found", "ROUTE_NOT_FOUND").await;
     }
     let wrong = [
-        ("GET", "/api/v1/video/generations"),
-        ("PUT", "/api/v1/images/generations"),
-        ("DELETE", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd"),
-        ("GET", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd/cancel"),
-        ("POST", "/api/v1/models"),
-        ("PUT", "/api/admin/users"),
+        ("GET", "/api/v1/video/generations", "POST"),
+        ("PUT", "/api/v1/images/generations", "POST"),
+        ("DELETE", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd", "GET, HEAD"),
+        ("GET", "/api/v1/jobs/01a20071-bf18-7493-acc7-9f682d0b19fd/cancel", "POST"),
+        ("POST", "/api/v1/models", "GET, HEAD"),
+        ("PUT", "/api/admin/users", "POST, GET, HEAD"),
+        ("POST", "/", "GET, HEAD"),
+        ("PUT", "/openai/v1/videos", "POST, GET, HEAD"),
     ];
-    for (method, path) in wrong {
+    for (method, path, allowed) in wrong {
         let response =
             app.client.request(method.parse().unwrap(), app.url(path)).bearer_auth(&app.demo_key).send().await.unwrap();
-        assert_error(response, 405, "invalid_request", "METHOD_NOT_ALLOWED").await;
+        assert_eq!(response.headers().get("allow").and_then(|v| v.to_str().ok()), Some(allowed), "{method} {path}");
+        if path.starts_with("/openai/") {
+            assert_eq!(response.status(), 405);
+            let body: serde_json::Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "method_not_allowed", "in OpenAI's shape: {body}");
+        } else {
+            assert_error(response, 405, "invalid_request", "METHOD_NOT_ALLOWED").await;
+        }
     }
+    let head = app.client.head(app.url("/api/v1/images/generations")).send().await.unwrap();
+    assert_eq!(head.status(), 405, "HEAD is GET's, and this path takes POST only");
+    assert_eq!(head.headers()["allow"], "POST");
 }
 
 fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports {

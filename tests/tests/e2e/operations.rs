@@ -18,6 +18,34 @@ async fn health_and_readiness_answer_without_a_key() {
 }
 
 #[tokio::test]
+async fn the_front_page_points_to_the_pages_and_every_page_has_the_favicon() {
+    let app = spawn_app().await;
+    let browser = app.client.get(app.url("/")).header("accept", "text/html,*/*;q=0.8").send().await.unwrap();
+    assert_eq!(browser.status(), 200);
+    assert!(browser.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(browser.headers()["content-security-policy"].to_str().unwrap().contains("default-src 'none'"));
+    assert_eq!(browser.headers()["vary"], "Accept");
+    let html = browser.text().await.unwrap();
+    for link in ["href=\"/playground\"", "href=\"/console\"", "href=\"/docs\"", "/api/v1"] {
+        assert!(html.contains(link), "{link} in {html}");
+    }
+    let index: Value = app.client.get(app.url("/")).send().await.unwrap().json().await.unwrap();
+    assert_eq!((index["playground"].as_str(), index["console"].as_str()), (Some("/playground"), Some("/console")));
+    assert_eq!((index["docs"].as_str(), index["api"].as_str()), (Some("/docs"), Some("/api/v1")));
+
+    let icon = app.client.get(app.url("/favicon.ico")).send().await.unwrap();
+    assert_eq!(icon.status(), 200);
+    assert_eq!(icon.headers()["content-type"], "image/svg+xml");
+    assert_eq!(icon.headers()["content-security-policy"], "sandbox", "an SVG opened alone runs nothing");
+    assert!(icon.text().await.unwrap().starts_with("<svg"));
+    for page in ["/", "/playground", "/playground/account", "/console", "/docs"] {
+        let html =
+            app.client.get(app.url(page)).header("accept", "text/html").send().await.unwrap().text().await.unwrap();
+        assert!(html.contains("<link rel=\"icon\" href=\"/favicon.ico\""), "{page} links the favicon");
+    }
+}
+
+#[tokio::test]
 async fn every_response_carries_a_request_id() {
     let app = spawn_app().await;
     let given = app.client.get(app.url("/healthz")).header("x-request-id", "trace-42").send().await.unwrap();

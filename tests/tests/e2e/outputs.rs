@@ -59,6 +59,24 @@ async fn a_stored_image_is_served_by_its_link_without_a_key() {
 }
 
 #[tokio::test]
+async fn a_head_of_a_signed_link_answers_the_gets_headers_without_the_body() {
+    let app = spawn_app().await;
+    let job = succeeded(&app, "images", json!({"prompt": "a kite's headers"})).await;
+    let output = &job["outputs"][0];
+    let url = output["url"].as_str().unwrap();
+    let get = fetch(&app, url, &[]).await;
+    let head = app.client.head(url).send().await.unwrap();
+    assert_eq!(head.status(), 200);
+    for name in ["content-type", "content-length", "etag", "accept-ranges", "content-security-policy"] {
+        assert_eq!(head.headers().get(name), get.headers().get(name), "{name}");
+    }
+    assert_eq!(head.headers()["content-length"].to_str().unwrap(), output["meta"]["size_bytes"].to_string());
+    assert!(head.bytes().await.unwrap().is_empty(), "no body");
+    let part = app.client.head(url).header("range", "bytes=0-9").send().await.unwrap();
+    assert_eq!((part.status().as_u16(), part.headers()["content-length"].to_str().unwrap()), (206, "10"));
+}
+
+#[tokio::test]
 async fn a_stored_video_serves_byte_ranges() {
     let app = spawn_app().await;
     let job = succeeded(&app, "video", json!({"prompt": "waves"})).await;

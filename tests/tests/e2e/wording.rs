@@ -41,6 +41,22 @@ async fn body_refusals_state_the_apis_rule_once() {
 }
 
 #[tokio::test]
+async fn a_refused_catalog_field_and_openai_seconds_are_named_with_their_rule() {
+    let app = spawn_app().await;
+    let mut document = app.admin_model("flux-pro").await;
+    document["price"]["credits"] = json!(-3);
+    let refused = app.put_model("flux-pro", &document).await;
+    assert_eq!(refusal(refused, "price.credits").await, "`price.credits` must be a whole number (0 or more); got -3");
+
+    let video = json!({"model": "seedance-2.0-fast", "prompt": "waves", "seconds": "99"});
+    let response = app.client.post(app.url("/openai/v1/videos")).bearer_auth(&app.demo_key).json(&video).send().await;
+    let error: Value = response.unwrap().json().await.unwrap();
+    assert_eq!(error["error"]["param"], "seconds", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("`seconds` must be ") && !message.contains("duration_sec"), "{message}");
+}
+
+#[tokio::test]
 async fn a_wrong_admin_token_is_called_the_admin_token() {
     let app = spawn_app().await;
     let wrong = app.get("/api/admin/models", "not-the-admin-token").await;

@@ -33,6 +33,17 @@ pub enum PutOutcome {
     Replaced,
 }
 
+impl PutOutcome {
+    /// `created` or `replaced`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PutOutcome::Created => "created",
+            PutOutcome::Replaced => "replaced",
+        }
+    }
+}
+
 /// Changes applied together or not at all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CatalogChanges {

@@ -428,7 +428,13 @@ impl Admin {
     /// [`AdminError::UnknownUser`], [`AdminError::Store`].
     pub async fn change_user(&self, user_id: UserId, change: UserChange) -> Result<Account, AdminError> {
         let account = self.ports.accounts.change_user(user_id, change).await?.ok_or(AdminError::UnknownUser)?;
-        tracing::info!(user_id = %user_id, ?change, "user changed");
+        tracing::info!(
+            user_id = %user_id,
+            rate_limit_per_minute = change.rate_limit_per_minute,
+            max_concurrent_jobs = change.max_concurrent_jobs,
+            price_percent = change.price_percent.map(PricePercent::get),
+            "user changed"
+        );
         Ok(account)
     }
 

@@ -74,7 +74,7 @@ impl Admin {
     pub async fn put_model(&self, id: &str, document: ModelDocument) -> Result<PutOutcome, CatalogAdminError> {
         let model = self.check_model(id, document)?;
         let outcome = self.ports.catalog.put_model(&model.id, &model.document()).await?;
-        tracing::info!(model = %model.id, ?outcome, "catalog model put");
+        tracing::info!(model = %model.id, outcome = outcome.as_str(), "catalog model put");
         self.reload_catalog().await?;
         Ok(outcome)
     }

@@ -177,8 +177,8 @@ impl ProviderNotifications {
                     tracing::info!(
                         job_id = %stored.id(),
                         state = stored.state().as_str(),
-                        credits_actual = ?stored.credits_actual().map(|c| c.get()),
-                        error_code = ?stored.error().as_ref().map(|e| e.code),
+                        credits_actual = stored.credits_actual().map(|c| c.get()),
+                        error_code = stored.error().as_ref().map(|e| e.code.as_str()),
                         "job {name} (provider notification)"
                     );
                     super::job_ended(self.ports.events.as_ref(), &stored).await;

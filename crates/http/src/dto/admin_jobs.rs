@@ -14,8 +14,8 @@ use genjobs_domain::usecases::{InspectedJob, JobListing};
 use super::client_webhooks::delivery_view;
 use super::responses::job_view;
 use super::usage::ledger_entry_view;
-use crate::handlers::Query;
 use crate::links::OutputLinks;
+use crate::query::Query;
 
 /// A model id or provider name from the query: 1 to [`MAX_MODEL_ID_CHARS`] URL-safe characters,
 /// as model ids are (no job has another, so a query with another is a mistake worth naming).

@@ -42,5 +42,35 @@ pub fn model_document(mut body: Value) -> Result<ModelDocument, InvalidRequest> 
     // their providers. Leaving them out lets an operator PUT back what they read.
     fields.remove("id");
     fields.remove("upstream");
-    ModelDocument::from_value(body).map_err(InvalidRequest::from)
+    ModelDocument::from_value(body).map_err(|fault| {
+        let message = match fault.message.strip_prefix("missing field ") {
+            Some(_) => format!("`{}` is required", fault.path),
+            None if fault.path.is_empty() => fault.message,
+            None => super::wording::field_refusal(&fault.path, &fault.message),
+        };
+        InvalidRequest { param: Some(fault.path), message }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_refused_field_is_named_with_its_rule_in_the_apis_words() {
+        let document = |price: Value| json!({"modality": "image", "display_name": "Fox", "price": price, "routes": [{"provider": "fal"}]});
+        let refused = |body: Value| model_document(body).map(|_| ()).unwrap_err();
+        let negative = refused(document(json!({"per": "image", "credits": -3})));
+        assert_eq!(negative.param.as_deref(), Some("price.credits"));
+        assert_eq!(negative.message, "`price.credits` must be a whole number (0 or more); got -3");
+        let missing = refused(document(json!({"per": "image"})));
+        assert_eq!(
+            (missing.param.as_deref(), missing.message.as_str()),
+            (Some("price.credits"), "`price.credits` is required")
+        );
+        let unit = refused(document(json!({"per": "minute", "credits": 1})));
+        assert_eq!(unit.message, "`price.per` must be `image` or `second`; got `minute`");
+    }
 }

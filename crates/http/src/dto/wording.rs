@@ -4,6 +4,11 @@
 
 /// The message for field `key`, which serde refused with `serde_message`.
 pub(crate) fn field_refusal(key: &str, serde_message: &str) -> String {
+    if let Some((got, expected)) =
+        serde_message.strip_prefix("unknown variant ").and_then(|rest| rest.split_once(", expected "))
+    {
+        return format!("`{key}` must be {expected}; got {got}");
+    }
     let worded = serde_message
         .strip_prefix("invalid type: ")
         .or_else(|| serde_message.strip_prefix("invalid value: "))
@@ -103,6 +108,10 @@ mod tests {
         for (key, serde_message, worded) in cases {
             assert_eq!(field_refusal(key, serde_message), worded);
         }
+        assert_eq!(
+            field_refusal("price.per", "unknown variant `minute`, expected `image` or `second`"),
+            "`price.per` must be `image` or `second`; got `minute`"
+        );
         assert_eq!(field_refusal("x", "something else"), "`x`: something else");
     }
 }

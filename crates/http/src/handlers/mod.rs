@@ -22,7 +22,6 @@ pub use quotes::*;
 pub use uploads::*;
 pub use usage::*;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
@@ -48,26 +47,14 @@ use crate::dto::responses::{
 };
 use crate::error::ApiError;
 use crate::links::OutputLinks;
+use crate::query::{Query, integer_param};
 use crate::telemetry::{Held, OpenConnection};
 use crate::waiting::{job_events, key_revoked, wait_for_job};
 
-pub(crate) type Query = web::Query<HashMap<String, String>>;
 type Handled = Result<HttpResponse, ApiError>;
 
 fn job_id(path: &str) -> Result<JobId, ApiError> {
     JobId::parse(path).map_err(|_| ApiError::job_not_found())
-}
-
-pub(crate) fn integer_param(query: &Query, name: &str, min: u64, max: u64) -> Result<Option<u64>, InvalidRequest> {
-    query
-        .get(name)
-        .map(|text| {
-            text.parse::<u64>()
-                .ok()
-                .filter(|v| (min..=max).contains(v))
-                .ok_or_else(|| InvalidRequest::param(name, format!("`{name}` must be an integer from {min} to {max}")))
-        })
-        .transpose()
 }
 
 /// The request's `Idempotency-Key`, if it has one.

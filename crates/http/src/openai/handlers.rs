@@ -33,7 +33,8 @@ use crate::dto::requests::{fingerprint, read, received};
 use crate::dto::responses::output_url;
 use crate::error::ApiError;
 use crate::form::{ImageLimits, is_form, read_image_form};
-use crate::handlers::{Query, idempotency_key, integer_param};
+use crate::handlers::idempotency_key;
+use crate::query::{Query, integer_param};
 use crate::waiting::{key_revoked, wait_for_job};
 
 type Handled = Result<HttpResponse, OpenAiError>;
@@ -375,7 +376,7 @@ pub async fn video_content(
     state: web::Data<AppState>,
     caller: Caught,
     path: web::Path<String>,
-    query: web::Query<std::collections::HashMap<String, String>>,
+    query: Query,
     req: HttpRequest,
 ) -> Handled {
     let caller = caller?.0;

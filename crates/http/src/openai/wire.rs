@@ -19,16 +19,18 @@ fn size(size: Option<&str>) -> Result<Option<Size>, InvalidRequest> {
     size.map(Size::parse).transpose()
 }
 
-/// The native validation names the native fields; a client of this edge sent OpenAI's.
+/// The native validation names the native fields; a client of this edge sent OpenAI's. The
+/// message names `seconds` too, whose values are the duration's; a `size` is `WxH`, not the
+/// aspect ratio or resolution the message lists, so its message stays the native one.
 fn in_openai_terms(mut refused: InvalidRequest) -> InvalidRequest {
-    refused.param = refused.param.map(|param| {
-        match param.as_str() {
-            "duration_sec" => "seconds",
-            "aspect_ratio" | "resolution" => "size",
-            other => other,
+    match refused.param.as_deref() {
+        Some("duration_sec") => {
+            refused.param = Some("seconds".to_owned());
+            refused.message = refused.message.replace("`duration_sec`", "`seconds`");
         }
-        .to_owned()
-    });
+        Some("aspect_ratio" | "resolution") => refused.param = Some("size".to_owned()),
+        _ => {}
+    }
     refused
 }
 
@@ -200,6 +202,8 @@ mod tests {
         assert_eq!((request.input.aspect_ratio.as_str(), request.input.resolution.as_deref()), ("16:9", Some("720p")));
         let refused = video(json!({"prompt": "waves", "seconds": "99"})).unwrap_err();
         assert_eq!(refused.param.as_deref(), Some("seconds"));
+        assert!(refused.message.starts_with("`seconds` must be "), "{}", refused.message);
+        assert!(!refused.message.contains("duration_sec"), "{}", refused.message);
         let upload = video(json!({"prompt": "waves", "input_reference": "x"})).unwrap_err();
         assert_eq!(upload.param.as_deref(), Some("input_reference"));
     }

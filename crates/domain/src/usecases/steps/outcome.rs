@@ -135,8 +135,8 @@ impl JobSteps {
                         job_id = %stored.id(),
                         state = stored.state().as_str(),
                         progress = stored.progress(),
-                        credits_actual = ?stored.credits_actual().map(|c| c.get()),
-                        error_code = ?stored.error().as_ref().map(|e| e.code),
+                        credits_actual = stored.credits_actual().map(|c| c.get()),
+                        error_code = stored.error().as_ref().map(|e| e.code.as_str()),
                         "job {}", name
                     );
                 }
