@@ -6,8 +6,9 @@
 //! - `cargo xtask setup` installs or starts what the tests need, each only when it is missing
 //!   (`scripts/install-test-tools.sh`: Postgres running, Chromium and its driver, pgbouncer,
 //!   libpq-dev, Node.js, diesel_cli, the Python and the Node tools).
-//! - `cargo xtask config-table` writes the README's configuration table from `genjobs`'s flags
-//!   (after a merge that adds settings, say); a test fails while it is stale.
+//! - `cargo xtask config-table` writes the configuration reference's tables
+//!   (`docs/configuration.md`) from `genjobs`'s flags (after a merge that adds settings, say); a
+//!   test fails while they are stale.
 //! - `cargo xtask test` does that, then runs every check CI runs, in order, naming each step and
 //!   its time: formatting, clippy, the domain's dependency guard, rust-version, docs, the domain's
 //!   example, the schema check, `cargo test --workspace`, clippy and a build of `genjobs` without
@@ -25,7 +26,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   setup         install or start what the test suite needs (Postgres, Chromium, pgbouncer, diesel_cli, Python tools)
-  config-table  write the README's configuration table from genjobs's flags
+  config-table  write docs/configuration.md's tables from genjobs's flags
   test          setup, then every check CI runs, in order";
 
 /// One step of the suite: a name for the progress lines, and the program with its arguments.
@@ -173,9 +174,9 @@ fn main() -> ExitCode {
         ["setup"] => run(&setup_steps()),
         ["test"] => run(&test_steps()),
         ["config-table"] => run(&[Step::new(
-            "the README's configuration table from genjobs's flags",
+            "docs/configuration.md's tables from genjobs's flags",
             "cargo",
-            &["run", "--quiet", "-p", "genjobs", "--", "config-table", "--readme", "README.md"],
+            &["run", "--quiet", "-p", "genjobs", "--", "config-table", "--file", "docs/configuration.md"],
         )]),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
