@@ -13,7 +13,8 @@
 //!   its time: formatting, clippy, the domain's dependency guard, rust-version, docs, the domain's
 //!   example, the schema check, `cargo test --workspace`, clippy and a build of `genjobs` without
 //!   its simulator (the production build), the OpenAPI check, the client's example, the README's
-//!   walkthrough run as written (`scripts/check-walkthrough.py`) and a 30 s chaos soak. `.ci/run` is this command.
+//!   walkthrough run as written (`scripts/check-walkthrough.py`), the links of the README and
+//!   `docs/` (`scripts/check-links.py`) and a 30 s chaos soak. `.ci/run` is this command.
 //!
 //! Tests never install anything themselves: a test whose tool is missing fails and names
 //! `cargo xtask test`.
@@ -129,6 +130,7 @@ fn test_steps() -> Vec<Step> {
         Step::new("the OpenAPI document: validator and schemathesis", "scripts/check-openapi.sh", &[&genjobs]),
         Step::new("genjobs-client's example against genjobs", "scripts/check-client-example.sh", &[&genjobs]),
         Step::new("the README's walkthrough against the embedded default", "scripts/check-walkthrough.py", &[&genjobs]),
+        Step::new("the links of README.md and docs/*.md", "scripts/check-links.py", &[]),
         Step::new("chaos soak, 30 s", &format!("{debug}/genjobs-soak"), &["--secs", "30", "--bin-dir", &debug]),
     ]);
     steps
