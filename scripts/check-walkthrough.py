@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Runs the README's walkthrough as written against genjobs on the embedded default, so that the
-README cannot drift from the service. The `sh` block under "### Walkthrough", then the first one
-under "## Outputs that never expire", run in one bash process (only the placeholder key and the
-port are replaced). In the walkthrough every curl must get a 2xx answer, and every `# {...}` after
+documentation cannot drift from the service. The `sh` block under "### Walkthrough" in README.md,
+then the first one under "## Outputs that never expire" in docs/deployment.md, run in one bash
+process (only the placeholder key and the port are replaced). In the walkthrough every curl must get a 2xx answer, and every `# {...}` after
 a command must match what it printed: each of its fields present with that value, a `…` in a
 string standing for any text. The outputs section shows a production answer (fal's URLs and
 sizes), so there only its fields are checked: each must be in the answer.
@@ -21,8 +21,11 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MARK = "@@walkthrough-command-{}@@"
-# The sections run, in order: (heading, whether answers are checked value for value).
-SECTIONS = [("\n### Walkthrough\n", True), ("\n## Outputs that never expire\n", False)]
+# The sections run, in order: (file, heading, whether answers are checked value for value).
+SECTIONS = [
+    ("README.md", "\n### Walkthrough\n", True),
+    ("docs/deployment.md", "\n## Outputs that never expire\n", False),
+]
 
 
 def fail(message):
@@ -30,14 +33,15 @@ def fail(message):
     sys.exit(1)
 
 
-def first_sh_block(readme, heading):
-    """The first ```sh block after `heading`."""
-    after = readme.split(heading, 1)
+def first_sh_block(path, heading):
+    """The first ```sh block after `heading` in the file at `path` (from the checkout's root)."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        after = f.read().split(heading, 1)
     if len(after) != 2:
-        fail(f"the README has no {heading.strip()} section")
+        fail(f"{path} has no {heading.strip()} section")
     match = re.search(r"```sh\n(.*?)```", after[1], re.S)
     if not match:
-        fail(f"{heading.strip()} has no sh block")
+        fail(f"{heading.strip()} in {path} has no sh block")
     return match.group(1)
 
 
@@ -126,11 +130,9 @@ def main():
     for tool in ("curl", "jq"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             fail(f"{tool} is missing: cargo xtask setup installs it")
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
     steps = []
-    for heading, values in SECTIONS:
-        steps += [(command, answers, values) for command, answers in commands(first_sh_block(readme, heading))]
+    for path, heading, values in SECTIONS:
+        steps += [(command, answers, values) for command, answers in commands(first_sh_block(path, heading))]
     process, port, key = start(binary)
     try:
         script = ["set -euo pipefail"]
@@ -157,7 +159,7 @@ def main():
                 if not matches(answer, printed_json(output), values):
                     fail(f"{command}\nprinted {output.strip()}\nnot {json.dumps(answer, ensure_ascii=False)}")
                 checked += 1
-        print(f"check-walkthrough: {len(steps)} commands ran, {checked} answers as the README shows them")
+        print(f"check-walkthrough: {len(steps)} commands ran, {checked} answers as the documentation shows them")
     finally:
         process.kill()
         process.wait()

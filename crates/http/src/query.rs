@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use actix_web::web;
-use genjobs_domain::request::InvalidRequest;
+use genjobs_domain::invalid::InvalidRequest;
 
 /// The query string's parameters by name; a parameter given twice keeps its last value.
 pub(crate) type Query = web::Query<HashMap<String, String>>;

@@ -54,13 +54,13 @@ pub enum Command {
     /// Make a new admin token in place of the one the first start over DATABASE_URL generated:
     /// printed once, its hash kept; replicas take it when they next start.
     AdminToken(ConfigArgs),
-    /// Print the README's configuration table, made from these flags, or write it into a README
-    /// (`cargo xtask config-table`).
+    /// Print the configuration reference's tables, made from these flags, or write them into a
+    /// Markdown file (`cargo xtask config-table`: docs/configuration.md).
     #[command(hide = true)]
     ConfigTable {
-        /// The README to write it into, between its config-table markers.
-        #[arg(long)]
-        readme: Option<PathBuf>,
+        /// The file to write them into, between its config-table markers.
+        #[arg(long, alias = "readme")]
+        file: Option<PathBuf>,
     },
     /// Generate images: submit, follow with a progress bar, download into --out.
     Image(remote::ImageArgs),

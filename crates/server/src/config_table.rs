@@ -1,8 +1,8 @@
-//! The README's configuration table, made from the clap definitions `genjobs --help` shows: one
-//! table per `--help` heading, in its order, each setting with its variable, flag, default and
-//! meaning. `genjobs config-table` prints it; `cargo xtask config-table` (`genjobs config-table
-//! --readme README.md`) writes it into the README between [`BEGIN`] and [`END`]; a test fails
-//! when the README's copy is not this.
+//! The configuration reference's tables (`docs/configuration.md`), made from the clap definitions
+//! `genjobs --help` shows: one table per `--help` heading, in its order, each setting with its
+//! variable, flag, default and meaning. `genjobs config-table` prints them; `cargo xtask
+//! config-table` (`genjobs config-table --file docs/configuration.md`) writes them into that file
+//! between [`BEGIN`] and [`END`]; a test fails when the file's copy is not this.
 
 use std::fmt::Write as _;
 
@@ -11,7 +11,7 @@ use clap::{Args, CommandFactory};
 use crate::cli::{Cli, every_argument};
 use crate::config::ConfigArgs;
 
-/// The line before the table in the README.
+/// The line before the tables in the file.
 pub const BEGIN: &str = "<!-- config-table: written by `cargo xtask config-table` from the flags; do not edit -->";
 /// The line after it.
 pub const END: &str = "<!-- end of config-table -->";
@@ -103,22 +103,22 @@ fn split_default(help: &str) -> (String, Option<String>) {
     (format!("{}{after}", before.trim_end()).trim_end().to_owned(), Some(stated.to_owned()))
 }
 
-/// `readme` with its table replaced by [`markdown`]'s; `None` when it has no markers.
+/// `document` with its tables replaced by [`markdown`]'s; `None` when it has no markers.
 #[must_use]
-pub fn written_into(readme: &str) -> Option<String> {
-    let (before, rest) = readme.split_once(BEGIN)?;
+pub fn written_into(document: &str) -> Option<String> {
+    let (before, rest) = document.split_once(BEGIN)?;
     let (_, after) = rest.split_once(END)?;
     Some(format!("{before}{BEGIN}\n\n{}{END}{after}", markdown()))
 }
 
-/// Writes the table into the README at `path`.
+/// Writes the tables into the Markdown file at `path`.
 ///
 /// # Errors
-/// When the README cannot be read or written, or has no markers.
+/// When the file cannot be read or written, or has no markers.
 pub fn write_into(path: &std::path::Path) -> Result<(), String> {
     let shown = path.display();
-    let readme = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let written = written_into(&readme).ok_or_else(|| format!("{shown} has no `{BEGIN}` and `{END}` lines"))?;
+    let document = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let written = written_into(&document).ok_or_else(|| format!("{shown} has no `{BEGIN}` and `{END}` lines"))?;
     std::fs::write(path, written).map_err(|e| format!("cannot write {shown}: {e}"))
 }
 
@@ -141,9 +141,10 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_holds_the_table_the_flags_make() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-        let written = written_into(&readme).expect("the README has the config-table markers");
-        assert!(written == readme, "the README's configuration table is stale: run `cargo xtask config-table`");
+    fn the_configuration_reference_holds_the_tables_the_flags_make() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+        let document = std::fs::read_to_string(path).unwrap();
+        let written = written_into(&document).expect("docs/configuration.md has the config-table markers");
+        assert!(written == document, "docs/configuration.md is stale: run `cargo xtask config-table`");
     }
 }

@@ -38,8 +38,8 @@ async fn main() -> ExitCode {
             };
         }
     };
-    if let Some(Command::ConfigTable { readme }) = &cli.command {
-        return match readme {
+    if let Some(Command::ConfigTable { file }) = &cli.command {
+        return match file {
             None => {
                 print!("{}", genjobs::config_table::markdown());
                 ExitCode::SUCCESS

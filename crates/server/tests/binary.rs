@@ -408,10 +408,10 @@ fn a_configured_admin_token_is_never_printed_and_a_short_one_stops_the_start() {
     assert!(String::from_utf8(short.stdout).unwrap().is_empty());
 }
 
-/// The README's configuration tables are `--help`'s: the same headings in the same order, each
-/// with the same variables in the same order.
+/// The configuration reference's tables (docs/configuration.md) are `--help`'s: the same headings
+/// in the same order, each with the same variables in the same order.
 #[test]
-fn the_readme_configuration_tables_follow_help() {
+fn the_configuration_reference_follows_help() {
     let help = String::from_utf8(genjobs(&["--help"], &[]).stdout).unwrap();
     let mut from_help: Vec<(String, Vec<String>)> = Vec::new();
     for line in help.lines() {
@@ -423,20 +423,21 @@ fn the_readme_configuration_tables_follow_help() {
         }
     }
     let from_help: Vec<_> = from_help.into_iter().filter(|(_, variables)| !variables.is_empty()).collect();
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let tables = readme.split_once(genjobs::config_table::BEGIN).unwrap().1;
+    let reference =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md")).unwrap();
+    let tables = reference.split_once(genjobs::config_table::BEGIN).unwrap().1;
     let tables = tables.split_once(genjobs::config_table::END).unwrap().0;
-    let mut from_readme: Vec<(String, Vec<String>)> = Vec::new();
+    let mut from_reference: Vec<(String, Vec<String>)> = Vec::new();
     for line in tables.lines() {
         if let Some(heading) = line.strip_prefix("### ") {
-            from_readme.push((heading.to_owned(), Vec::new()));
+            from_reference.push((heading.to_owned(), Vec::new()));
         } else if let Some(rest) = line.strip_prefix("| `") {
-            from_readme.last_mut().unwrap().1.push(rest.split('`').next().unwrap().to_owned());
+            from_reference.last_mut().unwrap().1.push(rest.split('`').next().unwrap().to_owned());
         }
     }
-    let subcommands = from_readme.pop().unwrap();
+    let subcommands = from_reference.pop().unwrap();
     assert_eq!(subcommands.0, "Read by subcommands only");
-    assert_eq!(from_readme, from_help, "run `cargo xtask config-table`");
+    assert_eq!(from_reference, from_help, "run `cargo xtask config-table`");
     assert!(subcommands.1.contains(&"GENJOBS_API_KEY".to_owned()), "{subcommands:?}");
 }
 

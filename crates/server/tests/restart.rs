@@ -1,4 +1,4 @@
-//! A restart on Postgres with only `DATABASE_URL` set, as the README's one-liner starts genjobs:
+//! A restart on Postgres with only `DATABASE_URL` set, as docs/deployment.md's one-liner starts it:
 //! the admin token printed by the first start, users' webhook secrets and the output links minted
 //! before all still work, and the token is printed by the first start only; `genjobs admin-token`
 //! replaces it for the next start.

@@ -7,14 +7,16 @@
 //!   (`scripts/install-test-tools.sh`: Postgres answering where `DATABASE_URL` says, started
 //!   however the machine runs it (`scripts/postgres-up.sh`), Chromium and its driver, pgbouncer,
 //!   libpq-dev, Node.js, `just`, diesel_cli, the Python and the Node tools).
-//! - `cargo xtask config-table` writes the README's configuration table from `genjobs`'s flags
-//!   (after a merge that adds settings, say); a test fails while it is stale.
+//! - `cargo xtask config-table` writes the configuration reference's tables
+//!   (`docs/configuration.md`) from `genjobs`'s flags (after a merge that adds settings, say); a
+//!   test fails while they are stale.
 //! - `cargo xtask test` does that, then runs every check CI runs, in order, naming each step and
 //!   its time: formatting, clippy, the domain's dependency guard, the modules' circle check
 //!   (`scripts/check-module-circles.py`), rust-version, docs, the domain's
 //!   example, the schema check, `cargo test --workspace`, clippy and a build of `genjobs` without
 //!   its simulator (the production build), the OpenAPI check, the client's example, the README's
-//!   walkthrough run as written (`scripts/check-walkthrough.py`) and a 30 s chaos soak. `.ci/run` is this command.
+//!   walkthrough run as written (`scripts/check-walkthrough.py`), the links of the README and
+//!   `docs/` (`scripts/check-links.py`) and a 30 s chaos soak. `.ci/run` is this command.
 //!
 //! Tests never install anything themselves: a test whose tool is missing fails and names
 //! `cargo xtask test`.
@@ -27,7 +29,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   setup         install or start what the test suite needs (Postgres, Chromium, pgbouncer, just, diesel_cli, Python and Node tools)
-  config-table  write the README's configuration table from genjobs's flags
+  config-table  write docs/configuration.md's tables from genjobs's flags
   test          setup, then every check CI runs, in order";
 
 /// One step of the suite: a name for the progress lines, and the program with its arguments.
@@ -89,6 +91,7 @@ fn test_steps() -> Vec<Step> {
         ),
         Step::new("the domain depends on no I/O crate", "scripts/check-domain-deps.sh", &[]),
         Step::new("no crate's modules import each other in a circle", "scripts/check-module-circles.py", &[]),
+        Step::new("the links of README.md and docs/*.md", "scripts/check-links.py", &[]),
         Step::new("rust-version covers the dependencies", "python3", &["scripts/check-msrv.py"]),
         Step::new("docs build without warnings", "cargo", &["doc", "--workspace", "--no-deps", "--quiet"])
             .env("RUSTDOCFLAGS", "-D warnings"),
@@ -176,9 +179,9 @@ fn main() -> ExitCode {
         ["setup"] => run(&setup_steps()),
         ["test"] => run(&test_steps()),
         ["config-table"] => run(&[Step::new(
-            "the README's configuration table from genjobs's flags",
+            "docs/configuration.md's tables from genjobs's flags",
             "cargo",
-            &["run", "--quiet", "-p", "genjobs", "--", "config-table", "--readme", "README.md"],
+            &["run", "--quiet", "-p", "genjobs", "--", "config-table", "--file", "docs/configuration.md"],
         )]),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");

@@ -4,7 +4,8 @@
 //! `chromium-driver` (`.ci/run` installs them); without them the tests fail and say so.
 //!
 //! `GENJOBS_CHROMIUM` and `GENJOBS_CHROMEDRIVER` name other binaries than Debian's.
-//! `GENJOBS_UPDATE_SCREENSHOT=1` also writes the screenshots shown in the README to `docs/`.
+//! `GENJOBS_UPDATE_SCREENSHOT=1` also writes the screenshots shown in the README and
+//! `docs/operators.md` to `docs/`.
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
@@ -86,7 +87,7 @@ pub async fn until(page: &Client, what: &str, script: &str) -> Value {
 }
 
 /// The page as a PNG; with `GENJOBS_UPDATE_SCREENSHOT` set, also written to `docs/{name}.png`
-/// for the README.
+/// for the README and `docs/operators.md`.
 pub async fn screenshot(page: &Client, name: &str) {
     let png = page.screenshot().await.unwrap();
     assert_eq!(&png[1..4], b"PNG");
