@@ -11,8 +11,10 @@
 //! one database together.
 
 pub mod cli;
+mod cli_error;
 mod config;
 pub mod config_table;
+mod connection;
 pub mod keys_cli;
 pub mod remote;
 mod secrets;

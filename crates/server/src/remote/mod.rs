@@ -22,6 +22,7 @@ mod args;
 mod counted;
 mod keys;
 
+pub use crate::connection::Connection;
 pub use args::*;
 pub(crate) use counted::counted;
 
