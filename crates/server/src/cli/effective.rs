@@ -34,7 +34,10 @@ pub fn effective_config(matches: &ArgMatches) -> String {
     for arg in ConfigArgs::augment_args(clap::Command::new("config")).get_arguments() {
         let Some(variable) = arg.get_env().and_then(|v| v.to_str()) else { continue };
         let id = arg.get_id().as_str();
-        let raw = matches.get_raw(id).and_then(|mut values| values.next()).map(|v| v.to_string_lossy().into_owned());
+        // A list setting (`GENJOBS_OUTPUT_HOSTS`) is shown whole, as its variable takes it.
+        let raw = matches
+            .get_raw(id)
+            .map(|values| values.map(|v| v.to_string_lossy().into_owned()).collect::<Vec<_>>().join(","));
         let shown = match raw {
             None => "(unset)".to_owned(),
             Some(url) if variable == "DATABASE_URL" => mask_password(&url),
@@ -74,5 +77,16 @@ mod tests {
         assert!(printed.contains("DATABASE_URL=postgres://app:****@db:5432/genjobs  # flag"), "{printed}");
         assert!(printed.contains("GENJOBS_BIND=127.0.0.1:8080  # default"), "{printed}");
         assert!(printed.contains("GENJOBS_UPSTREAM_URL=(unset)"), "{printed}");
+    }
+
+    #[test]
+    fn config_shows_every_value_of_a_list_setting() {
+        let (_, defaults) = parse(&["config"]).unwrap();
+        let shown = effective_config(&defaults);
+        let hosts = genjobs_output_store::DEFAULT_OUTPUT_HOSTS.join(",");
+        assert!(shown.contains(&format!("GENJOBS_OUTPUT_HOSTS={hosts}  # default")), "{shown}");
+        let (_, given) = parse(&["config", "--output-hosts", "cdn.example,media.example"]).unwrap();
+        let shown = effective_config(&given);
+        assert!(shown.contains("GENJOBS_OUTPUT_HOSTS=cdn.example,media.example  # flag"), "{shown}");
     }
 }
