@@ -93,7 +93,7 @@ async fn secrets_tokens_and_links_survive_a_restart_with_only_database_url() {
 
     let second = Started::on(&db, &outputs);
     assert_eq!(second.admin_token(), None, "printed by the first start only: {:?}", second.printed);
-    assert!(second.printed.iter().any(|l| l.starts_with("admin token: the one printed at the first start")));
+    assert!(second.printed.iter().any(|l| l.starts_with("admin token: the last one printed")), "{:?}", second.printed);
     let ada = format!("/api/admin/users/{}", user["id"].as_str().unwrap());
     let read = second.app.get(&ada, &token).await;
     assert_eq!(json_of(read, 200).await["name"], "ada", "the first start's token still works");
@@ -120,6 +120,8 @@ async fn secrets_tokens_and_links_survive_a_restart_with_only_database_url() {
     let new_token = stdout.trim().strip_prefix("admin token: ").unwrap().to_owned();
     assert!(new_token.starts_with("gja_") && new_token != token, "{stdout}");
     let third = Started::on(&db, &outputs);
+    let banner = third.printed.iter().find(|l| l.starts_with("admin token: ")).unwrap();
+    assert!(banner.contains("`genjobs admin-token`"), "the banner points at the token it printed too: {banner}");
     assert_eq!(json_of(third.app.get(&ada, &new_token).await, 200).await["name"], "ada");
     let old = json_of(third.app.get(&ada, &token).await, 401).await;
     assert_eq!(old["error"]["code"], "INVALID_API_KEY", "the replaced token is refused: {old}");
