@@ -17,12 +17,14 @@ use serde_json::json;
 
 mod args;
 mod counted;
+mod flags;
 mod follow;
 mod keys;
 
 pub use crate::connection::Connection;
 pub use args::*;
 pub(crate) use counted::counted;
+use flags::in_flag_terms;
 use follow::follow;
 
 /// Why a client command stopped short.
@@ -148,7 +150,7 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                 }
                 Err(stop) => Err(stop),
             };
-            (g.connection, outcome)
+            (g.connection, outcome.map_err(in_flag_terms))
         }
         Command::Video(VideoArgs { prompt, duration, resolution, generation: g }) => {
             let outcome = match image_inputs(&g.connection, &g.image_inputs).await {
@@ -172,7 +174,7 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                 }
                 Err(stop) => Err(stop),
             };
-            (g.connection, outcome)
+            (g.connection, outcome.map_err(in_flag_terms))
         }
         Command::Jobs(JobsCommand::Watch { id, out, connection }) => {
             let outcome = match client(&connection) {
