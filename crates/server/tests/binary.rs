@@ -24,6 +24,7 @@ fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<Stri
     let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .env_clear()
         .env("GENJOBS_BIND", "127.0.0.1:0")
+        .env("GENJOBS_SIM_PORT", "0")
         .envs(vars.iter().copied())
         .stdout(Stdio::piped())
         .stderr(stderr)
