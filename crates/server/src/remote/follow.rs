@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::{Stop, waiting_line};
 
 /// The bar as the README shows it: `[====>   ]  72% running (00:00:04)`.
-const BAR_TEMPLATE: &str = "{spinner} [{bar:40}] {msg} ({elapsed_precise})";
+const BAR_TEMPLATE: &str = "[{bar:40}] {msg} ({elapsed_precise})";
 
 /// One reading of the job as the bar says it: its percentage and its state, or its place among
 /// the waiting jobs when it waits for capacity.
@@ -98,8 +98,9 @@ mod tests {
     }
 
     #[test]
-    fn the_elapsed_time_is_shown_as_the_readme_shows_it() {
+    fn the_bar_is_laid_out_as_the_readme_shows_it() {
         assert!(ProgressStyle::with_template(BAR_TEMPLATE).is_ok(), "{BAR_TEMPLATE}");
+        assert!(BAR_TEMPLATE.starts_with("[{bar:40}] {msg}"), "the bar first, 40 wide, then the reading");
         assert!(BAR_TEMPLATE.ends_with("({elapsed_precise})"), "hours, minutes and seconds: (00:00:04)");
     }
 }
