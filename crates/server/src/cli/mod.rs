@@ -323,6 +323,7 @@ pub(crate) mod tests {
         let limits = c.gateway.default_limits;
         assert_eq!((limits.rate_limit_per_minute, limits.max_concurrent_jobs, c.demo_credits), (120, 8, 1000));
         assert!(c.database_url.is_none() && c.upstream_url.is_none() && c.admin_token.is_none());
+        assert_eq!(c.simulator.port, 8788, "the built-in simulator's port survives restarts");
     }
 
     #[test]
