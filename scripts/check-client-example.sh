@@ -9,7 +9,7 @@ fail() { echo "check-client-example: $*" >&2; exit 1; }
 [ -x "$binary" ] || fail "no genjobs binary at $binary (cargo build -p genjobs)"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 out=$(mktemp)
-GENJOBS_BIND="127.0.0.1:$port" GENJOBS_SIM_RUN_MS=500 GENJOBS_POLL_INTERVAL_MS=100 RUST_LOG=warn \
+GENJOBS_BIND="127.0.0.1:$port" GENJOBS_SIM_PORT=0 GENJOBS_SIM_RUN_MS=500 GENJOBS_POLL_INTERVAL_MS=100 RUST_LOG=warn \
   "$binary" >"$out" 2>/dev/null &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; rm -f "$out"' EXIT

@@ -20,7 +20,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 base="http://127.0.0.1:$port"
 admin="openapi-check-admin-token-of-32-characters"
 log=$(mktemp)
-GENJOBS_BIND="127.0.0.1:$port" GENJOBS_ADMIN_TOKEN="$admin" GENJOBS_SIM_QUEUE_MS=20 GENJOBS_SIM_RUN_MS=200 \
+GENJOBS_BIND="127.0.0.1:$port" GENJOBS_SIM_PORT=0 GENJOBS_ADMIN_TOKEN="$admin" GENJOBS_SIM_QUEUE_MS=20 GENJOBS_SIM_RUN_MS=200 \
   GENJOBS_POLL_INTERVAL_MS=100 GENJOBS_STREAM_MAX_SECS=2 GENJOBS_LOG_FORMAT=json RUST_LOG=warn \
   "$binary" >"$log" 2>&1 &
 pid=$!

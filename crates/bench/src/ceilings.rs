@@ -30,6 +30,7 @@ fn genjobs_envs(database_url: String) -> Vec<(&'static str, String)> {
         ("GENJOBS_SIM_RUN_MS", "3600000".to_owned()),
         ("GENJOBS_SIM_QUEUE_MS", "0".to_owned()),
         ("GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY", "0".to_owned()),
+        ("GENJOBS_SIM_PORT", "0".to_owned()),
     ]
     .into()
 }

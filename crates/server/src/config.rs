@@ -73,7 +73,8 @@ pub struct Config {
     pub http: HttpSettings,
     /// Postgres (its `url` is `database_url`): pool, timeouts, caches.
     pub postgres: PgSettings,
-    /// The built-in simulator: `GENJOBS_SIM_QUEUE_MS`, `GENJOBS_SIM_RUN_MS`.
+    /// The built-in simulator: `GENJOBS_SIM_QUEUE_MS`, `GENJOBS_SIM_RUN_MS`,
+    /// `GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY`, `GENJOBS_SIM_PORT`.
     #[cfg(feature = "sim")]
     pub simulator: SimConfig,
     /// How long final jobs are kept (`GENJOBS_JOB_RETENTION_DAYS`); `None` keeps them forever.

@@ -18,9 +18,9 @@ use genjobs_domain::keys::{KeyChange, key_budget, key_expiry, key_limit, key_mod
 use genjobs_domain::usecases::Admin;
 use genjobs_http::dto::keys::{issued_key_view, key_settings, key_view};
 
-use crate::cli::CliError;
+use crate::cli_error::CliError;
 use crate::config::ConfigArgs;
-use crate::remote::Connection;
+use crate::connection::Connection;
 
 /// A key's settings as flags; each optional.
 #[derive(Debug, Clone, Default, Args)]

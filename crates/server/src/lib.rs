@@ -11,8 +11,10 @@
 //! one database together.
 
 pub mod cli;
+mod cli_error;
 mod config;
 pub mod config_table;
+mod connection;
 pub mod keys_cli;
 pub mod remote;
 mod secrets;
@@ -82,9 +84,21 @@ pub enum StartError {
     /// The database cannot be set up.
     #[error(transparent)]
     Database(#[from] SetupError),
-    /// The listen address or the simulator's port cannot be bound.
+    /// The listen address cannot be bound.
     #[error("cannot listen: {0}")]
     Bind(#[from] std::io::Error),
+    /// The built-in simulator's port cannot be bound: another process (another genjobs on the
+    /// same host, say) holds it.
+    #[cfg(feature = "sim")]
+    #[error(
+        "the built-in simulator cannot listen on 127.0.0.1:{port}: {source}; set GENJOBS_SIM_PORT (--sim-port) to a free port, or to 0 for any free port (which changes at every start)"
+    )]
+    SimulatorPort {
+        /// The port asked for.
+        port: u16,
+        /// Why it cannot be bound.
+        source: std::io::Error,
+    },
     /// The upstream HTTP client cannot be built.
     #[error(transparent)]
     Upstream(#[from] genjobs_upstream_fal::BuildError),

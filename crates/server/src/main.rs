@@ -193,7 +193,9 @@ async fn serve(config: Config) -> ExitCode {
     match &service.admin_token {
         Some(generated) => println!("admin token: {generated}"),
         None if !token_configured => {
-            println!("admin token: the one printed at the first start (`genjobs admin-token` makes a new one)");
+            println!(
+                "admin token: the last one printed, by the first start or by `genjobs admin-token` since (which makes a new one)"
+            );
         }
         None => {}
     }

@@ -46,14 +46,14 @@ pub(crate) async fn resolve(config: &Config, kept: &dyn KeptSecrets) -> Result<S
     let webhook_key = match &config.secret_key {
         Some(key) => key.clone(),
         None => {
-            tracing::warn!("GENJOBS_SECRET_KEY is not set: webhook secrets are sealed under a key kept in the store");
+            tracing::warn!("{}", unset_key_warning(config, "GENJOBS_SECRET_KEY", "webhook secrets are sealed"));
             hex::encode(kept_key(kept, KeptName::WebhookSecretKey).await?)
         }
     };
     let link_key = match &config.link_secret {
         Some(secret) => secret.as_bytes().to_vec(),
         None => {
-            tracing::warn!("GENJOBS_LINK_SECRET is not set: output links are signed under a key kept in the store");
+            tracing::warn!("{}", unset_key_warning(config, "GENJOBS_LINK_SECRET", "output links are signed"));
             kept_key(kept, KeptName::LinkKey).await?
         }
     };
@@ -62,6 +62,17 @@ pub(crate) async fn resolve(config: &Config, kept: &dyn KeptSecrets) -> Result<S
         _ => None,
     };
     Ok(ServiceSecrets { admin_token, generated_admin_token, webhook_key, earlier_webhook_key, link_key })
+}
+
+/// The start's warning for a key setting left unset: where the key made in its place lives,
+/// which differs by store. In the database, whoever reads it can use the key; in memory, the key
+/// (like everything else) ends with the process.
+fn unset_key_warning(config: &Config, variable: &str, what: &str) -> String {
+    let kept = match config.database_url {
+        Some(_) => "a key made at the first start and kept in the database (its kept_secrets table)",
+        None => "a key made by this start and kept in memory, as everything else on the in-memory store",
+    };
+    format!("{variable} is not set: {what} under {kept}")
 }
 
 /// A new admin token in place of the kept one, for `genjobs admin-token`: shown once, kept as
@@ -154,5 +165,15 @@ mod tests {
         let fine = Config { admin_token: Some("y".repeat(32)), ..Config::default() };
         let resolved = resolve(&fine, &store).await.unwrap();
         assert_eq!(resolved.generated_admin_token, None, "a configured token is never printed");
+    }
+
+    #[test]
+    fn the_unset_key_warning_says_where_the_store_in_use_keeps_it() {
+        let memory = unset_key_warning(&Config::default(), "GENJOBS_LINK_SECRET", "output links are signed");
+        assert!(memory.starts_with("GENJOBS_LINK_SECRET is not set: output links are signed under"), "{memory}");
+        assert!(memory.contains("in memory") && !memory.contains("database"), "{memory}");
+        let postgres = Config { database_url: Some("postgres://db/genjobs".into()), ..Config::default() };
+        let kept = unset_key_warning(&postgres, "GENJOBS_SECRET_KEY", "webhook secrets are sealed");
+        assert!(kept.contains("kept in the database") && !kept.contains("memory"), "{kept}");
     }
 }

@@ -7,13 +7,17 @@ use crate::{Config, StartError};
 #[cfg(feature = "sim")]
 pub(crate) use genjobs_upstream_sim::RunningSim;
 
-/// The simulator, started on a loopback port when `GENJOBS_UPSTREAM_URL` is unset.
+/// The simulator, started on its loopback port (`GENJOBS_SIM_PORT`) when `GENJOBS_UPSTREAM_URL`
+/// is unset.
 #[cfg(feature = "sim")]
 pub(crate) fn start_unless_configured(config: &Config) -> Result<Option<RunningSim>, StartError> {
-    match &config.upstream_url {
-        Some(_) => Ok(None),
-        None => Ok(Some(genjobs_upstream_sim::spawn(config.simulator.clone())?)),
+    if config.upstream_url.is_some() {
+        return Ok(None);
     }
+    let port = config.simulator.port;
+    let running = genjobs_upstream_sim::spawn(config.simulator.clone())
+        .map_err(|source| StartError::SimulatorPort { port, source })?;
+    Ok(Some(running))
 }
 
 /// Without the simulator, `GENJOBS_UPSTREAM_URL` must name the provider.

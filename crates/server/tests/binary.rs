@@ -24,6 +24,7 @@ fn serve(vars: &[(&str, &str)], stderr: Stdio) -> (std::process::Child, Vec<Stri
     let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .env_clear()
         .env("GENJOBS_BIND", "127.0.0.1:0")
+        .env("GENJOBS_SIM_PORT", "0")
         .envs(vars.iter().copied())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -349,6 +350,9 @@ async fn the_cli_exits_3_when_refused_2_on_usage_and_130_when_interrupted() {
     let (status, _, stderr) = client(&address, &key, &["image", "x", "--model", "nope"]);
     assert_eq!(status, Some(3), "a 400 is the service's refusal, not an unreachable service: {stderr}");
     assert!(stderr.contains("INVALID_REQUEST") && stderr.contains("names the setting"), "{stderr}");
+    let (status, _, stderr) = client(&address, &key, &["video", "waves", "--duration", "999"]);
+    assert_eq!(status, Some(3), "{stderr}");
+    assert!(stderr.contains("`--duration` must be") && !stderr.contains("duration_sec"), "named as typed: {stderr}");
     let (status, _, _) = client(&address, &key, &["image"]);
     assert_eq!(status, Some(2), "no prompt is a usage error");
     let (status, _, _) = client(&address, &key, &["image", "x", "--n", "9"]);

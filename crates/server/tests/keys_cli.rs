@@ -79,6 +79,7 @@ fn serve(database: &TestDatabase) -> (Child, String) {
         .env_clear()
         .env("DATABASE_URL", &database.url)
         .env("GENJOBS_BIND", "127.0.0.1:0")
+        .env("GENJOBS_SIM_PORT", "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -1,7 +1,8 @@
 //! A restart on Postgres with only `DATABASE_URL` set, as docs/deployment.md's one-liner starts it:
 //! the admin token printed by the first start, users' webhook secrets and the output links minted
 //! before all still work, and the token is printed by the first start only; `genjobs admin-token`
-//! replaces it for the next start.
+//! replaces it for the next start. The built-in simulator comes back on its port: a job running
+//! at the restart ends at once, and earlier links to its files still answer.
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
@@ -23,15 +24,17 @@ struct Started {
 }
 
 impl Started {
-    fn on(db: &TestDatabase, outputs: &std::path::Path) -> Started {
+    /// Started with `vars` besides a fast simulator on any free port.
+    fn on(db: &TestDatabase, vars: &[(&str, &str)]) -> Started {
         let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
             .env_clear()
             .env("DATABASE_URL", &db.url)
             .env("GENJOBS_BIND", "127.0.0.1:0")
-            .env("GENJOBS_OUTPUT_STORE", format!("file://{}", outputs.display()))
+            .env("GENJOBS_SIM_PORT", "0")
             .env("GENJOBS_SIM_QUEUE_MS", "20")
             .env("GENJOBS_SIM_RUN_MS", "200")
             .env("GENJOBS_POLL_INTERVAL_MS", "50")
+            .envs(vars.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -78,7 +81,9 @@ async fn json_of(response: reqwest::Response, status: u16) -> Value {
 async fn secrets_tokens_and_links_survive_a_restart_with_only_database_url() {
     let db = TestDatabase::new().await;
     let outputs = std::env::temp_dir().join(format!("genjobs-restart-{}", std::process::id()));
-    let first = Started::on(&db, &outputs);
+    let store = format!("file://{}", outputs.display());
+    let vars = [("GENJOBS_OUTPUT_STORE", store.as_str())];
+    let first = Started::on(&db, &vars);
     let token = first.admin_token().unwrap_or_else(|| panic!("no token printed: {:?}", first.printed));
     let created = first.app.post("/api/admin/users", &token, &json!({"name": "ada", "credits": 100})).await;
     let user = json_of(created, 201).await;
@@ -91,9 +96,9 @@ async fn secrets_tokens_and_links_survive_a_restart_with_only_database_url() {
     let path = link.strip_prefix(&first.app.url("")).unwrap().to_owned();
     first.stop().await;
 
-    let second = Started::on(&db, &outputs);
+    let second = Started::on(&db, &vars);
     assert_eq!(second.admin_token(), None, "printed by the first start only: {:?}", second.printed);
-    assert!(second.printed.iter().any(|l| l.starts_with("admin token: the one printed at the first start")));
+    assert!(second.printed.iter().any(|l| l.starts_with("admin token: the last one printed")), "{:?}", second.printed);
     let ada = format!("/api/admin/users/{}", user["id"].as_str().unwrap());
     let read = second.app.get(&ada, &token).await;
     assert_eq!(json_of(read, 200).await["name"], "ada", "the first start's token still works");
@@ -119,10 +124,57 @@ async fn secrets_tokens_and_links_survive_a_restart_with_only_database_url() {
     let stdout = String::from_utf8(made.stdout).unwrap();
     let new_token = stdout.trim().strip_prefix("admin token: ").unwrap().to_owned();
     assert!(new_token.starts_with("gja_") && new_token != token, "{stdout}");
-    let third = Started::on(&db, &outputs);
+    let third = Started::on(&db, &vars);
+    let banner = third.printed.iter().find(|l| l.starts_with("admin token: ")).unwrap();
+    assert!(banner.contains("`genjobs admin-token`"), "the banner points at the token it printed too: {banner}");
     assert_eq!(json_of(third.app.get(&ada, &new_token).await, 200).await["name"], "ada");
     let old = json_of(third.app.get(&ada, &token).await, 401).await;
     assert_eq!(old["error"]["code"], "INVALID_API_KEY", "the replaced token is refused: {old}");
     third.stop().await;
     let _ = std::fs::remove_dir_all(outputs);
+}
+
+/// A loopback port free now, for a simulator that must come back on the same one.
+fn free_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port().to_string()
+}
+
+/// On Postgres with the built-in simulator and no output store, as the one-liner starts it, the
+/// simulator comes back on its port: a job running at the restart is failed and its credits
+/// released at its next poll (the new simulator does not know the request), not held until the
+/// job timeout; and an earlier job's output link, which names the simulator, still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_ends_the_running_job_at_once_and_earlier_links_still_answer() {
+    let db = TestDatabase::new().await;
+    let port = free_port();
+    let vars = [("GENJOBS_SIM_PORT", port.as_str()), ("GENJOBS_LEASE_SECS", "1")];
+    let first = Started::on(&db, &vars);
+    let token = first.admin_token().unwrap_or_else(|| panic!("no token printed: {:?}", first.printed));
+    let created = first.app.post("/api/admin/users", &token, &json!({"name": "ada", "credits": 100})).await;
+    let user = json_of(created, 201).await;
+    let key = user["api_key"].as_str().unwrap().to_owned();
+    let done = first.app.submit("images", &key, json!({"prompt": "a lighthouse"})).await;
+    let done = first.app.wait_final(&key, done["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let link = done["outputs"][0]["url"].as_str().unwrap().to_owned();
+    assert!(link.starts_with(&first.app.sim_url), "no output store: the link names the simulator: {link}");
+    let running = first.app.submit("images", &key, json!({"prompt": "a long one [sim:hang]"})).await;
+    let running = running["job_id"].as_str().unwrap().to_owned();
+    first.app.job_until(&key, &running, Duration::from_secs(10), |job| job["state"] == "running").await;
+    let sim = first.app.sim_url.clone();
+    first.stop().await;
+
+    let second = Started::on(&db, &vars);
+    assert_eq!(second.app.sim_url, sim, "the simulator is back on its port");
+    let ended = second.app.final_unwatched(&key, &running).await;
+    assert_eq!(ended["state"], "failed", "{ended}");
+    assert_eq!(ended["error"]["code"], "UPSTREAM_FAILED", "{ended}");
+    let ada = format!("/api/admin/users/{}", user["id"].as_str().unwrap());
+    let ada = json_of(second.app.get(&ada, &token).await, 200).await;
+    assert_eq!(ada["credits_held"], 0, "the running job's credits are released: {ada}");
+    let file = second.app.client.get(&link).send().await.unwrap();
+    assert_eq!(file.status(), 200, "an output link of the first start still answers");
+    assert_eq!(file.headers()["content-type"], "image/png");
+    second.stop().await;
 }

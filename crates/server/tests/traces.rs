@@ -53,6 +53,7 @@ fn serve(vars: &[(&str, &str)]) -> (Child, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_genjobs"))
         .env_clear()
         .env("GENJOBS_BIND", "127.0.0.1:0")
+        .env("GENJOBS_SIM_PORT", "0")
         .env("GENJOBS_LOG_FORMAT", "json")
         .env("GENJOBS_SIM_QUEUE_MS", "50")
         .env("GENJOBS_SIM_RUN_MS", "200")

@@ -11,7 +11,12 @@ use crate::SimConfig;
 /// simulator's own default (tests, benchmarks) has none.
 pub const EMBEDDED_IN_PROGRESS_PER_KEY: u32 = 4;
 
-/// The built-in simulator's times and limit.
+/// The built-in simulator's loopback port: fixed, so that a restart over a durable store finds
+/// the simulator where the jobs it ran say it is (their status URLs and output links name it).
+/// The simulator's own default (tests, benchmarks) takes any free port.
+pub const EMBEDDED_PORT: u16 = 8788;
+
+/// The built-in simulator's times, limit and port.
 #[derive(Debug, Clone, Args)]
 #[allow(missing_docs, reason = "each field's doc comment is its --help line")]
 pub struct SimArgs {
@@ -28,6 +33,11 @@ pub struct SimArgs {
     #[arg(long, env = "GENJOBS_SIM_MAX_IN_PROGRESS_PER_KEY", default_value_t = EMBEDDED_IN_PROGRESS_PER_KEY,
         help_heading = "Built-in simulator")]
     pub sim_max_in_progress_per_key: u32,
+    /// Loopback port of the built-in simulator, kept across restarts so that jobs running at a
+    /// restart and earlier output links still reach it (0: any free port, which changes at every
+    /// start).
+    #[arg(long, env = "GENJOBS_SIM_PORT", default_value_t = EMBEDDED_PORT, help_heading = "Built-in simulator")]
+    pub sim_port: u16,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -42,6 +52,7 @@ impl SimArgs {
             queue: Duration::from_millis(self.sim_queue_ms),
             run: Duration::from_millis(self.sim_run_ms),
             max_in_progress_per_key: self.sim_max_in_progress_per_key,
+            port: self.sim_port,
             ..SimConfig::default()
         }
     }

@@ -1,7 +1,9 @@
-//! The files a result names are real: `GET /_sim/files/{request id}/{i}.png` is a PNG of the size
-//! the request asked for (a gradient seeded by its prompt, drawn when fetched, so nothing is kept),
-//! and `…/0.mp4` a small real MP4 (`assets/sample.mp4`) served with byte ranges, as a video player
-//! asks for them.
+//! The files a result names are real: `GET /_sim/files/{request id}/{i}-{width}x{height}.png` is
+//! a PNG of that size (a gradient seeded by the request id and the index, drawn when fetched), and
+//! `…/0.mp4` a small real MP4 (`assets/sample.mp4`) served with byte ranges, as a video player
+//! asks for them. A link says all that draws its file, so nothing is kept: a simulator that
+//! restarted on the same port serves the links of the requests it no longer remembers, as a
+//! provider's media host outlives its queue.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Cursor;
@@ -19,42 +21,54 @@ use crate::Sim;
 pub(crate) async fn serve(sim: web::Data<Sim>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let (id, name) = path.into_inner();
     sim.state.count("file", Some(&id));
-    let Some((input, missing)) =
-        sim.state.requests().all.get(&id).map(|r| (r.input.clone(), r.directives.file_missing))
-    else {
+    if sim.state.requests().all.get(&id).is_some_and(|request| request.directives.file_missing) {
+        return crate::not_found();
+    }
+    if name == "0.mp4" {
+        let range = req.headers().get(actix_web::http::header::RANGE).and_then(|v| v.to_str().ok());
+        return ranged(SAMPLE_MP4, "video/mp4", range);
+    }
+    let Some((index, width, height)) = image_name(&name) else {
         return crate::not_found();
     };
-    if missing {
-        return crate::not_found();
+    match web::block(move || png(width, height, &(id, index))).await {
+        Ok(png) => HttpResponse::Ok().content_type("image/png").body(png),
+        Err(_) => HttpResponse::InternalServerError().json(json!({"detail": "could not draw the image"})),
     }
-    match name.split_once('.') {
-        Some(("0", "mp4")) => {
-            let range = req.headers().get(actix_web::http::header::RANGE).and_then(|v| v.to_str().ok());
-            ranged(SAMPLE_MP4, "video/mp4", range)
-        }
-        Some((index, "png")) if index.parse::<u64>().is_ok_and(|i| i < image_count(&input)) => {
-            let (width, height) = image_size(&input);
-            let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let seed = (prompt, index.to_owned());
-            match web::block(move || png(width, height, &seed)).await {
-                Ok(png) => HttpResponse::Ok().content_type("image/png").body(png),
-                Err(_) => HttpResponse::InternalServerError().json(json!({"detail": "could not draw the image"})),
-            }
-        }
-        _ => crate::not_found(),
-    }
+}
+
+/// The name of image `index` of `width`×`height`, as a result's link ends.
+pub(crate) fn image_name_of(index: u64, (width, height): (u32, u32)) -> String {
+    format!("{index}-{width}x{height}.png")
+}
+
+/// The index and size an image's name says (`1-1024x576.png`), within what a request can ask
+/// for, so that a link made up draws nothing larger.
+fn image_name(name: &str) -> Option<(u64, u32, u32)> {
+    let (index, size) = name.strip_suffix(".png")?.split_once('-')?;
+    let (width, height) = size.split_once('x')?;
+    let index = index.parse::<u64>().ok().filter(|i| *i < MAX_IMAGES)?;
+    let side = |text: &str| text.parse::<u32>().ok().filter(|s| (1..=MAX_SIDE).contains(s));
+    Some((index, side(width)?, side(height)?))
 }
 
 /// The sample video: 2 s of a test pattern, 320×180, H.264 with the index first (`faststart`).
 pub(crate) const SAMPLE_MP4: &[u8] = include_bytes!("../assets/sample.mp4");
 
-/// How many images a request asks for (`num_images`, 1 to 4).
+/// The most images a request asks for.
+const MAX_IMAGES: u64 = 4;
+
+/// How many images a request asks for (`num_images`, 1 to [`MAX_IMAGES`]).
 pub(crate) fn image_count(input: &Value) -> u64 {
-    input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, 4)
+    input.get("num_images").and_then(Value::as_u64).unwrap_or(1).clamp(1, MAX_IMAGES)
 }
 
-/// The longer side of every image.
+/// The longer side of an image whose size is given by its ratio.
 const LONG_SIDE: u32 = 1024;
+
+/// The bounds of a side given in pixels.
+const MIN_SIDE: u32 = 16;
+const MAX_SIDE: u32 = 2 * LONG_SIDE;
 
 /// Width and height of the images a request asks for: its `aspect_ratio` (`"16:9"`), its
 /// `image_size` (a preset such as `landscape_16_9`, or `{width, height}`), or a square.
@@ -86,7 +100,7 @@ pub(crate) fn image_size(input: &Value) -> (u32, u32) {
 }
 
 fn clamp_side(side: u64) -> u32 {
-    u32::try_from(side).unwrap_or(LONG_SIDE).clamp(16, 2 * LONG_SIDE)
+    u32::try_from(side).unwrap_or(LONG_SIDE).clamp(MIN_SIDE, MAX_SIDE)
 }
 
 /// The longer side is [`LONG_SIDE`]; the shorter follows the ratio, rounded to a multiple of 8.
@@ -168,6 +182,15 @@ mod tests {
         let decoded = image::load_from_memory_with_format(&bytes, image::ImageFormat::Png).unwrap();
         assert_eq!((decoded.width(), decoded.height()), (64, 36));
         assert_ne!(bytes, png(64, 36, &"another prompt"));
-        assert_eq!(bytes, png(64, 36, &"a lighthouse"), "the same prompt draws the same image");
+        assert_eq!(bytes, png(64, 36, &"a lighthouse"), "the same seed draws the same image");
+    }
+
+    #[test]
+    fn an_image_name_says_its_index_and_size_within_bounds() {
+        assert_eq!(image_name(&image_name_of(1, (1024, 576))), Some((1, 1024, 576)));
+        assert_eq!(image_name("0-16x2048.png"), Some((0, 16, 2048)));
+        for made_up in ["4-64x64.png", "0-64x99999.png", "0-0x64.png", "0.png", "0-64x64.jpg", "x-64x64.png"] {
+            assert_eq!(image_name(made_up), None, "{made_up}");
+        }
     }
 }

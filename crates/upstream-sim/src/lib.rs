@@ -81,7 +81,7 @@ use requests::{Directives, Phase, SimRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub use args::{EMBEDDED_IN_PROGRESS_PER_KEY, SimArgs};
+pub use args::{EMBEDDED_IN_PROGRESS_PER_KEY, EMBEDDED_PORT, SimArgs};
 
 /// How the simulator behaves by default.
 #[derive(Debug, Clone)]
@@ -101,6 +101,8 @@ pub struct SimConfig {
     /// concurrency limit; those beyond it stay `IN_QUEUE` until one of that key's requests ends
     /// (see `slots`). 0: no limit.
     pub max_in_progress_per_key: u32,
+    /// The loopback port [`spawn`] listens on; 0: any free port.
+    pub port: u16,
 }
 
 impl Default for SimConfig {
@@ -112,6 +114,7 @@ impl Default for SimConfig {
             chaos: 0.0,
             webhook_retry: Duration::from_secs(1),
             max_in_progress_per_key: 0,
+            port: 0,
         }
     }
 }
@@ -304,12 +307,13 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
     ))
 }
 
-/// Starts the simulator on an ephemeral loopback port in the current tokio runtime.
+/// Starts the simulator on its loopback port (`SimConfig::port`, any free one when 0) in the
+/// current tokio runtime.
 ///
 /// # Errors
-/// When no loopback port can be bound.
+/// When the port cannot be bound (taken by another process).
 pub fn spawn(config: SimConfig) -> std::io::Result<RunningSim> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let listener = TcpListener::bind(("127.0.0.1", config.port))?;
     let (server, running) = server(config, listener)?;
     tokio::spawn(server);
     Ok(running)

@@ -32,6 +32,8 @@ async fn main() -> std::io::Result<()> {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(defaults.max_in_progress_per_key),
+        // Where it listens is SIM_BIND's.
+        ..defaults
     };
     let bind = std::env::var("SIM_BIND").unwrap_or_else(|_| "127.0.0.1:8090".into());
     let (server, running) = genjobs_upstream_sim::server(config, TcpListener::bind(&bind)?)?;

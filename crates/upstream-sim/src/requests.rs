@@ -188,7 +188,8 @@ pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
         OutputShape::Images { dimensions, seed } => {
             let (width, height) = crate::files::image_size(&request.input);
             let image = |i: u64| {
-                let mut image = json!({"url": format!("{files}/{i}.png"), "content_type": "image/png"});
+                let url = format!("{files}/{}", crate::files::image_name_of(i, (width, height)));
+                let mut image = json!({"url": url, "content_type": "image/png"});
                 if dimensions {
                     image["width"] = json!(width);
                     image["height"] = json!(height);

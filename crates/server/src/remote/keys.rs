@@ -6,7 +6,7 @@ use genjobs_client::{Client, Error};
 use serde_json::json;
 
 use super::{Connection, Stop, query};
-use crate::cli::CliError;
+use crate::cli_error::CliError;
 use crate::keys_cli::{KeysCommand, issued, line, new_key};
 
 /// Why `keys set` is an operator's only.

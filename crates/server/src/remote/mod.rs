@@ -9,21 +9,23 @@
 //! such as 400, 401, 402, 403, 404, 429, or 503 while it cannot serve; the message says why), 4
 //! the service could not be reached or answered something that is not the API's.
 
-use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 use std::process::ExitCode;
 
-use futures_util::StreamExt;
 use genjobs_client::{Client, Error, ImageRequest, Job, JobState, Quote, Receipt, VideoRequest};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 mod args;
 mod counted;
+mod flags;
+mod follow;
 mod keys;
 
+pub use crate::connection::Connection;
 pub use args::*;
 pub(crate) use counted::counted;
+use flags::in_flag_terms;
+use follow::follow;
 
 /// Why a client command stopped short.
 enum Stop {
@@ -148,7 +150,7 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                 }
                 Err(stop) => Err(stop),
             };
-            (g.connection, outcome)
+            (g.connection, outcome.map_err(in_flag_terms))
         }
         Command::Video(VideoArgs { prompt, duration, resolution, generation: g }) => {
             let outcome = match image_inputs(&g.connection, &g.image_inputs).await {
@@ -172,7 +174,7 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                 }
                 Err(stop) => Err(stop),
             };
-            (g.connection, outcome)
+            (g.connection, outcome.map_err(in_flag_terms))
         }
         Command::Jobs(JobsCommand::Watch { id, out, connection }) => {
             let outcome = match client(&connection) {
@@ -468,70 +470,4 @@ fn extension(content_type: &str, url: &str) -> String {
             .and_then(|name| name.rsplit_once('.'))
             .map_or("bin".into(), |(_, ext)| ext.to_owned()),
     }
-}
-
-/// The job's place among the user's waiting jobs, when it waits for capacity; a failed read
-/// shows nothing rather than stopping the follow.
-async fn waiting_position(client: &Client, id: &str) -> Option<u32> {
-    let job = client.job(id).await.ok()?;
-    client.waiting_position(&job).await.ok().flatten()
-}
-
-/// Follows the job's events with a progress bar (none with `--json`), offering to cancel on
-/// Ctrl-C; returns the job once final.
-async fn follow(client: &Client, id: &str, json: bool) -> Result<Job, Stop> {
-    let bar = if json { ProgressBar::hidden() } else { ProgressBar::new(100) };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{bar:40}] {pos:>3}% {msg} ({elapsed})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    let mut events = client.stream(id);
-    // One listener for the whole follow: a fresh `ctrl_c()` per turn of the loop would miss a
-    // Ctrl-C arriving between two events, which the process, its handler installed, no longer
-    // dies of.
-    let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
-    let interrupted = async |interrupts: &mut Option<tokio::signal::unix::Signal>| match interrupts {
-        Some(signal) => signal.recv().await,
-        None => std::future::pending().await,
-    };
-    loop {
-        tokio::select! {
-            event = events.next() => match event {
-                Some(Ok(event)) => {
-                    bar.set_position(u64::from(event.data.progress));
-                    // The events do not say that a queued job waits for capacity; the job does.
-                    let waiting = match event.data.state {
-                        JobState::Queued => waiting_position(client, id).await,
-                        _ => None,
-                    };
-                    bar.set_message(waiting.map_or_else(|| event.data.state.as_str().to_owned(), waiting_line));
-                }
-                Some(Err(e)) => {
-                    bar.abandon();
-                    return Err(e.into());
-                }
-                None => break,
-            },
-            _ = interrupted(&mut interrupts) => {
-                if !std::io::stdin().is_terminal() {
-                    bar.abandon();
-                    return Err(Stop::Interrupted(id.to_owned()));
-                }
-                let cancel = bar.suspend(|| {
-                    eprint!("\nCancel job {id}? Its credits are released. [y/N] ");
-                    let mut answer = String::new();
-                    std::io::stdin().lock().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y")
-                });
-                if cancel {
-                    client.cancel(id).await?;
-                } else {
-                    bar.abandon();
-                    return Err(Stop::Interrupted(id.to_owned()));
-                }
-            }
-        }
-    }
-    bar.finish_and_clear();
-    Ok(client.job(id).await?)
 }
