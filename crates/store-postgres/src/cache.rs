@@ -6,10 +6,12 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use genjobs_domain::ids::KeyPrefix;
 use genjobs_domain::ports::Credential;
+// tokio's clock is std's, except in a test whose clock is paused: time passes there unwaited.
+use tokio::time::Instant;
 
 /// Entries beyond which expired ones are swept on the next insert, bounding memory.
 const SWEEP_ABOVE: usize = 100_000;
@@ -196,14 +198,14 @@ impl KeyCache {
 mod tests {
     use super::*;
 
-    #[test]
-    fn entries_live_their_ttl_and_a_zero_ttl_caches_nothing() {
+    #[tokio::test(start_paused = true)]
+    async fn entries_live_their_ttl_and_a_zero_ttl_caches_nothing() {
         let cache = TtlCache::new(Duration::from_millis(30));
         cache.put(1, "a");
         assert_eq!(cache.get(&1), Some("a"));
         assert_eq!(cache.update(&1, |v| *v = "b"), Some(()));
         assert_eq!(cache.get(&1), Some("b"));
-        std::thread::sleep(Duration::from_millis(40));
+        tokio::time::advance(Duration::from_millis(40)).await;
         assert_eq!(cache.get(&1), None);
         assert_eq!(cache.update(&1, |v| *v = "c"), None);
         let off = TtlCache::new(Duration::ZERO);
@@ -238,35 +240,37 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_key_found_is_trusted_while_listening_until_forgotten() {
+    #[tokio::test(start_paused = true)]
+    async fn a_key_found_is_trusted_while_listening_until_forgotten() {
         let cache = KeyCache::new(Duration::from_millis(30));
         let (found, made_up) = (KeyPrefix::of("gj_found"), KeyPrefix::of("gj_madeup"));
         cache.listening();
         cache.put_if_current(cache.generation(), found.clone(), vec![credential(&found)]);
         cache.put_if_current(cache.generation(), made_up.clone(), Vec::new());
-        std::thread::sleep(Duration::from_millis(40));
+        tokio::time::advance(Duration::from_millis(40)).await;
         assert_eq!(cache.get(&found).map(|c| c.len()), Some(1), "trusted past the ttl while listening");
         assert!(cache.get(&made_up).is_none(), "a prefix no key has lives the ttl only");
         cache.forget(&found);
         assert!(cache.get(&found).is_none(), "an announcement drops it");
     }
 
-    #[test]
-    fn a_lost_listener_brings_back_the_ttl_and_only_keys_found_while_listening_are_trusted() {
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_listener_brings_back_the_ttl_and_only_keys_found_while_listening_are_trusted() {
         let cache = KeyCache::new(Duration::from_millis(30));
         let prefix = KeyPrefix::of("gj_found");
         cache.listening();
         cache.put_if_current(cache.generation(), prefix.clone(), vec![credential(&prefix)]);
         cache.lost();
         assert!(cache.get(&prefix).is_some(), "young enough for the ttl");
-        std::thread::sleep(Duration::from_millis(40));
+        tokio::time::advance(Duration::from_millis(40)).await;
         assert!(cache.get(&prefix).is_none(), "announcements may have been missed");
         cache.put_if_current(cache.generation(), prefix.clone(), vec![credential(&prefix)]);
         let begun_while_deaf = cache.generation();
+        // The listener connects after that look-up, if only by a tick.
+        tokio::time::advance(Duration::from_millis(1)).await;
         cache.listening();
         assert!(cache.get(&prefix).is_some(), "what was found while deaf lives its ttl");
-        std::thread::sleep(Duration::from_millis(40));
+        tokio::time::advance(Duration::from_millis(40)).await;
         assert!(cache.get(&prefix).is_none(), "but is not trusted beyond it");
         cache.put_if_current(begun_while_deaf, prefix.clone(), vec![credential(&prefix)]);
         assert!(cache.get(&prefix).is_none(), "a look-up begun while deaf keeps nothing");

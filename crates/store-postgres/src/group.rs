@@ -66,7 +66,7 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_caller_alone_writes_its_item_at_once() {
         let group = Grouped::<u32, u32>::default();
         let answer =
@@ -74,7 +74,7 @@ mod tests {
         assert_eq!(answer, Some(7));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn callers_arriving_during_a_write_go_together_in_the_next() {
         let group = Arc::new(Grouped::<u32, usize>::default());
         let writes = Arc::new(AtomicUsize::new(0));
@@ -125,7 +125,7 @@ mod tests {
         assert_eq!(writes.load(Ordering::SeqCst), 2);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_writer_cancelled_mid_write_leaves_no_caller_waiting() {
         let group = Arc::new(Grouped::<u32, u32>::default());
         let writer = {
