@@ -109,7 +109,8 @@ def start(binary):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     printed = tempfile.TemporaryFile(mode="w+")
-    env = {"PATH": os.environ["PATH"], "GENJOBS_BIND": f"127.0.0.1:{port}", "RUST_LOG": "warn"}
+    # Any free port for the simulator too: a genjobs started by hand may hold its fixed one.
+    env = {"PATH": os.environ["PATH"], "GENJOBS_BIND": f"127.0.0.1:{port}", "GENJOBS_SIM_PORT": "0", "RUST_LOG": "warn"}
     process = subprocess.Popen([binary], stdout=printed, stderr=subprocess.DEVNULL, env=env)
     for _ in range(100):
         printed.seek(0)
