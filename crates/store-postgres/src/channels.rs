@@ -2,7 +2,7 @@
 //! transactions, the listener (`events`) hears them and wakes what each one concerns.
 
 /// The `NOTIFY` channel of changed jobs; the payload is the job id, then the publishing
-/// process's origin (see [`Listeners::origin`]).
+/// process's origin (see [`Listeners::origin`](crate::Listeners::origin)).
 pub const JOBS_CHANNEL: &str = "genjobs_jobs";
 
 /// The `NOTIFY` channel of jobs changed without a new state (progress, a withdrawn submission),
