@@ -48,7 +48,7 @@ fn image_name(name: &str) -> Option<(u64, u32, u32)> {
     let (index, size) = name.strip_suffix(".png")?.split_once('-')?;
     let (width, height) = size.split_once('x')?;
     let index = index.parse::<u64>().ok().filter(|i| *i < MAX_IMAGES)?;
-    let side = |text: &str| text.parse::<u32>().ok().filter(|s| (1..=MAX_SIDE).contains(s));
+    let side = |text: &str| text.parse::<u32>().ok().filter(|s| (MIN_SIDE..=MAX_SIDE).contains(s));
     Some((index, side(width)?, side(height)?))
 }
 
@@ -189,7 +189,9 @@ mod tests {
     fn an_image_name_says_its_index_and_size_within_bounds() {
         assert_eq!(image_name(&image_name_of(1, (1024, 576))), Some((1, 1024, 576)));
         assert_eq!(image_name("0-16x2048.png"), Some((0, 16, 2048)));
-        for made_up in ["4-64x64.png", "0-64x99999.png", "0-0x64.png", "0.png", "0-64x64.jpg", "x-64x64.png"] {
+        for made_up in
+            ["4-64x64.png", "0-64x99999.png", "0-0x64.png", "0-15x64.png", "0.png", "0-64x64.jpg", "x-64x64.png"]
+        {
             assert_eq!(image_name(made_up), None, "{made_up}");
         }
     }
