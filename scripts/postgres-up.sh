@@ -4,12 +4,14 @@
 # only waited for; a local one that is down is started however this machine runs Postgres:
 # Debian's clusters (pg_ctlcluster), systemd or SysV's service, or a data directory in PGDATA
 # (pg_ctl). A machine with no Postgres at all gets Debian's package, whose cluster then starts.
+# POSTGRES_UP_WAIT_SECS (default 30) bounds each wait for the server to answer.
 set -euo pipefail
 url=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+wait_secs=${POSTGRES_UP_WAIT_SECS:-30}
 fail() { echo "postgres-up: $*" >&2; exit 1; }
 
 ready() { command -v pg_isready >/dev/null && pg_isready -d "$url" -q; }
-wait_ready() { for _ in $(seq 1 30); do ready && return 0; sleep 1; done; return 1; }
+wait_ready() { for _ in $(seq 1 "$wait_secs"); do ready && return 0; sleep 1; done; ready; }
 ready && exit 0
 
 authority=${url#*://}
