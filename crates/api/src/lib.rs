@@ -18,6 +18,7 @@
 //!
 //! ## Layout
 //! - [`requests`]: the generation bodies (images, video), the same for quotes.
+//! - [`routing`]: the `provider` object of those bodies, a job's routing preference.
 //! - [`jobs`]: a job and what it carries (outputs, error, provider's meta), its stream events,
 //!   the receipts of submissions and cancels, quotes, pages of jobs.
 //! - [`models`]: the models listing and each model's form fields; the operators' view of a model.
@@ -44,6 +45,7 @@ pub mod openai;
 pub mod provider_notifications;
 pub mod providers;
 pub mod requests;
+pub mod routing;
 mod schemas;
 pub mod uploads;
 
@@ -61,6 +63,7 @@ pub use keys::{BudgetBody, IssuedKey, KeyBudgetView, KeyPatch, KeyView, NewKey};
 pub use models::{AdminModel, Field, FieldOption, Model, Price};
 pub use provider_notifications::UpstreamWebhookReceipt;
 pub use requests::{ImageRequest, VideoRequest};
+pub use routing::ProviderPreference;
 pub use schemas::EventStreamItem;
 pub use uploads::Upload;
 

@@ -89,6 +89,10 @@ pub struct AdminModel {
     pub enabled: bool,
     /// How long a run usually takes, in seconds, to estimate progress.
     pub typical_run_secs: u32,
+    /// Whether its jobs spill over to the next route whose provider has a free slot rather than
+    /// wait behind a cap (as a request's `provider.sort: "wait"`), unless a request says otherwise.
+    #[serde(default)]
+    pub spill: bool,
 }
 
 /// `{"per": "image"|"second", "credits": N, "by_resolution"?: {"<resolution>": N}}`.

@@ -10,6 +10,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::numbers;
+use crate::routing::ProviderPreference;
 
 /// How an image is returned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -82,6 +83,9 @@ pub struct ImagesRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Value>)]
     pub output_compression: Option<Value>,
+    /// Which of the model's routes the job may take, and how it chooses among them.
+    #[serde(default, deserialize_with = "crate::routing::object_or_text", skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderPreference>,
 }
 
 /// `POST /openai/v1/videos`, from JSON or from a form (whose values are all text).
@@ -104,6 +108,9 @@ pub struct VideoRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(example = "1280x720")]
     pub size: Option<String>,
+    /// Which of the model's routes the job may take, and how it chooses among them.
+    #[serde(default, deserialize_with = "crate::routing::object_or_text", skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderPreference>,
 }
 
 /// One image of [`ImagesResponse`].

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::numbers;
+use crate::routing::ProviderPreference;
 
 /// The body of `POST /api/v1/images/generations` (and of its quote). Fields left `None` take the
 /// model's defaults.
@@ -62,6 +63,9 @@ pub struct ImageRequest {
     #[serde(default, deserialize_with = "numbers::optional_u32", skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 86400, example = 60)]
     pub start_within_secs: Option<u32>,
+    /// Which of the model's routes the job may take, and how it chooses among them.
+    #[serde(default, deserialize_with = "crate::routing::object_or_text", skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderPreference>,
 }
 
 impl ImageRequest {
@@ -130,6 +134,9 @@ pub struct VideoRequest {
     #[serde(default, deserialize_with = "numbers::optional_u32", skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 86400, example = 60)]
     pub start_within_secs: Option<u32>,
+    /// Which of the model's routes the job may take, and how it chooses among them.
+    #[serde(default, deserialize_with = "crate::routing::object_or_text", skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderPreference>,
 }
 
 impl VideoRequest {

@@ -37,6 +37,8 @@
 //! - [`upload`]: what an uploaded image is (by its bytes) and how large it may be.
 //! - [`client_webhooks`]: client webhooks: the event a job's end records, its id, the retry schedule.
 //! - [`address`]: which addresses the service may call out to (outputs, client webhooks).
+//! - [`routing`]: a job's routing preference over its model's routes, and spill-over to a provider
+//!   with a free slot.
 //! - [`capacity`]: a provider's keys, each with its cap of jobs in flight, and which key a job goes on.
 //!
 //! ## Why it is shaped this way
@@ -58,6 +60,7 @@ pub mod modality;
 pub mod output;
 pub mod ports;
 pub mod request;
+pub mod routing;
 pub mod trace;
 pub mod upload;
 pub mod usecases;

@@ -219,6 +219,36 @@ impl RoutedUpstream {
         }
     }
 
+    /// Takes a slot for the job at the first provider of `model`'s routes not cooling down, or,
+    /// when `follow_waiting`, at the later one a refusal moved it to (it does not go back to the
+    /// provider that refused it).
+    async fn reserve_from(&self, job_id: JobId, model: &Model, follow_waiting: bool) -> Capacity {
+        let now = Instant::now();
+        let cooling = |provider: &Arc<dyn UpstreamProvider>| {
+            matches!(self.breaker(provider.name(), |breaker| breaker.state(now)), BreakerState::Open { .. })
+        };
+        let routes = self.route_providers(model);
+        // Only a job with a later route to move to, at a provider with slots, can wait there: the
+        // store is asked only then, so that the common send reads nothing more.
+        let movable =
+            follow_waiting && routes.len() > 1 && routes.iter().skip(1).any(|provider| !provider.keys().is_empty());
+        let waits_at = if movable { self.waits_at(job_id).await } else { None };
+        let first = waits_at
+            .and_then(|name| routes.iter().copied().find(|provider| provider.serves(&name)))
+            .filter(|provider| !cooling(provider))
+            .or_else(|| routes.into_iter().find(|provider| !cooling(provider)));
+        let Some(provider) = first else {
+            return Capacity::Free(Placement::default());
+        };
+        let key_id = match self.take_slot(job_id, provider.as_ref()).await {
+            Ok(Slot::Taken(key)) => Some(key),
+            Ok(Slot::NotCapped) => None,
+            Err(SubmitFailure::AtCapacity(_)) => return Capacity::Full,
+            Err(e) => return Capacity::Unknown(e.to_string()),
+        };
+        Capacity::Free(Placement { provider: Some(provider.name().to_owned()), key_id, ..Placement::default() })
+    }
+
     /// The configured provider that has the job at `upstream`, or why there is none.
     fn holder(&self, upstream: &UpstreamRef) -> Result<&Arc<dyn UpstreamProvider>, String> {
         self.provider(upstream.provider())
@@ -271,29 +301,13 @@ impl UpstreamProvider for RoutedUpstream {
     /// provider of the model's routes that is not cooling down: the one the submission goes to
     /// unless it refuses.
     async fn reserve(&self, job_id: JobId, model: &Model) -> Capacity {
-        let now = Instant::now();
-        let cooling = |provider: &Arc<dyn UpstreamProvider>| {
-            matches!(self.breaker(provider.name(), |breaker| breaker.state(now)), BreakerState::Open { .. })
-        };
-        let routes = self.route_providers(model);
-        // Only a job with a later route to move to, at a provider with slots, can wait there: the
-        // store is asked only then, so that the common send reads nothing more.
-        let movable = routes.len() > 1 && routes.iter().skip(1).any(|provider| !provider.keys().is_empty());
-        let waits_at = if movable { self.waits_at(job_id).await } else { None };
-        let first = waits_at
-            .and_then(|name| routes.iter().copied().find(|provider| provider.serves(&name)))
-            .filter(|provider| !cooling(provider))
-            .or_else(|| routes.into_iter().find(|provider| !cooling(provider)));
-        let Some(provider) = first else {
-            return Capacity::Free(Placement::default());
-        };
-        let key_id = match self.take_slot(job_id, provider.as_ref()).await {
-            Ok(Slot::Taken(key)) => Some(key),
-            Ok(Slot::NotCapped) => None,
-            Err(SubmitFailure::AtCapacity(_)) => return Capacity::Full,
-            Err(e) => return Capacity::Unknown(e.to_string()),
-        };
-        Capacity::Free(Placement { provider: Some(provider.name().to_owned()), key_id, ..Placement::default() })
+        self.reserve_from(job_id, model, true).await
+    }
+
+    /// The slot is taken at the first provider of the routes not cooling down: the domain put
+    /// first the one with room now, so a job waiting elsewhere moves there.
+    async fn reserve_first(&self, job_id: JobId, model: &Model) -> Capacity {
+        self.reserve_from(job_id, model, false).await
     }
 
     async fn submit_placed(

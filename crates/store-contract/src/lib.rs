@@ -85,6 +85,7 @@ macro_rules! store_contract_tests {
             a_jobs_place_names_its_provider,
             the_next_in_line_are_those_the_free_slots_go_to,
             a_start_deadline_is_kept_and_makes_the_job_due_by_then,
+            a_jobs_routing_preference_is_kept_with_it,
             an_upload_is_kept_once_per_content_within_the_days_quota,
             concurrent_uploads_never_pass_the_days_quota,
             expired_uploads_are_removed_unless_a_job_not_yet_final_names_them,

@@ -94,6 +94,7 @@ diesel::table! {
         trace_parent -> Nullable<Text>,
         start_by -> Nullable<Timestamptz>,
         budget_period_start -> Nullable<Timestamptz>,
+        routing -> Nullable<Jsonb>,
     }
 }
 

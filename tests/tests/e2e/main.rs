@@ -31,6 +31,7 @@ mod operations;
 mod outputs;
 mod provider_notifications;
 mod replicate;
+mod routing;
 mod streams;
 mod submit;
 mod tiers;

@@ -7,6 +7,7 @@ mod capacity_replicas;
 mod catalog_replicas;
 mod deploy;
 mod key_budget_replicas;
+mod routing_replicas;
 #[path = "shared.rs"]
 mod shared;
 

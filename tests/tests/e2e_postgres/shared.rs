@@ -51,6 +51,8 @@ mod outputs;
 mod provider_notifications;
 #[path = "../e2e/replicate.rs"]
 mod replicate;
+#[path = "../e2e/routing.rs"]
+mod routing;
 #[path = "../e2e/streams.rs"]
 mod streams;
 #[path = "../e2e/submit.rs"]

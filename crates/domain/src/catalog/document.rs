@@ -106,6 +106,10 @@ pub struct ModelDocument {
     /// a default by modality when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typical_run_secs: Option<u32>,
+    /// Whether its jobs spill over to the next route whose provider has a free slot rather than
+    /// wait behind a cap, unless a request says otherwise ([`crate::routing`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spill: bool,
 }
 
 fn enabled_by_default() -> bool {

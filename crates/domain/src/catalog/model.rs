@@ -72,6 +72,8 @@ pub struct Model {
     pub default_resolution: Option<String>,
     /// Duration limits of a video model.
     pub duration_sec: Option<DurationRange>,
+    /// Whether its jobs spill over to a provider with a free slot rather than wait behind a cap.
+    pub spill: bool,
     document: ModelDocument,
 }
 
@@ -225,6 +227,7 @@ impl Model {
             resolutions: resolution.0,
             default_resolution: resolution.1,
             duration_sec,
+            spill: document.spill,
             document: ModelDocument { id: None, ..document },
         })
     }
@@ -244,6 +247,12 @@ impl Model {
     /// The routes of one provider, with their index among all the model's routes.
     pub fn routes_of<'m>(&'m self, provider: &'m str) -> impl Iterator<Item = (usize, &'m Route)> + 'm {
         self.routes.iter().enumerate().filter(move |(_, r)| r.provider == provider)
+    }
+
+    /// The same model, run by `routes` (a job's own choice among the model's, in its order).
+    #[must_use]
+    pub fn with_routes(&self, routes: Vec<Route>) -> Model {
+        Model { routes, ..self.clone() }
     }
 
     /// The rate a request pays, which its job keeps.

@@ -39,6 +39,7 @@ use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::output::OutputItem;
 use crate::request::ReceivedRequest;
+use crate::routing::RoutePreference;
 use crate::trace::TraceParent;
 
 /// A generation job. Read it through its accessors; change it only through [`Job::apply`].
@@ -79,6 +80,7 @@ impl Job {
                 request: None,
                 priority: Priority::Normal,
                 start_by: None,
+                routing: RoutePreference::default(),
                 trace: None,
                 phase: JobPhase::Accepted,
                 sent_at: None,
@@ -148,6 +150,19 @@ impl Job {
     #[must_use]
     pub fn priority(&self) -> Priority {
         self.record.priority
+    }
+
+    /// The same newly accepted job, routed as `routing` prefers when it is sent.
+    #[must_use]
+    pub fn with_routing(mut self, routing: RoutePreference) -> Self {
+        self.record.routing = routing;
+        self
+    }
+
+    /// Which of its model's routes it may take, and how it chooses among them.
+    #[must_use]
+    pub fn routing(&self) -> &RoutePreference {
+        &self.record.routing
     }
 
     /// The same newly accepted job, to fail `DEADLINE_EXCEEDED` unless it started running at its

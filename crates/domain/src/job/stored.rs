@@ -11,6 +11,7 @@ use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
 use crate::request::ReceivedRequest;
+use crate::routing::RoutePreference;
 use crate::trace::TraceParent;
 
 /// A job as an adapter kept it: the facts fixed at acceptance, its [`JobPhase`] (which an
@@ -48,6 +49,8 @@ pub struct StoredJob {
     /// When it must have started running at its provider, or fail `DEADLINE_EXCEEDED`; `None`
     /// when the client set no such deadline.
     pub start_by: Option<OffsetDateTime>,
+    /// Which of its model's routes it may take, and how it chooses among them when sent.
+    pub routing: RoutePreference,
     /// The trace its submission started, which every step of it continues; `None` without
     /// traces.
     pub trace: Option<TraceParent>,

@@ -318,6 +318,14 @@ pub trait UpstreamProvider: Send + Sync {
         Capacity::Free(Placement::default())
     }
 
+    /// As [`UpstreamProvider::reserve`], at the first route of `model` not cooling down even when
+    /// the job waited at another: the caller ordered the routes by the capacity free now
+    /// ([`crate::routing::spill_order`]). The default reserves as
+    /// [`UpstreamProvider::reserve`] does.
+    async fn reserve_first(&self, job_id: JobId, model: &Model) -> Capacity {
+        self.reserve(job_id, model).await
+    }
+
     /// The jobs waiting for capacity that the slots free now would go to, at every provider
     /// that takes slots ([`crate::ports::ProviderSlots::next_in_line`]): the driver wakes these
     /// alone when a slot frees. The default, for an adapter that takes no slots, has no job

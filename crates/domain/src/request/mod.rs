@@ -13,6 +13,7 @@ use crate::ids::ModelId;
 use crate::input::GenerationInput;
 use crate::invalid::InvalidRequest;
 use crate::modality::Modality;
+use crate::routing::{PreferenceDraft, RoutePreference};
 
 mod received;
 mod webhook_url;
@@ -98,6 +99,8 @@ pub struct GenerationRequest {
     /// Seconds after acceptance by which the job must have started running at its provider, or
     /// it fails `DEADLINE_EXCEEDED`; `None`: no such deadline.
     pub start_within_secs: Option<u32>,
+    /// Which of the model's routes it may take, checked against the providers at submission.
+    pub routing: RoutePreference,
 }
 
 /// The longest `start_within_secs` a request may ask for: a day.
@@ -242,6 +245,7 @@ impl GenerationRequest {
             webhook_url: draft.webhook_url,
             priority: Priority::Normal,
             start_within_secs: None,
+            routing: RoutePreference::default(),
         })
     }
 
@@ -275,6 +279,16 @@ impl GenerationRequest {
 }
 
 impl GenerationRequest {
+    /// The request routed as `provider` prefers (the catalog's routes, in order, when absent).
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming `provider` for an empty `only`, `provider.sort` for an unknown
+    /// sort.
+    pub fn with_routing(self, provider: Option<PreferenceDraft>) -> Result<Self, InvalidRequest> {
+        let routing = provider.map(RoutePreference::from_draft).transpose()?.unwrap_or_default();
+        Ok(Self { routing, ..self })
+    }
+
     /// The request with `links`, the links of the images uploaded with it, as its image inputs
     /// in place of any URLs. The images are kept as uploads are (`crate::usecases::Uploads`):
     /// a job names them by link and never holds their bytes. The edge bounds their bytes

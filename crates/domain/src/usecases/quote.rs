@@ -2,6 +2,8 @@
 //! without holding anything. A submission prices itself through the same function, so a quote
 //! and a hold can never disagree.
 
+use std::borrow::Cow;
+
 use super::{Caller, Submissions, SubmitError};
 use crate::catalog::{Catalog, Model};
 use crate::credits::Credits;
@@ -9,6 +11,7 @@ use crate::ids::ModelId;
 use crate::invalid::InvalidRequest;
 use crate::ports::StoreError;
 use crate::request::GenerationRequest;
+use crate::routing::RoutePreference;
 
 /// The price of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,8 +37,9 @@ impl Submissions {
         let model = catalog
             .model(request.model.as_str())
             .ok_or_else(|| StoreError::Internal(format!("model {} left the catalog", request.model)))?;
+        let routed = self.routed(catalog, model, &request.routing)?;
         if let Some(extra) = &request.input.extra
-            && let Some(key) = self.ports.upstream.refused_extra_key(model, extra)
+            && let Some(key) = self.ports.upstream.refused_extra_key(&routed, extra)
         {
             return Err(InvalidRequest::param(
                 &format!("extra.{key}"),
@@ -46,6 +50,28 @@ impl Submissions {
             .into());
         }
         Ok(model)
+    }
+
+    /// `model` run by the routes `routing` leaves it, whose providers alone check `extra`.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] as [`RoutePreference::check`]: a name that is no provider's, or no
+    /// route left that this service sends to.
+    fn routed<'m>(
+        &self,
+        catalog: &Catalog,
+        model: &'m Model,
+        routing: &RoutePreference,
+    ) -> Result<Cow<'m, Model>, InvalidRequest> {
+        if routing.is_default() {
+            return Ok(Cow::Borrowed(model));
+        }
+        let upstream = self.ports.upstream.as_ref();
+        let is_known = |name: &str| {
+            upstream.serves(name) || catalog.managed().any(|other| other.routes.iter().any(|r| r.provider == name))
+        };
+        routing.check(model, is_known, |name| upstream.serves(name))?;
+        Ok(Cow::Owned(model.with_routes(routing.routes(model))))
     }
 
     /// What submitting `request` now would hold for `caller` (at the caller's price tier). No

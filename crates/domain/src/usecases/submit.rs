@@ -239,6 +239,7 @@ impl Submissions {
         let job = job
             .with_webhook_url(request.webhook_url.clone())
             .with_priority(request.priority)
+            .with_routing(request.routing.clone())
             .with_start_by(request.start_within_secs.map(|secs| now + time::Duration::seconds(i64::from(secs))))
             .with_request(received)
             .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone()))

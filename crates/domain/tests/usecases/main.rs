@@ -6,6 +6,7 @@
 mod authenticate;
 mod driver;
 mod jobs;
+mod routing;
 mod submit;
 mod uploads;
 

@@ -25,6 +25,7 @@ pub fn admin_model_view(m: &Model, upstream: &str) -> AdminModel {
         routes: m.routes.iter().map(|r| serde_json::to_value(r).unwrap_or(Value::Null)).collect(),
         enabled: m.enabled,
         typical_run_secs: m.typical_run_secs,
+        spill: m.spill,
     }
 }
 

@@ -3,12 +3,13 @@
 //! the wrong type, or a field the endpoint does not have, is refused by serde; the refusal's
 //! `param` is the body field at the head of the serde path.
 
-use genjobs_api::{Grant, ImageRequest, NewUser, UserPatch, VideoRequest};
+use genjobs_api::{Grant, ImageRequest, NewUser, ProviderPreference, UserPatch, VideoRequest};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::UserChange;
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, ReceivedRequest, WholeNumber};
+use genjobs_domain::routing::PreferenceDraft;
 use genjobs_domain::usecases::{NewUserRequest, validate_grant, validate_user_change};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -57,10 +58,22 @@ fn exact(n: Option<impl Into<u64>>) -> Option<WholeNumber> {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn video_request(body: VideoRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
+    let (priority, start_within, provider) = (body.priority.clone(), body.start_within_secs, body.provider.clone());
     GenerationRequest::validate(Modality::Video, video_draft(body), catalog)?
         .with_priority(priority.as_deref())?
-        .with_start_within(start_within)
+        .with_start_within(start_within)?
+        .with_routing(provider.map(preference_draft))
+}
+
+/// The domain's draft of a `provider` object.
+fn preference_draft(sent: ProviderPreference) -> PreferenceDraft {
+    PreferenceDraft {
+        order: sent.order,
+        only: sent.only,
+        ignore: sent.ignore,
+        allow_fallbacks: sent.allow_fallbacks,
+        sort: sent.sort,
+    }
 }
 
 fn video_draft(body: VideoRequest) -> GenerationDraft {
@@ -84,10 +97,11 @@ fn video_draft(body: VideoRequest) -> GenerationDraft {
 /// # Errors
 /// [`InvalidRequest`] from the domain's rules.
 pub fn image_request(body: ImageRequest, catalog: &Catalog) -> Result<GenerationRequest, InvalidRequest> {
-    let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
+    let (priority, start_within, provider) = (body.priority.clone(), body.start_within_secs, body.provider.clone());
     GenerationRequest::validate(Modality::Image, image_draft(body), catalog)?
         .with_priority(priority.as_deref())?
-        .with_start_within(start_within)
+        .with_start_within(start_within)?
+        .with_routing(provider.map(preference_draft))
 }
 
 fn image_draft(body: ImageRequest) -> GenerationDraft {
@@ -127,16 +141,18 @@ pub fn generation_request(
         Modality::Video => (None, judged("seed"), judged("duration_sec")),
         _ => (judged("n"), judged("seed"), None),
     };
-    let (draft, priority, start_within) = match endpoint {
+    let (draft, priority, start_within, provider) = match endpoint {
         Modality::Video => {
             let body: VideoRequest = read(&rest)?;
-            let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
-            (video_draft(body), priority, start_within)
+            let (priority, start_within, provider) =
+                (body.priority.clone(), body.start_within_secs, body.provider.clone());
+            (video_draft(body), priority, start_within, provider)
         }
         _ => {
             let body: ImageRequest = read(&rest)?;
-            let (priority, start_within) = (body.priority.clone(), body.start_within_secs);
-            (image_draft(body), priority, start_within)
+            let (priority, start_within, provider) =
+                (body.priority.clone(), body.start_within_secs, body.provider.clone());
+            (image_draft(body), priority, start_within, provider)
         }
     };
     let draft = GenerationDraft {
@@ -147,7 +163,8 @@ pub fn generation_request(
     };
     GenerationRequest::validate(endpoint_modality(endpoint), draft, catalog)?
         .with_priority(priority.as_deref())?
-        .with_start_within(start_within)
+        .with_start_within(start_within)?
+        .with_routing(provider.map(preference_draft))
 }
 
 /// The modality a generation endpoint validates as: the image endpoint's for every other.

@@ -46,6 +46,7 @@ pub fn images_into_domain(asked: ImagesRequest, catalog: &Catalog) -> Result<Gen
         model: Some(model.id.to_string()),
         aspect_ratio: size.and_then(|size| size.nearest_aspect_ratio(&model.aspect_ratios)),
         n: asked.n,
+        provider: asked.provider,
         ..ImageRequest::default()
     };
     image_request(body, catalog).map_err(in_openai_terms)
@@ -96,6 +97,7 @@ pub fn video_into_domain(asked: VideoRequest, catalog: &Catalog) -> Result<Gener
         duration_sec: asked.seconds,
         aspect_ratio: size.and_then(|size| size.nearest_aspect_ratio(&model.aspect_ratios)),
         resolution: size.and_then(|size| size.nearest_resolution(&model.resolutions)),
+        provider: asked.provider,
         ..NativeVideoRequest::default()
     };
     video_request(body, catalog).map_err(in_openai_terms)

@@ -158,6 +158,7 @@ job_columns! {
         rate_percent: i32 => Integer as "int4",
         priority: String => Text as "text",
         start_by: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
+        routing: Option<Value> => Nullable<Jsonb> as "jsonb",
     }
     changing {
         state: String => Text as "text",

@@ -25,6 +25,7 @@ use crate::schema::users;
 
 mod job_columns;
 mod key_settings;
+mod routing;
 mod settle;
 
 pub(crate) use job_columns::{AcceptBudgeted, AcceptedRow, JobRow, UpdateMany, accept_rows, update_rows};
@@ -84,6 +85,7 @@ impl JobRow {
                 .map_err(|e| StoreError::Internal(format!("rate out of range: {e}")))?,
             priority: job.priority().as_str().to_owned(),
             start_by: job.start_by(),
+            routing: routing::routing_column(job.routing())?,
             upstream: upstream.map(|u| to_jsonb(&UpstreamJson::from(u))).transpose()?,
             upstream_key: upstream.map(|u| u.key().to_owned()),
             queue_position: job.queue_position().map(|p| i32::try_from(p).unwrap_or(i32::MAX)),
@@ -132,6 +134,7 @@ impl JobRow {
                 .transpose()?,
             priority: Priority::parse(&self.priority).ok_or_else(|| corrupt("priority", &self.priority))?,
             start_by: self.start_by,
+            routing: routing::routing_of(self.routing)?,
             trace: self
                 .trace_parent
                 .as_deref()

@@ -13,6 +13,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 mod outcome;
+mod route;
 mod timeout;
 
 pub(crate) use outcome::ending_trigger;
@@ -234,7 +235,11 @@ impl JobSteps {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
             return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await);
         };
-        let placement = match self.ports.upstream.reserve(job.id(), model).await {
+        let routed = match self.routed(&job, model).await {
+            Ok(routed) => routed,
+            Err(error) => return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await),
+        };
+        let placement = match self.reserve(&job, &routed).await {
             Capacity::Free(placement) => Placement { priority: job.priority(), ..placement },
             Capacity::Full => {
                 tracing::debug!(job_id = %job.id(), "no slot at the provider; the job waits for capacity");
@@ -256,9 +261,9 @@ impl JobSteps {
                 None => return Stepped::Done(None),
             }
         };
-        let trigger = match self.ports.upstream.submit_placed(job.id(), model, job.input(), &placement).await {
+        let trigger = match self.ports.upstream.submit_placed(job.id(), &routed.model, job.input(), &placement).await {
             Ok(upstream) => {
-                tracing::info!(job_id = %job.id(), model = %model.id, "submitted upstream");
+                tracing::info!(job_id = %job.id(), model = %model.id, provider = upstream.provider(), "submitted upstream");
                 let next_poll_at = self.ports.clock.now() + cadence.interval;
                 let submitted = Trigger::Submitted { upstream, next_poll_at };
                 return self
