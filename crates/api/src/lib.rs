@@ -43,6 +43,7 @@ mod numbers;
 pub mod openai;
 pub mod provider_notifications;
 pub mod providers;
+pub mod reconciliation;
 pub mod requests;
 mod schemas;
 pub mod uploads;
@@ -60,6 +61,7 @@ pub use jobs::{
 pub use keys::{BudgetBody, IssuedKey, KeyBudgetView, KeyPatch, KeyView, NewKey};
 pub use models::{AdminModel, Field, FieldOption, Model, Price};
 pub use provider_notifications::UpstreamWebhookReceipt;
+pub use reconciliation::{Reconciliation, ReconciliationDay, UnitsMismatch};
 pub use requests::{ImageRequest, VideoRequest};
 pub use schemas::EventStreamItem;
 pub use uploads::Upload;

@@ -10,6 +10,7 @@ mod leases;
 mod ledger;
 mod outbox;
 mod provider;
+mod provider_cost;
 mod removals;
 mod retention;
 mod sealing;
@@ -26,6 +27,7 @@ pub use leases::*;
 pub use ledger::ledgers_match_accounts;
 pub use outbox::*;
 pub use provider::*;
+pub use provider_cost::*;
 pub use removals::*;
 pub use retention::*;
 pub use sealing::*;
@@ -160,7 +162,7 @@ pub async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {
 /// `job` submitted to the provider, committed to `store`.
 pub async fn submitted<S: Store>(store: &S, job: &Job) -> Job {
     let job = step(store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
-    step(store, &job, Trigger::Submitted { upstream: upstream(), next_poll_at: now() }).await
+    step(store, &job, Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None }).await
 }
 
 /// The provider's success, delivering one image charged `actual`.
@@ -173,6 +175,7 @@ pub fn success(actual: u64) -> Trigger {
             copy: None,
         }],
         credits_actual: Credits::new(actual),
+        reported_units: None,
     }
 }
 
