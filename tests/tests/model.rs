@@ -156,8 +156,12 @@ impl<S: JobStore + AccountStore> Subject<S> {
                 };
                 let steps = [
                     Trigger::SubmitStarted { next_poll_at: now },
-                    Trigger::Submitted { upstream: UpstreamRef::new("test", "r"), next_poll_at: now },
-                    Trigger::Succeeded { outputs: vec![output], credits_actual: Credits::new(actual) },
+                    Trigger::Submitted { upstream: UpstreamRef::new("test", "r"), next_poll_at: now, billing: None },
+                    Trigger::Succeeded {
+                        outputs: vec![output],
+                        credits_actual: Credits::new(actual),
+                        reported_units: None,
+                    },
                 ];
                 self.finish(job, steps.to_vec()).await
             }

@@ -190,4 +190,24 @@ pub struct UsageRow {
     pub canceled: u64,
     /// Credits charged for them.
     pub credits_spent: u64,
+    /// The provider key the jobs were sent with (its last 4 characters), when grouped by
+    /// provider key (operators' report); null for jobs of no known provider key.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub provider_key: Option<Option<String>>,
+    /// What the providers billed the operator for the jobs, in US dollars, a decimal string
+    /// (operators' report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "1.24")]
+    pub provider_cost_usd: Option<String>,
+    /// What the credits spent are worth: `credits_spent` × `GENJOBS_CREDIT_USD`, a decimal
+    /// string (operators' report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "1.6")]
+    pub revenue_usd: Option<String>,
+    /// `revenue_usd` − `provider_cost_usd`, a decimal string, negative at a loss (operators'
+    /// report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "0.36")]
+    pub margin_usd: Option<String>,
 }

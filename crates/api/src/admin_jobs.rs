@@ -51,4 +51,12 @@ pub struct AdminJobDetail {
     /// Its client webhook events with their attempts, as its owner reads them
     /// (`GET /api/v1/jobs/{id}/webhooks`); empty when it has none.
     pub webhooks: Vec<WebhookDelivery>,
+    /// The units its provider billed, a decimal string (its report, else what was delivered, in
+    /// the unit of its route's `cost`); null until final, and for a route without a cost.
+    #[schema(example = "2")]
+    pub provider_units: Option<String>,
+    /// What its provider billed the operator in US dollars, a decimal string (`provider_units`
+    /// × the route's `cost.usd`); null until final, and for a route without a cost.
+    #[schema(example = "0.08")]
+    pub provider_cost_usd: Option<String>,
 }

@@ -44,6 +44,7 @@ mod numbers;
 pub mod openai;
 pub mod provider_notifications;
 pub mod providers;
+pub mod reconciliation;
 pub mod requests;
 pub mod routing;
 mod schemas;
@@ -62,6 +63,7 @@ pub use jobs::{
 pub use keys::{BudgetBody, IssuedKey, KeyBudgetView, KeyPatch, KeyView, NewKey};
 pub use models::{AdminModel, Field, FieldOption, Model, Price};
 pub use provider_notifications::UpstreamWebhookReceipt;
+pub use reconciliation::{Reconciliation, ReconciliationDay, UnitsMismatch};
 pub use requests::{ImageRequest, VideoRequest};
 pub use routing::ProviderPreference;
 pub use schemas::EventStreamItem;

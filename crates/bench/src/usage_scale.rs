@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use genjobs_bench::load::{LoadResult, closed_loop};
 use genjobs_domain::ports::UsageGrouping;
-use genjobs_store_postgres::usage_statement;
+use genjobs_store_postgres::{reconciliation_statement, usage_statement};
 
 use super::report::verdict;
 use super::{ADMIN, Failure, create_users, env_number, fresh_database, progress, psql, spawn_genjobs, submissions};
@@ -34,13 +34,17 @@ struct UsageAtScale {
     full_submissions: Vec<LoadResult>,
     user_usage: LoadResult,
     admin_usage: LoadResult,
+    provider_key_usage: LoadResult,
+    reconciliation: LoadResult,
     user_plan: String,
     admin_plan: String,
+    reconciliation_plan: String,
 }
 
 /// Generates `jobs` final jobs (90 % succeeded at 4 credits, 5 % failed, 5 % canceled) over the
 /// last 60 days for the generated users and `owner` (every 1,000th job is the owner's), each
-/// with its hold and its settle or release in the ledger, and the accounts to match.
+/// with its hold and its settle or release in the ledger, and the accounts to match; each was
+/// sent to fal on one of three keys at $0.039 an image, with its bill.
 fn generate(url: &str, jobs: u64, owner: &str) -> Result<(), Failure> {
     let sql = format!(
         "SET synchronous_commit = off;
@@ -60,12 +64,17 @@ fn generate(url: &str, jobs: u64, owner: &str) -> Result<(), Failure> {
             FROM generate_series(0, {jobs} - 1) AS n JOIN owners o ON o.slot = n % 1000;
         INSERT INTO jobs (id, user_id, model, modality, state, progress, outputs, error, created_at, started_at,
                           finished_at, canceled_at, credits_held, credits_actual, input, upstream, submit_attempted,
-                          next_poll_at, poll_failures, version, rate_per, rate_credits)
+                          next_poll_at, poll_failures, version, rate_per, rate_credits, billing, provider_units,
+                          units_charged, provider_cost)
         SELECT id, user_id, model, 'image', state, CASE WHEN state = 'succeeded' THEN 100 ELSE 0 END,
             NULL, NULL, created_at, created_at + interval '2 s', created_at + interval '10 s',
             CASE WHEN state = 'canceled' THEN created_at + interval '10 s' END,
-            4, CASE WHEN state = 'succeeded' THEN 4 ELSE 0 END, '{{\"generated\": true}}', NULL, true, NULL, 0, 3,
-            'image', 4
+            4, CASE WHEN state = 'succeeded' THEN 4 ELSE 0 END, '{{\"generated\": true}}',
+            jsonb_build_object('provider', 'fal', 'id', id::text), true, NULL, 0, 3, 'image', 4,
+            jsonb_build_object('per', 'image', 'usd', '0.039', 'key_hint', (ARRAY['k1a2', 'k3b4', 'k5c6'])[1 + abs(hashtext(id::text)) % 3]),
+            CASE WHEN state = 'succeeded' THEN 1000000000 ELSE 0 END,
+            CASE WHEN state = 'succeeded' THEN 1000000000 ELSE 0 END,
+            CASE WHEN state = 'succeeded' THEN 39000000 ELSE 0 END
         FROM generated;
         INSERT INTO ledger (user_id, job_id, kind, amount, created_at)
         SELECT user_id, id, 'hold', 4, created_at FROM generated;
@@ -144,6 +153,15 @@ pub(super) fn count(url: &str, sql: &str) -> Result<String, Failure> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// The plan of the reconciliation's statement over `[from, to)`, every provider.
+fn reconciliation_plan(url: &str, from: &str, to: &str) -> Result<String, Failure> {
+    let statement = reconciliation_statement()
+        .replace("$1", &format!("'{from}'::timestamptz"))
+        .replace("$2", &format!("'{to}'::timestamptz"))
+        .replace("$3", "NULL");
+    count(url, &format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {statement}"))
+}
+
 /// The plan of a usage report's statement over `[from, to)`, for `user` when given.
 fn plan(url: &str, group_by: UsageGrouping, from: &str, to: &str, user: Option<&str>) -> Result<String, Failure> {
     let statement = usage_statement(group_by, user.is_some(), false)
@@ -207,8 +225,12 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failu
     let (from, to) = (today - time::Duration::days(29), today);
     let user_url = format!("{}/api/v1/account/usage?from={from}&to={to}&group_by=day", app.base);
     let admin_url = format!("{}/api/admin/usage?from={yesterday}&to={yesterday}&group_by=user", app.base);
+    let provider_key_url = format!("{}/api/admin/usage?from={from}&to={to}&group_by=provider_key", app.base);
+    let reconciliation_url = format!("{}/api/admin/reconciliation?from={from}&to={to}", app.base);
     let user_usage = reads(user_url, owner_key, 8, seconds).await;
     let admin_usage = reads(admin_url, ADMIN.to_owned(), 8, seconds).await;
+    let provider_key_usage = reads(provider_key_url, ADMIN.to_owned(), 8, seconds).await;
+    let reconciliation = reads(reconciliation_url, ADMIN.to_owned(), 8, seconds).await;
     drop(app);
     let measured = UsageAtScale {
         jobs: count(&url, "SELECT count(*) FROM jobs")?.parse().unwrap_or(0),
@@ -221,6 +243,9 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failu
         full_submissions,
         user_usage,
         admin_usage,
+        provider_key_usage,
+        reconciliation,
+        reconciliation_plan: reconciliation_plan(&url, &from.to_string(), &(to + time::Duration::days(1)).to_string())?,
         user_plan: plan(
             &url,
             UsageGrouping::Day,
@@ -267,6 +292,8 @@ fn write(path: &Path, m: &UsageAtScale) -> std::io::Result<()> {
     for (what, load) in [
         ("one user's usage over 30 days, by day (8 clients)", &m.user_usage),
         ("admin usage by user over one day (8 clients)", &m.admin_usage),
+        ("admin usage by provider key over 30 days, with cost and margin (8 clients)", &m.provider_key_usage),
+        ("reconciliation over 30 days, every provider (8 clients)", &m.reconciliation),
     ] {
         let _ = writeln!(
             doc,
@@ -307,8 +334,10 @@ fn write(path: &Path, m: &UsageAtScale) -> std::io::Result<()> {
         "\n## Plans\n\nOne user's usage over 30 days: the sealed days from the rollup (index `usage_rollup_user_id_day`), \
          today's jobs from the index `jobs_user_id_created_at`:\n\n```\n{}\n```\n\n\
          Admin usage by user over one sealed day: the rollup alone (its primary key); the jobs' index `jobs_created_at` \
-         is searched from the first unsealed day, so it finds none:\n\n```\n{}\n```\n",
-        m.user_plan, m.admin_plan
+         is searched from the first unsealed day, so it finds none:\n\n```\n{}\n```\n\n\
+         The reconciliation over 30 days: the sealed days' bills from the rollup, today's from `jobs_created_at`:\n\n\
+         ```\n{}\n```\n",
+        m.user_plan, m.admin_plan, m.reconciliation_plan
     );
     std::fs::write(path, doc)
 }

@@ -30,7 +30,8 @@ use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, Clock, Commit, IdempotencyClaim, JobChanges, JobEvents, JobFilter, JobStore,
     MockAccountStore, MockCatalogStore, MockJobRemovals, MockRateLimiter, MockUploadStore, MockUsageStore, PollFailure,
-    RandomIds, ResultFailure, StoreError, SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamStatus,
+    RandomIds, ResultFailure, StoreError, SubmitFailure, UnfinishedJobs, UpstreamProvider, UpstreamResult,
+    UpstreamStatus,
 };
 use genjobs_domain::request::{GenerationDraft, GenerationRequest, WholeNumber};
 use genjobs_domain::usecases::{JobSteps, Ports, StepSettings, Stepped};
@@ -169,7 +170,7 @@ impl UpstreamProvider for InstantProvider {
         Ok(UpstreamStatus::Completed)
     }
 
-    async fn result(&self, _: JobId, at: &UpstreamRef, _: Modality) -> Result<Vec<OutputItem>, ResultFailure> {
+    async fn result(&self, _: JobId, at: &UpstreamRef, _: Modality) -> Result<UpstreamResult, ResultFailure> {
         let images = at.detail("images").and_then(|n| n.parse().ok()).unwrap_or(1);
         let image = |i| OutputItem {
             url: format!("https://example.invalid/{i}.png"),
@@ -177,7 +178,7 @@ impl UpstreamProvider for InstantProvider {
             meta: OutputMeta { content_type: "image/png".into(), ..OutputMeta::default() },
             copy: None,
         };
-        Ok((0..images).map(image).collect())
+        Ok(UpstreamResult::from((0..images).map(image).collect::<Vec<_>>()))
     }
 
     async fn cancel(&self, _: JobId, _: &UpstreamRef) -> Result<(), PollFailure> {

@@ -12,6 +12,7 @@
 //! ## Layout
 //! - [`modality`], [`input`], [`output`]: leaf types the others share (what a model produces,
 //!   a validated request's inputs, a delivered output).
+//! - [`decimal`]: exact decimals for money and provider units (no floating point in sums).
 //! - [`ids`]: job, user and model ids; API keys, hashed and compared in constant time.
 //! - [`credits`]: credits and balances; the hold / settle / release rules.
 //! - [`keys`]: what one API key may do (models, budget per period, expiry, its own limits).
@@ -51,6 +52,7 @@ pub mod capacity;
 pub mod catalog;
 pub mod client_webhooks;
 pub mod credits;
+pub mod decimal;
 pub mod ids;
 pub mod input;
 pub mod invalid;

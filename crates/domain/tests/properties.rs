@@ -28,14 +28,15 @@ fn trigger() -> impl Strategy<Value = Trigger> {
     };
     prop_oneof![
         Just(Trigger::SubmitStarted { next_poll_at: at }),
-        Just(Trigger::Submitted { upstream: UpstreamRef::new("test", "r"), next_poll_at: at }),
+        Just(Trigger::Submitted { upstream: UpstreamRef::new("test", "r"), next_poll_at: at, billing: None }),
         Just(Trigger::SubmitNotReached { next_poll_at: at }),
         Just(Trigger::UpstreamQueued { position: Some(3), next_poll_at: at }),
         (0u8..=120).prop_map(move |progress| Trigger::UpstreamRunning { progress, next_poll_at: at }),
         Just(Trigger::UpstreamUnreachable { next_poll_at: at }),
         (0u64..40).prop_map(move |actual| Trigger::Succeeded {
             outputs: vec![output.clone()],
-            credits_actual: Credits::new(actual)
+            credits_actual: Credits::new(actual),
+            reported_units: None,
         }),
         Just(Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "boom") }),
         Just(Trigger::Cancel),

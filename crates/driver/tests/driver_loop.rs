@@ -43,7 +43,7 @@ fn setup(status: UpstreamStatus) -> (Setup, JobDriver) {
         calls.fetch_add(1, Ordering::SeqCst);
         Ok(status.clone())
     });
-    upstream.expect_result().returning(|_, _, _| Ok(one_image()));
+    upstream.expect_result().returning(|_, _, _| Ok(one_image().into()));
     setup_over(upstream, status_calls)
 }
 

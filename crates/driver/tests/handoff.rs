@@ -119,7 +119,7 @@ async fn world() -> World {
         Ok(UpstreamRef::new("test", id.to_string()))
     });
     upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
-    upstream.expect_result().returning(|_, _, _| Ok(one_image()));
+    upstream.expect_result().returning(|_, _, _| Ok(one_image().into()));
     upstream.expect_name().return_const("scripted");
     let clock = Arc::new(PausedClock::new());
     let user = UserId::new_at(clock.now());

@@ -308,23 +308,27 @@ async function loadUsage() {
   const form = $("usage-range");
   if (!form.to.value) form.to.value = isoDay(new Date());
   if (!form.from.value) form.from.value = isoDay(new Date(Date.now() - 29 * 86400 * 1000));
-  const groupings = ["day,model", "model", "provider", "user", "key"];
+  const groupings = ["day,model", "model", "provider", "provider_key", "user", "key"];
   const reports = await Promise.all(groupings.map((g) => api("GET", "/api/admin/usage?" + usageQuery(g)).catch(() => null)));
   usageRows = Object.fromEntries(groupings.map((g, i) => [g, reports[i] ? reports[i].data : null]));
   drawUsageChart(usageRows["day,model"] || []);
   const names = await userNames((usageRows.user || []).map((row) => row.user_id));
   $("usage-tables").replaceChildren();
-  for (const group of ["model", "provider", "user", "key"]) {
+  for (const group of ["model", "provider", "provider_key", "user", "key"]) {
     if (!usageRows[group]) continue;
     const label = group === "user" ? (row) => userLabel(row.user_id, names[row.user_id]) : (row) => row[group];
     const heading = document.createElement("h3");
-    heading.textContent = "By " + group;
+    heading.textContent = "By " + group.replace("_", " ");
     const table = document.createElement("table");
     table.id = "usage-by-" + group;
-    table.innerHTML = `<thead><tr><th>${group}</th><th class="num">Jobs</th><th class="num">Succeeded</th><th class="num">Failed</th><th class="num">Canceled</th><th class="num">Credits spent</th></tr></thead>`;
+    table.innerHTML = `<thead><tr><th>${group}</th><th class="num">Jobs</th><th class="num">Succeeded</th><th class="num">Failed</th><th class="num">Canceled</th><th class="num">Credits spent</th><th class="num">Provider cost ($)</th><th class="num">Margin ($)</th></tr></thead>`;
     const body = document.createElement("tbody");
     for (const row of usageRows[group]) {
-      body.append(cells(document.createElement("tr"), [label(row), row.jobs, row.succeeded, row.failed, row.canceled, row.credits_spent]));
+      const cost = row.provider_cost_usd ?? "", margin = row.margin_usd ?? "";
+      const tr = cells(document.createElement("tr"), [label(row), row.jobs, row.succeeded, row.failed, row.canceled, row.credits_spent, cost, margin]);
+      for (const money of [...tr.children].slice(-2)) money.className = "num";
+      if (margin.startsWith("-")) tr.lastChild.classList.add("loss");
+      body.append(tr);
     }
     table.append(body);
     $("usage-tables").append(heading, table);

@@ -255,6 +255,7 @@ routes! {
     post "/api/admin/jobs/{id}/cancel" => handlers::admin_cancel_job,
     patch "/api/admin/keys/{prefix}" => handlers::admin_change_key,
     get "/api/admin/usage" => handlers::admin_usage,
+    get "/api/admin/reconciliation" => handlers::admin_reconciliation,
     get "/api/admin/models" => handlers::admin_models,
     get "/api/admin/providers" => handlers::admin_providers,
     put "/api/admin/models/{id}" => handlers::admin_put_model,

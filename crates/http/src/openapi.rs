@@ -70,6 +70,7 @@ use crate::pages::{self, DocsAsset, PlaygroundAsset};
         handlers::admin_cancel_job,
         handlers::admin_change_key,
         handlers::admin_usage,
+        handlers::admin_reconciliation,
         handlers::admin_models,
         handlers::admin_providers,
         handlers::admin_put_model,

@@ -10,10 +10,9 @@ use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
-use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
     CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitFailure, UpstreamProvider,
-    UpstreamReport, UpstreamStatus,
+    UpstreamReport, UpstreamResult, UpstreamStatus,
 };
 use metrics::{counter, histogram};
 use tracing::Instrument;
@@ -103,6 +102,10 @@ impl UpstreamProvider for MeteredUpstream {
         self.inner.keys()
     }
 
+    fn key_hint(&self, upstream: &UpstreamRef) -> Option<String> {
+        self.inner.key_hint(upstream)
+    }
+
     async fn submit_as(
         &self,
         job_id: JobId,
@@ -129,7 +132,7 @@ impl UpstreamProvider for MeteredUpstream {
         job_id: JobId,
         upstream: &UpstreamRef,
         modality: Modality,
-    ) -> Result<Vec<OutputItem>, ResultFailure> {
+    ) -> Result<UpstreamResult, ResultFailure> {
         let started = Instant::now();
         let result =
             self.inner.result(job_id, upstream, modality).instrument(call_span(self.name(), "result", job_id)).await;

@@ -35,11 +35,10 @@ use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
-use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
     BreakerState, CancelOutcome, Capacity, Delivery, NotificationRejected, Placement, PollFailure,
     ProviderAvailability, ProviderSlots, ResultFailure, SendAs, StoreError, SubmitFailure, UpstreamProvider,
-    UpstreamReport, UpstreamStatus,
+    UpstreamReport, UpstreamResult, UpstreamStatus,
 };
 use metrics::{counter, gauge};
 use tokio::time::Instant;
@@ -432,12 +431,16 @@ impl UpstreamProvider for RoutedUpstream {
         provider.status(job_id, upstream).await
     }
 
+    fn key_hint(&self, upstream: &UpstreamRef) -> Option<String> {
+        self.holder(upstream).ok()?.key_hint(upstream)
+    }
+
     async fn result(
         &self,
         job_id: JobId,
         upstream: &UpstreamRef,
         modality: Modality,
-    ) -> Result<Vec<OutputItem>, ResultFailure> {
+    ) -> Result<UpstreamResult, ResultFailure> {
         let provider = self.holder(upstream).map_err(ResultFailure::Transient)?;
         provider.result(job_id, upstream, modality).await
     }

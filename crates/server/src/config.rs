@@ -9,9 +9,10 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use genjobs_client_webhooks::{ClientWebhookArgs, TransportSettings};
 use genjobs_domain::client_webhooks::RetryPolicy;
+use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ports::Limits;
 use genjobs_domain::upload::{DEFAULT_UPLOAD_BYTES_PER_DAY, DEFAULT_UPLOAD_TTL, UploadSettings};
-use genjobs_domain::usecases::{DeliverySettings, Settings};
+use genjobs_domain::usecases::{DEFAULT_CREDIT_USD, DeliverySettings, Settings};
 use genjobs_driver::retention::Retention;
 use genjobs_driver::{DispatchSettings, DriverSettings};
 use genjobs_http::HttpSettings;
@@ -47,6 +48,8 @@ pub struct Config {
     pub fal_schemas_path: Option<PathBuf>,
     /// `GENJOBS_DEMO_CREDITS`.
     pub demo_credits: u64,
+    /// `GENJOBS_CREDIT_USD`: what one credit is worth, for revenue and margins.
+    pub credit_usd: Decimal,
     /// `GENJOBS_PUBLIC_URL`: where the provider (and clients) reach the service; set, it turns
     /// fal's webhooks on ([`Config::with_public_url`]).
     pub public_url: Option<String>,
@@ -110,6 +113,7 @@ impl Default for Config {
             models_path: None,
             fal_schemas_path: None,
             demo_credits: DEFAULT_DEMO_CREDITS,
+            credit_usd: DEFAULT_CREDIT_USD,
             public_url: None,
             fal_jwks_url: None,
             fal_user_id: None,
@@ -243,6 +247,11 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_DEMO_CREDITS", default_value_t = DEFAULT_DEMO_CREDITS,
         help_heading = "Users")]
     pub demo_credits: u64,
+    /// What one credit is worth in US dollars (a decimal), for the revenue and margins of the
+    /// operators' usage report.
+    #[arg(long, env = "GENJOBS_CREDIT_USD", default_value = "0.01", value_parser = credit_usd,
+        help_heading = "Users")]
+    pub credit_usd: Decimal,
     /// Days a final job is kept before it is removed (its ledger and usage stay) [default: kept
     /// forever].
     #[arg(long, env = "GENJOBS_JOB_RETENTION_DAYS", value_parser = clap::value_parser!(u64).range(1..=36_500),
@@ -328,6 +337,14 @@ pub struct ConfigArgs {
     pub traces: TraceArgs,
 }
 
+/// Reads `GENJOBS_CREDIT_USD`: a decimal of at least 0, nine fractional digits at most.
+fn credit_usd(text: &str) -> Result<Decimal, String> {
+    text.parse::<Decimal>()
+        .ok()
+        .filter(|usd| !usd.is_negative())
+        .ok_or_else(|| format!("GENJOBS_CREDIT_USD must be a decimal of at least 0, such as 0.01; got {text:?}"))
+}
+
 fn default_limits() -> Limits {
     Settings::default().default_limits
 }
@@ -373,6 +390,7 @@ impl ConfigArgs {
             models_path: self.models,
             fal_schemas_path: self.fal.fal_schemas,
             demo_credits: self.demo_credits,
+            credit_usd: self.credit_usd,
             public_url: None,
             fal_jwks_url: self.fal.fal_jwks_url,
             fal_user_id: self.fal.fal_user_id,

@@ -360,7 +360,8 @@ fn route_schemas() -> Vec<Arc<dyn genjobs_domain::ports::RouteSchemas>> {
 pub async fn admin(config: &Config) -> Result<Admin, StartError> {
     add_fal_schemas(config)?;
     let stores = store_ports(config).await?;
-    let admin = Admin::new(stores.admin, LiveCatalog::default(), config.gateway.default_limits);
+    let admin = Admin::new(stores.admin, LiveCatalog::default(), config.gateway.default_limits)
+        .with_credit_usd(config.credit_usd);
     admin
         .seed_catalog(initial_documents(config)?)
         .await
@@ -468,6 +469,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let source = HttpOutputSource::new(output_hosts).map_err(genjobs_output_store::OpenError::Client)?;
     let webhooks = client_webhooks(&config, stores.outbox, &secrets)?;
     let services = Services::new(&ports, catalog, config.gateway.clone())
+        .with_credit_usd(config.credit_usd)
         .with_handoff(driver.handoff())
         .with_output_source(Arc::new(source))
         .with_client_webhooks(webhooks.clone());

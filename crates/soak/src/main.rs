@@ -43,6 +43,7 @@ mod checks;
 mod clients;
 mod clock;
 mod conn;
+mod costs;
 mod processes;
 
 use std::path::PathBuf;
@@ -225,6 +226,7 @@ async fn soak(args: Args) -> Result<Report, String> {
     let boundaries = boundaries_phase.await.map_err(|e| format!("the boundaries phase panicked: {e}"))?;
     conn::check_labels(&shared).await;
     let mut report = settle_and_check(&shared, &users, tallies, GRANTED).await;
+    report.costs = costs::check_costs(&shared, &mut report.tally).await;
     boundaries::check_trees(&shared, &tree, &boundaries).await;
     let mut capacity = capacity::check_after(&shared, &cluster, &db.url, &big, &small, appetite).await;
     capacity.samples = samples;

@@ -10,6 +10,7 @@ mod leases;
 mod ledger;
 mod outbox;
 mod provider;
+mod provider_cost;
 mod removals;
 mod retention;
 mod routing;
@@ -27,6 +28,7 @@ pub use leases::*;
 pub use ledger::ledgers_match_accounts;
 pub use outbox::*;
 pub use provider::*;
+pub use provider_cost::*;
 pub use removals::*;
 pub use retention::*;
 pub use routing::*;
@@ -162,7 +164,7 @@ pub async fn step<S: Store>(store: &S, job: &Job, trigger: Trigger) -> Job {
 /// `job` submitted to the provider, committed to `store`.
 pub async fn submitted<S: Store>(store: &S, job: &Job) -> Job {
     let job = step(store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
-    step(store, &job, Trigger::Submitted { upstream: upstream(), next_poll_at: now() }).await
+    step(store, &job, Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None }).await
 }
 
 /// The provider's success, delivering one image charged `actual`.
@@ -175,6 +177,7 @@ pub fn success(actual: u64) -> Trigger {
             copy: None,
         }],
         credits_actual: Credits::new(actual),
+        reported_units: None,
     }
 }
 

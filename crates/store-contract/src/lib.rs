@@ -63,6 +63,8 @@ macro_rules! store_contract_tests {
             concurrent_accepts_of_many_users_hold_each_users_own_credits,
             jobs_are_found_by_their_upstream_key,
             output_copies_are_kept_as_committed,
+            a_jobs_bill_is_kept_with_its_final_transition,
+            usage_and_reconciliation_sum_the_bills_before_and_after_sealing,
             purging_final_jobs_keeps_the_ledger_and_usage,
             purging_a_keys_jobs_keeps_its_budget_used,
             usage_groups_jobs_by_the_provider_that_took_them,

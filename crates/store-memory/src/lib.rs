@@ -39,6 +39,7 @@ use time::{Duration, OffsetDateTime};
 mod keys;
 mod leases;
 mod outbox;
+mod reconciliation;
 mod removals;
 mod slots;
 mod uploads;

@@ -6,26 +6,31 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use genjobs_domain::credits::Credits;
+use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::job::{Job, JobState, UpstreamRef};
-use genjobs_domain::ports::{LedgerRecord, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore};
+use genjobs_domain::ports::{
+    LedgerRecord, Reconciliation, ReconciliationQuery, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow,
+    UsageStore,
+};
 use time::{Date, OffsetDateTime};
 
 use super::MemoryStore;
 
-/// What a report counts of a job: its creation day, user, model, provider and key prefix.
-type Group = (Date, UserId, String, Option<String>, Option<String>);
+/// What a report counts of a job: its creation day, user, model, provider, key prefix and
+/// provider key.
+pub(super) type Group = (Date, UserId, String, Option<String>, Option<String>, Option<String>);
 
 /// What usage reports count besides the live jobs.
 #[derive(Debug, Default)]
 pub(super) struct Rollup {
-    counted: BTreeMap<Group, Counts>,
+    pub(super) counted: BTreeMap<Group, Counts>,
     /// The last sealed day: reports read it, and every day before it, from `counted` alone.
     sealed_through: Option<Date>,
 }
 
 impl Rollup {
-    fn is_sealed(&self, day: Date) -> bool {
+    pub(super) fn is_sealed(&self, day: Date) -> bool {
         self.sealed_through.is_some_and(|through| day <= through)
     }
 
@@ -34,18 +39,21 @@ impl Rollup {
     }
 }
 
-/// Jobs counted as a usage report counts them.
+/// Jobs counted as a usage report counts them, with their providers' bills.
 #[derive(Debug, Clone, Copy, Default)]
-struct Counts {
+pub(super) struct Counts {
     jobs: u64,
     succeeded: u64,
     failed: u64,
     canceled: u64,
     credits_spent: u64,
+    pub(super) billed: u64,
+    pub(super) provider_units: Decimal,
+    pub(super) provider_cost: Decimal,
 }
 
 impl Counts {
-    fn of(job: &Job) -> Counts {
+    pub(super) fn of(job: &Job) -> Counts {
         let is = |state: JobState| u64::from(job.state() == state);
         Counts {
             jobs: 1,
@@ -53,15 +61,21 @@ impl Counts {
             failed: is(JobState::Failed),
             canceled: is(JobState::Canceled),
             credits_spent: job.credits_actual().map_or(0, Credits::get),
+            billed: u64::from(job.provider_bill().is_some()),
+            provider_units: job.provider_bill().map_or(Decimal::ZERO, |bill| bill.units),
+            provider_cost: job.provider_bill().map_or(Decimal::ZERO, |bill| bill.cost_usd),
         }
     }
 
-    fn add(&mut self, other: Counts) {
+    pub(super) fn add(&mut self, other: Counts) {
         self.jobs += other.jobs;
         self.succeeded += other.succeeded;
         self.failed += other.failed;
         self.canceled += other.canceled;
         self.credits_spent += other.credits_spent;
+        self.billed += other.billed;
+        self.provider_units = self.provider_units.plus(other.provider_units);
+        self.provider_cost = self.provider_cost.plus(other.provider_cost);
     }
 }
 
@@ -69,13 +83,14 @@ pub(crate) fn utc_day(at: OffsetDateTime) -> Date {
     at.to_offset(time::UtcOffset::UTC).date()
 }
 
-fn group_of(job: &Job) -> Group {
+pub(super) fn group_of(job: &Job) -> Group {
     (
         utc_day(job.created_at()),
         job.user_id(),
         job.model().to_string(),
         job.upstream().map(|upstream| upstream.provider().to_owned()),
         job.key_prefix().map(|prefix| prefix.as_str().to_owned()),
+        job.billing().and_then(|billing| billing.key_hint.clone()),
     )
 }
 
@@ -125,9 +140,9 @@ impl UsageStore for MemoryStore {
             .map(|row| (group_of(&row.job), Counts::of(&row.job)))
             .filter(|((day, ..), _)| !state.rollup.is_sealed(*day));
         let rolled = state.rollup.counted.iter().map(|(group, counts)| (group.clone(), *counts));
-        type Key = (Option<Date>, Option<String>, Option<UserId>, Option<String>, Option<String>);
+        type Key = (Option<Date>, Option<String>, Option<UserId>, Option<String>, Option<String>, Option<String>);
         let mut groups: BTreeMap<Key, Counts> = BTreeMap::new();
-        for ((day, user, model, provider, key), counts) in live.chain(rolled) {
+        for ((day, user, model, provider, key, provider_key), counts) in live.chain(rolled) {
             let of_keys = query
                 .keys
                 .as_ref()
@@ -136,30 +151,37 @@ impl UsageStore for MemoryStore {
                 continue;
             }
             let key = match query.group_by {
-                UsageGrouping::Day => (Some(day), None, None, None, None),
-                UsageGrouping::Model => (None, Some(model), None, None, None),
-                UsageGrouping::User => (None, None, Some(user), None, None),
-                UsageGrouping::DayAndModel => (Some(day), Some(model), None, None, None),
-                UsageGrouping::Provider => (None, None, None, provider, None),
-                UsageGrouping::Key => (None, None, None, None, key),
+                UsageGrouping::Day => (Some(day), None, None, None, None, None),
+                UsageGrouping::Model => (None, Some(model), None, None, None, None),
+                UsageGrouping::User => (None, None, Some(user), None, None, None),
+                UsageGrouping::DayAndModel => (Some(day), Some(model), None, None, None, None),
+                UsageGrouping::Provider => (None, None, None, provider, None, None),
+                UsageGrouping::Key => (None, None, None, None, key, None),
+                UsageGrouping::ProviderKey => (None, None, None, None, None, provider_key),
             };
             groups.entry(key).or_default().add(counts);
         }
         Ok(groups
             .into_iter()
-            .map(|((day, model, user_id, provider, key), c)| UsageRow {
+            .map(|((day, model, user_id, provider, key, provider_key), c)| UsageRow {
                 day,
                 model,
                 user_id,
                 provider,
                 key,
+                provider_key,
                 jobs: c.jobs,
                 succeeded: c.succeeded,
                 failed: c.failed,
                 canceled: c.canceled,
                 credits_spent: c.credits_spent,
+                provider_cost_usd: c.provider_cost,
             })
             .collect())
+    }
+
+    async fn reconciliation(&self, query: ReconciliationQuery) -> Result<Reconciliation, StoreError> {
+        Ok(crate::reconciliation::reconcile(&self.state(), &query))
     }
 
     async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {

@@ -63,7 +63,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     let mut job = job;
     for trigger in [
         Trigger::SubmitStarted { next_poll_at: now() },
-        Trigger::Submitted { upstream: UpstreamRef::new("test", "req-1"), next_poll_at: now() },
+        Trigger::Submitted { upstream: UpstreamRef::new("test", "req-1"), next_poll_at: now(), billing: None },
     ] {
         job = match store.commit(job.apply(trigger, now()).unwrap()).await.unwrap() {
             Commit::Applied(job) => job,
@@ -97,9 +97,9 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
 
 fn reporting(key: &'static str, outcome: Result<Vec<OutputItem>, ResultFailure>) -> MockUpstreamProvider {
     let mut upstream = MockUpstreamProvider::new();
-    upstream
-        .expect_read_notification()
-        .returning(move |_, _| Ok(UpstreamReport { key: key.into(), outcome: outcome.clone(), delivery_id: None }));
+    upstream.expect_read_notification().returning(move |_, _| {
+        Ok(UpstreamReport { key: key.into(), outcome: outcome.clone().map(UpstreamResult::from), delivery_id: None })
+    });
     upstream
 }
 
@@ -127,7 +127,7 @@ fn reporting_as(key: &'static str, id: &'static str) -> MockUpstreamProvider {
     upstream.expect_read_notification().returning(move |_, _| {
         Ok(UpstreamReport {
             key: key.into(),
-            outcome: Ok(vec![image("https://cdn/a.png")]),
+            outcome: Ok(vec![image("https://cdn/a.png")].into()),
             delivery_id: Some(id.into()),
         })
     });

@@ -94,6 +94,10 @@ diesel::table! {
         trace_parent -> Nullable<Text>,
         start_by -> Nullable<Timestamptz>,
         budget_period_start -> Nullable<Timestamptz>,
+        billing -> Nullable<Jsonb>,
+        provider_units -> Nullable<Int8>,
+        units_charged -> Nullable<Int8>,
+        provider_cost -> Nullable<Int8>,
         routing -> Nullable<Jsonb>,
     }
 }
@@ -171,7 +175,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    usage_rollup (day, user_id, model, provider, key_prefix) {
+    usage_rollup (day, user_id, model, provider, key_prefix, provider_key) {
         day -> Date,
         user_id -> Uuid,
         model -> Text,
@@ -182,6 +186,10 @@ diesel::table! {
         credits_spent -> Int8,
         provider -> Text,
         key_prefix -> Text,
+        provider_key -> Text,
+        billed -> Int8,
+        provider_units -> Int8,
+        provider_cost -> Int8,
     }
 }
 

@@ -44,7 +44,7 @@ async fn group_commits_of_two_replicas_over_the_same_jobs_never_deadlock() {
     for job in jobs {
         let started = step(job, Trigger::SubmitStarted { next_poll_at: now() }).await;
         let upstream = UpstreamRef::new("test", started.id().to_string());
-        submitted.push(step(started, Trigger::Submitted { upstream, next_poll_at: now() }).await);
+        submitted.push(step(started, Trigger::Submitted { upstream, next_poll_at: now(), billing: None }).await);
     }
     let until = std::time::Instant::now() + Duration::from_secs(2);
 

@@ -33,7 +33,12 @@ async fn fal_references_kept_as_json_text_become_typed_references() {
         let job = accepted(&*store, user, 1).await;
         let started = step(&*store, &job, Trigger::SubmitStarted { next_poll_at: now() }).await;
         jobs.push(
-            step(&*store, &started, Trigger::Submitted { upstream: fal(id).to_upstream(), next_poll_at: now() }).await,
+            step(
+                &*store,
+                &started,
+                Trigger::Submitted { upstream: fal(id).to_upstream(), next_poll_at: now(), billing: None },
+            )
+            .await,
         );
     }
     let mut conn = AsyncPgConnection::establish(&db.url).await.unwrap();

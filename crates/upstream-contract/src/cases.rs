@@ -41,13 +41,18 @@ pub async fn a_submission_is_referenced_by_the_adapters_own_name(fixture: &impl 
     assert!(!upstream.key().is_empty(), "a reference has a key");
 }
 
-/// A completed job's result is its outputs, each a file its URL serves.
+/// A completed job's result is its outputs, each a file its URL serves, and what the provider
+/// reports of its billing (billable units, or compute time), as both providers report it.
 pub async fn a_job_runs_to_outputs_that_are_real_files(fixture: &impl Fixture) {
     let (id, upstream) = submitted(fixture, Outcome::Succeeds).await;
     assert_eq!(final_status(fixture, id, &upstream).await, UpstreamStatus::Completed);
-    let outputs = fixture.adapter().result(id, &upstream, Modality::Image).await.unwrap();
-    assert!(!outputs.is_empty(), "a completed job has outputs");
-    for output in outputs {
+    let result = fixture.adapter().result(id, &upstream, Modality::Image).await.unwrap();
+    assert!(!result.outputs.is_empty(), "a completed job has outputs");
+    assert!(
+        result.billable_units.is_some() || result.compute_seconds.is_some(),
+        "the provider reports what it bills: {result:?}"
+    );
+    for output in result.outputs {
         let response = reqwest::get(&output.url).await.unwrap();
         assert!(response.status().is_success(), "{} answers {}", output.url, response.status());
         let bytes = response.bytes().await.unwrap();

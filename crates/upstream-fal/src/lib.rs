@@ -35,14 +35,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use genjobs_domain::capacity::{Priority, ProviderKey};
 use genjobs_domain::catalog::Model;
+use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
-use genjobs_domain::output::OutputItem;
 use genjobs_domain::ports::{
     CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitCall, SubmitFailure,
-    UpstreamProvider, UpstreamReport, UpstreamStatus,
+    UpstreamProvider, UpstreamReport, UpstreamResult, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
@@ -174,8 +174,13 @@ impl FalUpstream {
     /// The secret of the key named `key_id`; the first key for a job that names none (sent
     /// before keys were recorded) or one no longer configured.
     fn secret(&self, key_id: Option<&str>) -> Option<&str> {
+        self.key_of(key_id).map(|(_, secret)| secret.as_str())
+    }
+
+    /// The key `key_id` names, else the first.
+    fn key_of(&self, key_id: Option<&str>) -> Option<&(ProviderKey, String)> {
         let named = key_id.and_then(|id| self.keys.iter().find(|(key, _)| key.id == id));
-        named.or_else(|| self.keys.first()).map(|(_, secret)| secret.as_str())
+        named.or_else(|| self.keys.first())
     }
 
     fn authorized(&self, request: RequestBuilder, key_id: Option<&str>) -> RequestBuilder {
@@ -267,6 +272,9 @@ impl FalUpstream {
 /// ones; normal requests carry no header.
 pub const PRIORITY_HEADER: &str = "x-fal-queue-priority";
 
+/// The header of fal's result response that says how many units fal bills for the request.
+pub const BILLABLE_UNITS_HEADER: &str = "x-fal-billable-units";
+
 /// The detail of a job's reference that names the key it was submitted with
 /// ([`ProviderKey::id`]).
 pub const KEY_DETAIL: &str = "key";
@@ -315,6 +323,10 @@ impl UpstreamProvider for FalUpstream {
         } else {
             Vec::new()
         }
+    }
+
+    fn key_hint(&self, upstream: &UpstreamRef) -> Option<String> {
+        self.key_of(upstream.detail(KEY_DETAIL)).map(|(key, _)| key.hint.clone())
     }
 
     async fn submit_as(
@@ -374,7 +386,7 @@ impl UpstreamProvider for FalUpstream {
         job_id: JobId,
         upstream: &UpstreamRef,
         modality: Modality,
-    ) -> Result<Vec<OutputItem>, ResultFailure> {
+    ) -> Result<UpstreamResult, ResultFailure> {
         let fal = FalRef::from_upstream(upstream).map_err(ResultFailure::Failed)?;
         let read = self.read("result", &fal.response_url, upstream).await.map_err(|e| {
             ResultFailure::Transient(
@@ -390,7 +402,15 @@ impl UpstreamProvider for FalUpstream {
         if status.is_success() {
             let body: Value = serde_json::from_slice(&read.body)
                 .map_err(|_| ResultFailure::Invalid("the result is not JSON".into()))?;
-            return parse_outputs(&body, modality).map_err(ResultFailure::Invalid);
+            let outputs = parse_outputs(&body, modality).map_err(ResultFailure::Invalid)?;
+            let billable_units = read.headers.get(BILLABLE_UNITS_HEADER).and_then(|value| {
+                let units = value.to_str().ok()?.trim().parse::<Decimal>().ok().filter(|u| !u.is_negative());
+                if units.is_none() {
+                    tracing::warn!(job_id = %job_id, request_id = %fal.request_id, "fal's billable units header could not be read");
+                }
+                units
+            });
+            return Ok(UpstreamResult { outputs, billable_units, compute_seconds: None });
         }
         if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
             return Err(ResultFailure::Failed(EXPIRED.into()));

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::{Signature, VerifyingKey};
-use genjobs_domain::ports::{Delivery, NotificationRejected, ResultFailure, UpstreamReport};
+use genjobs_domain::ports::{Delivery, NotificationRejected, ResultFailure, UpstreamReport, UpstreamResult};
 use reqwest::{Client, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
@@ -132,7 +132,9 @@ impl Verifier {
                 (_, Some(reason)) => {
                     Err(ResultFailure::Transient(format!("fal could not deliver the payload: {reason}")))
                 }
-                (Some(payload), None) => read_outputs(&payload).map_err(ResultFailure::Invalid),
+                (Some(payload), None) => {
+                    read_outputs(&payload).map(UpstreamResult::from).map_err(ResultFailure::Invalid)
+                }
                 (None, None) => Err(ResultFailure::Invalid("the webhook carries no payload".into())),
             },
             "ERROR" => Err(failure(body.payload.as_ref(), body.error)),

@@ -89,7 +89,7 @@ async fn a_well_signed_delivery_is_read() {
     let upstream = adapter(&sim.base_url, sim.jwks_url(), Duration::ZERO);
     let report = upstream.read_notification(&signed(&sim, "r1", &ok_body("r1")).await, now()).await.unwrap();
     assert_eq!(report.key, "r1");
-    let outputs = report.outcome.unwrap();
+    let outputs = report.outcome.unwrap().outputs;
     assert_eq!((outputs.len(), outputs[0].meta.width, outputs[0].meta.seed), (1, Some(8), Some(3)));
 }
 

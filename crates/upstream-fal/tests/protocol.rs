@@ -271,7 +271,7 @@ async fn result_answers_map_to_outputs_or_failures() {
     let upstream = stub.upstream_ref();
     let path = "GET /owner/app/requests/req-9";
     stub.on(path, 200, json!({"images": [{"url": "https://cdn/a.png", "width": 8, "height": 8, "content_type": "image/png"}], "seed": 3}));
-    let outputs = stub.adapter().result(job(), &upstream, Modality::Image).await.unwrap();
+    let outputs = stub.adapter().result(job(), &upstream, Modality::Image).await.unwrap().outputs;
     assert_eq!((outputs.len(), outputs[0].meta.seed), (1, Some(3)));
     for (status, body, check) in [
         (422, json!({"detail": [{"msg": "refused"}]}), "rejected"),
@@ -347,7 +347,7 @@ async fn a_whole_run_against_the_simulator() {
     .await;
     assert_eq!(last, UpstreamStatus::Completed);
     assert!(seen_running, "the simulator reports percentages in its logs");
-    let outputs = adapter.result(job(), &upstream, Modality::Image).await.unwrap();
+    let outputs = adapter.result(job(), &upstream, Modality::Image).await.unwrap().outputs;
     assert_eq!(outputs.len(), 2);
     assert_eq!(sim.stats().routes["submit"], 1);
 
@@ -416,7 +416,7 @@ async fn every_model_of_the_catalog_routes_to_an_endpoint_the_simulator_accepts(
                 .unwrap_or_else(|e| panic!("{}: {draft:?} refused: {e}", model.id));
             let status = adapter.status(job(), &upstream).await.unwrap();
             assert_eq!(status, UpstreamStatus::Completed, "{}", model.id);
-            let outputs = adapter.result(job(), &upstream, model.modality).await.unwrap();
+            let outputs = adapter.result(job(), &upstream, model.modality).await.unwrap().outputs;
             let expected = request.input.n.map_or(1, usize::from);
             assert_eq!(outputs.len(), expected, "{}: {draft:?}", model.id);
             assert!(outputs.iter().all(|o| o.url.starts_with("http")), "{}", model.id);

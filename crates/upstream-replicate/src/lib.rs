@@ -39,10 +39,10 @@ use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
-use genjobs_domain::output::{OutputItem, OutputKind};
+use genjobs_domain::output::OutputKind;
 use genjobs_domain::ports::{
     CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitCall, SubmitFailure,
-    UpstreamProvider, UpstreamReport, UpstreamStatus,
+    UpstreamProvider, UpstreamReport, UpstreamResult, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde_json::{Map, Value, json};
@@ -145,8 +145,13 @@ impl ReplicateUpstream {
 
     /// The token named `key_id`; the first for a job that names none or one no longer configured.
     fn token(&self, key_id: Option<&str>) -> &str {
+        self.token_of(key_id).map_or("", |(_, token)| token.as_str())
+    }
+
+    /// The token `key_id` names, else the first.
+    fn token_of(&self, key_id: Option<&str>) -> Option<&(ProviderKey, String)> {
         let named = key_id.and_then(|id| self.tokens.iter().find(|(key, _)| key.id == id));
-        named.or_else(|| self.tokens.first()).map_or("", |(_, token)| token.as_str())
+        named.or_else(|| self.tokens.first())
     }
 
     fn url(&self, path: &str) -> String {
@@ -297,6 +302,10 @@ impl UpstreamProvider for ReplicateUpstream {
         }
     }
 
+    fn key_hint(&self, upstream: &UpstreamRef) -> Option<String> {
+        self.token_of(upstream.detail(KEY_DETAIL)).map(|(key, _)| key.hint.clone())
+    }
+
     /// Replicate has no queue priority: only the token counts.
     async fn submit_as(
         &self,
@@ -323,7 +332,7 @@ impl UpstreamProvider for ReplicateUpstream {
         job_id: JobId,
         upstream: &UpstreamRef,
         modality: Modality,
-    ) -> Result<Vec<OutputItem>, ResultFailure> {
+    ) -> Result<UpstreamResult, ResultFailure> {
         let prediction = self.prediction(upstream).await.map_err(|failure| match failure {
             PollFailure::Transient(reason) => ResultFailure::Transient(reason),
             PollFailure::Gone(reason) => ResultFailure::Failed(reason),
@@ -331,7 +340,7 @@ impl UpstreamProvider for ReplicateUpstream {
         tracing::debug!(job_id = %job_id, prediction = %prediction.id, status = %prediction.status, "replicate result");
         match prediction.phase().map_err(ResultFailure::Invalid)? {
             Phase::Succeeded if prediction.data_removed => Err(ResultFailure::Failed(prediction::EXPIRED.into())),
-            Phase::Succeeded => prediction.outputs(output_kind(modality)).map_err(ResultFailure::Invalid),
+            Phase::Succeeded => prediction.result(output_kind(modality)).map_err(ResultFailure::Invalid),
             Phase::Ended(failure) => Err(failure),
             Phase::Running(_) => Err(ResultFailure::Transient("the prediction has not ended yet".into())),
         }

@@ -78,7 +78,7 @@ impl Verifier {
         let prediction: Prediction = serde_json::from_slice(&delivery.body)
             .map_err(|e| NotificationRejected::Malformed(format!("the body is not a prediction: {e}")))?;
         let outcome = match prediction.phase().map_err(NotificationRejected::Malformed)? {
-            Phase::Succeeded => prediction.outputs(None).map_err(genjobs_domain::ports::ResultFailure::Invalid),
+            Phase::Succeeded => prediction.result(None).map_err(genjobs_domain::ports::ResultFailure::Invalid),
             Phase::Ended(failure) => Err(failure),
             Phase::Running(_) => {
                 return Err(NotificationRejected::Malformed(format!(
@@ -155,7 +155,7 @@ mod tests {
         let body = r#"{"id": "p1", "status": "succeeded", "output": "https://r/out.png"}"#;
         let report = verifier().read(&signed(body, now.unix_timestamp() - 299), now).unwrap();
         assert_eq!((report.key.as_str(), report.delivery_id.as_deref()), ("p1", Some("msg_1")));
-        assert_eq!(report.outcome.unwrap()[0].url, "https://r/out.png");
+        assert_eq!(report.outcome.unwrap().outputs[0].url, "https://r/out.png");
         assert_eq!(verifier().url(), "https://gen.example/api/upstream/replicate/webhook");
     }
 

@@ -3,8 +3,9 @@
 //! `Status` type of replicate-javascript's `index.d.ts`), `output` (for image models one URL or a
 //! list of URLs), `error` and `logs`; read into the port's terms.
 
+use genjobs_domain::decimal::Decimal;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
-use genjobs_domain::ports::{ResultFailure, UpstreamStatus};
+use genjobs_domain::ports::{ResultFailure, UpstreamResult, UpstreamStatus};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -23,6 +24,17 @@ pub(crate) struct Prediction {
     /// document's `predictions.get`), and says so here.
     #[serde(default)]
     pub(crate) data_removed: bool,
+    /// What the prediction took; `predict_time` is the seconds of compute Replicate bills.
+    #[serde(default)]
+    pub(crate) metrics: Option<Metrics>,
+}
+
+/// A prediction's `metrics`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Metrics {
+    /// Seconds the model ran, as Replicate bills them.
+    #[serde(default)]
+    pub(crate) predict_time: Option<f64>,
 }
 
 /// Why the outputs of a prediction that succeeded long ago cannot be had.
@@ -64,6 +76,13 @@ impl Prediction {
             other => other.to_string(),
         };
         text.chars().take(300).collect()
+    }
+
+    /// A succeeded prediction's result: its outputs ([`Prediction::outputs`]) and the seconds of
+    /// compute it was billed, when its metrics say.
+    pub(crate) fn result(&self, kind: Option<OutputKind>) -> Result<UpstreamResult, String> {
+        let compute_seconds = self.metrics.as_ref().and_then(|m| m.predict_time).and_then(Decimal::from_report);
+        Ok(UpstreamResult { outputs: self.outputs(kind)?, billable_units: None, compute_seconds })
     }
 
     /// The outputs of a succeeded prediction: one URL or a list of URLs; `kind` names the kind

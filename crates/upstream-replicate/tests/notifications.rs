@@ -108,7 +108,7 @@ async fn an_ended_prediction_is_delivered_signed_and_verified() {
     assert!(delivery.header("webhook-id").is_some_and(|id| id.starts_with("msg_")));
     let report = replicate.read_notification(&delivery, OffsetDateTime::now_utc()).await.unwrap();
     assert_eq!(report.key, upstream.key(), "the delivery names the prediction the job keeps");
-    let outputs = report.outcome.unwrap();
+    let outputs = report.outcome.unwrap().outputs;
     assert!(outputs[0].url.ends_with("/output.png"), "{}", outputs[0].url);
 
     let stale = OffsetDateTime::now_utc() + Duration::from_secs(301);

@@ -112,7 +112,7 @@ async fn a_prediction_is_followed_to_success_and_its_output_is_a_real_png() {
     )
     .await;
     assert_eq!(ended(&sim, &upstream).await, UpstreamStatus::Completed);
-    let outputs = replicate.result(job(), &upstream, Modality::Image).await.unwrap();
+    let outputs = replicate.result(job(), &upstream, Modality::Image).await.unwrap().outputs;
     assert_eq!(outputs.len(), 1);
     assert_eq!(outputs[0].meta.content_type, "image/png");
     let file = reqwest::get(&outputs[0].url).await.unwrap();

@@ -34,6 +34,12 @@ pub(crate) struct Directives {
     pub(crate) result_faults: u32,
     pub(crate) cancel_completed: bool,
     pub(crate) webhook_error: bool,
+    /// Deliver at most this many images (fewer than asked).
+    pub(crate) deliver: Option<u64>,
+    /// Deliver a video of this many seconds, and say so in its `duration`.
+    pub(crate) video_secs: Option<u64>,
+    /// Bill this many units (`x-fal-billable-units`) whatever was delivered.
+    pub(crate) billable: Option<String>,
 }
 
 /// A result call that fails the way a busy or restarting queue fails it.
@@ -72,6 +78,9 @@ impl Directives {
                 }
                 "cancel-completed" => d.cancel_completed = true,
                 "webhook-error" => d.webhook_error = true,
+                "deliver" => d.deliver = value.parse().ok(),
+                "video-secs" => d.video_secs = value.parse().ok(),
+                "billable" => d.billable = Some(value.to_owned()),
                 "webhook-drop" => d.webhook.drop = true,
                 "webhook-duplicate" => d.webhook.duplicate = true,
                 "webhook-corrupt" => d.webhook.corrupt = true,
@@ -171,17 +180,45 @@ impl SimRequest {
     }
 }
 
+/// How many images a request delivers: those asked for, or fewer as its directive says.
+fn images_delivered(request: &SimRequest) -> u64 {
+    let asked = crate::files::image_count(&request.input);
+    request.directives.deliver.map_or(asked, |deliver| deliver.min(asked))
+}
+
+/// What fal bills for a request, as its `x-fal-billable-units` header says: the images
+/// delivered, or the video's seconds (its directive's, else those asked for); a directive's
+/// figure over either.
+pub(crate) fn billable_units(request: &SimRequest) -> Option<String> {
+    if let Some(billable) = &request.directives.billable {
+        return Some(billable.clone());
+    }
+    match request.shape {
+        OutputShape::Video { .. } => {
+            let asked = request.input.get("duration").and_then(|d| match d {
+                Value::String(text) => text.trim_end_matches('s').parse::<u64>().ok(),
+                other => other.as_u64(),
+            });
+            request.directives.video_secs.or(asked).map(|seconds| seconds.to_string())
+        }
+        OutputShape::Images { .. } => Some(images_delivered(request).to_string()),
+    }
+}
+
 pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
     let seed = request.input.get("seed").and_then(Value::as_u64).unwrap_or(42);
     let mut result = serde_json::Map::new();
     let with_seed = match request.shape {
         OutputShape::Video { seed } => {
-            let video = json!({
+            let mut video = json!({
                 "url": format!("{files}/0.mp4"),
                 "content_type": "video/mp4",
                 "file_name": "0.mp4",
                 "file_size": crate::files::SAMPLE_MP4.len(),
             });
+            if let Some(seconds) = request.directives.video_secs {
+                video["duration"] = json!(seconds);
+            }
             result.insert("video".into(), video);
             seed
         }
@@ -200,7 +237,7 @@ pub(crate) fn output(request: &SimRequest, files: &str) -> Value {
                 }
                 image
             };
-            result.insert("images".into(), (0..crate::files::image_count(&request.input)).map(image).collect());
+            result.insert("images".into(), (0..images_delivered(request)).map(image).collect());
             seed
         }
     };

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use actix_web::http::StatusCode;
 
-use crate::requests::{Phase, ResultFault, output, queue_position};
+use crate::requests::{Phase, ResultFault, billable_units, output, queue_position};
 use crate::{Sim, admit, chaos, not_found, refusal};
 
 pub(crate) async fn status(
@@ -97,7 +97,11 @@ fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
     if d.malformed {
         return HttpResponse::Ok().json(json!({"images": "not a list", "video": 7}));
     }
-    HttpResponse::Ok().json(output(request, &format!("{base}/_sim/files/{id}")))
+    let mut answer = HttpResponse::Ok();
+    if let Some(units) = billable_units(request) {
+        answer.insert_header((genjobs_upstream_fal::BILLABLE_UNITS_HEADER, units));
+    }
+    answer.json(output(request, &format!("{base}/_sim/files/{id}")))
 }
 
 /// A result call failed as a busy or restarting queue fails it.

@@ -208,15 +208,19 @@ async fn the_usage_page_charts_spending_and_downloads_the_csv() {
     assert!(page.find(Locator::Css("#usage-chart canvas")).await.is_ok(), "uPlot drew its canvas");
     let by_model = page
         .execute(
-            "return [...document.querySelectorAll('#usage-by-model tbody tr')].map(r => [r.cells[0].textContent, Number(r.cells[5].textContent)]);",
+            "return [...document.querySelectorAll('#usage-by-model tbody tr')].map(r => [r.cells[0].textContent, Number(r.cells[5].textContent), r.cells[6].textContent, r.cells[7].textContent]);",
             vec![],
         )
         .await
         .unwrap();
     let report = admin(&app, "/api/admin/usage?group_by=model").await;
-    let expected: Vec<Value> =
-        report["data"].as_array().unwrap().iter().map(|r| json!([r["model"], r["credits_spent"]])).collect();
-    assert_eq!(by_model, json!(expected), "the table is the API's report");
+    let expected: Vec<Value> = report["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| json!([r["model"], r["credits_spent"], r["provider_cost_usd"], r["margin_usd"]]))
+        .collect();
+    assert_eq!(by_model, json!(expected), "the table is the API's report, cost and margin beside spend");
     let by_user = until(
         &page,
         "the users by name",

@@ -217,8 +217,11 @@ async fn operators_read_usage_across_users_as_json_and_csv() {
     assert!(csv.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
     let text = csv.text().await.unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("model,jobs,succeeded,failed,canceled,credits_spent"));
-    assert!(lines.any(|line| line.starts_with("nano-banana,") && line.ends_with(",16")), "{text}");
+    assert_eq!(
+        lines.next(),
+        Some("model,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd")
+    );
+    assert!(lines.any(|line| line.starts_with("nano-banana,") && line.split(',').nth(5) == Some("16")), "{text}");
 
     let user_key = app.get("/api/admin/usage", &alice.key).await;
     assert_error(user_key, 401, "unauthorized", "INVALID_API_KEY").await;

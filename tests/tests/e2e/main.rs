@@ -29,6 +29,7 @@ mod openai_edits;
 mod openai_videos;
 mod operations;
 mod outputs;
+mod provider_cost;
 mod provider_notifications;
 mod replicate;
 mod routing;

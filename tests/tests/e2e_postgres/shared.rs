@@ -47,6 +47,8 @@ mod openai_videos;
 mod operations;
 #[path = "../e2e/outputs.rs"]
 mod outputs;
+#[path = "../e2e/provider_cost.rs"]
+mod provider_cost;
 #[path = "../e2e/provider_notifications.rs"]
 mod provider_notifications;
 #[path = "../e2e/replicate.rs"]

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::cost::Cost;
 use super::price::Price;
 use crate::modality::Modality;
 
@@ -70,6 +71,9 @@ pub struct FieldOption {
 pub struct Route {
     /// The name of the provider adapter that reads this route ([`crate::ports::UpstreamProvider::name`]).
     pub provider: String,
+    /// What the provider bills the operator per unit, when the operator says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
     /// Everything else, for that provider alone.
     #[serde(flatten)]
     pub data: Map<String, Value>,

@@ -7,6 +7,7 @@
 //! store changes. How a model runs at a provider is its routes' data, which only that
 //! provider's adapter reads.
 
+mod cost;
 mod document;
 mod live;
 mod model;
@@ -14,6 +15,7 @@ mod price;
 
 use std::collections::HashSet;
 
+pub use cost::{Billing, Cost, CostUnit, ProviderBill};
 pub use document::{DocumentFault, Field, FieldKind, FieldOption, ModelDocument, Route, read_at_path};
 pub use live::LiveCatalog;
 pub use model::{DurationRange, MAX_MODEL_ID_CHARS, Model};

@@ -32,7 +32,7 @@ pub use transition::{Transition, TransitionError};
 pub use upstream::UpstreamRef;
 
 use crate::capacity::Priority;
-use crate::catalog::Rate;
+use crate::catalog::{Billing, ProviderBill, Rate};
 use crate::credits::{CreditMovement, Credits};
 use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
@@ -86,6 +86,8 @@ impl Job {
                 sent_at: None,
                 next_poll_at: Some(now),
                 poll_failures: 0,
+                billing: None,
+                bill: None,
                 version: 0,
             },
         };
@@ -390,6 +392,18 @@ impl Job {
         self.record.poll_failures
     }
 
+    /// What its route costs the operator, once sent on a route with a cost.
+    #[must_use]
+    pub fn billing(&self) -> Option<&Billing> {
+        self.record.billing.as_ref()
+    }
+
+    /// What it cost the operator at its provider: once final, when sent on a route with a cost.
+    #[must_use]
+    pub fn provider_bill(&self) -> Option<&ProviderBill> {
+        self.record.bill.as_ref()
+    }
+
     /// Incremented by every committed transition; the compare-and-set token.
     #[must_use]
     pub fn version(&self) -> u64 {
@@ -470,8 +484,9 @@ impl Job {
                 next.record.phase = JobPhase::WaitingForCapacity;
                 next.record.next_poll_at = Some(next_poll_at);
             }
-            (Trigger::Submitted { upstream, next_poll_at }, JobPhase::Sending) => {
+            (Trigger::Submitted { upstream, next_poll_at, billing }, JobPhase::Sending) => {
                 next.record.phase = JobPhase::Queued { upstream, position: None };
+                next.record.billing = billing;
                 next.record.sent_at = Some(now);
                 next.record.next_poll_at = Some(next_poll_at);
                 next.record.poll_failures = 0;
@@ -513,12 +528,15 @@ impl Job {
                 next.record.poll_failures = self.record.poll_failures.saturating_add(1);
             }
             (
-                Trigger::Succeeded { outputs, credits_actual },
+                Trigger::Succeeded { outputs, credits_actual, reported_units },
                 phase @ (JobPhase::Queued { upstream, .. } | JobPhase::Running { upstream, .. }),
             ) => {
                 let reached = phase.reached();
                 let upstream = upstream.clone();
                 let actual = credits_actual.min(self.record.credits_held);
+                let requested_secs = self.record.input.duration_sec.unwrap_or(0);
+                next.record.bill =
+                    self.record.billing.as_ref().map(|b| b.delivered(&outputs, reported_units, requested_secs));
                 next.record.phase = JobPhase::Succeeded {
                     upstream,
                     started_at: reached.started_at.unwrap_or(now),
@@ -531,12 +549,14 @@ impl Job {
             }
             (Trigger::Failed { error }, phase) => {
                 next.record.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
+                next.record.bill = self.record.billing.as_ref().map(|b| b.undelivered(None));
                 movement = Some(CreditMovement::Release(self.record.credits_held));
                 next.record.next_poll_at = None;
             }
             (Trigger::Cancel, phase) => {
                 let error = JobError::new(JobErrorCode::JobCanceled, "the job was canceled by its owner");
                 next.record.phase = JobPhase::Canceled { reached: phase.reached(), canceled_at: now, error };
+                next.record.bill = self.record.billing.as_ref().map(|b| b.undelivered(None));
                 movement = Some(CreditMovement::Release(self.record.credits_held));
                 next.record.next_poll_at = None;
             }

@@ -4,7 +4,9 @@ use time::OffsetDateTime;
 
 use super::JobError;
 use super::UpstreamRef;
+use crate::catalog::Billing;
 use crate::credits::Credits;
+use crate::decimal::Decimal;
 use crate::output::OutputItem;
 
 /// Where a job is in its life.
@@ -67,6 +69,8 @@ pub enum Trigger {
         upstream: UpstreamRef,
         /// When to poll it first.
         next_poll_at: OffsetDateTime,
+        /// What its route costs the operator, when the catalog says: kept for its bill.
+        billing: Option<Billing>,
     },
     /// The submission surely did not reach the provider; it may be sent again later.
     SubmitNotReached {
@@ -103,6 +107,8 @@ pub enum Trigger {
         outputs: Vec<OutputItem>,
         /// What it costs; capped at what was held.
         credits_actual: Credits,
+        /// The units the provider reported billing, when it did.
+        reported_units: Option<Decimal>,
     },
     /// The provider failed, refused, or the job timed out.
     Failed {

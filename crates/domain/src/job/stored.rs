@@ -5,7 +5,7 @@ use time::OffsetDateTime;
 
 use super::JobPhase;
 use crate::capacity::Priority;
-use crate::catalog::Rate;
+use crate::catalog::{Billing, ProviderBill, Rate};
 use crate::credits::Credits;
 use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
@@ -63,6 +63,11 @@ pub struct StoredJob {
     pub next_poll_at: Option<OffsetDateTime>,
     /// Consecutive transient failures talking to the provider, for back-off.
     pub poll_failures: u32,
+    /// What its route costs the operator, from its submission on; `None` for a route with no
+    /// cost (and for jobs sent before costs were kept).
+    pub billing: Option<Billing>,
+    /// What it cost the operator at its provider, once final and when it has a `billing`.
+    pub bill: Option<ProviderBill>,
     /// Incremented by every committed transition; the compare-and-set token.
     pub version: u64,
 }

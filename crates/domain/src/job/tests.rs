@@ -46,7 +46,7 @@ fn step(job: &Job, trigger: Trigger) -> Job {
 
 fn submitted() -> Job {
     let attempted = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
-    step(&attempted, Trigger::Submitted { upstream: upstream(), next_poll_at: now() })
+    step(&attempted, Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None })
 }
 
 fn in_state(state: JobState) -> Job {
@@ -70,7 +70,7 @@ fn image() -> OutputItem {
 }
 
 fn success(actual: u64) -> Trigger {
-    Trigger::Succeeded { outputs: vec![image()], credits_actual: Credits::new(actual) }
+    Trigger::Succeeded { outputs: vec![image()], credits_actual: Credits::new(actual), reported_units: None }
 }
 
 fn failure() -> Trigger {
@@ -80,7 +80,7 @@ fn failure() -> Trigger {
 fn trigger_of(kind: TriggerKind) -> Trigger {
     match kind {
         TriggerKind::SubmitStarted => Trigger::SubmitStarted { next_poll_at: now() },
-        TriggerKind::Submitted => Trigger::Submitted { upstream: upstream(), next_poll_at: now() },
+        TriggerKind::Submitted => Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None },
         TriggerKind::SubmitNotReached => Trigger::SubmitNotReached { next_poll_at: now() },
         TriggerKind::AwaitCapacity => Trigger::AwaitCapacity { next_poll_at: now() },
         TriggerKind::UpstreamQueued => Trigger::UpstreamQueued { position: Some(2), next_poll_at: now() },
@@ -239,7 +239,7 @@ fn a_poll_that_only_reschedules_changes_nothing_observable() {
 #[test]
 fn submission_steps_apply_only_before_submission() {
     let job = queued();
-    assert!(job.apply(Trigger::Submitted { upstream: upstream(), next_poll_at: now() }, now()).is_err());
+    assert!(job.apply(Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None }, now()).is_err());
     let attempted = step(&job, Trigger::SubmitStarted { next_poll_at: now() });
     assert!(attempted.submit_attempted());
     assert!(attempted.apply(Trigger::SubmitStarted { next_poll_at: now() }, now()).is_err(), "never submitted twice");
@@ -315,7 +315,9 @@ fn a_job_waits_for_capacity_unsent_and_is_sent_from_there() {
     assert!(again.is_recomputable() && again.job().same_observable_state(&waiting), "waiting on costs no write");
     let sending = step(&waiting, Trigger::SubmitStarted { next_poll_at: now() });
     assert!(sending.submit_attempted() && !sending.waits_for_capacity());
-    assert!(sending.apply(Trigger::Submitted { upstream: upstream(), next_poll_at: now() }, now()).is_ok());
+    assert!(
+        sending.apply(Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None }, now()).is_ok()
+    );
     let canceled = step(&waiting, Trigger::Cancel);
     assert!(!canceled.submit_attempted(), "a waiting job never reached the provider");
 }
@@ -332,7 +334,7 @@ fn a_job_yet_to_start_is_looked_at_by_its_start_deadline_and_one_that_started_is
     let sending = step(&waiting, Trigger::SubmitStarted { next_poll_at: later });
     assert_eq!(sending.next_poll_at(), Some(later), "a send in flight keeps its own mark");
     assert!(!sending.missed_its_start(later), "a send in flight is judged once it is recorded");
-    let at_provider = step(&sending, Trigger::Submitted { upstream: upstream(), next_poll_at: later });
+    let at_provider = step(&sending, Trigger::Submitted { upstream: upstream(), next_poll_at: later, billing: None });
     assert_eq!(at_provider.next_poll_at(), Some(start_by), "queued at the provider, looked at by its deadline");
     assert!(at_provider.missed_its_start(later));
     let running = step(&at_provider, Trigger::UpstreamRunning { progress: 1, next_poll_at: later });
@@ -340,4 +342,36 @@ fn a_job_yet_to_start_is_looked_at_by_its_start_deadline_and_one_that_started_is
     assert!(!running.missed_its_start(later), "a job that started is past its start deadline's reach");
     let unbounded = step(&queued(), Trigger::AwaitCapacity { next_poll_at: later });
     assert!(unbounded.next_poll_at() == Some(later) && !unbounded.missed_its_start(later), "no deadline, none");
+}
+
+#[test]
+fn a_job_sent_on_a_costed_route_is_billed_at_its_end() {
+    use crate::catalog::{Cost, CostUnit};
+    let billing = Billing { cost: Cost { per: CostUnit::Image, usd: "0.05".parse().unwrap() }, key_hint: None };
+    let attempted = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
+    let sent =
+        step(&attempted, Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: Some(billing) });
+    assert_eq!(sent.provider_bill(), None, "no bill before the end");
+    let delivered = sent.rate().delivered(sent.input(), &[image()], sent.credits_held());
+    assert_eq!(delivered, Credits::new(4), "one image of the two asked for is charged as one");
+    let done =
+        step(&sent, Trigger::Succeeded { outputs: vec![image()], credits_actual: delivered, reported_units: None });
+    let bill = done.provider_bill().map(|b| (b.units.to_string(), b.units_charged, b.cost_usd.to_string()));
+    assert_eq!(bill, Some(("1".into(), Some(crate::decimal::Decimal::whole(1)), "0.05".into())));
+    let reported = step(
+        &sent,
+        Trigger::Succeeded {
+            outputs: vec![image()],
+            credits_actual: delivered,
+            reported_units: Some(crate::decimal::Decimal::whole(2)),
+        },
+    );
+    assert_eq!(
+        reported.provider_bill().map(|b| b.cost_usd.to_string()),
+        Some("0.1".into()),
+        "the provider's report first"
+    );
+    let canceled = step(&sent, Trigger::Cancel);
+    assert_eq!(canceled.provider_bill().map(|b| b.cost_usd), Some(crate::decimal::Decimal::ZERO));
+    assert_eq!(step(&submitted(), Trigger::Cancel).provider_bill(), None, "no cost, no bill");
 }

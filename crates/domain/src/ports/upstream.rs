@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 
 use crate::capacity::{Priority, ProviderKey, ProviderLoad};
 use crate::catalog::Model;
+use crate::decimal::Decimal;
 use crate::ids::JobId;
 use crate::input::GenerationInput;
 use crate::job::UpstreamRef;
@@ -157,6 +158,35 @@ pub enum PollFailure {
     Gone(String),
 }
 
+/// A completed job's result: what it delivered, and what the provider says it billed for it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpstreamResult {
+    /// The outputs delivered.
+    pub outputs: Vec<OutputItem>,
+    /// The units the provider says it bills for the job, in its own unit for the endpoint
+    /// (fal's billable units), when it says.
+    pub billable_units: Option<Decimal>,
+    /// How long the provider's machine ran the job, in seconds, when it says (Replicate's
+    /// `predict_time`): the units of a route billed per compute second.
+    pub compute_seconds: Option<Decimal>,
+}
+
+impl From<Vec<OutputItem>> for UpstreamResult {
+    /// A result whose provider reported nothing of its billing.
+    fn from(outputs: Vec<OutputItem>) -> Self {
+        Self { outputs, ..Self::default() }
+    }
+}
+
+impl UpstreamResult {
+    /// The units the provider reported for a route billed `per` unit: its billable units when
+    /// it gave them, else its compute time for a route billed per compute second.
+    #[must_use]
+    pub fn reported_units(&self, per: crate::catalog::CostUnit) -> Option<Decimal> {
+        self.billable_units.or(self.compute_seconds.filter(|_| per == crate::catalog::CostUnit::ComputeSecond))
+    }
+}
+
 /// Why a result could not be had.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResultFailure {
@@ -189,7 +219,7 @@ pub struct UpstreamReport {
     /// The provider's id of the job ([`UpstreamRef::key`]).
     pub key: String,
     /// How the job ended: its outputs, or why it failed.
-    pub outcome: Result<Vec<OutputItem>, ResultFailure>,
+    pub outcome: Result<UpstreamResult, ResultFailure>,
     /// The delivery's own id, when the provider's scheme signs one (Standard Webhooks'
     /// `webhook-id`): a delivery answered once is refused when it comes again (a replay).
     pub delivery_id: Option<String>,
@@ -310,6 +340,14 @@ pub trait UpstreamProvider: Send + Sync {
         Vec::new()
     }
 
+    /// The last 4 characters of the key a job was sent with (as its reference names it, or the
+    /// provider's only key), for reports per provider key; `None` when the provider is called
+    /// with no key. The default knows none.
+    fn key_hint(&self, upstream: &UpstreamRef) -> Option<String> {
+        let _ = upstream;
+        None
+    }
+
     /// Takes a slot for the job at the provider its model's routes lead to, before anything is
     /// sent or written: [`Capacity::Free`] with where it goes, else why it waits. The default,
     /// for a provider without caps, always has room.
@@ -382,13 +420,13 @@ pub trait UpstreamProvider: Send + Sync {
     /// Polls a job's status.
     async fn status(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<UpstreamStatus, PollFailure>;
 
-    /// Fetches a completed job's outputs.
+    /// Fetches a completed job's outputs, with the units the provider reported billing.
     async fn result(
         &self,
         job_id: JobId,
         upstream: &UpstreamRef,
         modality: Modality,
-    ) -> Result<Vec<OutputItem>, ResultFailure>;
+    ) -> Result<UpstreamResult, ResultFailure>;
 
     /// Asks the provider to stop a job (best effort).
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure>;

@@ -9,6 +9,7 @@ use time::{Date, OffsetDateTime};
 
 use super::StoreError;
 use crate::credits::Credits;
+use crate::decimal::Decimal;
 use crate::ids::{JobId, KeyPrefix, UserId};
 
 /// A credit movement as the store records it: a final movement of a succeeded job is one
@@ -61,6 +62,9 @@ pub enum UsageGrouping {
     /// By the key each job was submitted with (its prefix); jobs from before keys were recorded
     /// form a group of their own.
     Key,
+    /// By the provider key each job was sent with (its last 4 characters; operators' report);
+    /// jobs of no known provider key form a group of their own.
+    ProviderKey,
 }
 
 /// Which jobs a usage report counts.
@@ -91,6 +95,9 @@ pub struct UsageRow {
     pub provider: Option<String>,
     /// The group's key prefix, when grouped by key; `None` there for jobs of no recorded key.
     pub key: Option<String>,
+    /// The group's provider key (its last 4 characters), when grouped by provider key; `None`
+    /// there for jobs of no known provider key.
+    pub provider_key: Option<String>,
     /// Jobs created.
     pub jobs: u64,
     /// Of which succeeded.
@@ -101,7 +108,78 @@ pub struct UsageRow {
     pub canceled: u64,
     /// Credits charged for them.
     pub credits_spent: u64,
+    /// What their providers billed the operator for them (jobs on routes with a cost).
+    pub provider_cost_usd: Decimal,
 }
+
+impl UsageRow {
+    /// What the group's spent credits are worth at `credit_usd` a credit.
+    #[must_use]
+    pub fn revenue_usd(&self, credit_usd: Decimal) -> Decimal {
+        Decimal::whole(self.credits_spent).times(credit_usd)
+    }
+
+    /// Revenue less provider cost: what the operator kept (negative when it lost).
+    #[must_use]
+    pub fn margin_usd(&self, credit_usd: Decimal) -> Decimal {
+        self.revenue_usd(credit_usd).minus(self.provider_cost_usd)
+    }
+}
+
+/// Which jobs a reconciliation counts: those created on the UTC days `from` to `to` (both
+/// included), of one provider or all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconciliationQuery {
+    /// First UTC day counted.
+    pub from: Date,
+    /// Last UTC day counted (included).
+    pub to: Date,
+    /// Only this provider's jobs; every provider's when `None`.
+    pub provider: Option<String>,
+}
+
+/// One day of one provider key: the figures to hold against the provider's invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconciliationRow {
+    /// The UTC day the jobs were created.
+    pub day: Date,
+    /// The provider.
+    pub provider: String,
+    /// The provider key's last 4 characters; `None` for jobs of no known key.
+    pub key_hint: Option<String>,
+    /// Jobs with a bill (final, on a route with a cost).
+    pub jobs: u64,
+    /// Units billed.
+    pub units: Decimal,
+    /// What they cost.
+    pub cost_usd: Decimal,
+}
+
+/// A job whose provider reported more units than the job was charged for: the operator paid for
+/// something the user did not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitsMismatch {
+    /// The job.
+    pub job_id: JobId,
+    /// Its model.
+    pub model: String,
+    /// Units the user paid for.
+    pub units_charged: Decimal,
+    /// Units the provider reported.
+    pub units_reported: Decimal,
+}
+
+/// The reconciliation of a range of days: per day and provider key, and the mismatched jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reconciliation {
+    /// Per day, provider and key, in that order.
+    pub rows: Vec<ReconciliationRow>,
+    /// The jobs billed more units than charged, oldest first, at most [`MAX_MISMATCHES`].
+    pub mismatches: Vec<UnitsMismatch>,
+}
+
+/// Most mismatched jobs one reconciliation lists.
+pub const MAX_MISMATCHES: usize = 1000;
 
 /// Reads of the ledger and of usage, and the retention that keeps usage exact.
 ///
@@ -130,6 +208,11 @@ pub trait UsageStore: Send + Sync {
     /// (days, model ids, user ids, providers with the jobs no provider took first); a group with
     /// no job is absent.
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError>;
+
+    /// The bills of the jobs created on the days of `query`, per day, provider and provider key
+    /// (sealed days from the rollup), and the jobs whose provider reported more units than they
+    /// were charged for (those the store still has).
+    async fn reconciliation(&self, query: ReconciliationQuery) -> Result<Reconciliation, StoreError>;
 
     /// Removes up to `limit` final jobs that finished before `before`, oldest first; returns how
     /// many. What [`UsageStore::usage`] counted of them moves into the daily rollup in the same

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{Ports, telemetry};
 use crate::catalog::{Catalog, LiveCatalog};
+use crate::decimal::Decimal;
 use crate::ports::{
     AccountStore, CatalogStore, Clock, IdSource, JobStore, Limits, RouteSchemas, StoreError, UnfinishedJobs, UsageStore,
 };
@@ -50,14 +51,30 @@ pub struct Admin {
     pub(super) ports: AdminPorts,
     pub(super) catalog: LiveCatalog,
     pub(super) default_limits: Limits,
+    pub(super) credit_usd: Decimal,
 }
+
+/// What one credit is worth when the operator says nothing (`GENJOBS_CREDIT_USD`).
+pub const DEFAULT_CREDIT_USD: Decimal = Decimal::from_billionths(10_000_000);
 
 impl Admin {
     /// The operators' use cases over `ports`, keeping `catalog` current with what they change;
     /// users created without limits of their own get `default_limits`.
     #[must_use]
     pub fn new(ports: AdminPorts, catalog: impl Into<LiveCatalog>, default_limits: Limits) -> Self {
-        Self { ports, catalog: catalog.into(), default_limits }
+        Self { ports, catalog: catalog.into(), default_limits, credit_usd: DEFAULT_CREDIT_USD }
+    }
+
+    /// The same use cases, valuing a credit at `credit_usd` in revenue and margins.
+    #[must_use]
+    pub fn with_credit_usd(self, credit_usd: Decimal) -> Self {
+        Self { credit_usd, ..self }
+    }
+
+    /// What one credit is worth, in US dollars.
+    #[must_use]
+    pub fn credit_usd(&self) -> Decimal {
+        self.credit_usd
     }
 
     /// The catalog in effect now: one snapshot, for one request to read throughout.

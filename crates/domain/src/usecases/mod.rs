@@ -50,7 +50,7 @@ pub use accounts::{
     Accounts, AdminError, AuthError, Caller, CallerKey, MAX_USER_NAME_CHARS, NewUserRequest, validate_grant,
     validate_user_change, whole_seconds,
 };
-pub use admin::{Admin, AdminPorts};
+pub use admin::{Admin, AdminPorts, DEFAULT_CREDIT_USD};
 pub use admin_jobs::{InspectedJob, MAX_ADMIN_JOBS_PAGE};
 pub use cancel::{CancelReceipt, Cancellations};
 pub use catalog::{CatalogAdminError, PlannedChange};
@@ -224,6 +224,13 @@ impl Services {
             webhooks: self.webhooks.with_client_webhooks(ports),
             ..self
         }
+    }
+
+    /// The same services, valuing a credit at `credit_usd` in the operators' revenue and margins
+    /// ([`Admin::with_credit_usd`]).
+    #[must_use]
+    pub fn with_credit_usd(self, credit_usd: crate::decimal::Decimal) -> Self {
+        Self { admin: self.admin.with_credit_usd(credit_usd), ..self }
     }
 
     /// The settings in use.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use time::OffsetDateTime;
 
 use super::Ports;
-use super::outputs::keep_outputs;
+use super::outputs::keep_result;
 use super::steps::ending_trigger;
 use crate::job::{JobState, TransitionError};
 use crate::ports::{
@@ -154,12 +154,7 @@ impl ProviderNotifications {
         if job.state().is_final() {
             return Ok(NotificationOutcome::AlreadyFinal(job.state()));
         }
-        let outcome = match report.outcome {
-            Ok(outputs) if !outputs.is_empty() => {
-                Ok(keep_outputs(self.ports.outputs.as_ref(), job.id(), outputs).await)
-            }
-            other => other,
-        };
+        let outcome = keep_result(self.ports.outputs.as_ref(), job.id(), report.outcome).await;
         for _ in 0..APPLY_ATTEMPTS {
             let Some(trigger) = ending_trigger(&job, outcome.clone()) else {
                 return Ok(NotificationOutcome::Ignored);

@@ -10,7 +10,23 @@ use super::{Caller, JobQueryError, JobReads};
 use crate::ids::JobId;
 use crate::job::JobState;
 use crate::output::{OutputCopy, OutputItem, StoredFile};
-use crate::ports::{ByteRange, FileBytes, OutputStore, RangeRequest, StoreError};
+use crate::ports::{ByteRange, FileBytes, OutputStore, RangeRequest, ResultFailure, StoreError, UpstreamResult};
+
+/// A fetched result with its outputs kept ([`keep_outputs`]); a failure, or a result without
+/// outputs, as it came.
+pub(super) async fn keep_result(
+    store: Option<&Arc<dyn OutputStore>>,
+    job_id: JobId,
+    fetched: Result<UpstreamResult, ResultFailure>,
+) -> Result<UpstreamResult, ResultFailure> {
+    match fetched {
+        Ok(result) if !result.outputs.is_empty() => {
+            let outputs = keep_outputs(store, job_id, result.outputs).await;
+            Ok(UpstreamResult { outputs, ..result })
+        }
+        other => other,
+    }
+}
 
 /// Copies each output into the output store, when there is one, and marks it stored or not. An
 /// output whose copy fails keeps only the provider's URL ([`OutputCopy::Failed`]): the job still

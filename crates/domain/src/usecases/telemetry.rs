@@ -26,6 +26,13 @@ pub(crate) fn job_finished(job: &Job) {
     // The provider that had the job, `none` for one that ended before it was sent: a label bounded
     // by the configured providers.
     let provider = job.upstream().map_or_else(|| "none".to_owned(), |at| at.provider().to_owned());
+    if let Some(bill) = job.provider_bill() {
+        // A Prometheus counter of dollars is a float; the exact sums are the store's (usage,
+        // reconciliation), so the conversion here only feeds dashboards.
+        let dollars = bill.cost_usd.billionths() as f64 / 1e9;
+        gauge!("genjobs_provider_cost_usd_total", "provider" => provider.clone(), "model" => model.clone())
+            .increment(dollars);
+    }
     counter!("genjobs_jobs_finished_total", "model" => model.clone(), "state" => job.state().as_str(), "provider" => provider)
         .increment(1);
     if let Some(error) = job.error() {

@@ -11,7 +11,10 @@ use time::Date;
 use super::{Accounts, Admin, Caller};
 use crate::ids::JobId;
 use crate::invalid::InvalidRequest;
-use crate::ports::{LedgerMovement, LedgerRecord, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore};
+use crate::ports::{
+    LedgerMovement, LedgerRecord, Reconciliation, ReconciliationQuery, StoreError, UsageGrouping, UsageQuery, UsageRow,
+    UsageStore,
+};
 
 /// Most entries on one ledger page.
 pub const MAX_LEDGER_PAGE: usize = 100;
@@ -160,7 +163,7 @@ impl Accounts {
         to: Date,
         group_by: UsageGrouping,
     ) -> Result<Vec<UsageRow>, UsageError> {
-        if matches!(group_by, UsageGrouping::User | UsageGrouping::Provider) {
+        if matches!(group_by, UsageGrouping::User | UsageGrouping::Provider | UsageGrouping::ProviderKey) {
             return Err(
                 InvalidRequest::param("group_by", "`group_by` must be `day`, `model`, `day,model` or `key`").into()
             );
@@ -177,6 +180,27 @@ impl Admin {
     /// See [`UsageError`].
     pub async fn usage_report(&self, query: UsageQuery) -> Result<Vec<UsageRow>, UsageError> {
         report(self.ports.usage.as_ref(), query).await
+    }
+
+    /// What each provider key billed per day over a range of creation days, for holding against
+    /// the providers' invoices, and the jobs billed more units than they were charged for.
+    ///
+    /// # Errors
+    /// [`UsageError::Invalid`] for a bad range (as a usage report's) or a provider the catalog's
+    /// routes never name (`provider`); [`UsageError::Store`] when the store fails.
+    pub async fn reconciliation(&self, query: ReconciliationQuery) -> Result<Reconciliation, UsageError> {
+        usage_range(query.from, query.to)?;
+        if let Some(provider) = &query.provider {
+            let catalog = self.catalog.current();
+            let known = self.ports.route_schemas.iter().any(|schemas| schemas.provider() == provider.as_str())
+                || catalog.managed().any(|model| model.routes.iter().any(|route| &route.provider == provider));
+            if !known {
+                return Err(
+                    InvalidRequest::param("provider", format!("no route names the provider {provider:?}")).into()
+                );
+            }
+        }
+        Ok(self.ports.usage.reconciliation(query).await?)
     }
 }
 

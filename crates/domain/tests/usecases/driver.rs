@@ -158,7 +158,7 @@ async fn driver_settles_a_completed_job_at_the_delivered_price() {
             copy: None,
         })
         .collect::<Vec<_>>();
-    mocks.upstream.expect_result().return_once(move |_, _, _| Ok(two_images));
+    mocks.upstream.expect_result().return_once(move |_, _, _| Ok(two_images.into()));
     mocks
         .jobs
         .expect_commit()
@@ -206,7 +206,7 @@ async fn driver_backs_off_on_transient_poll_failures_without_writing() {
 async fn driver_discards_a_late_result_when_the_job_changed_meanwhile() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
-    mocks.upstream.expect_result().returning(|_, _, _| Ok(one_image()));
+    mocks.upstream.expect_result().returning(|_, _, _| Ok(one_image().into()));
     let canceled = submitted_job().apply(Trigger::Cancel, t0()).unwrap().into_job();
     mocks.jobs.expect_commit().times(1).return_once(move |_| Ok(Commit::Stale(canceled)));
     mocks.events.expect_publish().times(0);
@@ -262,7 +262,7 @@ async fn driver_writes_nothing_for_a_poll_that_changes_nothing_visible() {
 async fn driver_lets_go_of_a_job_once_it_is_final() {
     let mut mocks = Mocks::new();
     mocks.upstream.expect_status().returning(|_, _| Ok(UpstreamStatus::Completed));
-    mocks.upstream.expect_result().returning(|_, _, _| Ok(one_image()));
+    mocks.upstream.expect_result().returning(|_, _, _| Ok(one_image().into()));
     mocks.jobs.expect_commit().returning(applied);
     mocks.events.expect_publish().returning(|_| ());
     assert_eq!(advance(mocks.steps(), submitted_job()).await, None);

@@ -20,7 +20,7 @@ async fn another_users_job_is_forbidden_and_a_missing_one_not_found() {
 async fn canceling_a_final_job_commits_nothing() {
     let mut mocks = Mocks::new();
     let done = submitted_job()
-        .apply(Trigger::Succeeded { outputs: vec![], credits_actual: Credits::new(4) }, t0())
+        .apply(Trigger::Succeeded { outputs: vec![], credits_actual: Credits::new(4), reported_units: None }, t0())
         .unwrap()
         .into_job();
     let id = done.id();

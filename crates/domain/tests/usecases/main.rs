@@ -140,7 +140,9 @@ fn upstream_ref() -> UpstreamRef {
 fn submitted_job() -> Job {
     let j = job();
     let j = j.apply(Trigger::SubmitStarted { next_poll_at: t0() }, t0()).unwrap().into_job();
-    j.apply(Trigger::Submitted { upstream: upstream_ref(), next_poll_at: t0() }, t0()).unwrap().into_job()
+    j.apply(Trigger::Submitted { upstream: upstream_ref(), next_poll_at: t0(), billing: None }, t0())
+        .unwrap()
+        .into_job()
 }
 
 fn applied(transition: genjobs_domain::job::Transition) -> Result<Commit, StoreError> {

@@ -99,5 +99,7 @@ pub fn inspected_job_view(
         request: inspected.job.request().map(|received| received.fields().clone()),
         ledger: inspected.ledger.into_iter().map(ledger_entry_view).collect(),
         webhooks: webhooks.iter().map(delivery_view).collect(),
+        provider_units: inspected.job.provider_bill().map(|bill| bill.units.to_string()),
+        provider_cost_usd: inspected.job.provider_bill().map(|bill| bill.cost_usd.to_string()),
     }
 }

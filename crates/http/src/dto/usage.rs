@@ -2,6 +2,7 @@
 //! rows as CSV with a header row naming the JSON fields.
 
 use genjobs_api::{LedgerEntry, LedgerPage, UsageRow};
+use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ports::{self, UsageGrouping};
 use genjobs_domain::usecases;
 
@@ -42,6 +43,23 @@ pub fn usage_row_view(group_by: UsageGrouping, row: ports::UsageRow) -> UsageRow
         failed: row.failed,
         canceled: row.canceled,
         credits_spent: row.credits_spent,
+        provider_key: (group_by == UsageGrouping::ProviderKey).then_some(row.provider_key),
+        provider_cost_usd: None,
+        revenue_usd: None,
+        margin_usd: None,
+    }
+}
+
+/// One group of the operators' usage report: the row with what the providers billed for it,
+/// what its credits are worth at `credit_usd` a credit, and the difference.
+#[must_use]
+pub fn admin_usage_row_view(group_by: UsageGrouping, row: ports::UsageRow, credit_usd: Decimal) -> UsageRow {
+    let (cost, revenue, margin) = (row.provider_cost_usd, row.revenue_usd(credit_usd), row.margin_usd(credit_usd));
+    UsageRow {
+        provider_cost_usd: Some(cost.to_string()),
+        revenue_usd: Some(revenue.to_string()),
+        margin_usd: Some(margin.to_string()),
+        ..usage_row_view(group_by, row)
     }
 }
 
@@ -53,6 +71,7 @@ const MODEL: GroupColumn = ("model", |row| row.model.as_deref());
 const USER: GroupColumn = ("user_id", |row| row.user_id.as_deref());
 const PROVIDER: GroupColumn = ("provider", |row| row.provider.as_ref().and_then(Option::as_deref));
 const KEY: GroupColumn = ("key", |row| row.key.as_ref().and_then(Option::as_deref));
+const PROVIDER_KEY: GroupColumn = ("provider_key", |row| row.provider_key.as_ref().and_then(Option::as_deref));
 
 /// The rows as CSV: a header naming the JSON fields (the group's columns first), one line a row;
 /// a group's value that JSON gives as null (the jobs no provider took) is an empty field.
@@ -65,19 +84,25 @@ pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRow]) -> String {
         UsageGrouping::DayAndModel => &[DAY, MODEL],
         UsageGrouping::Provider => &[PROVIDER],
         UsageGrouping::Key => &[KEY],
+        UsageGrouping::ProviderKey => &[PROVIDER_KEY],
     };
     let header: Vec<&str> = group.iter().map(|(name, _)| *name).collect();
-    let mut csv = format!("{},jobs,succeeded,failed,canceled,credits_spent\n", header.join(","));
+    let mut csv = format!(
+        "{},jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd\n",
+        header.join(",")
+    );
     for row in rows {
         let key: Vec<String> = group.iter().map(|(_, value)| value(row).map(csv_field).unwrap_or_default()).collect();
+        let money = [&row.provider_cost_usd, &row.revenue_usd, &row.margin_usd].map(|m| m.clone().unwrap_or_default());
         csv.push_str(&format!(
-            "{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{}\n",
             key.join(","),
             row.jobs,
             row.succeeded,
             row.failed,
             row.canceled,
-            row.credits_spent
+            row.credits_spent,
+            money.join(",")
         ));
     }
     csv
@@ -105,10 +130,14 @@ mod tests {
             failed: 1,
             canceled: 0,
             credits_spent: 8,
+            provider_key: None,
+            provider_cost_usd: Some("0.5".into()),
+            revenue_usd: Some("0.08".into()),
+            margin_usd: Some("-0.42".into()),
         };
         assert_eq!(
             usage_csv(UsageGrouping::Model, &[row]),
-            "model,jobs,succeeded,failed,canceled,credits_spent\n\"a,b\",3,2,1,0,8\n"
+            "model,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd\n\"a,b\",3,2,1,0,8,0.5,0.08,-0.42\n"
         );
     }
 
@@ -125,10 +154,14 @@ mod tests {
             failed: 1,
             canceled: 0,
             credits_spent: 0,
+            provider_key: None,
+            provider_cost_usd: Some("0".into()),
+            revenue_usd: Some("0".into()),
+            margin_usd: Some("0".into()),
         };
         assert_eq!(
             usage_csv(UsageGrouping::Provider, &[row(None), row(Some("replicate"))]),
-            "provider,jobs,succeeded,failed,canceled,credits_spent\n,1,0,1,0,0\nreplicate,1,0,1,0,0\n"
+            "provider,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd\n,1,0,1,0,0,0,0,0\nreplicate,1,0,1,0,0,0,0,0\n"
         );
     }
 }

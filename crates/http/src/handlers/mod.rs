@@ -9,6 +9,7 @@ mod files;
 mod keys;
 mod provider_notifications;
 mod quotes;
+mod reconciliation;
 mod uploads;
 mod usage;
 
@@ -19,6 +20,7 @@ pub use files::*;
 pub use keys::*;
 pub use provider_notifications::*;
 pub use quotes::*;
+pub use reconciliation::*;
 pub use uploads::*;
 pub use usage::*;
 

@@ -13,7 +13,7 @@ use time::{Date, Duration, OffsetDateTime};
 use super::{Handled, Query, integer_param};
 use crate::AppState;
 use crate::auth::{Authenticated, Operator};
-use crate::dto::usage::{ledger_page_view, usage_csv, usage_row_view};
+use crate::dto::usage::{admin_usage_row_view, ledger_page_view, usage_csv, usage_row_view};
 use crate::error::ApiError;
 
 impl From<UsageError> for ApiError {
@@ -25,7 +25,7 @@ impl From<UsageError> for ApiError {
     }
 }
 
-fn day(query: &Query, name: &str) -> Result<Option<Date>, InvalidRequest> {
+pub(super) fn day(query: &Query, name: &str) -> Result<Option<Date>, InvalidRequest> {
     let format = time::macros::format_description!("[year]-[month]-[day]");
     query
         .get(name)
@@ -37,7 +37,7 @@ fn day(query: &Query, name: &str) -> Result<Option<Date>, InvalidRequest> {
 }
 
 /// The report's days: `from` and `to` (included) as given; absent, the 30 days ending today (UTC).
-fn days(query: &Query) -> Result<(Date, Date), InvalidRequest> {
+pub(super) fn days(query: &Query) -> Result<(Date, Date), InvalidRequest> {
     let to = day(query, "to")?.unwrap_or_else(|| OffsetDateTime::now_utc().date());
     let from = day(query, "from")?.unwrap_or_else(|| to - Duration::days(29));
     Ok((from, to))
@@ -115,13 +115,16 @@ pub async fn account_usage(state: web::Data<AppState>, caller: Authenticated, qu
 /// Usage across users
 ///
 /// As the caller's usage, for every user (or the one `user_id` names), grouped by user, model,
-/// day or provider. With `Accept: text/csv`, CSV whose header row names the JSON fields.
+/// day, provider or provider key, each row with what the providers billed for it
+/// (`provider_cost_usd`), what its credits are worth (`revenue_usd`, at `GENJOBS_CREDIT_USD` a
+/// credit) and the difference (`margin_usd`), all decimal strings. With `Accept: text/csv`, CSV
+/// whose header row names the JSON fields.
 #[utoipa::path(get, path = "/api/admin/usage", tag = "admin",
     security(("admin_token" = [])),
     params(
         ("from" = Option<String>, Query, description = "First day, YYYY-MM-DD (default: 29 days before `to`)"),
         ("to" = Option<String>, Query, description = "Last day, included, YYYY-MM-DD (default: today, UTC)"),
-        ("group_by" = Option<String>, Query, description = "`user` (default), `model`, `day`, `day,model`, `provider` (the provider that took the jobs; null for those none took), or `key` (the key prefix the jobs were submitted with; null for jobs of no recorded key)"),
+        ("group_by" = Option<String>, Query, description = "`user` (default), `model`, `day`, `day,model`, `provider` (the provider that took the jobs; null for those none took), `key` (the key prefix the jobs were submitted with; null for jobs of no recorded key), or `provider_key` (the last 4 characters of the provider key the jobs were sent with; null when not known)"),
         ("user_id" = Option<String>, Query, description = "Only this user's jobs"),
     ),
     responses(
@@ -142,19 +145,21 @@ pub async fn admin_usage(state: web::Data<AppState>, _: Operator, query: Query, 
             ("day,model", UsageGrouping::DayAndModel),
             ("provider", UsageGrouping::Provider),
             ("key", UsageGrouping::Key),
+            ("provider_key", UsageGrouping::ProviderKey),
         ],
     )?;
     let user_id = query
         .get("user_id")
         .map(|id| UserId::parse(id).map_err(|_| InvalidRequest::param("user_id", "`user_id` must be a user id")))
         .transpose()?;
+    let credit_usd = state.services.admin.credit_usd();
     let rows: Vec<UsageRow> = state
         .services
         .admin
         .usage_report(UsageQuery { user_id, keys: None, from, to, group_by })
         .await?
         .into_iter()
-        .map(|row| usage_row_view(group_by, row))
+        .map(|row| admin_usage_row_view(group_by, row, credit_usd))
         .collect();
     let wants_csv = req
         .headers()

@@ -327,6 +327,18 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_credit_is_worth_a_cent_unless_set_and_a_bad_worth_is_refused_by_name() {
+        let (cli, _) = parse(&[]).unwrap();
+        assert_eq!(cli.settings.into_config().credit_usd.to_string(), "0.01");
+        let (cli, _) = parse(&["--credit-usd", "0.0125"]).unwrap();
+        assert_eq!(cli.settings.into_config().credit_usd.to_string(), "0.0125");
+        for bad in ["--credit-usd=abc", "--credit-usd=-1", "--credit-usd=0.1e2"] {
+            let refused = parse(&[bad]).map(|_| ()).unwrap_err().to_string();
+            assert!(refused.contains("GENJOBS_CREDIT_USD"), "{refused}");
+        }
+    }
+
+    #[test]
     fn flags_set_every_adapter_and_may_follow_the_subcommand() {
         let (cli, _) =
             parse(&["serve", "--poll-interval-ms", "50", "--upstream-cancel", "--db-pool-size", "3"]).unwrap();

@@ -41,7 +41,7 @@ async fn job_of<S: Store>(store: &S, user_id: UserId, model: &str, at: OffsetDat
 async fn sent_to<S: Store>(store: &S, job: &Job, provider: &str, key: &str) -> Job {
     let job = step(store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
     let upstream = UpstreamRef::new(provider, key);
-    step(store, &job, Trigger::Submitted { upstream, next_poll_at: now() }).await
+    step(store, &job, Trigger::Submitted { upstream, next_poll_at: now(), billing: None }).await
 }
 
 async fn found<S: Store>(store: &S, filter: JobFilter, before: Option<JobId>, limit: usize) -> Vec<JobId> {

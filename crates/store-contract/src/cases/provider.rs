@@ -20,7 +20,7 @@ pub async fn jobs_are_found_by_their_upstream_key<S: Store>(store: Arc<S>) {
         .with_detail("status_url", "https://queue.example/requests/req-k/status");
     for (job, upstream) in [(&first, detailed.clone()), (&second, UpstreamRef::new("replicate", "req-u"))] {
         let started = step(&*store, job, Trigger::SubmitStarted { next_poll_at: now() }).await;
-        step(&*store, &started, Trigger::Submitted { upstream, next_poll_at: now() }).await;
+        step(&*store, &started, Trigger::Submitted { upstream, next_poll_at: now(), billing: None }).await;
     }
     let found = store.job_by_upstream_key("req-k").await.unwrap().expect("found by its key");
     assert_eq!(found.id(), first.id());
@@ -38,7 +38,7 @@ pub async fn output_copies_are_kept_as_committed<S: Store>(store: Arc<S>) {
     let job = accepted(&*store, id, 30).await;
     let started = step(&*store, &job, Trigger::SubmitStarted { next_poll_at: now() }).await;
     let upstream = UpstreamRef::new("test", "r");
-    let submitted = step(&*store, &started, Trigger::Submitted { upstream, next_poll_at: now() }).await;
+    let submitted = step(&*store, &started, Trigger::Submitted { upstream, next_poll_at: now(), billing: None }).await;
     let item = |i: usize, copy| OutputItem {
         url: format!("https://cdn/{i}.png"),
         kind: OutputKind::Image,
@@ -47,9 +47,12 @@ pub async fn output_copies_are_kept_as_committed<S: Store>(store: Arc<S>) {
     };
     let file = StoredFile { size: 1234, content_type: "image/webp".into(), sha256: "ab".repeat(32) };
     let outputs = vec![item(0, Some(OutputCopy::Stored(file))), item(1, Some(OutputCopy::Failed)), item(2, None)];
-    let done =
-        step(&*store, &submitted, Trigger::Succeeded { outputs: outputs.clone(), credits_actual: Credits::new(30) })
-            .await;
+    let done = step(
+        &*store,
+        &submitted,
+        Trigger::Succeeded { outputs: outputs.clone(), credits_actual: Credits::new(30), reported_units: None },
+    )
+    .await;
     assert_eq!(done.outputs(), Some(outputs.as_slice()));
     assert_eq!(store.job(job.id()).await.unwrap().unwrap().outputs(), Some(outputs.as_slice()));
 }

@@ -11,13 +11,14 @@ use time::Duration;
 
 use super::{Store, accepted, key_with, keyed_job, now, step, submitted, success, user};
 
-const GROUPINGS: [UsageGrouping; 6] = [
+const GROUPINGS: [UsageGrouping; 7] = [
     UsageGrouping::Day,
     UsageGrouping::Model,
     UsageGrouping::User,
     UsageGrouping::DayAndModel,
     UsageGrouping::Provider,
     UsageGrouping::Key,
+    UsageGrouping::ProviderKey,
 ];
 
 /// Every report over yesterday to tomorrow, for `user_id` and for everyone.

@@ -177,6 +177,10 @@ job_columns! {
         poll_failures: i32 => Integer as "int4",
         waiting_for_capacity: bool => Bool as "bool",
         sent_at: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
+        billing: Option<Value> => Nullable<Jsonb> as "jsonb",
+        provider_units: Option<i64> => Nullable<BigInt> as "int8",
+        units_charged: Option<i64> => Nullable<BigInt> as "int8",
+        provider_cost: Option<i64> => Nullable<BigInt> as "int8",
         version: i64 => BigInt as "int8",
     }
 }
@@ -379,12 +383,12 @@ mod tests {
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
         assert_eq!(
             INSERTED.len(),
-            34,
-            "jobs has 37 columns, and an accept writes all but the provider slot's and the budget period"
+            39,
+            "jobs has 42 columns, and an accept writes all but the provider slot's and the budget period"
         );
         let row = row();
         let accept = debug_query::<Pg, _>(&AcceptMany::of(&[&row])).to_string();
-        assert!(accept.contains("$34::uuid[])") && !accept.contains("$35"), "{accept}");
+        assert!(accept.contains("$39::uuid[])") && !accept.contains("$40"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

@@ -3,8 +3,9 @@
 
 use diesel::prelude::*;
 use genjobs_domain::capacity::Priority;
-use genjobs_domain::catalog::{PricePercent, Rate, Unit};
+use genjobs_domain::catalog::{Billing, Cost, CostUnit, PricePercent, ProviderBill, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
+use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{JobId, KeyHash, KeyPrefix, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{
@@ -97,6 +98,10 @@ impl JobRow {
             poll_failures: i32::try_from(job.poll_failures()).unwrap_or(i32::MAX),
             waiting_for_capacity: job.waits_for_capacity(),
             sent_at: job.sent_at(),
+            billing: job.billing().map(|billing| to_jsonb(&BillingJson::from(billing))).transpose()?,
+            provider_units: job.provider_bill().map(|bill| bill.units.billionths()),
+            units_charged: job.provider_bill().and_then(|bill| bill.units_charged).map(Decimal::billionths),
+            provider_cost: job.provider_bill().map(|bill| bill.cost_usd.billionths()),
             version: i64::try_from(job.version())
                 .map_err(|e| StoreError::Internal(format!("version out of range: {e}")))?,
             lease_id: None,
@@ -144,6 +149,18 @@ impl JobRow {
             sent_at: self.sent_at,
             next_poll_at: self.next_poll_at,
             poll_failures: u32::try_from(self.poll_failures).unwrap_or(0),
+            billing: self
+                .billing
+                .map(|value| from_jsonb::<BillingJson>("billing", value)?.into_domain())
+                .transpose()?,
+            bill: match (self.provider_units, self.provider_cost) {
+                (Some(units), Some(cost)) => Some(ProviderBill {
+                    units: Decimal::from_billionths(units),
+                    units_charged: self.units_charged.map(Decimal::from_billionths),
+                    cost_usd: Decimal::from_billionths(cost),
+                }),
+                _ => None,
+            },
             version: u64::try_from(self.version).map_err(|e| corrupt("version", e))?,
         };
         Job::restore(stored).map_err(|e| corrupt("job", e))
@@ -215,6 +232,33 @@ impl JobRow {
                 error: error()?,
             },
         })
+    }
+}
+
+/// A route's cost as the `billing` column keeps it: `{"per", "usd", "key_hint"}`.
+#[derive(Debug, Serialize, Deserialize)]
+struct BillingJson {
+    per: String,
+    usd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key_hint: Option<String>,
+}
+
+impl From<&Billing> for BillingJson {
+    fn from(billing: &Billing) -> Self {
+        Self {
+            per: billing.cost.per.as_str().to_owned(),
+            usd: billing.cost.usd.to_string(),
+            key_hint: billing.key_hint.clone(),
+        }
+    }
+}
+
+impl BillingJson {
+    fn into_domain(self) -> Result<Billing, StoreError> {
+        let per = CostUnit::parse(&self.per).ok_or_else(|| corrupt("billing", &self.per))?;
+        let usd = self.usd.parse().map_err(|e| corrupt("billing", e))?;
+        Ok(Billing { cost: Cost { per, usd }, key_hint: self.key_hint })
     }
 }
 

@@ -28,6 +28,7 @@ mod job_store;
 mod kept;
 mod keys;
 mod ledger;
+mod reconciliation;
 mod removals;
 mod slots;
 mod uploads;
@@ -47,6 +48,7 @@ use genjobs_domain::ports::StoreError;
 
 pub use accept::IDEMPOTENCY_PRUNE_INTERVAL;
 pub use ledger::LedgerTotals;
+pub use reconciliation::reconciliation_statement;
 pub use usage::usage_statement;
 
 use crate::cache::KeyCache;

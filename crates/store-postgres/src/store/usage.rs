@@ -9,9 +9,11 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Date as SqlDate, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
+use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::ports::{
-    LedgerMovement, LedgerRecord, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore,
+    LedgerMovement, LedgerRecord, Reconciliation, ReconciliationQuery, SEAL_AFTER, StoreError, UsageGrouping,
+    UsageQuery, UsageRow, UsageStore,
 };
 use time::{Date, OffsetDateTime, Time};
 
@@ -45,6 +47,8 @@ struct Counted {
     provider: Option<String>,
     #[diesel(sql_type = Nullable<Text>)]
     key_prefix: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    provider_key: Option<String>,
     #[diesel(sql_type = BigInt)]
     jobs: i64,
     #[diesel(sql_type = BigInt)]
@@ -55,6 +59,8 @@ struct Counted {
     canceled: i64,
     #[diesel(sql_type = BigInt)]
     credits_spent: i64,
+    #[diesel(sql_type = BigInt)]
+    provider_cost: i64,
 }
 
 /// The report's statement (public for the benchmarks' `EXPLAIN`): the group's columns, then the
@@ -70,7 +76,9 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
         UsageGrouping::DayAndModel => (true, true, false, false, false),
         UsageGrouping::Provider => (false, false, false, true, false),
         UsageGrouping::Key => (false, false, false, false, true),
+        UsageGrouping::ProviderKey => (false, false, false, false, false),
     };
+    let by_provider_key = group_by == UsageGrouping::ProviderKey;
     // Each group column as the live jobs and the rollup give it, or a typed NULL when the report
     // is not grouped by it.
     let column = |grouped: bool, live: &'static str, rolled: &'static str, null: &'static str| {
@@ -82,6 +90,7 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
     let (live_provider, provider) =
         column(by_provider, "coalesce(upstream ->> 'provider', '')", "provider", "NULL::text");
     let (live_key, key) = column(by_key, "coalesce(key_prefix, '')", "key_prefix", "NULL::text");
+    let (live_provider_key, provider_key) = column(by_provider_key, LIVE_PROVIDER_KEY, "provider_key", "NULL::text");
     let one = match (one_user, some_keys) {
         (true, true) => " AND user_id = $3 AND key_prefix = ANY($4)",
         (true, false) => " AND user_id = $3",
@@ -89,44 +98,54 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
     };
     format!(
         "SELECT day, model, user_id, nullif(provider, '') AS provider, nullif(key_prefix, '') AS key_prefix,
-            sum(jobs)::int8 AS jobs,
+            nullif(provider_key, '') AS provider_key, sum(jobs)::int8 AS jobs,
             sum(succeeded)::int8 AS succeeded, sum(failed)::int8 AS failed, sum(canceled)::int8 AS canceled,
-            sum(credits_spent)::int8 AS credits_spent
+            sum(credits_spent)::int8 AS credits_spent, sum(provider_cost)::int8 AS provider_cost
          FROM (
             SELECT {live_day} AS day, {live_model} AS model, {live_user} AS user_id, {live_provider} AS provider,
-                {live_key} AS key_prefix, count(*) AS jobs,
+                {live_key} AS key_prefix, {live_provider_key} AS provider_key, count(*) AS jobs,
                 count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
                 count(*) FILTER (WHERE state = 'failed') AS failed,
                 count(*) FILTER (WHERE state = 'canceled') AS canceled,
-                coalesce(sum(credits_actual), 0)::int8 AS credits_spent
+                coalesce(sum(credits_actual), 0)::int8 AS credits_spent,
+                coalesce(sum(provider_cost), 0)::int8 AS provider_cost
             FROM jobs
             WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
                 AND created_at < $2{one}
-            GROUP BY 1, 2, 3, 4, 5
+            GROUP BY 1, 2, 3, 4, 5, 6
             UNION ALL
-            SELECT {day}, {model}, {user}, {provider}, {key}, jobs, succeeded, failed, canceled, credits_spent
+            SELECT {day}, {model}, {user}, {provider}, {key}, {provider_key}, jobs, succeeded, failed, canceled,
+                credits_spent, provider_cost
             FROM usage_rollup
             WHERE day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date{one}
          ) counted
-         GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4 NULLS FIRST, 5 NULLS FIRST"
+         GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4 NULLS FIRST, 5 NULLS FIRST, 6 NULLS FIRST"
     )
 }
 
+/// A live job's provider key, as the rollup keeps it ('' for none).
+pub(crate) const LIVE_PROVIDER_KEY: &str = "coalesce(billing ->> 'key_hint', '')";
+
 /// The rollup's rows for the jobs `counted` yields (`created_at`, `user_id`, `model`, `upstream`,
-/// `key_prefix`, `state`, `credits_actual`), added to the rows already there.
+/// `key_prefix`, `state`, `credits_actual`, `billing` and the bill's columns), added to the rows
+/// already there.
 fn roll_up(counted: &str) -> String {
     format!(
         "INSERT INTO usage_rollup AS r
-            (day, user_id, model, provider, key_prefix, jobs, succeeded, failed, canceled, credits_spent)
+            (day, user_id, model, provider, key_prefix, provider_key, jobs, succeeded, failed, canceled,
+             credits_spent, billed, provider_units, provider_cost)
         SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, model, coalesce(upstream ->> 'provider', ''),
-            coalesce(key_prefix, ''), count(*),
+            coalesce(key_prefix, ''), {LIVE_PROVIDER_KEY}, count(*),
             count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
-            count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0)
-        FROM {counted} GROUP BY 1, 2, 3, 4, 5
-        ON CONFLICT (day, user_id, model, provider, key_prefix) DO UPDATE SET
+            count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0),
+            count(provider_cost), coalesce(sum(provider_units), 0), coalesce(sum(provider_cost), 0)
+        FROM {counted} GROUP BY 1, 2, 3, 4, 5, 6
+        ON CONFLICT (day, user_id, model, provider, key_prefix, provider_key) DO UPDATE SET
             jobs = r.jobs + excluded.jobs, succeeded = r.succeeded + excluded.succeeded,
             failed = r.failed + excluded.failed, canceled = r.canceled + excluded.canceled,
-            credits_spent = r.credits_spent + excluded.credits_spent"
+            credits_spent = r.credits_spent + excluded.credits_spent, billed = r.billed + excluded.billed,
+            provider_units = r.provider_units + excluded.provider_units,
+            provider_cost = r.provider_cost + excluded.provider_cost"
     )
 }
 
@@ -151,7 +170,7 @@ fn purge_final_jobs_statement() -> String {
         ), removed AS (
             DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id
             RETURNING jobs.id, jobs.user_id, jobs.model, jobs.upstream, jobs.key_prefix, jobs.state, jobs.credits_actual,
-                jobs.created_at
+                jobs.created_at, jobs.billing, jobs.provider_units, jobs.provider_cost
         ), rolled AS (
             {}
         ), charged AS (
@@ -300,15 +319,21 @@ impl UsageStore for PgStore {
                     user_id: row.user_id.map(UserId::from_uuid),
                     provider: row.provider,
                     key: row.key_prefix,
+                    provider_key: row.provider_key,
                     jobs: count(row.jobs),
                     succeeded: count(row.succeeded),
                     failed: count(row.failed),
                     canceled: count(row.canceled),
                     credits_spent: count(row.credits_spent),
+                    provider_cost_usd: Decimal::from_billionths(row.provider_cost),
                 })
                 .collect())
         })
         .await
+    }
+
+    async fn reconciliation(&self, query: ReconciliationQuery) -> Result<Reconciliation, StoreError> {
+        self.within(super::reconciliation::reconcile(self, query)).await
     }
 
     async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {

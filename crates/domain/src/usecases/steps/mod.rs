@@ -19,7 +19,7 @@ mod timeout;
 pub(crate) use outcome::ending_trigger;
 
 use super::Ports;
-use crate::catalog::LiveCatalog;
+use crate::catalog::{Billing, LiveCatalog};
 use crate::ids::{JobId, LeaseId};
 use crate::job::{Job, JobError, JobErrorCode, Trigger};
 use crate::ports::{Capacity, Placement, PollFailure, SubmitFailure, UpstreamStatus};
@@ -197,12 +197,8 @@ impl JobSteps {
                         next_poll_at: self.next_poll(cadence, 0),
                     },
                     Ok(UpstreamStatus::Completed) => {
-                        let fetched = match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
-                            Ok(outputs) if !outputs.is_empty() => {
-                                Ok(super::outputs::keep_outputs(self.ports.outputs.as_ref(), job.id(), outputs).await)
-                            }
-                            other => other,
-                        };
+                        let fetched = self.ports.upstream.result(job.id(), upstream, job.modality()).await;
+                        let fetched = super::outputs::keep_result(self.ports.outputs.as_ref(), job.id(), fetched).await;
                         self.result(&job, cadence, fetched)
                     }
                     Ok(UpstreamStatus::Failed(failure)) => self.result(&job, cadence, Err(failure)),
@@ -265,7 +261,12 @@ impl JobSteps {
             Ok(upstream) => {
                 tracing::info!(job_id = %job.id(), model = %model.id, provider = upstream.provider(), "submitted upstream");
                 let next_poll_at = self.ports.clock.now() + cadence.interval;
-                let submitted = Trigger::Submitted { upstream, next_poll_at };
+                let billing = model
+                    .routes_of(upstream.provider())
+                    .next()
+                    .and_then(|(_, route)| route.cost)
+                    .map(|cost| Billing { cost, key_hint: self.ports.upstream.key_hint(&upstream) });
+                let submitted = Trigger::Submitted { upstream, next_poll_at, billing };
                 return self
                     .record_submission(UnrecordedSubmission { job, submitted, failures: 0, retry_in: Duration::ZERO })
                     .await;

@@ -3,21 +3,21 @@
 
 use super::{Cadence, FALLBACK_RUN_SECS, JobSteps, MAX_BACKOFF_EXPONENT, Stepped, UnrecordedSubmission};
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
-use crate::output::OutputItem;
-use crate::ports::{Commit, ResultFailure, StoreError};
+use crate::ports::{Commit, ResultFailure, StoreError, UpstreamResult};
 use tracing::Instrument;
 
 /// What a job's result (or a failure reported in its place) does to it, whether a poll fetched
 /// it or the provider pushed it; `None` for a transient failure, which ends nothing.
-pub(crate) fn ending_trigger(job: &Job, fetched: Result<Vec<OutputItem>, ResultFailure>) -> Option<Trigger> {
+pub(crate) fn ending_trigger(job: &Job, fetched: Result<UpstreamResult, ResultFailure>) -> Option<Trigger> {
     let failed = |code, message: String| Some(Trigger::Failed { error: JobError::new(code, message) });
     match fetched {
-        Ok(outputs) if outputs.is_empty() => {
+        Ok(result) if result.outputs.is_empty() => {
             failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
         }
-        Ok(outputs) => {
-            let credits_actual = job.rate().delivered(job.input(), &outputs, job.credits_held());
-            Some(Trigger::Succeeded { outputs, credits_actual })
+        Ok(result) => {
+            let credits_actual = job.rate().delivered(job.input(), &result.outputs, job.credits_held());
+            let reported_units = job.billing().and_then(|billing| result.reported_units(billing.cost.per));
+            Some(Trigger::Succeeded { outputs: result.outputs, credits_actual, reported_units })
         }
         Err(ResultFailure::Rejected(reason)) => {
             failed(JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
@@ -39,7 +39,7 @@ impl JobSteps {
         &self,
         job: &Job,
         cadence: Cadence,
-        fetched: Result<Vec<OutputItem>, ResultFailure>,
+        fetched: Result<UpstreamResult, ResultFailure>,
     ) -> Trigger {
         if let Err(ResultFailure::Transient(reason)) = &fetched {
             tracing::warn!(job_id = %job.id(), %reason, "result fetch failed; backing off");

@@ -54,12 +54,9 @@ impl JobSteps {
             }
             Ok(CancelOutcome::AlreadyCompleted) => {
                 tracing::info!(job_id = %job.id(), code = error.code.as_str(), "job past its deadline but completed at the provider; fetching its result");
-                let fetched = match self.ports.upstream.result(job.id(), upstream, job.modality()).await {
-                    Ok(outputs) if !outputs.is_empty() => {
-                        Ok(crate::usecases::outputs::keep_outputs(self.ports.outputs.as_ref(), job.id(), outputs).await)
-                    }
-                    other => other,
-                };
+                let fetched = self.ports.upstream.result(job.id(), upstream, job.modality()).await;
+                let fetched =
+                    crate::usecases::outputs::keep_result(self.ports.outputs.as_ref(), job.id(), fetched).await;
                 if let Some(ending) = super::ending_trigger(job, fetched) {
                     return self.commit(job, ending).await;
                 }

@@ -51,7 +51,7 @@ fn new_job(user_id: UserId, held: u64) -> Job {
 fn submission() -> (Trigger, Trigger) {
     let now = OffsetDateTime::now_utc();
     let upstream = UpstreamRef::new("test", "r");
-    (Trigger::SubmitStarted { next_poll_at: now }, Trigger::Submitted { upstream, next_poll_at: now })
+    (Trigger::SubmitStarted { next_poll_at: now }, Trigger::Submitted { upstream, next_poll_at: now, billing: None })
 }
 
 async fn advance(store: &PgStore, job: Job, trigger: Trigger) -> Option<Job> {
@@ -70,6 +70,7 @@ fn success(actual: u64) -> Trigger {
             copy: None,
         }],
         credits_actual: Credits::new(actual),
+        reported_units: None,
     }
 }
 
