@@ -37,6 +37,7 @@ async fn sends(mocks: Mocks, job: Job) {
 }
 
 fn recording(mocks: &mut Mocks) {
+    mocks.upstream.expect_key_hint().returning(|_| None);
     mocks.jobs.expect_commit().returning(applied);
     mocks.events.expect_publish().returning(|_| ());
 }
