@@ -50,3 +50,27 @@ pub(crate) fn object_or_text<'de, D: Deserializer<'de>>(reader: D) -> Result<Opt
         Some(Sent::Text(text)) => serde_json::from_str(&text).map(Some).map_err(serde::de::Error::custom),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::openai::ImagesRequest;
+
+    #[test]
+    fn a_form_sends_the_preference_as_json_text_and_null_is_absent() {
+        let expected = ProviderPreference { only: Some(vec!["fal".into()]), ..ProviderPreference::default() };
+        let from_form: ImagesRequest = serde_json::from_value(json!({"provider": "{\"only\": [\"fal\"]}"})).unwrap();
+        assert_eq!(from_form.provider, Some(expected.clone()));
+        let from_json: ImagesRequest = serde_json::from_value(json!({"provider": {"only": ["fal"]}})).unwrap();
+        assert_eq!(from_json.provider, Some(expected));
+        let absent: ImagesRequest = serde_json::from_value(json!({"provider": null})).unwrap();
+        assert_eq!(absent.provider, None);
+        for refused in
+            [json!({"provider": {"sorted": "wait"}}), json!({"provider": "not json"}), json!({"provider": 5})]
+        {
+            assert!(serde_json::from_value::<ImagesRequest>(refused.clone()).is_err(), "{refused}");
+        }
+    }
+}

@@ -74,7 +74,7 @@ pub struct PreferenceDraft {
 
 impl RoutePreference {
     /// Checks a draft's shape: `only` not empty, `sort` a known one. Names are checked against
-    /// the providers and the model by [`RoutePreference::routes_for`].
+    /// the providers and the model by [`RoutePreference::check`].
     ///
     /// # Errors
     /// [`InvalidRequest`] naming `provider` for an empty `only`, `provider.sort` for an unknown

@@ -315,6 +315,14 @@ async fn edits_are_refused_by_their_bytes_their_count_and_their_model() {
     let streamed =
         form(&[Part::File("image", "a.png", png()), Part::Text("prompt", "x"), Part::Text("stream", "true")]);
     assert_eq!(refused(edit(&app, &app.demo_key, streamed).await, 400).await["param"], "stream");
+    // `provider` arrives as JSON text in a form.
+    for (provider, param) in
+        [(r#"{"only": ["replicate"]}"#, "provider"), (r#"{"order": ["nobody"]}"#, "provider.order[0]")]
+    {
+        let routed =
+            form(&[Part::File("image", "a.png", png()), Part::Text("prompt", "x"), Part::Text("provider", provider)]);
+        assert_eq!(refused(edit(&app, &app.demo_key, routed).await, 400).await["param"], param, "{provider}");
+    }
 
     let minimal = json!({
         "modality": "image",

@@ -4,6 +4,8 @@
 //! by their signed links: the job holds the links, never the bytes. Then it answers as
 //! `images.generate` does.
 
+use std::time::Duration;
+
 use actix_web::{HttpRequest, HttpResponse, web};
 use genjobs_api::openai::{ImagesRequest, ImagesResponse};
 use genjobs_domain::request::MAX_UPLOADED_IMAGES;
@@ -70,6 +72,9 @@ pub async fn edit_image(
     let asked: ImagesRequest = read(&Value::Object(form.fields))?;
     let format = asked.response_format.unwrap_or_default();
     let request = edit_into_domain(asked, &state.services.submissions.catalog())?;
+    // What the submission checks of the routes and `extra` is checked before any image is kept,
+    // so that a refused edit costs nothing of the day's upload quota.
+    state.services.submissions.quote(&caller, &request).map_err(|e| ApiError::from_submit(e, Duration::ZERO))?;
     let images = form.images.into_iter().map(|image| image.bytes).collect();
     let names = state.services.uploads.keep_all(&caller, images).await?;
     let base = state.links.base_of(&req);
