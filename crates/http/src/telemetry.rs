@@ -113,6 +113,10 @@ fn describe_all() {
     describe_counter!("genjobs_credits_held_total", "Credits held at acceptance, by model");
     describe_counter!("genjobs_credits_spent_total", "Credits charged for succeeded jobs, by model");
     describe_counter!("genjobs_credits_released_total", "Credits held and then released, by model");
+    describe_gauge!(
+        "genjobs_provider_cost_usd_total",
+        "What providers billed for finished jobs, in USD, by provider and model (a float, so a gauge that only grows)"
+    );
     describe_histogram!("genjobs_driver_lag_seconds", Unit::Seconds, "How late a job's poll started after its time");
     describe_counter!("genjobs_upstream_calls_total", "Calls to each provider, by kind and outcome");
     describe_histogram!("genjobs_upstream_call_duration_seconds", Unit::Seconds, "Time of a call to a provider");
