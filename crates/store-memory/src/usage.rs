@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
-use genjobs_domain::job::{Job, JobState, UpstreamRef};
+use genjobs_domain::job::{Job, JobErrorCode, JobState, UpstreamRef};
 use genjobs_domain::ports::{LedgerRecord, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow, UsageStore};
 use time::{Date, OffsetDateTime};
 
@@ -42,6 +42,7 @@ struct Counts {
     failed: u64,
     canceled: u64,
     credits_spent: u64,
+    content_refused: u64,
 }
 
 impl Counts {
@@ -53,6 +54,7 @@ impl Counts {
             failed: is(JobState::Failed),
             canceled: is(JobState::Canceled),
             credits_spent: job.credits_actual().map_or(0, Credits::get),
+            content_refused: u64::from(job.error().is_some_and(|e| e.code == JobErrorCode::ContentRefused)),
         }
     }
 
@@ -62,6 +64,7 @@ impl Counts {
         self.failed += other.failed;
         self.canceled += other.canceled;
         self.credits_spent += other.credits_spent;
+        self.content_refused += other.content_refused;
     }
 }
 
@@ -158,6 +161,7 @@ impl UsageStore for MemoryStore {
                 failed: c.failed,
                 canceled: c.canceled,
                 credits_spent: c.credits_spent,
+                content_refused: c.content_refused,
             })
             .collect())
     }

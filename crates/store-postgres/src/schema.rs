@@ -94,6 +94,7 @@ diesel::table! {
         trace_parent -> Nullable<Text>,
         start_by -> Nullable<Timestamptz>,
         budget_period_start -> Nullable<Timestamptz>,
+        moderation -> Nullable<Text>,
     }
 }
 
@@ -181,6 +182,7 @@ diesel::table! {
         credits_spent -> Int8,
         provider -> Text,
         key_prefix -> Text,
+        content_refused -> Int8,
     }
 }
 

@@ -106,10 +106,18 @@ pub struct ModelDocument {
     /// a default by modality when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typical_run_secs: Option<u32>,
+    /// Whether its jobs are checked by the moderation service before they are sent, when one is
+    /// configured; `false` skips the check for this model.
+    #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
+    pub moderate: bool,
 }
 
 fn enabled_by_default() -> bool {
     true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// What is wrong with a document, and where: `param` is the JSON path of the fault

@@ -101,6 +101,8 @@ pub struct UsageRow {
     pub canceled: u64,
     /// Credits charged for them.
     pub credits_spent: u64,
+    /// Of the failed, those that failed `CONTENT_REFUSED`.
+    pub content_refused: u64,
 }
 
 /// Reads of the ledger and of usage, and the retention that keeps usage exact.

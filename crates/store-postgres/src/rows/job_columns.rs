@@ -161,6 +161,7 @@ job_columns! {
     }
     changing {
         state: String => Text as "text",
+        moderation: Option<String> => Nullable<Text> as "text",
         progress: i16 => SmallInt as "int2",
         outputs: Option<Value> => Nullable<Jsonb> as "jsonb",
         error: Option<Value> => Nullable<Jsonb> as "jsonb",
