@@ -190,4 +190,8 @@ pub struct UsageRow {
     pub canceled: u64,
     /// Credits charged for them.
     pub credits_spent: u64,
+    /// Of the failed, those that failed `CONTENT_REFUSED` (flagged by moderation, or refused by a
+    /// provider's content policy).
+    #[serde(default)]
+    pub content_refused: u64,
 }

@@ -42,6 +42,7 @@ pub fn usage_row_view(group_by: UsageGrouping, row: ports::UsageRow) -> UsageRow
         failed: row.failed,
         canceled: row.canceled,
         credits_spent: row.credits_spent,
+        content_refused: row.content_refused,
     }
 }
 
@@ -67,17 +68,18 @@ pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRow]) -> String {
         UsageGrouping::Key => &[KEY],
     };
     let header: Vec<&str> = group.iter().map(|(name, _)| *name).collect();
-    let mut csv = format!("{},jobs,succeeded,failed,canceled,credits_spent\n", header.join(","));
+    let mut csv = format!("{},jobs,succeeded,failed,canceled,credits_spent,content_refused\n", header.join(","));
     for row in rows {
         let key: Vec<String> = group.iter().map(|(_, value)| value(row).map(csv_field).unwrap_or_default()).collect();
         csv.push_str(&format!(
-            "{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{}\n",
             key.join(","),
             row.jobs,
             row.succeeded,
             row.failed,
             row.canceled,
-            row.credits_spent
+            row.credits_spent,
+            row.content_refused
         ));
     }
     csv
@@ -105,10 +107,11 @@ mod tests {
             failed: 1,
             canceled: 0,
             credits_spent: 8,
+            content_refused: 1,
         };
         assert_eq!(
             usage_csv(UsageGrouping::Model, &[row]),
-            "model,jobs,succeeded,failed,canceled,credits_spent\n\"a,b\",3,2,1,0,8\n"
+            "model,jobs,succeeded,failed,canceled,credits_spent,content_refused\n\"a,b\",3,2,1,0,8,1\n"
         );
     }
 
@@ -125,10 +128,11 @@ mod tests {
             failed: 1,
             canceled: 0,
             credits_spent: 0,
+            content_refused: 0,
         };
         assert_eq!(
             usage_csv(UsageGrouping::Provider, &[row(None), row(Some("replicate"))]),
-            "provider,jobs,succeeded,failed,canceled,credits_spent\n,1,0,1,0,0\nreplicate,1,0,1,0,0\n"
+            "provider,jobs,succeeded,failed,canceled,credits_spent,content_refused\n,1,0,1,0,0,0\nreplicate,1,0,1,0,0,0\n"
         );
     }
 }
