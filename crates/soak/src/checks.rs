@@ -35,6 +35,8 @@ pub struct Report {
     pub conn: ConnTally,
     /// What the capacity and budget checks found.
     pub capacity: crate::capacity::CapacityReport,
+    /// What the moderation checks found.
+    pub moderation: crate::moderation::ModerationReport,
     /// Every broken rule.
     pub violations: Vec<String>,
 }
@@ -60,6 +62,7 @@ impl Report {
             self.conn.stalled_closed, self.conn.stalled_lost, self.conn.made_up.statuses
         );
         self.capacity.print();
+        self.moderation.print();
         println!("soak: {} violations", self.violations.len());
         for violation in &self.violations {
             println!("soak: VIOLATION {violation}");

@@ -224,8 +224,8 @@ async fn operators_read_usage_by_the_provider_that_took_each_job() {
     assert_eq!(
         report["data"],
         json!([
-            {"provider": null, "jobs": 1, "succeeded": 0, "failed": 0, "canceled": 1, "credits_spent": 0},
-            {"provider": "replicate", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 6},
+            {"provider": null, "jobs": 1, "succeeded": 0, "failed": 0, "canceled": 1, "credits_spent": 0, "content_refused": 0},
+            {"provider": "replicate", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 6, "content_refused": 0},
         ]),
         "no provider took the canceled job"
     );
@@ -233,7 +233,7 @@ async fn operators_read_usage_by_the_provider_that_took_each_job() {
         app.client.get(app.url(&path)).bearer_auth(ADMIN_TOKEN).header("accept", "text/csv").send().await.unwrap();
     assert_eq!(
         csv.text().await.unwrap(),
-        "provider,jobs,succeeded,failed,canceled,credits_spent\n,1,0,0,1,0\nreplicate,1,1,0,0,6\n"
+        "provider,jobs,succeeded,failed,canceled,credits_spent,content_refused\n,1,0,0,1,0,0\nreplicate,1,1,0,0,6,0\n"
     );
 }
 
