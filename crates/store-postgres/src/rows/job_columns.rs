@@ -379,12 +379,12 @@ mod tests {
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
         assert_eq!(
             INSERTED.len(),
-            34,
-            "jobs has 37 columns, and an accept writes all but the provider slot's and the budget period"
+            35,
+            "jobs has 38 columns, and an accept writes all but the provider slot's and the budget period"
         );
         let row = row();
         let accept = debug_query::<Pg, _>(&AcceptMany::of(&[&row])).to_string();
-        assert!(accept.contains("$34::uuid[])") && !accept.contains("$35"), "{accept}");
+        assert!(accept.contains("$35::uuid[])") && !accept.contains("$36"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");
