@@ -14,7 +14,7 @@ const DEFAULT_TIMEOUT_SECS: u64 = 10;
 #[allow(missing_docs, reason = "each field's doc comment is its --help line")]
 pub struct ModerationArgs {
     /// Base URL of an OpenAI-compatible moderation API (`POST {url}/moderations`), e.g.
-    /// https://api.openai.com/v1, or `sim` for the built-in simulator's word list; set, every
+    /// `https://api.openai.com/v1`, or `sim` for the built-in simulator's word list; set, every
     /// job's prompt and image inputs are checked before it is sent to any provider. Unset means
     /// no moderation.
     #[arg(long, env = "GENJOBS_MODERATION_URL", value_parser = moderation_url, help_heading = "Moderation")]
