@@ -210,4 +210,8 @@ pub struct UsageRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(example = "0.36")]
     pub margin_usd: Option<String>,
+    /// Of the failed, those that failed `CONTENT_REFUSED` (flagged by moderation, or refused by a
+    /// provider's content policy).
+    #[serde(default)]
+    pub content_refused: u64,
 }

@@ -46,6 +46,10 @@ pub struct AdminJobDetail {
     /// fields, each image named by its SHA-256); null for a job accepted before bodies were kept.
     #[schema(value_type = Option<Object>)]
     pub request: Option<Map<String, Value>>,
+    /// What its moderation check found: `passed`, `flagged`, `unavailable`, or `unchecked` (sent
+    /// without a check, the service being unavailable and moderation failing open); null when it
+    /// was not checked (yet).
+    pub moderation: Option<String>,
     /// Its ledger entries, oldest first.
     pub ledger: Vec<LedgerEntry>,
     /// Its client webhook events with their attempts, as its owner reads them

@@ -110,16 +110,26 @@ pub struct Output {
     pub meta: OutputMeta,
 }
 
-/// A final job's error: `{type, code, message}`.
+/// A final job's error: `{type, code, message}`, and `details` where the code has some.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JobError {
-    /// `upstream_error` or `canceled`.
+    /// `upstream_error`, `invalid_request` (`CONTENT_REFUSED`) or `canceled`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// E.g. `UPSTREAM_FAILED`, `JOB_CANCELED`.
+    /// E.g. `UPSTREAM_FAILED`, `JOB_CANCELED`, `CONTENT_REFUSED`, `MODERATION_UNAVAILABLE`.
     pub code: String,
     /// A sentence for people.
     pub message: String,
+    /// For a `CONTENT_REFUSED` the moderation service decided: the categories it flagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<JobErrorDetails>,
+}
+
+/// What more a job's error says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobErrorDetails {
+    /// The names of the categories the moderation service flagged, e.g. `violence`.
+    pub categories: Vec<String>,
 }
 
 /// Why a queued job waits: `{waiting_for: "capacity"}` while it waits, unsent, for a slot of its

@@ -58,7 +58,8 @@ pub use admin_jobs::{AdminJob, AdminJobDetail, AdminJobPage};
 pub use client_webhooks::{WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 pub use errors::{ErrorEnvelope, ErrorObject};
 pub use jobs::{
-    CancelReceipt, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt, StreamEvent,
+    CancelReceipt, Job, JobError, JobErrorDetails, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt,
+    StreamEvent,
 };
 pub use keys::{BudgetBody, IssuedKey, KeyBudgetView, KeyPatch, KeyView, NewKey};
 pub use models::{AdminModel, Field, FieldOption, Model, Price};

@@ -49,7 +49,7 @@ fn waits(url: &str, user: &str) -> Result<Vec<f64>, Failure> {
     Ok(text.lines().filter_map(|line| line.trim().parse().ok()).collect())
 }
 
-fn percentile(values: &[f64], share: f64) -> f64 {
+pub(super) fn percentile(values: &[f64], share: f64) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let index = ((sorted.len() as f64 - 1.0) * share).round() as usize;

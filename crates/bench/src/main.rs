@@ -9,7 +9,9 @@
 //! `genjobs-bench replicas` only 1, 2 and 4 replicas, directly
 //! and through PgBouncer (`replicas`), which writes `docs/benchmarks-replicas.md`;
 //! `genjobs-bench client-webhooks` only the webhooks to clients (`client_webhooks`), which writes
-//! `docs/benchmarks-client-webhooks.md`; `just bench` runs all three after the rest.
+//! `docs/benchmarks-client-webhooks.md`; `genjobs-bench moderation` only a job's accepted → sent
+//! with moderation off and on (`moderation`), which writes `docs/benchmarks-moderation.md`;
+//! `just bench` runs all three after the rest.
 //!
 //! Environment: `DATABASE_URL` (server to create the bench databases on; the local one by
 //! default), `BENCH_SECONDS` (length of each load run, 10), `BENCH_CLIENTS` (32),
@@ -235,6 +237,14 @@ async fn run_key_checks() -> Result<(), Failure> {
     let (bin, server) = (binary_dir()?, database_server());
     let sim = spawn_simulator(&bin, "0").await?;
     key_checks::run(&bin, &server, &sim.base).await
+}
+
+/// `genjobs-bench moderation`: accepted → sent with moderation off and on (`moderation`), which
+/// writes `docs/benchmarks-moderation.md`.
+async fn run_moderation() -> Result<(), Failure> {
+    let (bin, server) = (binary_dir()?, database_server());
+    let sim = spawn_simulator(&bin, "100").await?;
+    moderation::run(&bin, &server, &sim.base).await
 }
 
 /// `genjobs-bench replicas`: only 1, 2 and 4 replicas, directly and through PgBouncer.
@@ -469,6 +479,7 @@ mod cpu;
 mod flame;
 mod key_checks;
 mod lifecycle;
+mod moderation;
 mod outside;
 mod pgbench;
 mod replicas;
@@ -487,6 +498,7 @@ async fn main() -> std::process::ExitCode {
         Some("outside") => run_outside().await,
         Some("ceilings") => run_ceilings().await,
         Some("key-checks") => run_key_checks().await,
+        Some("moderation") => run_moderation().await,
         _ => run().await,
     };
     match outcome {

@@ -59,6 +59,7 @@ pub mod invalid;
 pub mod job;
 pub mod keys;
 pub mod modality;
+pub mod moderation;
 pub mod output;
 pub mod ports;
 pub mod request;

@@ -405,6 +405,7 @@ async function showJob(id) {
   $("job-upstream").textContent = job.upstream_request_id || "not sent";
   $("job-key").textContent = job.key_prefix || "–";
   $("job-user").textContent = job.user_id;
+  $("job-moderation").textContent = job.moderation || "not checked";
   $("job-request").textContent = JSON.stringify(job.request, null, 2);
   $("cancel-job").hidden = ["succeeded", "failed", "canceled"].includes(job.state);
   $("cancel-job").dataset.id = job.id;

@@ -50,6 +50,7 @@ fn record<T, E>(
 fn submit_class(failure: &SubmitFailure) -> &'static str {
     match failure {
         SubmitFailure::Rejected(_) => "rejected",
+        SubmitFailure::ContentRefused(_) => "content_refused",
         SubmitFailure::NotReached(_) => "not_reached",
         SubmitFailure::Ambiguous(_) => "ambiguous",
         SubmitFailure::AtCapacity(_) => "at_capacity",
@@ -138,6 +139,7 @@ impl UpstreamProvider for MeteredUpstream {
             self.inner.result(job_id, upstream, modality).instrument(call_span(self.name(), "result", job_id)).await;
         record(self.inner.name(), "result", started, &result, |e| match e {
             ResultFailure::Rejected(_) => "rejected",
+            ResultFailure::ContentRefused(_) => "content_refused",
             ResultFailure::Failed(_) => "failed",
             ResultFailure::Invalid(_) => "invalid",
             ResultFailure::Transient(_) => "transient",

@@ -5,7 +5,8 @@
 //! take the request ([`SubmitFailure::NotReached`]: connection refused, 429, 502, 503 before any
 //! request id), after one short retry at the same provider. Any other answer ends the search: after
 //! an ambiguous one (a 500, a timeout after the body was sent) the job may exist at the provider,
-//! and one job is never sent to two providers. Every later call (status, result, cancel) goes to
+//! and one job is never sent to two providers; a provider's content refusal
+//! ([`SubmitFailure::ContentRefused`]) is never taken elsewhere for another opinion. Every later call (status, result, cancel) goes to
 //! the provider named by the job's reference, and a notification to the one its path names.
 //!
 //! A provider with several keys, or a cap of jobs in flight per key, sends each job on the least

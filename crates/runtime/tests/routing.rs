@@ -64,7 +64,11 @@ async fn a_refusal_is_retried_once_then_the_next_route_takes_the_job() {
 
 #[tokio::test(start_paused = true)]
 async fn an_ambiguous_or_refused_input_answer_is_never_sent_to_another_provider() {
-    for answer in [SubmitFailure::Ambiguous("500".into()), SubmitFailure::Rejected("422".into())] {
+    for answer in [
+        SubmitFailure::Ambiguous("500".into()),
+        SubmitFailure::Rejected("422".into()),
+        SubmitFailure::ContentRefused("content_policy_violation".into()),
+    ] {
         let routed = router(provider("fal", vec![Err(answer.clone())]), provider("replicate", vec![]));
         let submitted = routed.submit(JobId::new_at(time::OffsetDateTime::now_utc()), &model(), &input()).await;
         assert_eq!(submitted, Err(answer));

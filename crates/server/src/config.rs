@@ -16,6 +16,7 @@ use genjobs_domain::usecases::{DEFAULT_CREDIT_USD, DeliverySettings, Settings};
 use genjobs_driver::retention::Retention;
 use genjobs_driver::{DispatchSettings, DriverSettings};
 use genjobs_http::HttpSettings;
+use genjobs_moderation_openai::ModerationArgs;
 use genjobs_output_store::OutputStoreArgs;
 use genjobs_store_postgres::{PgArgs, PgSettings};
 use genjobs_upstream_fal::FalArgs;
@@ -96,6 +97,8 @@ pub struct Config {
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_EXPORTER_OTLP_PROTOCOL`: where spans are exported;
     /// `None` exports none.
     pub traces: Option<TraceExport>,
+    /// `GENJOBS_MODERATION_*`: the moderation service jobs are checked by; none by default.
+    pub moderation: ModerationArgs,
 }
 
 const DEFAULT_BIND: &str = "127.0.0.1:8080";
@@ -133,6 +136,7 @@ impl Default for Config {
             client_webhooks: TransportSettings::default(),
             dispatch: DispatchSettings::default(),
             traces: None,
+            moderation: ModerationArgs::default(),
         }
     }
 }
@@ -298,6 +302,8 @@ pub struct ConfigArgs {
     pub fal: FalArgs,
     #[command(flatten)]
     pub replicate: ReplicateArgs,
+    #[command(flatten)]
+    pub moderation: ModerationArgs,
     /// With webhooks on, how often a job nobody watches is polled.
     #[arg(long, env = "GENJOBS_WEBHOOK_FALLBACK_POLL_SECS", default_value_t = 60,
         value_parser = clap::value_parser!(u64).range(1..), help_heading = "Webhooks and stored outputs")]
@@ -419,6 +425,7 @@ impl ConfigArgs {
                 ..defaults.dispatch
             },
             traces: self.traces.export(),
+            moderation: self.moderation,
         }
         .with_poll_interval(Duration::from_millis(self.poll_interval_ms));
         match self.public_url {

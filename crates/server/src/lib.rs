@@ -33,13 +33,14 @@ use genjobs_domain::ports::{
     RandomIds, RateLimiter, UploadStore, UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
-    Admin, AdminPorts, ClientWebhookPorts, NewUserRequest, Ports, Services, WebhookDeliveries,
+    Admin, AdminPorts, ClientWebhookPorts, Moderator, NewUserRequest, Ports, Services, WebhookDeliveries,
 };
 use genjobs_driver::{
     CatalogFollower, JobDriver, Loops, RetentionSweep, RunningLoops, UploadSweep, UsageSealing, WebhookDispatcher,
 };
 use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
+use genjobs_moderation_openai::OpenAiModeration;
 use genjobs_output_store::{HttpOutputSource, ObjectOutputStore, OutputHosts};
 use genjobs_runtime::{
     EventHub, MeteredUpstream, OtelTraces, REFUSED_RETRY_PAUSE, RetriedCopies, RoutedUpstream, SystemClock,
@@ -108,6 +109,10 @@ pub enum StartError {
     /// A provider's keys or cap of jobs in flight per key are set wrong.
     #[error(transparent)]
     Capacity(#[from] CapacitySettingError),
+    /// The moderation service is set wrong: `GENJOBS_MODERATION_URL=sim` without the built-in
+    /// simulator, or its HTTP client cannot be built.
+    #[error("GENJOBS_MODERATION_URL: {0}")]
+    Moderation(String),
     /// The client webhooks' HTTP client cannot be built.
     #[error("cannot build the client webhooks' HTTP client: {0}")]
     ClientWebhooks(String),
@@ -395,6 +400,23 @@ fn client_webhooks(
     Ok(ClientWebhookPorts { store: outbox, transport: Arc::new(transport), vault: Arc::new(vault) })
 }
 
+/// The moderation service every job is checked by before it is sent, when
+/// `GENJOBS_MODERATION_URL` names one (`sim`: the built-in simulator's word list).
+fn moderator(config: &Config, simulator: Option<&RunningSim>) -> Result<Option<Moderator>, StartError> {
+    let simulator = simulator.map(|sim| sim.base_url.as_str());
+    let Some(service) = OpenAiModeration::from_args(&config.moderation, simulator).map_err(StartError::Moderation)?
+    else {
+        return Ok(None);
+    };
+    let settings = config.moderation.settings();
+    tracing::info!(
+        fail_open = settings.fail_open,
+        retry_window_secs = settings.retry_window.as_secs(),
+        "jobs are checked by the moderation service before they are sent"
+    );
+    Ok(Some(Moderator { service: Arc::new(service), settings }))
+}
+
 /// Builds every adapter, binds, and starts the job driver; the returned [`Service`] serves once
 /// run. Must be called inside a tokio runtime.
 ///
@@ -456,6 +478,10 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let postgres = stores.postgres;
     let catalog = LiveCatalog::default();
     let driver = JobDriver::new(ports.clone(), catalog.clone(), config.driver.clone());
+    let driver = match moderator(&config, simulator.as_ref())? {
+        Some(moderator) => driver.with_moderator(moderator),
+        None => driver,
+    };
     let retention = config.retention.map(|retention| RetentionSweep {
         usage: Arc::clone(&ports.usage),
         clock: Arc::clone(&ports.clock),

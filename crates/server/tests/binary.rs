@@ -467,3 +467,32 @@ fn one_shot_commands_speak_plainly() {
         "{stderr}"
     );
 }
+
+/// Moderation settings that do not parse stop the start with a usage error naming the setting,
+/// and `sim` without the built-in simulator stops it naming `GENJOBS_MODERATION_URL`.
+#[test]
+fn bad_moderation_settings_stop_the_start_naming_the_setting() {
+    for (variable, value) in [
+        ("GENJOBS_MODERATION_URL", "ftp://moderation.example"),
+        ("GENJOBS_MODERATION_URL", "not a url"),
+        ("GENJOBS_MODERATION_FAIL_OPEN", "perhaps"),
+        ("GENJOBS_MODERATION_RETRY_WINDOW_SECS", "a minute"),
+        ("GENJOBS_MODERATION_TIMEOUT_SECS", "0"),
+    ] {
+        let bad = genjobs(&[], &[("GENJOBS_BIND", "127.0.0.1:0"), (variable, value)]);
+        assert_eq!(bad.status.code(), Some(2), "{variable}={value}");
+        let stderr = String::from_utf8(bad.stderr).unwrap();
+        assert!(stderr.contains(variable), "{variable}={value}: {stderr}");
+    }
+    let no_sim = genjobs(
+        &[],
+        &[
+            ("GENJOBS_BIND", "127.0.0.1:0"),
+            ("GENJOBS_UPSTREAM_URL", "http://127.0.0.1:9"),
+            ("GENJOBS_MODERATION_URL", "sim"),
+        ],
+    );
+    assert_ne!(no_sim.status.code(), Some(0));
+    let stderr = String::from_utf8(no_sim.stderr).unwrap();
+    assert!(stderr.contains("GENJOBS_MODERATION_URL") && stderr.contains("simulator"), "{stderr}");
+}

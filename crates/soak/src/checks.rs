@@ -37,6 +37,8 @@ pub struct Report {
     pub capacity: crate::capacity::CapacityReport,
     /// What the money checks found.
     pub costs: crate::costs::CostReport,
+    /// What the moderation checks found.
+    pub moderation: crate::moderation::ModerationReport,
     /// Every broken rule.
     pub violations: Vec<String>,
 }
@@ -63,6 +65,7 @@ impl Report {
         );
         self.capacity.print();
         self.costs.print();
+        self.moderation.print();
         println!("soak: {} violations", self.violations.len());
         for violation in &self.violations {
             println!("soak: VIOLATION {violation}");

@@ -31,6 +31,10 @@
 //! counted; per
 //! budgeted key, `used` equal to what its jobs hold and were charged, never above its budget, and
 //! 402 `KEY_BUDGET_EXCEEDED` seen once the big user's budget is spent.
+//! The replicas check every job with a moderation service of their own (a simulator process that
+//! fails a share of its checks), and one user's prompts are flagged a third of the time
+//! (`moderation`): no flagged job may reach a provider or be charged, and every one must fail
+//! `CONTENT_REFUSED`.
 //! It prints the figures and exits 1 on any violation.
 //!
 //! `--bin-dir` names where the `genjobs`, `genjobs-upstream-sim` and
@@ -44,6 +48,7 @@ mod clients;
 mod clock;
 mod conn;
 mod costs;
+mod moderation;
 mod processes;
 
 use std::path::PathBuf;
@@ -52,7 +57,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use checks::{Report, settle_and_check};
-use clients::{Client, Shared};
+use clients::{Client, Shared, merge};
 use clock::epoch_now;
 use processes::{Cluster, JOB_TIMEOUT_SECS, LEASE_SECS, terminate_sessions};
 
@@ -144,6 +149,7 @@ async fn soak(args: Args) -> Result<Report, String> {
     let small = shared.create_appetite("soak-small", GRANTED, 10, SMALL_BUDGET, "day").await?;
 
     let tree = boundaries::plant(&shared, GRANTED).await?;
+    let moderated = shared.create_user("soak-moderated", GRANTED).await?;
 
     let run_started = Instant::now();
     let deadline = run_started + Duration::from_secs(args.secs);
@@ -166,11 +172,15 @@ async fn soak(args: Args) -> Result<Report, String> {
         })
         .collect();
     let conn_phase = tokio::spawn(conn::run_until(Arc::clone(&shared), deadline));
+    let moderation_phase = {
+        let (shared, user) = (Arc::clone(&shared), moderated.clone());
+        tokio::spawn(async move { moderation::run_until(&shared, &user, deadline).await })
+    };
     let boundaries_phase = {
         let (shared, tree) = (Arc::clone(&shared), tree.clone());
         tokio::spawn(async move { boundaries::run_until(&shared, &tree, run_started, deadline).await })
     };
-    users.extend([big.user.clone(), small.user.clone(), tree.user.clone()]);
+    users.extend([big.user.clone(), small.user.clone(), tree.user.clone(), moderated.clone()]);
 
     // Chaos: each replica killed once (at a third and two thirds of the run) and restarted; fal
     // down from 40 % to 60 % of the run; every database session terminated every few seconds.
@@ -224,16 +234,20 @@ async fn soak(args: Args) -> Result<Report, String> {
     let appetite = appetites.await.map_err(|e| format!("the big or small user panicked: {e}"))?;
     let conn = conn_phase.await.map_err(|e| format!("the conn phase panicked: {e}"))?;
     let boundaries = boundaries_phase.await.map_err(|e| format!("the boundaries phase panicked: {e}"))?;
+    let moderation = moderation_phase.await.map_err(|e| format!("the moderation phase panicked: {e}"))?;
     conn::check_labels(&shared).await;
     let mut report = settle_and_check(&shared, &users, tallies, GRANTED).await;
     report.costs = costs::check_costs(&shared, &mut report.tally).await;
     boundaries::check_trees(&shared, &tree, &boundaries).await;
+    let moderation_report = moderation::check_after(&shared, &cluster, &moderated, &moderation).await;
+    merge(&mut report.tally, moderation.tally);
     let mut capacity = capacity::check_after(&shared, &cluster, &db.url, &big, &small, appetite).await;
     capacity.samples = samples;
     let found_after: Vec<String> = shared.violations().into_iter().filter(|v| !report.violations.contains(v)).collect();
     report.violations.extend(found_after);
     report.capacity = capacity;
     report.conn = conn;
+    report.moderation = moderation_report;
     report.kills = kills;
     report.terminations = terminations;
     report.faults = cluster.faults().await;

@@ -67,6 +67,10 @@ pub struct Cluster {
     sim_url: String,
     replicate_sim: Mutex<Child>,
     replicate_url: String,
+    /// A simulator process of its own whose `/moderations` checks every job, failing `chaos` of
+    /// its checks.
+    moderation_sim: Mutex<Child>,
+    moderation_url: String,
     replicas: Mutex<Vec<Replica>>,
 }
 
@@ -113,6 +117,8 @@ impl Cluster {
             .env("SIM_UNAVAILABLE", chaos.to_string())
             .env("SIM_SERVER_ERROR", (chaos / 2.0).to_string());
         let (replicate_sim, replicate_url) = start(replicate, "genjobs-upstream-replicate-sim listening on ")?;
+        let moderation = fal_simulator(bin_dir, "127.0.0.1:0", chaos);
+        let (moderation_sim, moderation_url) = start(moderation, "genjobs-upstream-sim listening on ")?;
         let cluster = Cluster {
             bin_dir: bin_dir.to_owned(),
             database_url: database_url.to_owned(),
@@ -123,6 +129,8 @@ impl Cluster {
             sim_url,
             replicate_sim: Mutex::new(replicate_sim),
             replicate_url,
+            moderation_sim: Mutex::new(moderation_sim),
+            moderation_url,
             replicas: Mutex::new(Vec::new()),
         };
         for _ in 0..2 {
@@ -143,6 +151,7 @@ impl Cluster {
             .env("GENJOBS_UPSTREAM_URL", &self.sim_url)
             .env("GENJOBS_REPLICATE_URL", &self.replicate_url)
             .env("GENJOBS_REPLICATE_TOKEN", "sim-token")
+            .env("GENJOBS_MODERATION_URL", &self.moderation_url)
             .env("GENJOBS_BIND", "127.0.0.1:0")
             .env("GENJOBS_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("GENJOBS_POLL_INTERVAL_MS", "200")
@@ -227,6 +236,14 @@ impl Cluster {
         all
     }
 
+    /// What the moderation service counted (`/_sim/stats`).
+    pub async fn moderation_stats(&self) -> serde_json::Value {
+        match reqwest::get(format!("{}/_sim/stats", self.moderation_url)).await {
+            Ok(response) => response.json().await.unwrap_or_default(),
+            Err(_) => serde_json::Value::Null,
+        }
+    }
+
     /// The faults the fal simulators injected, by kind.
     pub async fn faults(&self) -> Vec<(String, u64)> {
         let mut faults = std::collections::BTreeMap::<String, u64>::new();
@@ -251,9 +268,11 @@ impl Drop for Cluster {
             let _ = sim.kill();
             let _ = sim.wait();
         }
-        let mut replicate = self.replicate_sim.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = replicate.kill();
-        let _ = replicate.wait();
+        for child in [&self.replicate_sim, &self.moderation_sim] {
+            let mut child = child.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

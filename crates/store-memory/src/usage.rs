@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use genjobs_domain::credits::Credits;
 use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
-use genjobs_domain::job::{Job, JobState, UpstreamRef};
+use genjobs_domain::job::{Job, JobErrorCode, JobState, UpstreamRef};
 use genjobs_domain::ports::{
     LedgerRecord, Reconciliation, ReconciliationQuery, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow,
     UsageStore,
@@ -50,6 +50,7 @@ pub(super) struct Counts {
     pub(super) billed: u64,
     pub(super) provider_units: Decimal,
     pub(super) provider_cost: Decimal,
+    content_refused: u64,
 }
 
 impl Counts {
@@ -64,6 +65,7 @@ impl Counts {
             billed: u64::from(job.provider_bill().is_some()),
             provider_units: job.provider_bill().map_or(Decimal::ZERO, |bill| bill.units),
             provider_cost: job.provider_bill().map_or(Decimal::ZERO, |bill| bill.cost_usd),
+            content_refused: u64::from(job.error().is_some_and(|e| e.code == JobErrorCode::ContentRefused)),
         }
     }
 
@@ -76,6 +78,7 @@ impl Counts {
         self.billed += other.billed;
         self.provider_units = self.provider_units.plus(other.provider_units);
         self.provider_cost = self.provider_cost.plus(other.provider_cost);
+        self.content_refused += other.content_refused;
     }
 }
 
@@ -176,6 +179,7 @@ impl UsageStore for MemoryStore {
                 canceled: c.canceled,
                 credits_spent: c.credits_spent,
                 provider_cost_usd: c.provider_cost,
+                content_refused: c.content_refused,
             })
             .collect())
     }

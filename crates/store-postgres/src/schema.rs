@@ -99,6 +99,7 @@ diesel::table! {
         units_charged -> Nullable<Int8>,
         provider_cost -> Nullable<Int8>,
         routing -> Nullable<Jsonb>,
+        moderation -> Nullable<Text>,
     }
 }
 
@@ -190,6 +191,7 @@ diesel::table! {
         billed -> Int8,
         provider_units -> Int8,
         provider_cost -> Int8,
+        content_refused -> Int8,
     }
 }
 

@@ -6,6 +6,9 @@ use serde_json::Value;
 
 use crate::retry::Read;
 
+/// The `detail[].type` (and category) of fal's content policy refusing a request.
+const CONTENT_POLICY_VIOLATION: &str = "content_policy_violation";
+
 /// Longest provider `detail` kept in a job's error message.
 const MAX_DETAIL_CHARS: usize = 300;
 
@@ -16,6 +19,9 @@ pub(crate) struct FalError {
     pub(crate) status: StatusCode,
     pub(crate) detail: Option<String>,
     pub(crate) error_type: Option<String>,
+    /// Whether fal's content policy refused the request: a `detail[].type` of
+    /// `content_policy_violation`, or that category.
+    pub(crate) content_refused: bool,
 }
 
 impl FalError {
@@ -37,7 +43,18 @@ impl FalError {
     pub(crate) fn of_body(status: StatusCode, body: Option<&Value>, error_type: Option<String>) -> Self {
         let detail = body.and_then(|b| b.get("detail")).and_then(describe_detail);
         let error_type = body.and_then(|b| b["error_type"].as_str()).map(str::to_owned).or(error_type);
-        Self { status, detail, error_type }
+        let content_refused = body
+            .and_then(|b| b.get("detail"))
+            .and_then(Value::as_array)
+            .is_some_and(|items| items.iter().any(|item| item["type"].as_str() == Some(CONTENT_POLICY_VIOLATION)))
+            || error_type.as_deref() == Some(CONTENT_POLICY_VIOLATION);
+        Self { status, detail, error_type, content_refused }
+    }
+
+    /// An error from a status answer's `error` and `error_type`.
+    pub(crate) fn of_status(status: StatusCode, detail: Option<String>, error_type: Option<String>) -> Self {
+        let content_refused = error_type.as_deref() == Some(CONTENT_POLICY_VIOLATION);
+        Self { status, detail, error_type, content_refused }
     }
 
     /// For a job's error: the detail and the category, shortened; never a URL or the key.

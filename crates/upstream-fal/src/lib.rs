@@ -262,7 +262,13 @@ impl FalUpstream {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 Err(SubmitFailure::Ambiguous("the provider refused the gateway's credentials".into()))
             }
-            s if s.is_client_error() => Err(SubmitFailure::Rejected(FalError::read(response).await.message())),
+            s if s.is_client_error() => {
+                let error = FalError::read(response).await;
+                Err(match error.content_refused {
+                    true => SubmitFailure::ContentRefused(error.message()),
+                    false => SubmitFailure::Rejected(error.message()),
+                })
+            }
             _ => Err(SubmitFailure::Ambiguous(format!("the provider answered HTTP {}", status.as_u16()))),
         }
     }
@@ -368,9 +374,11 @@ impl UpstreamProvider for FalUpstream {
                 Ok(UpstreamStatus::Running { percent: percent_from_logs(answer.logs.as_deref().unwrap_or_default()) })
             }
             "COMPLETED" if answer.error.is_some() || answer.error_type.is_some() => {
-                let error = FalError { status, detail: answer.error, error_type: answer.error_type };
+                let error = FalError::of_status(status, answer.error, answer.error_type);
                 let message = error.message();
-                Ok(UpstreamStatus::Failed(if is_refusal(error.error_type.as_deref()) {
+                Ok(UpstreamStatus::Failed(if error.content_refused {
+                    ResultFailure::ContentRefused(message)
+                } else if is_refusal(error.error_type.as_deref()) {
                     ResultFailure::Rejected(message)
                 } else {
                     ResultFailure::Failed(message)
@@ -421,6 +429,7 @@ impl UpstreamProvider for FalUpstream {
         let error = FalError::of_read(&read);
         let explained = error.detail.is_some() || error.error_type.is_some();
         match status {
+            _ if error.content_refused => Err(ResultFailure::ContentRefused(error.message())),
             StatusCode::UNPROCESSABLE_ENTITY => Err(ResultFailure::Rejected(error.message())),
             _ if is_refusal(error.error_type.as_deref()) => Err(ResultFailure::Rejected(error.message())),
             s if s.is_server_error() && !explained => {

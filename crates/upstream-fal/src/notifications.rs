@@ -230,6 +230,9 @@ impl Verifier {
 /// category says the input was refused; failed otherwise, with fal's detail or its `error`.
 fn failure(payload: Option<&Value>, error: Option<String>) -> ResultFailure {
     let fal = FalError::of_body(StatusCode::UNPROCESSABLE_ENTITY, payload, None);
+    if fal.content_refused {
+        return ResultFailure::ContentRefused(fal.message());
+    }
     if let Some(first) = first_validation_error(payload) {
         return ResultFailure::Rejected(first);
     }

@@ -275,6 +275,11 @@ async fn result_answers_map_to_outputs_or_failures() {
     assert_eq!((outputs.len(), outputs[0].meta.seed), (1, Some(3)));
     for (status, body, check) in [
         (422, json!({"detail": [{"msg": "refused"}]}), "rejected"),
+        (
+            422,
+            json!({"detail": [{"loc": ["body", "prompt"], "msg": "flagged", "type": "content_policy_violation"}]}),
+            "content refused",
+        ),
         (500, json!({"detail": "CUDA out of memory"}), "failed"),
         (502, json!({}), "transient"),
         (404, json!({"detail": "gone"}), "failed"),
@@ -285,6 +290,7 @@ async fn result_answers_map_to_outputs_or_failures() {
         let result = stub.adapter().result(job(), &upstream, Modality::Image).await;
         let kind = match result {
             Err(ResultFailure::Rejected(_)) => "rejected",
+            Err(ResultFailure::ContentRefused(_)) => "content refused",
             Err(ResultFailure::Failed(_)) => "failed",
             Err(ResultFailure::Transient(_)) => "transient",
             Err(ResultFailure::Invalid(_)) => "invalid",
@@ -377,7 +383,7 @@ async fn fal_errors_become_useful_messages_and_codes() {
     );
     assert!(matches!(
         stub.adapter().status(job(), &upstream).await,
-        Ok(UpstreamStatus::Failed(ResultFailure::Rejected(_)))
+        Ok(UpstreamStatus::Failed(ResultFailure::ContentRefused(_)))
     ));
 
     let (model, input) = flux();
@@ -388,6 +394,13 @@ async fn fal_errors_become_useful_messages_and_codes() {
         stub.adapter().submit(job(), &model, &input).await,
         Err(SubmitFailure::Rejected("image_size: Input should be a valid preset".into())),
         "a validation list names the parameter"
+    );
+
+    let policy = json!({"detail": [{"loc": ["body", "prompt"], "msg": "flagged", "type": "content_policy_violation"}]});
+    stub.on("POST /fal-ai/flux-pro/v1.1-ultra", 422, policy);
+    assert!(
+        matches!(stub.adapter().submit(job(), &model, &input).await, Err(SubmitFailure::ContentRefused(_))),
+        "fal's content policy refusing the submission is a content refusal"
     );
 
     let result = "GET /owner/app/requests/req-9";

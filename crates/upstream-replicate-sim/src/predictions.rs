@@ -8,12 +8,14 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 /// What a submission's prompt asks of the simulator: `[sim:fail]` (the prediction fails),
+/// `[sim:nsfw]` (it fails as a model's safety checker fails it, "NSFW content detected"),
 /// `[sim:429]`, `[sim:502]`, `[sim:503]` (the creation is refused with that status),
 /// `[sim:500]` (the prediction is created, then the answer is a 500), `[sim:stall=MS]` (it is
 /// created, then the answer waits MS milliseconds), `[sim:run=MS]` (it processes that long).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Directives {
     pub(crate) fail: bool,
+    pub(crate) nsfw: bool,
     pub(crate) refuse: Option<u16>,
     pub(crate) server_error: bool,
     pub(crate) stall_ms: Option<u64>,
@@ -27,6 +29,7 @@ impl Directives {
             let (name, value) = directive.split_once('=').unwrap_or((directive, ""));
             match name {
                 "fail" => d.fail = true,
+                "nsfw" => d.nsfw = true,
                 "429" | "502" | "503" => d.refuse = name.parse().ok(),
                 "500" => d.server_error = true,
                 "stall" => d.stall_ms = value.parse().ok(),
@@ -49,6 +52,8 @@ pub(crate) struct SimPrediction {
     pub(crate) starting: Duration,
     pub(crate) processing: Duration,
     pub(crate) fail: bool,
+    /// Failed by the safety checker rather than an error of the model.
+    pub(crate) nsfw: bool,
     pub(crate) canceled: Option<(Instant, OffsetDateTime)>,
     pub(crate) webhook: Option<String>,
     pub(crate) events: Option<Vec<String>>,
@@ -131,7 +136,11 @@ impl SimPrediction {
         let mut body = json!({
             "id": self.id, "model": self.model, "version": "hidden", "input": self.input,
             "logs": logs, "output": output, "data_removed": false,
-            "error": if status == "failed" { json!("Prediction failed: the simulated model raised an error") } else { Value::Null },
+            "error": match (status, self.nsfw) {
+                ("failed", true) => json!("NSFW content detected. Try running it again, or try a different prompt."),
+                ("failed", false) => json!("Prediction failed: the simulated model raised an error"),
+                _ => Value::Null,
+            },
             "status": status, "source": "api",
             "created_at": at(Duration::ZERO), "started_at": started_at, "completed_at": completed_at,
             "urls": {

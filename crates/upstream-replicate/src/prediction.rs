@@ -52,6 +52,13 @@ pub(crate) enum Phase {
     Ended(ResultFailure),
 }
 
+/// Whether a failed prediction's error says a safety checker refused the content: Replicate's
+/// models fail with errors such as "NSFW content detected" and name no code for it.
+fn names_a_content_refusal(error: &str) -> bool {
+    let error = error.to_ascii_lowercase();
+    error.contains("nsfw") || error.contains("safety")
+}
+
 impl Prediction {
     pub(crate) fn phase(&self) -> Result<Phase, String> {
         Ok(match self.status.as_str() {
@@ -60,7 +67,13 @@ impl Prediction {
                 Phase::Running(UpstreamStatus::Running { percent: percent_from_logs(self.logs.as_deref()) })
             }
             "succeeded" => Phase::Succeeded,
-            "failed" => Phase::Ended(ResultFailure::Failed(self.error_text("the prediction failed"))),
+            "failed" => {
+                let error = self.error_text("the prediction failed");
+                Phase::Ended(match names_a_content_refusal(&error) {
+                    true => ResultFailure::ContentRefused(error),
+                    false => ResultFailure::Failed(error),
+                })
+            }
             "canceled" => Phase::Ended(ResultFailure::Failed("the prediction was canceled at the provider".into())),
             // The API ends a prediction `aborted` when it was stopped before it ran (a deadline).
             "aborted" => Phase::Ended(ResultFailure::Failed(self.error_text("the prediction was aborted"))),
@@ -179,8 +192,12 @@ mod tests {
         assert_eq!(phase("succeeded", json!({})), Ok(Phase::Succeeded));
         assert_eq!(
             phase("failed", json!({"error": "NSFW content detected"})),
-            Ok(Phase::Ended(ResultFailure::Failed("NSFW content detected".into())))
+            Ok(Phase::Ended(ResultFailure::ContentRefused("NSFW content detected".into())))
         );
+        assert!(matches!(
+            phase("failed", json!({"error": "CUDA out of memory"})),
+            Ok(Phase::Ended(ResultFailure::Failed(_)))
+        ));
         assert!(matches!(phase("canceled", json!({})), Ok(Phase::Ended(ResultFailure::Failed(_)))));
         assert!(matches!(phase("aborted", json!({"error": null})), Ok(Phase::Ended(ResultFailure::Failed(_)))));
         assert!(phase("queued", json!({})).is_err());

@@ -66,3 +66,17 @@ async fn outputs_deleted_after_the_hour_fail_the_result() {
     let odd = answering(200, r#"{"id": "p1", "status": "succeeded", "output": {"images": []}}"#);
     assert!(matches!(odd.result(job(), &prediction(), Modality::Image).await, Err(ResultFailure::Invalid(_))));
 }
+
+#[tokio::test]
+async fn a_prediction_failed_for_nsfw_or_safety_is_a_content_refusal() {
+    use genjobs_domain::ports::UpstreamStatus;
+    for error in ["NSFW content detected. Try a different prompt.", "The safety checker flagged the image"] {
+        let body: &'static str =
+            Box::leak(format!(r#"{{"id": "p1", "status": "failed", "error": "{error}"}}"#).into_boxed_str());
+        let status = answering(200, body).status(job(), &prediction()).await;
+        assert!(matches!(status, Ok(UpstreamStatus::Failed(ResultFailure::ContentRefused(_)))), "{error}: {status:?}");
+    }
+    let crashed = answering(200, r#"{"id": "p1", "status": "failed", "error": "CUDA out of memory"}"#);
+    let status = crashed.status(job(), &prediction()).await;
+    assert!(matches!(status, Ok(UpstreamStatus::Failed(ResultFailure::Failed(_)))), "{status:?}");
+}

@@ -13,6 +13,8 @@
 //! ## Fault injection
 //! Directives in the prompt (or in `SimConfig`) change one request's fate:
 //! - `[sim:reject]`: the result is a 422 refusal; `[sim:reject-submit]`: the submission is.
+//! - `[sim:content-policy]`: the result is a 422 whose `detail[].type` is
+//!   `content_policy_violation`; `[sim:content-policy-submit]`: the submission is.
 //! - `[sim:fail]`: the result is a 500 with a `detail`.
 //! - `[sim:hang]`: the request never completes.
 //! - `[sim:run=MS]`: it runs for MS milliseconds; `[sim:queue=MS]`: it waits MS milliseconds in
@@ -57,10 +59,16 @@
 //! times ([`Timeline`]); `POST /_sim/rotate-key` replaces the signing key,
 //! and `POST /_sim/sign?request_id=…` answers
 //! the headers that sign its body as a delivery for that request (to test a receiver).
+//!
+//! ## Moderation
+//! `POST /moderations` is an OpenAI-compatible moderation API that flags a word list (see
+//! `moderation`), for `GENJOBS_MODERATION_URL`; stats count its calls as `moderations`,
+//! `moderations_flagged` and `moderations_failed`.
 
 mod args;
 mod chaos;
 mod files;
+mod moderation;
 mod notifications;
 mod open;
 mod requests;
@@ -82,6 +90,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use args::{EMBEDDED_IN_PROGRESS_PER_KEY, EMBEDDED_PORT, SimArgs};
+pub use moderation::FLAGGED_WORDS;
 
 /// How the simulator behaves by default.
 #[derive(Debug, Clone)]
@@ -215,6 +224,7 @@ struct Sim {
     state: SimState,
     keys: notifications::Keys,
     client: reqwest::Client,
+    moderation_checks: moderation::Checks,
 }
 
 /// A simulator serving on a loopback port.
@@ -255,7 +265,13 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
     let base_url = format!("http://{}", listener.local_addr()?);
     let client = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().map_err(std::io::Error::other)?;
     let state = SimState::new(config.max_in_progress_per_key);
-    let sim = Arc::new(Sim { config, state, keys: notifications::Keys::generate(), client });
+    let sim = Arc::new(Sim {
+        config,
+        state,
+        keys: notifications::Keys::generate(),
+        client,
+        moderation_checks: moderation::Checks::default(),
+    });
     let data = web::Data::from(Arc::clone(&sim));
     let base = web::Data::new(base_url.clone());
     let server = HttpServer::new(move || {
@@ -285,6 +301,7 @@ pub fn server(config: SimConfig, listener: TcpListener) -> std::io::Result<(Serv
             .route("/{owner}/{app}/requests/{id}/status", web::get().to(results::status))
             .route("/{owner}/{app}/requests/{id}/cancel", web::put().to(cancel))
             .route("/{owner}/{app}/requests/{id}", web::get().to(results::result))
+            .route("/moderations", web::post().to(moderation::moderate))
             .route("/{endpoint:.+}", web::post().to(submit))
     })
     .workers(1)
@@ -442,6 +459,9 @@ fn submit_answer(
     if directives.reject_submit {
         return HttpResponse::UnprocessableEntity().json(refusal());
     }
+    if directives.content_policy_submit {
+        return HttpResponse::UnprocessableEntity().json(content_policy_violation());
+    }
     let request_id = uuid::Uuid::new_v4().to_string();
     let urls = format!("{base}/{}/requests/{request_id}", app_prefix(&endpoint));
     let run = directives.run_ms.map_or(sim.config.run, Duration::from_millis);
@@ -484,6 +504,11 @@ fn submit_answer(
         "status": "IN_QUEUE",
         "queue_position": 0,
     }))
+}
+
+/// fal's answer when its content policy refuses a request (`[sim:content-policy]`).
+pub(crate) fn content_policy_violation() -> Value {
+    json!({"detail": [{"loc": ["body", "prompt"], "msg": "The content could not be processed because it contained material flagged by a content checker.", "type": "content_policy_violation"}]})
 }
 
 fn refusal() -> Value {

@@ -19,6 +19,10 @@ pub(crate) struct DeliveryFaults {
 pub(crate) struct Directives {
     pub(crate) reject: bool,
     pub(crate) reject_submit: bool,
+    /// fal's content policy refuses the request when it runs (`content-policy`), or at once
+    /// (`content-policy-submit`).
+    pub(crate) content_policy: bool,
+    pub(crate) content_policy_submit: bool,
     pub(crate) fail: bool,
     pub(crate) hang: bool,
     pub(crate) malformed: bool,
@@ -59,6 +63,8 @@ impl Directives {
             match name {
                 "reject" => d.reject = true,
                 "reject-submit" => d.reject_submit = true,
+                "content-policy" => d.content_policy = true,
+                "content-policy-submit" => d.content_policy_submit = true,
                 "fail" => d.fail = true,
                 "hang" => d.hang = true,
                 "malformed" => d.malformed = true,

@@ -86,6 +86,9 @@ fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
     if d.reject {
         return HttpResponse::UnprocessableEntity().json(refusal());
     }
+    if d.content_policy {
+        return HttpResponse::UnprocessableEntity().json(crate::content_policy_violation());
+    }
     if d.fail {
         return HttpResponse::InternalServerError().json(json!({"detail": "the model crashed while generating"}));
     }

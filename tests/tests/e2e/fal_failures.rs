@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use crate::spawn_app_with;
 
-async fn run(app: &TestApp, endpoint: &str, body: Value) -> (Value, Value) {
+/// Submits `body` to `endpoint` as a new user of 100 credits; the final job and the account.
+pub(crate) async fn run(app: &TestApp, endpoint: &str, body: Value) -> (Value, Value) {
     let user = app.create_user(100, json!({})).await;
     let receipt = app.submit(endpoint, &user.key, body).await;
     let job = app.wait_final(&user.key, receipt["job_id"].as_str().unwrap()).await;

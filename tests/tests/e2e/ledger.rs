@@ -117,7 +117,7 @@ async fn usage_counts_jobs_by_day_and_model_with_what_they_cost() {
         .unwrap();
     assert_eq!(
         by_day["data"],
-        json!([{"day": day, "jobs": 4, "succeeded": 2, "failed": 1, "canceled": 1, "credits_spent": 14}])
+        json!([{"day": day, "jobs": 4, "succeeded": 2, "failed": 1, "canceled": 1, "credits_spent": 14, "content_refused": 0}])
     );
     let by_model: Value = app
         .get(&format!("/api/v1/account/usage?from={day}&to={day}&group_by=model"), &user.key)
@@ -128,9 +128,9 @@ async fn usage_counts_jobs_by_day_and_model_with_what_they_cost() {
     assert_eq!(
         by_model["data"],
         json!([
-            {"model": "flux-pro", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 6},
-            {"model": "nano-banana", "jobs": 2, "succeeded": 1, "failed": 1, "canceled": 0, "credits_spent": 8},
-            {"model": "seedance-2.0-fast", "jobs": 1, "succeeded": 0, "failed": 0, "canceled": 1, "credits_spent": 0},
+            {"model": "flux-pro", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 6, "content_refused": 0},
+            {"model": "nano-banana", "jobs": 2, "succeeded": 1, "failed": 1, "canceled": 0, "credits_spent": 8, "content_refused": 0},
+            {"model": "seedance-2.0-fast", "jobs": 1, "succeeded": 0, "failed": 0, "canceled": 1, "credits_spent": 0, "content_refused": 0},
         ])
     );
     let by_day_and_model: Value = app
@@ -219,7 +219,9 @@ async fn operators_read_usage_across_users_as_json_and_csv() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("model,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd")
+        Some(
+            "model,jobs,succeeded,failed,canceled,credits_spent,content_refused,provider_cost_usd,revenue_usd,margin_usd"
+        )
     );
     assert!(lines.any(|line| line.starts_with("nano-banana,") && line.split(',').nth(5) == Some("16")), "{text}");
 
@@ -242,7 +244,7 @@ async fn a_job_past_the_retention_is_gone_while_its_ledger_and_usage_stay() {
     let usage: Value = app.get(&usage_query, &user.key).await.json().await.unwrap();
     assert_eq!(
         usage["data"],
-        json!([{"model": "nano-banana", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 8}]),
+        json!([{"model": "nano-banana", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 8, "content_refused": 0}]),
         "usage still counts the removed job"
     );
     let entries = whole_ledger(&app, &user.key).await;

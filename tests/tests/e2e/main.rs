@@ -22,6 +22,7 @@ mod keys;
 mod ledger;
 mod link_secret;
 mod models;
+mod moderation;
 mod money;
 mod openai;
 mod openai_clients;

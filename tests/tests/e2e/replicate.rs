@@ -225,9 +225,9 @@ async fn operators_read_usage_by_the_provider_that_took_each_job() {
         report["data"],
         json!([
             {"provider": null, "jobs": 1, "succeeded": 0, "failed": 0, "canceled": 1, "credits_spent": 0,
-                "provider_cost_usd": "0", "revenue_usd": "0", "margin_usd": "0"},
+                "content_refused": 0, "provider_cost_usd": "0", "revenue_usd": "0", "margin_usd": "0"},
             {"provider": "replicate", "jobs": 1, "succeeded": 1, "failed": 0, "canceled": 0, "credits_spent": 6,
-                "provider_cost_usd": "0.06", "revenue_usd": "0.06", "margin_usd": "0"},
+                "content_refused": 0, "provider_cost_usd": "0.06", "revenue_usd": "0.06", "margin_usd": "0"},
         ]),
         "no provider took the canceled job"
     );
@@ -235,7 +235,7 @@ async fn operators_read_usage_by_the_provider_that_took_each_job() {
         app.client.get(app.url(&path)).bearer_auth(ADMIN_TOKEN).header("accept", "text/csv").send().await.unwrap();
     assert_eq!(
         csv.text().await.unwrap(),
-        "provider,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd\n,1,0,0,1,0,0,0,0\nreplicate,1,1,0,0,6,0.06,0.06,0\n"
+        "provider,jobs,succeeded,failed,canceled,credits_spent,content_refused,provider_cost_usd,revenue_usd,margin_usd\n,1,0,0,1,0,0,0,0,0\nreplicate,1,1,0,0,6,0,0.06,0.06,0\n"
     );
 }
 

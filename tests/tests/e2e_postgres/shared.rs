@@ -33,6 +33,8 @@ mod keys;
 mod ledger;
 #[path = "../e2e/models.rs"]
 mod models;
+#[path = "../e2e/moderation.rs"]
+mod moderation;
 #[path = "../e2e/money.rs"]
 mod money;
 #[path = "../e2e/openai.rs"]

@@ -114,10 +114,18 @@ pub struct ModelDocument {
     /// wait behind a cap, unless a request says otherwise ([`crate::routing`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub spill: bool,
+    /// Whether its jobs are checked by the moderation service before they are sent, when one is
+    /// configured; `false` skips the check for this model.
+    #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
+    pub moderate: bool,
 }
 
 fn enabled_by_default() -> bool {
     true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// What is wrong with a document, and where: `param` is the JSON path of the fault

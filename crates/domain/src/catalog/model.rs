@@ -62,6 +62,8 @@ pub struct Model {
     pub enabled: bool,
     /// How long a run usually takes, to estimate progress when the provider reports none.
     pub typical_run_secs: u32,
+    /// Whether its jobs are checked by the moderation service before they are sent.
+    pub moderate: bool,
     /// Aspect ratios the model accepts (its `aspectRatio` field's options).
     pub aspect_ratios: Vec<String>,
     /// Aspect ratio when the client sends none.
@@ -222,6 +224,7 @@ impl Model {
             routes: document.routes.clone(),
             enabled: document.enabled,
             typical_run_secs,
+            moderate: document.moderate,
             aspect_ratios: aspect.0,
             default_aspect_ratio: aspect.1,
             resolutions: resolution.0,

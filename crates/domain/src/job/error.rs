@@ -16,17 +16,24 @@ pub enum JobErrorCode {
     /// The job had not started running at its provider by the time its request allowed
     /// (`start_within_secs`).
     DeadlineExceeded,
+    /// The content was refused: flagged by the moderation service before any provider saw it,
+    /// or refused by the provider's own content policy.
+    ContentRefused,
+    /// The moderation service could not check the job within its retry window.
+    ModerationUnavailable,
 }
 
 impl JobErrorCode {
     /// Every code.
-    pub const ALL: [JobErrorCode; 6] = [
+    pub const ALL: [JobErrorCode; 8] = [
         JobErrorCode::UpstreamFailed,
         JobErrorCode::UpstreamTimeout,
         JobErrorCode::UpstreamRejected,
         JobErrorCode::OutputInvalid,
         JobErrorCode::JobCanceled,
         JobErrorCode::DeadlineExceeded,
+        JobErrorCode::ContentRefused,
+        JobErrorCode::ModerationUnavailable,
     ];
 
     /// The `type` that goes with the code.
@@ -34,6 +41,7 @@ impl JobErrorCode {
     pub fn error_type(self) -> &'static str {
         match self {
             JobErrorCode::JobCanceled => "canceled",
+            JobErrorCode::ContentRefused => "invalid_request",
             _ => "upstream_error",
         }
     }
@@ -48,6 +56,8 @@ impl JobErrorCode {
             JobErrorCode::OutputInvalid => "OUTPUT_INVALID",
             JobErrorCode::JobCanceled => "JOB_CANCELED",
             JobErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            JobErrorCode::ContentRefused => "CONTENT_REFUSED",
+            JobErrorCode::ModerationUnavailable => "MODERATION_UNAVAILABLE",
         }
     }
 
@@ -65,13 +75,23 @@ pub struct JobError {
     pub code: JobErrorCode,
     /// For a human; never the provider's key or internals.
     pub message: String,
+    /// The moderation categories that refused the content, for a `CONTENT_REFUSED` the
+    /// moderation service decided; empty otherwise.
+    pub categories: Vec<String>,
 }
 
 impl JobError {
     /// An error of `code`.
     #[must_use]
     pub fn new(code: JobErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self { code, message: message.into(), categories: Vec::new() }
+    }
+
+    /// The same error, naming the moderation `categories` that refused the content.
+    #[must_use]
+    pub fn with_categories(mut self, categories: Vec<String>) -> Self {
+        self.categories = categories;
+        self
     }
 
     /// `upstream_error` or `canceled`.

@@ -37,6 +37,7 @@ use crate::credits::{CreditMovement, Credits};
 use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
+use crate::moderation::Moderation;
 use crate::output::OutputItem;
 use crate::request::ReceivedRequest;
 use crate::routing::RoutePreference;
@@ -82,6 +83,7 @@ impl Job {
                 start_by: None,
                 routing: RoutePreference::default(),
                 trace: None,
+                moderation: None,
                 phase: JobPhase::Accepted,
                 sent_at: None,
                 next_poll_at: Some(now),
@@ -224,6 +226,12 @@ impl Job {
     #[must_use]
     pub fn request(&self) -> Option<&ReceivedRequest> {
         self.record.request.as_ref()
+    }
+
+    /// What its moderation check found, once checked.
+    #[must_use]
+    pub fn moderation(&self) -> Option<Moderation> {
+        self.record.moderation
     }
 
     /// Its id.
@@ -491,6 +499,19 @@ impl Job {
                 next.record.next_poll_at = Some(next_poll_at);
                 next.record.poll_failures = 0;
             }
+            (Trigger::Moderated { outcome }, JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending) => {
+                next.record.moderation = Some(outcome);
+            }
+            // From `Sending` too: a job handed to its driver is marked sending by the accept, and
+            // one whose check is yet to be had was surely not sent.
+            (
+                Trigger::ModerationDelayed { next_poll_at },
+                JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending,
+            ) => {
+                next.record.phase = JobPhase::Accepted;
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = self.record.poll_failures.saturating_add(1);
+            }
             (Trigger::SubmitNotReached { next_poll_at }, JobPhase::Sending) => {
                 next.record.phase = JobPhase::Accepted;
                 next.record.next_poll_at = Some(next_poll_at);
@@ -547,6 +568,15 @@ impl Job {
                 movement = Some(CreditMovement::Settle { held: self.record.credits_held, actual });
                 next.record.next_poll_at = None;
             }
+            (
+                Trigger::ModerationRefused { outcome, error },
+                phase @ (JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending),
+            ) => {
+                next.record.moderation = Some(outcome);
+                next.record.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
+                movement = Some(CreditMovement::Release(self.record.credits_held));
+                next.record.next_poll_at = None;
+            }
             (Trigger::Failed { error }, phase) => {
                 next.record.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
                 next.record.bill = self.record.billing.as_ref().map(|b| b.undelivered(None));
@@ -576,6 +606,7 @@ impl Job {
                 | TriggerKind::UpstreamRunning
                 | TriggerKind::UpstreamUnreachable
                 | TriggerKind::AwaitCapacity
+                | TriggerKind::ModerationDelayed
         );
         Ok(Transition { job: next, expected_version: self.record.version, movement, from, recomputable })
     }

@@ -7,6 +7,7 @@ use super::UpstreamRef;
 use crate::catalog::Billing;
 use crate::credits::Credits;
 use crate::decimal::Decimal;
+use crate::moderation::Moderation;
 use crate::output::OutputItem;
 
 /// Where a job is in its life.
@@ -61,6 +62,23 @@ pub enum Trigger {
     SubmitStarted {
         /// When another driver may look at the job if this one never records the outcome; it
         /// will then fail the job rather than submit it again.
+        next_poll_at: OffsetDateTime,
+    },
+    /// The moderation service's check let the job be sent (or, failing open, it goes unchecked).
+    Moderated {
+        /// [`Moderation::Passed`] or [`Moderation::Unchecked`].
+        outcome: Moderation,
+    },
+    /// The moderation check refused the job (or could not be had in time): it fails unsent.
+    ModerationRefused {
+        /// [`Moderation::Flagged`] or [`Moderation::Unavailable`].
+        outcome: Moderation,
+        /// `CONTENT_REFUSED` or `MODERATION_UNAVAILABLE`.
+        error: JobError,
+    },
+    /// The moderation service gave no answer; the check is tried again, nothing was sent.
+    ModerationDelayed {
+        /// When to check again.
         next_poll_at: OffsetDateTime,
     },
     /// The provider accepted the job.
@@ -124,6 +142,12 @@ pub enum Trigger {
 pub enum TriggerKind {
     /// [`Trigger::SubmitStarted`].
     SubmitStarted,
+    /// [`Trigger::Moderated`].
+    Moderated,
+    /// [`Trigger::ModerationDelayed`].
+    ModerationDelayed,
+    /// [`Trigger::ModerationRefused`].
+    ModerationRefused,
     /// [`Trigger::Submitted`].
     Submitted,
     /// [`Trigger::SubmitNotReached`].
@@ -146,8 +170,11 @@ pub enum TriggerKind {
 
 impl TriggerKind {
     /// Every kind, for exhaustive tests.
-    pub const ALL: [TriggerKind; 10] = [
+    pub const ALL: [TriggerKind; 13] = [
         TriggerKind::SubmitStarted,
+        TriggerKind::Moderated,
+        TriggerKind::ModerationDelayed,
+        TriggerKind::ModerationRefused,
         TriggerKind::Submitted,
         TriggerKind::SubmitNotReached,
         TriggerKind::AwaitCapacity,
@@ -164,6 +191,9 @@ impl TriggerKind {
     pub fn name(self) -> &'static str {
         match self {
             TriggerKind::SubmitStarted => "submit_started",
+            TriggerKind::Moderated => "moderated",
+            TriggerKind::ModerationDelayed => "moderation_delayed",
+            TriggerKind::ModerationRefused => "moderation_refused",
             TriggerKind::Submitted => "submitted",
             TriggerKind::SubmitNotReached => "submit_not_reached",
             TriggerKind::AwaitCapacity => "await_capacity",
@@ -183,6 +213,9 @@ impl Trigger {
     pub fn kind(&self) -> TriggerKind {
         match self {
             Trigger::SubmitStarted { .. } => TriggerKind::SubmitStarted,
+            Trigger::Moderated { .. } => TriggerKind::Moderated,
+            Trigger::ModerationDelayed { .. } => TriggerKind::ModerationDelayed,
+            Trigger::ModerationRefused { .. } => TriggerKind::ModerationRefused,
             Trigger::Submitted { .. } => TriggerKind::Submitted,
             Trigger::SubmitNotReached { .. } => TriggerKind::SubmitNotReached,
             Trigger::AwaitCapacity { .. } => TriggerKind::AwaitCapacity,
@@ -213,7 +246,10 @@ pub fn next_state(from: JobState, trigger: TriggerKind) -> Option<JobState> {
     match (from, trigger) {
         (Succeeded | Failed | Canceled, _) => None,
         (Queued, T::SubmitStarted | T::Submitted | T::SubmitNotReached | T::AwaitCapacity) => Some(Queued),
+        (Queued, T::Moderated | T::ModerationDelayed) => Some(Queued),
+        (Queued, T::ModerationRefused) => Some(Failed),
         (Running, T::SubmitStarted | T::Submitted | T::SubmitNotReached | T::AwaitCapacity) => None,
+        (Running, T::Moderated | T::ModerationDelayed | T::ModerationRefused) => None,
         (state, T::UpstreamQueued | T::UpstreamUnreachable) => Some(state),
         (_, T::UpstreamRunning) => Some(Running),
         (_, T::Succeeded) => Some(Succeeded),

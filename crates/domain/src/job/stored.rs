@@ -10,6 +10,7 @@ use crate::credits::Credits;
 use crate::ids::{JobId, KeyPrefix, ModelId, UserId};
 use crate::input::GenerationInput;
 use crate::modality::Modality;
+use crate::moderation::Moderation;
 use crate::request::ReceivedRequest;
 use crate::routing::RoutePreference;
 use crate::trace::TraceParent;
@@ -54,6 +55,9 @@ pub struct StoredJob {
     /// The trace its submission started, which every step of it continues; `None` without
     /// traces.
     pub trace: Option<TraceParent>,
+    /// What its moderation check found; `None` while unchecked, and for jobs not checked at all
+    /// (moderation off, or a model that skips it).
+    pub moderation: Option<Moderation>,
     /// Its state and that state's data.
     pub phase: JobPhase,
     /// When its provider took it: the job timeout counts from then. `None` until sent (and for

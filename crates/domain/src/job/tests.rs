@@ -81,6 +81,12 @@ fn trigger_of(kind: TriggerKind) -> Trigger {
     match kind {
         TriggerKind::SubmitStarted => Trigger::SubmitStarted { next_poll_at: now() },
         TriggerKind::Submitted => Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None },
+        TriggerKind::Moderated => Trigger::Moderated { outcome: Moderation::Passed },
+        TriggerKind::ModerationDelayed => Trigger::ModerationDelayed { next_poll_at: now() },
+        TriggerKind::ModerationRefused => Trigger::ModerationRefused {
+            outcome: Moderation::Flagged,
+            error: JobError::new(JobErrorCode::ContentRefused, "flagged"),
+        },
         TriggerKind::SubmitNotReached => Trigger::SubmitNotReached { next_poll_at: now() },
         TriggerKind::AwaitCapacity => Trigger::AwaitCapacity { next_poll_at: now() },
         TriggerKind::UpstreamQueued => Trigger::UpstreamQueued { position: Some(2), next_poll_at: now() },
@@ -95,7 +101,14 @@ fn trigger_of(kind: TriggerKind) -> Trigger {
 /// A job in `state` on which the submission guards of `kind` hold, so that only the table decides.
 fn ready_for(state: JobState, kind: TriggerKind) -> Job {
     match (state, kind) {
-        (JobState::Queued, TriggerKind::SubmitStarted | TriggerKind::AwaitCapacity) => queued(),
+        (
+            JobState::Queued,
+            TriggerKind::SubmitStarted
+            | TriggerKind::AwaitCapacity
+            | TriggerKind::Moderated
+            | TriggerKind::ModerationDelayed
+            | TriggerKind::ModerationRefused,
+        ) => queued(),
         (JobState::Queued, TriggerKind::Submitted | TriggerKind::SubmitNotReached) => {
             step(&queued(), Trigger::SubmitStarted { next_poll_at: now() })
         }
@@ -109,16 +122,19 @@ fn the_state_table() {
     use JobState::{Canceled, Failed, Queued, Running, Succeeded};
     use TriggerKind as T;
     #[rustfmt::skip]
-    let table: [(JobState, [Option<JobState>; 10]); 5] = [
-        //        SubmitStarted  Submitted     NotReached    AwaitCapacity UpQueued       UpRunning      Unreachable    Succeeded        Failed        Cancel
-        (Queued,  [Some(Queued), Some(Queued), Some(Queued), Some(Queued), Some(Queued),  Some(Running), Some(Queued),  Some(Succeeded), Some(Failed), Some(Canceled)]),
-        (Running, [None,         None,         None,         None,         Some(Running), Some(Running), Some(Running), Some(Succeeded), Some(Failed), Some(Canceled)]),
-        (Succeeded, [None; 10]),
-        (Failed,    [None; 10]),
-        (Canceled,  [None; 10]),
+    let table: [(JobState, [Option<JobState>; 13]); 5] = [
+        //        SubmitStarted  Moderated     ModDelayed    ModRefused    Submitted     NotReached    AwaitCapacity UpQueued       UpRunning      Unreachable    Succeeded        Failed        Cancel
+        (Queued,  [Some(Queued), Some(Queued), Some(Queued), Some(Failed), Some(Queued), Some(Queued), Some(Queued), Some(Queued),  Some(Running), Some(Queued),  Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Running, [None,         None,         None,         None,         None,         None,         None,         Some(Running), Some(Running), Some(Running), Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Succeeded, [None; 13]),
+        (Failed,    [None; 13]),
+        (Canceled,  [None; 13]),
     ];
     let columns = [
         T::SubmitStarted,
+        T::Moderated,
+        T::ModerationDelayed,
+        T::ModerationRefused,
         T::Submitted,
         T::SubmitNotReached,
         T::AwaitCapacity,
@@ -374,4 +390,34 @@ fn a_job_sent_on_a_costed_route_is_billed_at_its_end() {
     let canceled = step(&sent, Trigger::Cancel);
     assert_eq!(canceled.provider_bill().map(|b| b.cost_usd), Some(crate::decimal::Decimal::ZERO));
     assert_eq!(step(&submitted(), Trigger::Cancel).provider_bill(), None, "no cost, no bill");
+}
+
+#[test]
+fn a_check_is_kept_and_a_refusal_before_sending_names_the_moderation_outcome() {
+    let checked = step(&queued(), Trigger::Moderated { outcome: Moderation::Passed });
+    assert_eq!(checked.moderation(), Some(Moderation::Passed));
+    let sending = step(&checked, Trigger::SubmitStarted { next_poll_at: now() });
+    assert_eq!(Job::restore(sending.to_stored()).map(|job| job.moderation()), Ok(Some(Moderation::Passed)));
+    let handed = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
+    for (outcome, code) in [
+        (Moderation::Flagged, JobErrorCode::ContentRefused),
+        (Moderation::Unavailable, JobErrorCode::ModerationUnavailable),
+    ] {
+        let refused = Trigger::ModerationRefused { outcome, error: JobError::new(code, "no") };
+        let t = handed.apply(refused, now()).unwrap();
+        assert_eq!((t.job().moderation(), t.job().state()), (Some(outcome), JobState::Failed));
+        assert_eq!(t.movement(), Some(CreditMovement::Release(Credits::new(8))));
+    }
+    // A provider's own refusal, after the check passed, leaves the check as it was.
+    let refused = Trigger::Failed { error: JobError::new(JobErrorCode::ContentRefused, "no") };
+    assert_eq!(step(&sending, refused).moderation(), Some(Moderation::Passed));
+}
+
+#[test]
+fn a_delayed_check_takes_a_handed_job_back_to_unsent() {
+    let handed = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
+    let delayed = step(&handed, Trigger::ModerationDelayed { next_poll_at: now() });
+    assert_eq!(delayed.phase(), &JobPhase::Accepted);
+    assert!(!delayed.submit_attempted());
+    assert_eq!(delayed.poll_failures(), 1);
 }

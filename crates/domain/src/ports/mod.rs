@@ -18,6 +18,7 @@
 //! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
 //! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
+//! - `moderation`: [`ModerationService`], which checks a job's content before it is sent.
 //! - `uploads`: [`UploadStore`], uploaded images: each content once, until when, what each user
 //!   uploaded per day, and their bytes when there is no output store.
 //! - `slots`: [`ProviderSlots`], which provider key each sent job holds a slot of, counted while
@@ -26,6 +27,7 @@
 mod catalog;
 mod client_webhooks;
 mod kept;
+mod moderation;
 mod outputs;
 mod removals;
 mod runtime;
@@ -38,6 +40,7 @@ mod usage;
 pub use catalog::*;
 pub use client_webhooks::*;
 pub use kept::*;
+pub use moderation::*;
 pub use outputs::*;
 pub use removals::*;
 pub use runtime::*;

@@ -39,6 +39,10 @@ pub enum SubmitFailure {
     /// The provider refused the input (a 4xx): final.
     #[error("refused: {0}")]
     Rejected(String),
+    /// The provider's own content policy refused the input: final, and never sent to another
+    /// route, which would only be asked to make what one provider already refused.
+    #[error("content refused: {0}")]
+    ContentRefused(String),
     /// The request surely never reached the provider (connection refused): safe to send again.
     #[error("not reached: {0}")]
     NotReached(String),
@@ -193,6 +197,10 @@ pub enum ResultFailure {
     /// The provider refused the input (422).
     #[error("refused: {0}")]
     Rejected(String),
+    /// The provider's own content policy refused the input or the output (a safety checker, a
+    /// content policy violation): final, never tried on another route.
+    #[error("content refused: {0}")]
+    ContentRefused(String),
     /// The model failed (other 4xx, 5xx with a detail).
     #[error("failed: {0}")]
     Failed(String),

@@ -110,6 +110,8 @@ pub struct UsageRow {
     pub credits_spent: u64,
     /// What their providers billed the operator for them (jobs on routes with a cost).
     pub provider_cost_usd: Decimal,
+    /// Of the failed, those that failed `CONTENT_REFUSED`.
+    pub content_refused: u64,
 }
 
 impl UsageRow {

@@ -62,7 +62,7 @@ pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifica
 pub use outputs::{OpenedOutput, OutputContentError, OutputRead, OutputReadError};
 pub use quote::Quote;
 pub use removals::{KeptListing, MAX_KEPT_PAGE, Removals};
-pub use steps::{Cadence, JobSteps, StepSettings, Stepped, UnrecordedSubmission};
+pub use steps::{Cadence, JobSteps, Moderator, StepSettings, Stepped, UnrecordedSubmission};
 pub use submit::{IdempotencyKey, Receipt, Submission, Submissions, SubmitError};
 pub use uploads::{UploadError, Uploads};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};

@@ -42,7 +42,7 @@ use genjobs_domain::job::Job;
 #[cfg(doc)]
 use genjobs_domain::ports::UpstreamProvider;
 use genjobs_domain::ports::{JobHandoff, StoreError, WATCH_TTL};
-use genjobs_domain::usecases::{Cadence, JobSteps, Ports, Stepped};
+use genjobs_domain::usecases::{Cadence, JobSteps, Moderator, Ports, Stepped};
 use time::OffsetDateTime;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinSet;
@@ -100,6 +100,14 @@ impl JobDriver {
         let (handoff, inbox) = handoff::channel(settings.steps.lease);
         let steps = Arc::new(JobSteps::new(ports, catalog, settings.steps));
         Self { steps, settings, handoff, inbox }
+    }
+
+    /// The same driver, checking every unsent job with `moderator` before it is sent; the
+    /// waits between checks of a service that cannot answer are this driver's schedule.
+    #[must_use]
+    pub fn with_moderator(self, moderator: Moderator) -> Self {
+        let steps = Arc::new(JobSteps::clone(&self.steps).with_moderator(moderator));
+        Self { steps, ..self }
     }
 
     /// The way for the submissions of the same process to pass this driver the jobs they accept

@@ -97,6 +97,7 @@ pub fn inspected_job_view(
     AdminJobDetail {
         job: admin_job_view(&inspected.job, links),
         request: inspected.job.request().map(|received| received.fields().clone()),
+        moderation: inspected.job.moderation().map(|outcome| outcome.as_str().to_owned()),
         ledger: inspected.ledger.into_iter().map(ledger_entry_view).collect(),
         webhooks: webhooks.iter().map(delivery_view).collect(),
         provider_units: inspected.job.provider_bill().map(|bill| bill.units.to_string()),

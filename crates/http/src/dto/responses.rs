@@ -4,8 +4,8 @@
 
 use genjobs_api::providers::{KeyCapacity, ProviderCapacity, WaitingCount};
 use genjobs_api::{
-    Account, CancelReceipt, CreatedUser, Job, JobError, JobMeta, JobPage, JobState, Output, OutputMeta, ProviderStatus,
-    Quote, Receipt, StreamEvent, User,
+    Account, CancelReceipt, CreatedUser, Job, JobError, JobErrorDetails, JobMeta, JobPage, JobState, Output,
+    OutputMeta, ProviderStatus, Quote, Receipt, StreamEvent, User,
 };
 use genjobs_domain::capacity::ProviderLoad;
 use genjobs_domain::job::{self, Job as DomainJob};
@@ -82,7 +82,13 @@ fn outputs(job: &DomainJob, links: &OutputLinks<'_>) -> Option<Vec<Output>> {
 }
 
 fn error_view(e: &job::JobError) -> JobError {
-    JobError { kind: e.error_type().to_owned(), code: e.code.as_str().to_owned(), message: e.message.clone() }
+    JobError {
+        kind: e.error_type().to_owned(),
+        code: e.code.as_str().to_owned(),
+        message: e.message.clone(),
+        details: (e.code == job::JobErrorCode::ContentRefused && !e.categories.is_empty())
+            .then(|| JobErrorDetails { categories: e.categories.clone() }),
+    }
 }
 
 /// The job, its stored outputs linked by `links`.

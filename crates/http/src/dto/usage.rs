@@ -43,6 +43,7 @@ pub fn usage_row_view(group_by: UsageGrouping, row: ports::UsageRow) -> UsageRow
         failed: row.failed,
         canceled: row.canceled,
         credits_spent: row.credits_spent,
+        content_refused: row.content_refused,
         provider_key: (group_by == UsageGrouping::ProviderKey).then_some(row.provider_key),
         provider_cost_usd: None,
         revenue_usd: None,
@@ -88,20 +89,21 @@ pub fn usage_csv(group_by: UsageGrouping, rows: &[UsageRow]) -> String {
     };
     let header: Vec<&str> = group.iter().map(|(name, _)| *name).collect();
     let mut csv = format!(
-        "{},jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd\n",
+        "{},jobs,succeeded,failed,canceled,credits_spent,content_refused,provider_cost_usd,revenue_usd,margin_usd\n",
         header.join(",")
     );
     for row in rows {
         let key: Vec<String> = group.iter().map(|(_, value)| value(row).map(csv_field).unwrap_or_default()).collect();
         let money = [&row.provider_cost_usd, &row.revenue_usd, &row.margin_usd].map(|m| m.clone().unwrap_or_default());
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{}\n",
             key.join(","),
             row.jobs,
             row.succeeded,
             row.failed,
             row.canceled,
             row.credits_spent,
+            row.content_refused,
             money.join(",")
         ));
     }
@@ -134,10 +136,11 @@ mod tests {
             provider_cost_usd: Some("0.5".into()),
             revenue_usd: Some("0.08".into()),
             margin_usd: Some("-0.42".into()),
+            content_refused: 1,
         };
         assert_eq!(
             usage_csv(UsageGrouping::Model, &[row]),
-            "model,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd\n\"a,b\",3,2,1,0,8,0.5,0.08,-0.42\n"
+            "model,jobs,succeeded,failed,canceled,credits_spent,content_refused,provider_cost_usd,revenue_usd,margin_usd\n\"a,b\",3,2,1,0,8,1,0.5,0.08,-0.42\n"
         );
     }
 
@@ -158,10 +161,11 @@ mod tests {
             provider_cost_usd: Some("0".into()),
             revenue_usd: Some("0".into()),
             margin_usd: Some("0".into()),
+            content_refused: 0,
         };
         assert_eq!(
             usage_csv(UsageGrouping::Provider, &[row(None), row(Some("replicate"))]),
-            "provider,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd\n,1,0,1,0,0,0,0,0\nreplicate,1,0,1,0,0,0,0,0\n"
+            "provider,jobs,succeeded,failed,canceled,credits_spent,content_refused,provider_cost_usd,revenue_usd,margin_usd\n,1,0,1,0,0,0,0,0,0\nreplicate,1,0,1,0,0,0,0,0,0\n"
         );
     }
 }

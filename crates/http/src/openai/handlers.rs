@@ -112,7 +112,7 @@ async fn final_job(state: &AppState, caller: &Caller, id: JobId, req: &HttpReque
 fn unsuccessful(job: &Job) -> ApiError {
     let id = job.id();
     match job.error() {
-        Some(error) if error.code == JobErrorCode::UpstreamRejected => {
+        Some(error) if matches!(error.code, JobErrorCode::UpstreamRejected | JobErrorCode::ContentRefused) => {
             ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", error.code.as_str(), &error.message)
         }
         _ if job.state() == JobState::Canceled => {

@@ -13,11 +13,11 @@ use super::{Store, accepted, budget, key_with, keyed_job, now, step, submitted, 
 
 /// Purging removes final jobs finished before the cut, oldest first and at most `limit` at a
 /// time; running jobs stay; their ledger records stay; usage by day, model and user reads the
-/// same before and after.
+/// same before and after, the jobs refused for their content included.
 pub async fn purging_final_jobs_keeps_the_ledger_and_usage<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let succeeded = step(&*store, &submitted(&*store, &accepted(&*store, id, 20).await).await, success(15)).await;
-    let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
+    let error = JobError::new(JobErrorCode::ContentRefused, "flagged");
     let failed = step(&*store, &accepted(&*store, id, 10).await, Trigger::Failed { error }).await;
     let running = accepted(&*store, id, 5).await;
     let day = now().date();
@@ -36,6 +36,7 @@ pub async fn purging_final_jobs_keeps_the_ledger_and_usage<S: Store>(store: Arc<
         all
     };
     let before = reports().await;
+    assert!(before.iter().all(|report| report.iter().map(|row| row.content_refused).sum::<u64>() == 1), "{before:?}");
     let ledger = store.ledger(id, None, None, 100).await.expect("ledger");
     let cut = now() + Duration::seconds(1);
 

@@ -92,9 +92,13 @@ pub async fn a_sealed_day_reads_the_same_and_counts_its_purged_jobs_once<S: Stor
 
     assert_eq!(store.seal_usage_day(ready - Duration::seconds(1)).await.expect("seal"), None, "too early");
     assert_eq!(store.seal_usage_day(ready).await.expect("seal"), None, "a job of the day still runs");
-    let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
+    let error = JobError::new(JobErrorCode::ContentRefused, "flagged").with_categories(vec!["violence".into()]);
     step(&*store, &running, Trigger::Failed { error }).await;
     let before = reports(&*store, id).await;
+    assert!(
+        before.iter().all(|report| report.iter().map(|row| row.content_refused).sum::<u64>() == 1),
+        "every grouping counts the refused job: {before:?}"
+    );
 
     assert_eq!(store.seal_usage_day(ready).await.expect("seal"), Some(day));
     assert_eq!(reports(&*store, id).await, before, "reports read the sealed day from the rollup alike");

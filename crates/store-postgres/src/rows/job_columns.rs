@@ -162,6 +162,7 @@ job_columns! {
     }
     changing {
         state: String => Text as "text",
+        moderation: Option<String> => Nullable<Text> as "text",
         progress: i16 => SmallInt as "int2",
         outputs: Option<Value> => Nullable<Jsonb> as "jsonb",
         error: Option<Value> => Nullable<Jsonb> as "jsonb",
@@ -383,12 +384,12 @@ mod tests {
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
         assert_eq!(
             INSERTED.len(),
-            39,
-            "jobs has 42 columns, and an accept writes all but the provider slot's and the budget period"
+            40,
+            "jobs has 43 columns, and an accept writes all but the provider slot's and the budget period"
         );
         let row = row();
         let accept = debug_query::<Pg, _>(&AcceptMany::of(&[&row])).to_string();
-        assert!(accept.contains("$39::uuid[])") && !accept.contains("$40"), "{accept}");
+        assert!(accept.contains("$40::uuid[])") && !accept.contains("$41"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");

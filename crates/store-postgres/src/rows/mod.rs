@@ -12,6 +12,7 @@ use genjobs_domain::job::{
     Job, JobError, JobErrorCode, JobPhase, JobState, Reached, StoredJob, Submission, UpstreamRef,
 };
 use genjobs_domain::modality::Modality;
+use genjobs_domain::moderation::Moderation;
 use genjobs_domain::output::{OutputCopy, OutputItem, OutputKind, OutputMeta, StoredFile};
 use genjobs_domain::ports::{Account, Limits, StoreError};
 use genjobs_domain::request::ReceivedRequest;
@@ -64,6 +65,7 @@ impl JobRow {
             model: job.model().to_string(),
             modality: job.modality().as_str().to_owned(),
             state: job.state().as_str().to_owned(),
+            moderation: job.moderation().map(|m| m.as_str().to_owned()),
             progress: i16::from(job.progress()),
             outputs: job
                 .outputs()
@@ -144,6 +146,11 @@ impl JobRow {
                 .trace_parent
                 .as_deref()
                 .map(|text| TraceParent::parse(text).ok_or_else(|| corrupt("trace", text)))
+                .transpose()?,
+            moderation: self
+                .moderation
+                .as_deref()
+                .map(|text| Moderation::parse(text).ok_or_else(|| corrupt("moderation", text)))
                 .transpose()?,
             phase,
             sent_at: self.sent_at,
@@ -395,18 +402,25 @@ struct ErrorJson {
     kind: String,
     code: String,
     message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    categories: Vec<String>,
 }
 
 impl From<&JobError> for ErrorJson {
     fn from(e: &JobError) -> Self {
-        Self { kind: e.error_type().to_owned(), code: e.code.as_str().to_owned(), message: e.message.clone() }
+        Self {
+            kind: e.error_type().to_owned(),
+            code: e.code.as_str().to_owned(),
+            message: e.message.clone(),
+            categories: e.categories.clone(),
+        }
     }
 }
 
 impl ErrorJson {
     fn into_domain(self) -> Result<JobError, StoreError> {
         let code = JobErrorCode::parse(&self.code).ok_or_else(|| corrupt("error code", &self.code))?;
-        Ok(JobError::new(code, self.message))
+        Ok(JobError::new(code, self.message).with_categories(self.categories))
     }
 }
 

@@ -61,6 +61,8 @@ struct Counted {
     credits_spent: i64,
     #[diesel(sql_type = BigInt)]
     provider_cost: i64,
+    #[diesel(sql_type = BigInt)]
+    content_refused: i64,
 }
 
 /// The report's statement (public for the benchmarks' `EXPLAIN`): the group's columns, then the
@@ -100,7 +102,8 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
         "SELECT day, model, user_id, nullif(provider, '') AS provider, nullif(key_prefix, '') AS key_prefix,
             nullif(provider_key, '') AS provider_key, sum(jobs)::int8 AS jobs,
             sum(succeeded)::int8 AS succeeded, sum(failed)::int8 AS failed, sum(canceled)::int8 AS canceled,
-            sum(credits_spent)::int8 AS credits_spent, sum(provider_cost)::int8 AS provider_cost
+            sum(credits_spent)::int8 AS credits_spent, sum(provider_cost)::int8 AS provider_cost,
+            sum(content_refused)::int8 AS content_refused
          FROM (
             SELECT {live_day} AS day, {live_model} AS model, {live_user} AS user_id, {live_provider} AS provider,
                 {live_key} AS key_prefix, {live_provider_key} AS provider_key, count(*) AS jobs,
@@ -108,14 +111,15 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
                 count(*) FILTER (WHERE state = 'failed') AS failed,
                 count(*) FILTER (WHERE state = 'canceled') AS canceled,
                 coalesce(sum(credits_actual), 0)::int8 AS credits_spent,
-                coalesce(sum(provider_cost), 0)::int8 AS provider_cost
+                coalesce(sum(provider_cost), 0)::int8 AS provider_cost,
+                count(*) FILTER (WHERE {CONTENT_REFUSED}) AS content_refused
             FROM jobs
             WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
                 AND created_at < $2{one}
             GROUP BY 1, 2, 3, 4, 5, 6
             UNION ALL
             SELECT {day}, {model}, {user}, {provider}, {key}, {provider_key}, jobs, succeeded, failed, canceled,
-                credits_spent, provider_cost
+                credits_spent, provider_cost, content_refused
             FROM usage_rollup
             WHERE day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date{one}
          ) counted
@@ -126,26 +130,31 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
 /// A live job's provider key, as the rollup keeps it ('' for none).
 pub(crate) const LIVE_PROVIDER_KEY: &str = "coalesce(billing ->> 'key_hint', '')";
 
+/// Whether a job failed `CONTENT_REFUSED`, in the terms of its `state` and `error` columns.
+const CONTENT_REFUSED: &str = "state = 'failed' AND error ->> 'code' = 'CONTENT_REFUSED'";
+
 /// The rollup's rows for the jobs `counted` yields (`created_at`, `user_id`, `model`, `upstream`,
-/// `key_prefix`, `state`, `credits_actual`, `billing` and the bill's columns), added to the rows
-/// already there.
+/// `key_prefix`, `state`, `credits_actual`, `error`, `billing` and the bill's columns), added to
+/// the rows already there.
 fn roll_up(counted: &str) -> String {
     format!(
         "INSERT INTO usage_rollup AS r
             (day, user_id, model, provider, key_prefix, provider_key, jobs, succeeded, failed, canceled,
-             credits_spent, billed, provider_units, provider_cost)
+             credits_spent, billed, provider_units, provider_cost, content_refused)
         SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, model, coalesce(upstream ->> 'provider', ''),
             coalesce(key_prefix, ''), {LIVE_PROVIDER_KEY}, count(*),
             count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
             count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0),
-            count(provider_cost), coalesce(sum(provider_units), 0), coalesce(sum(provider_cost), 0)
+            count(provider_cost), coalesce(sum(provider_units), 0), coalesce(sum(provider_cost), 0),
+            count(*) FILTER (WHERE {CONTENT_REFUSED})
         FROM {counted} GROUP BY 1, 2, 3, 4, 5, 6
         ON CONFLICT (day, user_id, model, provider, key_prefix, provider_key) DO UPDATE SET
             jobs = r.jobs + excluded.jobs, succeeded = r.succeeded + excluded.succeeded,
             failed = r.failed + excluded.failed, canceled = r.canceled + excluded.canceled,
             credits_spent = r.credits_spent + excluded.credits_spent, billed = r.billed + excluded.billed,
             provider_units = r.provider_units + excluded.provider_units,
-            provider_cost = r.provider_cost + excluded.provider_cost"
+            provider_cost = r.provider_cost + excluded.provider_cost,
+            content_refused = r.content_refused + excluded.content_refused"
     )
 }
 
@@ -170,7 +179,7 @@ fn purge_final_jobs_statement() -> String {
         ), removed AS (
             DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id
             RETURNING jobs.id, jobs.user_id, jobs.model, jobs.upstream, jobs.key_prefix, jobs.state, jobs.credits_actual,
-                jobs.created_at, jobs.billing, jobs.provider_units, jobs.provider_cost
+                jobs.created_at, jobs.error, jobs.billing, jobs.provider_units, jobs.provider_cost
         ), rolled AS (
             {}
         ), charged AS (
@@ -326,6 +335,7 @@ impl UsageStore for PgStore {
                     canceled: count(row.canceled),
                     credits_spent: count(row.credits_spent),
                     provider_cost_usd: Decimal::from_billionths(row.provider_cost),
+                    content_refused: count(row.content_refused),
                 })
                 .collect())
         })

@@ -14,9 +14,11 @@ use time::OffsetDateTime;
 
 mod outcome;
 mod route;
+mod screening;
 mod timeout;
 
 pub(crate) use outcome::ending_trigger;
+pub use screening::Moderator;
 
 use super::Ports;
 use crate::catalog::{Billing, LiveCatalog};
@@ -92,13 +94,21 @@ pub struct JobSteps {
     ports: Ports,
     catalog: LiveCatalog,
     settings: StepSettings,
+    moderator: Option<Moderator>,
 }
 
 impl JobSteps {
     /// Steps over `ports`, reading models from `catalog`.
     #[must_use]
     pub fn new(ports: Ports, catalog: impl Into<LiveCatalog>, settings: StepSettings) -> Self {
-        Self { ports, catalog: catalog.into(), settings }
+        Self { ports, catalog: catalog.into(), settings, moderator: None }
+    }
+
+    /// The same steps, checking every unsent job with `moderator` before it is sent.
+    #[must_use]
+    pub fn with_moderator(mut self, moderator: Moderator) -> Self {
+        self.moderator = Some(moderator);
+        self
     }
 
     /// The ports the steps use, for the driver to claim, renew and listen with.
@@ -231,6 +241,10 @@ impl JobSteps {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
             return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await);
         };
+        let job = match self.screen(job, model, cadence).await {
+            Ok(job) => job,
+            Err(stepped) => return stepped,
+        };
         let routed = match self.routed(&job, model).await {
             Ok(routed) => routed,
             Err(error) => return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await),
@@ -284,6 +298,12 @@ impl JobSteps {
                 error: JobError::new(
                     JobErrorCode::UpstreamRejected,
                     format!("the provider refused the input: {reason}"),
+                ),
+            },
+            Err(SubmitFailure::ContentRefused(reason)) => Trigger::Failed {
+                error: JobError::new(
+                    JobErrorCode::ContentRefused,
+                    format!("the provider refused the content: {reason}"),
                 ),
             },
             Err(SubmitFailure::Ambiguous(reason)) => Trigger::Failed {

@@ -22,6 +22,9 @@ pub(crate) fn ending_trigger(job: &Job, fetched: Result<UpstreamResult, ResultFa
         Err(ResultFailure::Rejected(reason)) => {
             failed(JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
         }
+        Err(ResultFailure::ContentRefused(reason)) => {
+            failed(JobErrorCode::ContentRefused, format!("the provider refused the content: {reason}"))
+        }
         Err(ResultFailure::Failed(reason)) => {
             failed(JobErrorCode::UpstreamFailed, format!("the generation failed: {reason}"))
         }
