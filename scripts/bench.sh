@@ -43,5 +43,7 @@ DATABASE_URL="$profiled" timeout 900 target/release/genjobs-bench replicas
 BENCH_PROFILED_DATABASE_URL="$profiled" timeout 600 target/release/genjobs-bench outside
 # Webhooks to clients: latency to a receiver, and memory over 100,000 undelivered events.
 timeout 600 target/release/genjobs-bench client-webhooks
+# A job's accepted → sent with moderation off and on: docs/benchmarks-moderation.md.
+timeout 600 target/release/genjobs-bench moderation
 # One replica against the ceilings of ../shared/bench: docs/benchmarks-ceilings.md.
 scripts/bench-ceilings.sh

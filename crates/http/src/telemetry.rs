@@ -113,6 +113,10 @@ fn describe_all() {
     describe_counter!("genjobs_credits_held_total", "Credits held at acceptance, by model");
     describe_counter!("genjobs_credits_spent_total", "Credits charged for succeeded jobs, by model");
     describe_counter!("genjobs_credits_released_total", "Credits held and then released, by model");
+    describe_counter!(
+        "genjobs_moderation_total",
+        "Checks by the moderation service before a job is sent, by result (passed, flagged, unavailable)"
+    );
     describe_gauge!(
         "genjobs_provider_cost_usd_total",
         "What providers billed for finished jobs, in USD, by provider and model (a float, so a gauge that only grows)"

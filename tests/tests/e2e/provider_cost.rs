@@ -133,9 +133,11 @@ async fn usage_shows_cost_revenue_and_margin_for_every_grouping_and_in_csv() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("model,jobs,succeeded,failed,canceled,credits_spent,provider_cost_usd,revenue_usd,margin_usd")
+        Some(
+            "model,jobs,succeeded,failed,canceled,credits_spent,content_refused,provider_cost_usd,revenue_usd,margin_usd"
+        )
     );
-    assert_eq!(lines.next(), Some("nano-banana,1,1,0,0,8,0.078,0.08,0.002"));
+    assert_eq!(lines.next(), Some("nano-banana,1,1,0,0,8,0,0.078,0.08,0.002"));
     let own: Value = app.get("/api/v1/account/usage", &user.key).await.json().await.unwrap();
     assert!(own["data"][0].get("provider_cost_usd").is_none(), "users never see what providers bill: {own}");
     let metrics = app.metrics().await;

@@ -323,13 +323,14 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                 let lines = rows.iter().map(|r| {
                     if csv {
                         format!(
-                            "{},{},{},{},{},{}",
+                            "{},{},{},{},{},{},{}",
                             group(r),
                             r.jobs,
                             r.succeeded,
                             r.failed,
                             r.canceled,
-                            r.credits_spent
+                            r.credits_spent,
+                            r.content_refused
                         )
                     } else {
                         format!(
@@ -343,7 +344,8 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                         )
                     }
                 });
-                let header = csv.then(|| format!("{},jobs,succeeded,failed,canceled,credits_spent", args.group_by));
+                let header = csv
+                    .then(|| format!("{},jobs,succeeded,failed,canceled,credits_spent,content_refused", args.group_by));
                 Ok((json!({ "data": rows }), header.into_iter().chain(lines).collect::<Vec<_>>().join("\n")))
             })
             .await;
