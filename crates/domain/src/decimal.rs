@@ -4,8 +4,8 @@
 //!
 //! Rounding, decided once: a product (units × price per unit) is rounded to the nearest
 //! billionth, halves away from zero; sums add the rounded figures, so a report's total is the
-//! sum of its jobs' costs exactly. A provider's fractional report (fal's billable units,
-//! Replicate's seconds) is read to the nearest billionth the same way.
+//! sum of its jobs' costs exactly. A provider's fractional report (billable units, compute
+//! seconds) is read to the nearest billionth the same way.
 
 use std::fmt;
 use std::str::FromStr;

@@ -168,7 +168,7 @@ pub struct UpstreamResult {
     /// The outputs delivered.
     pub outputs: Vec<OutputItem>,
     /// The units the provider says it bills for the job, in its own unit for the endpoint
-    /// (fal's billable units), when it says.
+    /// (a queue provider's billable units), when it says.
     pub billable_units: Option<Decimal>,
     /// How long the provider's machine ran the job, in seconds, when it says (Replicate's
     /// `predict_time`): the units of a route billed per compute second.

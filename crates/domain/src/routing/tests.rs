@@ -2,12 +2,15 @@ use super::*;
 use crate::capacity::{KeyLoad, WaitingJobs};
 use crate::catalog::Catalog;
 
-/// flux-pro, routed to fal then replicate, with a third route to `other` when `spill`.
+/// flux-pro's two routes, their providers named `alpha` then `beta` (the domain knows no
+/// provider by name), with a third route to `gamma`; spilling when `spill`.
 fn model(spill: bool) -> Model {
     let mut document = Catalog::builtin().unwrap().model("flux-pro").unwrap().document();
     let mut third = document.routes[0].clone();
-    third.provider = "other".into();
+    third.provider = "gamma".into();
     document.routes.push(third);
+    document.routes[0].provider = "alpha".into();
+    document.routes[1].provider = "beta".into();
     document.spill = spill;
     Model::from_document("flux-pro", document).unwrap()
 }
@@ -29,19 +32,19 @@ fn draft(change: impl FnOnce(&mut PreferenceDraft)) -> Result<RoutePreference, I
 #[test]
 fn only_and_ignore_filter_and_order_puts_the_named_first() {
     let model = model(false);
-    let only = draft(|d| d.only = Some(names(&["replicate", "other"]))).unwrap();
-    assert_eq!(providers(&only.routes(&model)), ["replicate", "other"]);
-    let ignore = draft(|d| d.ignore = Some(names(&["fal"]))).unwrap();
-    assert_eq!(providers(&ignore.routes(&model)), ["replicate", "other"]);
-    let order = draft(|d| d.order = Some(names(&["other", "replicate"]))).unwrap();
-    assert_eq!(providers(&order.routes(&model)), ["other", "replicate", "fal"]);
+    let only = draft(|d| d.only = Some(names(&["beta", "gamma"]))).unwrap();
+    assert_eq!(providers(&only.routes(&model)), ["beta", "gamma"]);
+    let ignore = draft(|d| d.ignore = Some(names(&["alpha"]))).unwrap();
+    assert_eq!(providers(&ignore.routes(&model)), ["beta", "gamma"]);
+    let order = draft(|d| d.order = Some(names(&["gamma", "beta"]))).unwrap();
+    assert_eq!(providers(&order.routes(&model)), ["gamma", "beta", "alpha"]);
     let first_only = draft(|d| {
-        d.order = Some(names(&["replicate"]));
+        d.order = Some(names(&["beta"]));
         d.allow_fallbacks = Some(false);
     })
     .unwrap();
-    assert_eq!(providers(&first_only.routes(&model)), ["replicate"]);
-    assert_eq!(providers(&RoutePreference::default().routes(&model)), ["fal", "replicate", "other"]);
+    assert_eq!(providers(&first_only.routes(&model)), ["beta"]);
+    assert_eq!(providers(&RoutePreference::default().routes(&model)), ["alpha", "beta", "gamma"]);
 }
 
 #[test]
@@ -50,13 +53,13 @@ fn an_empty_only_an_unknown_sort_an_unknown_name_or_no_route_left_is_refused() {
     assert_eq!(param(draft(|d| d.only = Some(Vec::new())).unwrap_err()), "provider");
     assert_eq!(param(draft(|d| d.sort = Some("price".into())).unwrap_err()), "provider.sort");
     let model = model(false);
-    let known = |name: &str| ["fal", "replicate", "other"].contains(&name);
-    let unknown = draft(|d| d.ignore = Some(names(&["fal", "nobody"]))).unwrap();
+    let known = |name: &str| ["alpha", "beta", "gamma"].contains(&name);
+    let unknown = draft(|d| d.ignore = Some(names(&["alpha", "nobody"]))).unwrap();
     assert_eq!(param(unknown.check(&model, known, known).unwrap_err()), "provider.ignore[1]");
-    let nothing_left = draft(|d| d.ignore = Some(names(&["fal", "replicate", "other"]))).unwrap();
+    let nothing_left = draft(|d| d.ignore = Some(names(&["alpha", "beta", "gamma"]))).unwrap();
     assert_eq!(param(nothing_left.check(&model, known, known).unwrap_err()), "provider");
-    let unconfigured = draft(|d| d.only = Some(names(&["other"]))).unwrap();
-    assert_eq!(param(unconfigured.check(&model, known, |name| name != "other").unwrap_err()), "provider");
+    let unconfigured = draft(|d| d.only = Some(names(&["gamma"]))).unwrap();
+    assert_eq!(param(unconfigured.check(&model, known, |name| name != "gamma").unwrap_err()), "provider");
     assert_eq!(unconfigured.check(&model, known, known), Ok(()));
 }
 
@@ -79,12 +82,12 @@ fn load(provider: &str, in_flight: u64, cap: u32, waiting: u64) -> ProviderLoad 
 #[test]
 fn spill_over_takes_the_first_provider_with_a_free_slot_else_the_fewest_waiting() {
     let routes = model(false).routes;
-    let full_fal = [load("fal", 2, 2, 0), load("replicate", 0, 1, 0), load("other", 0, 1, 0)];
-    assert_eq!(providers(&spill_order(routes.clone(), &full_fal)), ["replicate", "fal", "other"]);
-    let room_at_fal = [load("fal", 1, 2, 0), load("replicate", 0, 1, 0)];
-    assert_eq!(providers(&spill_order(routes.clone(), &room_at_fal)), ["fal", "replicate", "other"]);
-    let all_full = [load("fal", 1, 1, 3), load("replicate", 1, 1, 1), load("other", 1, 1, 1)];
-    assert_eq!(providers(&spill_order(routes.clone(), &all_full)), ["replicate", "fal", "other"]);
-    let uncapped_other = [load("fal", 1, 1, 0), load("replicate", 1, 1, 0), load("other", 9, 0, 0)];
-    assert_eq!(providers(&spill_order(routes, &uncapped_other)), ["other", "fal", "replicate"]);
+    let full_alpha = [load("alpha", 2, 2, 0), load("beta", 0, 1, 0), load("gamma", 0, 1, 0)];
+    assert_eq!(providers(&spill_order(routes.clone(), &full_alpha)), ["beta", "alpha", "gamma"]);
+    let room_at_alpha = [load("alpha", 1, 2, 0), load("beta", 0, 1, 0)];
+    assert_eq!(providers(&spill_order(routes.clone(), &room_at_alpha)), ["alpha", "beta", "gamma"]);
+    let all_full = [load("alpha", 1, 1, 3), load("beta", 1, 1, 1), load("gamma", 1, 1, 1)];
+    assert_eq!(providers(&spill_order(routes.clone(), &all_full)), ["beta", "alpha", "gamma"]);
+    let uncapped_gamma = [load("alpha", 1, 1, 0), load("beta", 1, 1, 0), load("gamma", 9, 0, 0)];
+    assert_eq!(providers(&spill_order(routes, &uncapped_gamma)), ["gamma", "alpha", "beta"]);
 }

@@ -8,7 +8,15 @@ use genjobs_domain::routing::{RoutePreference, RouteSort};
 
 use super::*;
 
-/// A flux-pro job (routed to fal, then Replicate) with `routing`.
+/// The providers of flux-pro's two routes, in the catalog's order: the tests speak of the first
+/// and the second route, not of any provider by name.
+fn first_and_second() -> (String, String) {
+    let catalog = genjobs_domain::catalog::Catalog::builtin().unwrap();
+    let routes = &catalog.model("flux-pro").unwrap().routes;
+    (routes[0].provider.clone(), routes[1].provider.clone())
+}
+
+/// A flux-pro job (two routes) with `routing`.
 fn flux_job(routing: RoutePreference) -> Job {
     let request = image_request();
     let rate = Rate { per: Unit::Image, credits: 6, percent: PricePercent::FULL };
@@ -44,24 +52,29 @@ fn recording(mocks: &mut Mocks) {
 
 #[tokio::test]
 async fn a_spilling_job_reserves_first_where_a_slot_is_free_now() {
+    let (first, second) = first_and_second();
+    let spilled = vec![second.clone(), first.clone()];
     let mut mocks = Mocks::new();
     mocks.upstream = MockUpstreamProvider::new();
-    mocks.upstream.expect_loads().times(1).returning(|| Ok(vec![load("fal", 1), load("replicate", 0)]));
+    let loads = vec![load(&first, 1), load(&second, 0)];
+    mocks.upstream.expect_loads().times(1).returning(move || Ok(loads.clone()));
     mocks.upstream.expect_reserve().times(0);
+    let (order, free_at) = (spilled.clone(), second.clone());
     mocks
         .upstream
         .expect_reserve_first()
-        .withf(|_, model| providers(model) == ["replicate", "fal"])
+        .withf(move |_, model| providers(model) == order)
         .times(1)
-        .returning(|_, _| Capacity::Free(Placement { provider: Some("replicate".into()), ..Placement::default() }));
+        .returning(move |_, _| Capacity::Free(Placement { provider: Some(free_at.clone()), ..Placement::default() }));
+    let sent_at = second.clone();
     mocks
         .upstream
         .expect_submit_placed()
-        .withf(|_, model, _, placement| {
-            providers(model) == ["replicate", "fal"] && placement.provider.as_deref() == Some("replicate")
+        .withf(move |_, model, _, placement| {
+            providers(model) == spilled && placement.provider.as_deref() == Some(second.as_str())
         })
         .times(1)
-        .returning(|_, _, _, _| Ok(UpstreamRef::new("replicate", "p1")));
+        .returning(move |_, _, _, _| Ok(UpstreamRef::new(sent_at.clone(), "p1")));
     recording(&mut mocks);
     let spilling = RoutePreference { sort: Some(RouteSort::Wait), ..RoutePreference::default() };
     sends(mocks, flux_job(spilling)).await;
@@ -69,24 +82,28 @@ async fn a_spilling_job_reserves_first_where_a_slot_is_free_now() {
 
 #[tokio::test]
 async fn without_fallbacks_only_the_first_route_is_offered_and_no_load_is_read() {
+    let (_, second) = first_and_second();
     let mut mocks = Mocks::new();
     mocks.upstream = MockUpstreamProvider::new();
     mocks.upstream.expect_loads().times(0);
+    let only_second = vec![second.clone()];
+    let offered = only_second.clone();
     mocks
         .upstream
         .expect_reserve()
-        .withf(|_, model| providers(model) == ["replicate"])
+        .withf(move |_, model| providers(model) == offered)
         .times(1)
         .returning(|_, _| Capacity::Free(Placement::default()));
+    let sent_at = second.clone();
     mocks
         .upstream
         .expect_submit_placed()
-        .withf(|_, model, _, _| providers(model) == ["replicate"])
+        .withf(move |_, model, _, _| providers(model) == only_second)
         .times(1)
-        .returning(|_, _, _, _| Ok(UpstreamRef::new("replicate", "p1")));
+        .returning(move |_, _, _, _| Ok(UpstreamRef::new(sent_at.clone(), "p1")));
     recording(&mut mocks);
     let first_only = RoutePreference {
-        order: vec!["replicate".into()],
+        order: vec![second],
         allow_fallbacks: false,
         sort: Some(RouteSort::Wait),
         ..RoutePreference::default()
