@@ -1,6 +1,9 @@
-//! A computed change to a job, ready for a store to commit with compare-and-set.
+//! A computed change to a job, ready for a store to commit with compare-and-set, and the rules
+//! that compute it ([`Job::apply`]).
 
-use super::{Job, JobState};
+use time::OffsetDateTime;
+
+use super::{Job, JobError, JobErrorCode, JobPhase, JobState, MAX_RUNNING_PROGRESS, Trigger, TriggerKind, next_state};
 use crate::credits::CreditMovement;
 
 /// A change to commit: the job after it, the version it must replace, and the credits it moves.
@@ -93,4 +96,199 @@ pub enum TransitionError {
         /// The trigger's name.
         trigger: &'static str,
     },
+}
+
+impl Job {
+    /// The transition `trigger` causes at `now`.
+    ///
+    /// ```
+    /// use genjobs_domain::catalog::{PricePercent, Rate, Unit};
+    /// use genjobs_domain::credits::{CreditMovement, Credits};
+    /// use genjobs_domain::ids::{JobId, ModelId, UserId};
+    /// use genjobs_domain::input::GenerationInput;
+    /// use genjobs_domain::job::{Job, JobState, Trigger};
+    /// use genjobs_domain::modality::Modality;
+    ///
+    /// let now = time::OffsetDateTime::now_utc();
+    /// let input = GenerationInput {
+    ///     prompt: "a fox".into(),
+    ///     negative_prompt: None,
+    ///     aspect_ratio: "1:1".into(),
+    ///     resolution: None,
+    ///     duration_sec: None,
+    ///     n: Some(1),
+    ///     seed: None,
+    ///     image_inputs: vec![],
+    ///     extra: None,
+    /// };
+    /// let (job, hold) = Job::accept(
+    ///     JobId::new_at(now),
+    ///     UserId::new_at(now),
+    ///     ModelId::new("nano-banana"),
+    ///     Modality::Image,
+    ///     input,
+    ///     Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
+    ///     now,
+    /// );
+    /// assert_eq!(hold, CreditMovement::Hold(Credits::new(4)));
+    ///
+    /// // A cancel releases everything held; a store commits it only if the version still matches.
+    /// let cancel = job.apply(Trigger::Cancel, now)?;
+    /// assert_eq!(cancel.job().state(), JobState::Canceled);
+    /// assert_eq!(cancel.movement(), Some(CreditMovement::Release(Credits::new(4))));
+    /// assert_eq!(cancel.expected_version(), job.version());
+    ///
+    /// // A final job takes no trigger: a late provider result cannot charge it.
+    /// assert!(cancel.job().apply(Trigger::Cancel, now).is_err());
+    /// # Ok::<(), genjobs_domain::job::TransitionError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`TransitionError::AlreadyFinal`] for any trigger on a final job;
+    /// [`TransitionError::NotApplicable`] where [`next_state`] has no entry, and for a provider
+    /// event that does not fit: a submission of a job already submitted, or a poll result of a
+    /// job not submitted.
+    pub fn apply(&self, trigger: Trigger, now: OffsetDateTime) -> Result<Transition, TransitionError> {
+        let from = self.state();
+        if from.is_final() {
+            return Err(TransitionError::AlreadyFinal(from));
+        }
+        let kind = trigger.kind();
+        let not_applicable = TransitionError::NotApplicable { state: from, trigger: kind.name() };
+        next_state(from, kind).ok_or_else(|| not_applicable.clone())?;
+        let mut next = self.clone();
+        next.record.version = self.record.version + 1;
+        let mut movement = None;
+        match (trigger, &self.record.phase) {
+            (Trigger::SubmitStarted { next_poll_at }, JobPhase::Accepted | JobPhase::WaitingForCapacity) => {
+                next.record.phase = JobPhase::Sending;
+                next.record.next_poll_at = Some(next_poll_at);
+            }
+            // From `Sending` too: a job handed to its driver is marked sending by the accept, and
+            // one that found no slot was surely not sent.
+            (
+                Trigger::AwaitCapacity { next_poll_at },
+                JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending,
+            ) => {
+                next.record.phase = JobPhase::WaitingForCapacity;
+                next.record.next_poll_at = Some(next_poll_at);
+            }
+            (Trigger::Submitted { upstream, next_poll_at, billing }, JobPhase::Sending) => {
+                next.record.phase = JobPhase::Queued { upstream, position: None };
+                next.record.billing = billing;
+                next.record.sent_at = Some(now);
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
+            }
+            (Trigger::Moderated { outcome }, JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending) => {
+                next.record.moderation = Some(outcome);
+            }
+            // From `Sending` too: a job handed to its driver is marked sending by the accept, and
+            // one whose check is yet to be had was surely not sent.
+            (
+                Trigger::ModerationDelayed { next_poll_at },
+                JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending,
+            ) => {
+                next.record.phase = JobPhase::Accepted;
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = self.record.poll_failures.saturating_add(1);
+            }
+            (Trigger::SubmitNotReached { next_poll_at }, JobPhase::Sending) => {
+                next.record.phase = JobPhase::Accepted;
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = self.record.poll_failures.saturating_add(1);
+            }
+            (Trigger::UpstreamQueued { position, next_poll_at }, JobPhase::Queued { upstream, .. }) => {
+                next.record.phase = JobPhase::Queued { upstream: upstream.clone(), position };
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
+            }
+            (Trigger::UpstreamQueued { next_poll_at, .. }, JobPhase::Running { .. }) => {
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
+            }
+            (
+                Trigger::UpstreamRunning { progress, next_poll_at },
+                phase @ (JobPhase::Queued { upstream, .. } | JobPhase::Running { upstream, .. }),
+            ) => {
+                let reached = phase.reached();
+                let upstream = upstream.clone();
+                next.record.phase = JobPhase::Running {
+                    upstream,
+                    started_at: reached.started_at.unwrap_or(now),
+                    progress: reached.progress.max(progress.min(MAX_RUNNING_PROGRESS)),
+                };
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = 0;
+            }
+            (Trigger::UpstreamUnreachable { next_poll_at }, phase) => {
+                // Only the provider's queue report keeps a position; any other news means it moved on.
+                if let JobPhase::Queued { upstream, .. } = phase {
+                    next.record.phase = JobPhase::Queued { upstream: upstream.clone(), position: None };
+                }
+                next.record.next_poll_at = Some(next_poll_at);
+                next.record.poll_failures = self.record.poll_failures.saturating_add(1);
+            }
+            (
+                Trigger::Succeeded { outputs, credits_actual, reported_units },
+                phase @ (JobPhase::Queued { upstream, .. } | JobPhase::Running { upstream, .. }),
+            ) => {
+                let reached = phase.reached();
+                let upstream = upstream.clone();
+                let actual = credits_actual.min(self.record.credits_held);
+                let requested_secs = self.record.input.duration_sec.unwrap_or(0);
+                next.record.bill =
+                    self.record.billing.as_ref().map(|b| b.delivered(&outputs, reported_units, requested_secs));
+                next.record.phase = JobPhase::Succeeded {
+                    upstream,
+                    started_at: reached.started_at.unwrap_or(now),
+                    finished_at: now,
+                    outputs,
+                    credits_actual: actual,
+                };
+                movement = Some(CreditMovement::Settle { held: self.record.credits_held, actual });
+                next.record.next_poll_at = None;
+            }
+            (
+                Trigger::ModerationRefused { outcome, error },
+                phase @ (JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending),
+            ) => {
+                next.record.moderation = Some(outcome);
+                next.record.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
+                movement = Some(CreditMovement::Release(self.record.credits_held));
+                next.record.next_poll_at = None;
+            }
+            (Trigger::Failed { error }, phase) => {
+                next.record.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
+                next.record.bill = self.record.billing.as_ref().map(|b| b.undelivered(None));
+                movement = Some(CreditMovement::Release(self.record.credits_held));
+                next.record.next_poll_at = None;
+            }
+            (Trigger::Cancel, phase) => {
+                let error = JobError::new(JobErrorCode::JobCanceled, "the job was canceled by its owner");
+                next.record.phase = JobPhase::Canceled { reached: phase.reached(), canceled_at: now, error };
+                next.record.bill = self.record.billing.as_ref().map(|b| b.undelivered(None));
+                movement = Some(CreditMovement::Release(self.record.credits_held));
+                next.record.next_poll_at = None;
+            }
+            _ => return Err(not_applicable),
+        }
+        // A job yet to start is looked at by its start deadline at the latest, however long its
+        // schedule would let it rest (waiting for a slot, or unwatched at the provider): that is
+        // when it fails, and a driver only wakes for a job at its next poll time.
+        if let (Some(at), Some(start_by)) = (next.record.next_poll_at, next.record.start_by)
+            && next.awaits_start()
+        {
+            next.record.next_poll_at = Some(at.min(start_by));
+        }
+        let recomputable = matches!(
+            kind,
+            TriggerKind::UpstreamQueued
+                | TriggerKind::UpstreamRunning
+                | TriggerKind::UpstreamUnreachable
+                | TriggerKind::AwaitCapacity
+                | TriggerKind::ModerationDelayed
+        );
+        Ok(Transition { job: next, expected_version: self.record.version, movement, from, recomputable })
+    }
 }
