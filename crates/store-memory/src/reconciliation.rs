@@ -8,17 +8,11 @@ use genjobs_domain::ports::{MAX_MISMATCHES, Reconciliation, ReconciliationQuery,
 use time::Date;
 
 use super::State;
-use super::usage::{Counts, group_of, utc_day};
+use super::usage::{Counts, counted, utc_day};
 
 pub(super) fn reconcile(state: &State, query: &ReconciliationQuery) -> Reconciliation {
-    let live = state
-        .jobs
-        .values()
-        .map(|row| (group_of(&row.job), Counts::of(&row.job)))
-        .filter(|((day, ..), _)| !state.rollup.is_sealed(*day));
-    let rolled = state.rollup.counted.iter().map(|(group, counts)| (group.clone(), *counts));
     let mut groups: BTreeMap<(Date, String, Option<String>), Counts> = BTreeMap::new();
-    for ((day, _, _, provider, _, key_hint), counts) in live.chain(rolled) {
+    for ((day, _, _, provider, _, key_hint), counts) in counted(state) {
         let Some(provider) = provider else { continue };
         let in_range = (query.from..=query.to).contains(&day);
         if counts.billed == 0 || !in_range || query.provider.as_ref().is_some_and(|only| *only != provider) {

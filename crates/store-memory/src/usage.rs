@@ -15,7 +15,7 @@ use genjobs_domain::ports::{
 };
 use time::{Date, OffsetDateTime};
 
-use super::MemoryStore;
+use super::{MemoryStore, State};
 
 /// What a report counts of a job: its creation day, user, model, provider, key prefix and
 /// provider key.
@@ -86,6 +86,17 @@ pub(crate) fn utc_day(at: OffsetDateTime) -> Date {
     at.to_offset(time::UtcOffset::UTC).date()
 }
 
+/// Every job's counts by group: the live jobs of the days not sealed, then the rollup (sealed
+/// days and purged jobs), for the reports to fold as they group.
+pub(super) fn counted(state: &State) -> impl Iterator<Item = (Group, Counts)> + '_ {
+    let live = state
+        .jobs
+        .values()
+        .map(|row| (group_of(&row.job), Counts::of(&row.job)))
+        .filter(|((day, ..), _)| !state.rollup.is_sealed(*day));
+    live.chain(state.rollup.counted.iter().map(|(group, counts)| (group.clone(), *counts)))
+}
+
 pub(super) fn group_of(job: &Job) -> Group {
     (
         utc_day(job.created_at()),
@@ -137,15 +148,9 @@ impl UsageStore for MemoryStore {
 
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
         let state = self.state();
-        let live = state
-            .jobs
-            .values()
-            .map(|row| (group_of(&row.job), Counts::of(&row.job)))
-            .filter(|((day, ..), _)| !state.rollup.is_sealed(*day));
-        let rolled = state.rollup.counted.iter().map(|(group, counts)| (group.clone(), *counts));
         type Key = (Option<Date>, Option<String>, Option<UserId>, Option<String>, Option<String>, Option<String>);
         let mut groups: BTreeMap<Key, Counts> = BTreeMap::new();
-        for ((day, user, model, provider, key, provider_key), counts) in live.chain(rolled) {
+        for ((day, user, model, provider, key, provider_key), counts) in counted(&state) {
             let of_keys = query
                 .keys
                 .as_ref()
