@@ -246,6 +246,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ports = Ports {
         jobs: store.clone(),
         accounts: Arc::new(MockAccountStore::new()),
+        batches: Arc::new(genjobs_domain::ports::MockBatchStore::new()),
         removals: Arc::new(MockJobRemovals::new()),
         usage: Arc::new(MockUsageStore::new()),
         catalog: Arc::new(MockCatalogStore::new()),

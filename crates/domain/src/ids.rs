@@ -72,6 +72,10 @@ uuid_id!(
     JobId
 );
 uuid_id!(
+    /// Identifies a batch of jobs; a UUID v7, so ids sort by creation time.
+    BatchId
+);
+uuid_id!(
     /// Identifies a user (an account holding credits and keys).
     UserId
 );

@@ -19,6 +19,18 @@ impl InvalidRequest {
         Self { param: Some(param.to_owned()), message: message.into() }
     }
 
+    /// The same refusal about a part of a larger body found at `prefix` (`items[3].body` +
+    /// `prompt` = `items[3].body.prompt`; a refusal of the whole part names the part).
+    #[must_use]
+    pub fn under(self, prefix: &str) -> Self {
+        let param = match self.param {
+            Some(param) if param.starts_with('[') => format!("{prefix}{param}"),
+            Some(param) => format!("{prefix}.{param}"),
+            None => prefix.to_owned(),
+        };
+        Self { param: Some(param), ..self }
+    }
+
     /// A refusal about the whole body.
     #[must_use]
     pub fn body(message: impl Into<String>) -> Self {

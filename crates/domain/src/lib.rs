@@ -40,6 +40,8 @@
 //! - [`address`]: which addresses the service may call out to (outputs, client webhooks).
 //! - [`routing`]: a job's routing preference over its model's routes, and spill-over to a provider
 //!   with a free slot.
+//! - [`batch`]: batches: many jobs submitted as one unit at the batch price, each an ordinary
+//!   job that knows its place, admitted to be sent only while its owner has room.
 //! - [`capacity`]: a provider's keys, each with its cap of jobs in flight, and which key a job goes on.
 //!
 //! ## Why it is shaped this way
@@ -48,6 +50,7 @@
 //! transition atomically when the job's version is still the expected one.
 
 pub mod address;
+pub mod batch;
 pub mod capacity;
 pub mod catalog;
 pub mod client_webhooks;

@@ -61,7 +61,7 @@ fn accepted(held: u64) -> (Job, CreditMovement) {
         ModelId::new("nano-banana"),
         Modality::Image,
         input,
-        Rate { per: Unit::Image, credits: held, percent: PricePercent::FULL },
+        Rate { per: Unit::Image, credits: held, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
         t0(),
     )
 }

@@ -54,6 +54,7 @@ fn setup_over(upstream: MockUpstreamProvider, status_calls: Arc<AtomicU64>) -> (
     let clock = Arc::new(PausedClock::new());
     let ports = Ports {
         jobs: store.clone(),
+        batches: store.clone(),
         accounts: store.clone(),
         removals: store.clone(),
         usage: store.clone(),
@@ -96,7 +97,7 @@ async fn accept(setup: &Setup, n: usize) -> Vec<JobId> {
             request.model.clone(),
             Modality::Image,
             request.input.clone(),
-            Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
+            Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
             now,
         );
         ids.push(job.id());

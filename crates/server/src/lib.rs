@@ -29,8 +29,8 @@ use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
 use genjobs_domain::capacity::{self, CapacitySettingError};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ports::{
-    AccountStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, NoTraces, OutputStore, ProviderSlots,
-    RandomIds, RateLimiter, UploadStore, UpstreamProvider, UsageStore, WebhookStore,
+    AccountStore, BatchStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, NoTraces, OutputStore,
+    ProviderSlots, RandomIds, RateLimiter, UploadStore, UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, Moderator, NewUserRequest, Ports, Services, WebhookDeliveries,
@@ -269,6 +269,7 @@ struct StorePorts {
     rate_limiter: Arc<dyn RateLimiter>,
     outbox: Arc<dyn WebhookStore>,
     removals: Arc<dyn JobRemovals>,
+    batches: Arc<dyn BatchStore>,
     slots: Arc<dyn ProviderSlots>,
     postgres: Option<PgAdapters>,
 }
@@ -299,6 +300,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
             rate_limiter: Arc::new(TokenBucketLimiter::new()),
             outbox: store.clone(),
             removals: store.clone(),
+            batches: store.clone(),
             slots: store,
             postgres: None,
         });
@@ -314,6 +316,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
         rate_limiter: adapters.rate_limiter.clone(),
         outbox: adapters.store.clone(),
         removals: adapters.store.clone(),
+        batches: adapters.store.clone(),
         slots: adapters.store.clone(),
         postgres: Some(adapters),
     })
@@ -331,6 +334,7 @@ async fn ports(
     let admin = stores.admin.clone();
     let ports = Ports {
         jobs: admin.jobs,
+        batches: Arc::clone(&stores.batches),
         removals: Arc::clone(&stores.removals),
         accounts: admin.accounts,
         usage: admin.usage,

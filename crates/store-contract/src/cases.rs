@@ -126,7 +126,7 @@ pub fn new_job(user_id: UserId, held: u64, at: OffsetDateTime) -> Job {
         ModelId::new("nano-banana"),
         Modality::Image,
         input(),
-        Rate { per: Unit::Image, credits: held, percent: PricePercent::FULL },
+        Rate { per: Unit::Image, credits: held, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
         at,
     )
     .0

@@ -155,7 +155,12 @@ impl State {
 
     /// The key of `job` and every key above it, the key first.
     fn chain_of<'s>(&'s self, job: &Job) -> impl Iterator<Item = &'s MemoryKey> + 's {
-        let key = job.key_prefix().and_then(|prefix| self.keys.get(prefix));
+        self.chain_of_key(job.key_prefix())
+    }
+
+    /// The key of `prefix` and every key above it, the key first.
+    fn chain_of_key<'s>(&'s self, prefix: Option<&KeyPrefix>) -> impl Iterator<Item = &'s MemoryKey> + 's {
+        let key = prefix.and_then(|prefix| self.keys.get(prefix));
         let ancestors = key.map(|key| self.ancestors(&key.stored.prefix));
         key.into_iter().chain(ancestors.into_iter().flatten())
     }
@@ -163,10 +168,22 @@ impl State {
     /// Refuses `job` when the budget, for the period that holds `now`, of its key or of any key
     /// above it does not take it.
     pub(crate) fn check_key_budget(&self, job: &Job, now: OffsetDateTime) -> Result<(), AcceptError> {
-        for (depth, key) in self.chain_of(job).enumerate() {
+        self.check_key_budget_for(job.key_prefix(), job.credits_held(), now)
+    }
+
+    /// Refuses a hold of `credits` on the key of `prefix` when the budget, for the period that
+    /// holds `now`, of that key or of any key above it does not take it: one job's, or a whole
+    /// batch's.
+    pub(crate) fn check_key_budget_for(
+        &self,
+        prefix: Option<&KeyPrefix>,
+        credits: Credits,
+        now: OffsetDateTime,
+    ) -> Result<(), AcceptError> {
+        for (depth, key) in self.chain_of_key(prefix).enumerate() {
             if let Some(budget) = key.stored.settings.budget {
                 let used = self.key_used(&key.stored.prefix, budget.period.start(now));
-                check_budget(budget, used, job.credits_held()).map_err(|exceeded| {
+                check_budget(budget, used, credits).map_err(|exceeded| {
                     AcceptError::KeyBudgetExceeded(if depth == 0 { exceeded } else { exceeded.by_ancestor() })
                 })?;
             }
@@ -175,11 +192,15 @@ impl State {
     }
 
     /// Refuses `job` when its key or any key above it has as many jobs not yet final in its
-    /// subtree as its limit.
+    /// subtree as its limit. Batch items do not count: a key's limit, like its owner's, never
+    /// lets a batch stop the jobs submitted on their own.
     pub(crate) fn check_key_concurrency(&self, job: &Job) -> Result<(), AcceptError> {
         for key in self.chain_of(job) {
             let Some(limit) = key.stored.settings.max_concurrent_jobs else { continue };
-            let active = self.jobs_of_subtree(&key.stored.prefix).filter(|job| !job.state().is_final()).count();
+            let active = self
+                .jobs_of_subtree(&key.stored.prefix)
+                .filter(|job| !job.state().is_final() && job.batch().is_none())
+                .count();
             if u32::try_from(active).unwrap_or(u32::MAX) >= limit {
                 return Err(AcceptError::KeyConcurrencyLimit { limit });
             }

@@ -36,6 +36,7 @@ use genjobs_domain::ports::{
 };
 use time::{Duration, OffsetDateTime};
 
+mod batches;
 mod keys;
 mod leases;
 mod outbox;
@@ -78,6 +79,8 @@ struct State {
     purged_key_charges: keys::PurgedCharges,
     /// Uploaded images (`uploads`).
     uploads: uploads::Uploads,
+    /// Batches and their items (`batches`).
+    batches: batches::Batches,
 }
 
 #[derive(Debug, Clone)]
@@ -87,6 +90,8 @@ struct User {
     limits: Limits,
     price_percent: PricePercent,
     active_jobs: u32,
+    /// The admitted batch items among `active_jobs`, which never refuse a job submitted on its own.
+    admitted_batch_items: u32,
     created_at: OffsetDateTime,
 }
 
@@ -196,6 +201,7 @@ impl AccountStore for MemoryStore {
             limits,
             price_percent: PricePercent::FULL,
             active_jobs: 0,
+            admitted_batch_items: 0,
             created_at: OffsetDateTime::now_utc(),
         };
         state.users.insert(user_id, user);
@@ -352,7 +358,7 @@ impl JobStore for MemoryStore {
             Err(e) => return Err(inconsistent(e).into()),
         };
         state.check_key_budget(&job, now)?;
-        if user.active_jobs >= user.limits.max_concurrent_jobs {
+        if user.active_jobs - user.admitted_batch_items >= user.limits.max_concurrent_jobs {
             return Err(AcceptError::ConcurrencyLimit { limit: user.limits.max_concurrent_jobs });
         }
         state.check_key_concurrency(&job)?;
@@ -412,15 +418,26 @@ impl JobStore for MemoryStore {
         if row.job.version() != transition.expected_version() {
             return Ok(Commit::Stale(row.job));
         }
-        let (movement, frees_slot) = (transition.movement(), transition.frees_slot());
+        let (movement, frees_slot, frees_batch_slot, takes_slot) =
+            (transition.movement(), transition.frees_slot(), transition.frees_batch_slot(), transition.takes_slot());
         let job = transition.into_job();
         let user =
             state.users.get_mut(&job.user_id()).ok_or_else(|| StoreError::Internal("job without its user".into()))?;
+        if takes_slot {
+            if user.active_jobs >= user.limits.max_concurrent_jobs {
+                return Ok(Commit::OwnerAtLimit(row.job));
+            }
+            user.active_jobs += 1;
+            user.admitted_batch_items += 1;
+        }
         if let Some(movement) = movement {
             user.balances = user.balances.apply(movement).map_err(inconsistent)?;
         }
         if frees_slot {
             user.active_jobs = user.active_jobs.saturating_sub(1);
+        }
+        if frees_batch_slot {
+            user.admitted_batch_items = user.admitted_batch_items.saturating_sub(1);
         }
         if let Some(recorded) = movement.and_then(ledger_movement) {
             state.record(job.user_id(), Some(job.id()), recorded);

@@ -56,7 +56,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
         request.model,
         request.modality,
         request.input,
-        Rate { per: Unit::Image, credits: 10, percent: PricePercent::FULL },
+        Rate { per: Unit::Image, credits: 10, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
         now(),
     );
     store.accept(job.clone(), None, None, now()).await.unwrap();
@@ -78,6 +78,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     events.expect_free_capacity().returning(|_| ());
     let ports = Ports {
         jobs: store.clone(),
+        batches: store.clone(),
         accounts: store.clone(),
         removals: store.clone(),
         usage: store.clone(),

@@ -48,6 +48,7 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
     Ports {
         jobs,
         accounts,
+        batches: Arc::new(MemoryStore::new()),
         removals: Arc::new(MemoryStore::new()),
         usage: Arc::new(MemoryStore::new()),
         catalog: Arc::new(MemoryStore::new()),

@@ -87,7 +87,7 @@ impl Price {
     pub fn rate(&self, input: &GenerationInput) -> Rate {
         let credits =
             input.resolution.as_deref().and_then(|r| self.by_resolution.get(r)).copied().unwrap_or(self.credits);
-        Rate { per: self.per, credits, percent: PricePercent::FULL }
+        Rate { per: self.per, credits, percent: PricePercent::FULL, batch_percent: PricePercent::FULL }
     }
 }
 
@@ -100,6 +100,10 @@ pub struct Rate {
     pub credits: u64,
     /// The owner's tier, applied to the whole job's price (so rounded once per job).
     pub percent: PricePercent,
+    /// The batch price, in percent of the tier's: [`PricePercent::FULL`] for a job submitted on
+    /// its own, the operator's batch percent for a batch's item. Applied with the tier, so that
+    /// the job's price is rounded up once.
+    pub batch_percent: PricePercent,
 }
 
 impl Rate {
@@ -107,6 +111,18 @@ impl Rate {
     #[must_use]
     pub fn at(self, percent: PricePercent) -> Rate {
         Rate { percent, ..self }
+    }
+
+    /// The same rate at the batch price `batch_percent`.
+    #[must_use]
+    pub fn in_batch(self, batch_percent: PricePercent) -> Rate {
+        Rate { batch_percent, ..self }
+    }
+
+    /// `credits` at the tier and the batch price, rounded up once.
+    fn priced(&self, credits: u64) -> Credits {
+        let scaled = u128::from(credits) * u128::from(self.percent.get()) * u128::from(self.batch_percent.get());
+        Credits::new(u64::try_from(scaled.div_ceil(10_000)).unwrap_or(u64::MAX))
     }
 
     /// The most a request can cost: what is held at acceptance (the images asked for, or the
@@ -117,7 +133,7 @@ impl Rate {
             Unit::Image => u64::from(input.n.unwrap_or(1)),
             Unit::Second => u64::from(input.duration_sec.unwrap_or(0)),
         };
-        self.percent.apply(Credits::new(self.credits.saturating_mul(units)))
+        self.priced(self.credits.saturating_mul(units))
     }
 
     /// What the delivered outputs cost: images delivered, or seconds of video delivered (the
@@ -136,6 +152,6 @@ impl Rate {
                     .unwrap_or(u64::from(requested))
             }
         };
-        self.percent.apply(Credits::new(self.credits.saturating_mul(units))).min(held)
+        self.priced(self.credits.saturating_mul(units)).min(held)
     }
 }

@@ -116,7 +116,7 @@ fn a_tier_scales_the_whole_jobs_price_rounded_up_once() {
     assert_eq!(percent(150).apply(Credits::new(3)), Credits::new(5), "4.5 rounds up to 5");
     assert_eq!(percent(1000).apply(Credits::new(u64::MAX)), Credits::new(u64::MAX), "saturates");
     assert!(PricePercent::new(0).is_err() && PricePercent::new(1001).is_err());
-    let rate = Rate { per: Unit::Second, credits: 3, percent: percent(150) };
+    let rate = Rate { per: Unit::Second, credits: 3, percent: percent(150), batch_percent: PricePercent::FULL };
     let five_seconds = input();
     assert_eq!(rate.to_hold(&five_seconds), Credits::new(23), "15 × 1.5 = 22.5, rounded once per job");
     let video = OutputItem {

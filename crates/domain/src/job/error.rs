@@ -21,11 +21,13 @@ pub enum JobErrorCode {
     ContentRefused,
     /// The moderation service could not check the job within its retry window.
     ModerationUnavailable,
+    /// A batch item not sent before its batch's completion window closed.
+    BatchExpired,
 }
 
 impl JobErrorCode {
     /// Every code.
-    pub const ALL: [JobErrorCode; 8] = [
+    pub const ALL: [JobErrorCode; 9] = [
         JobErrorCode::UpstreamFailed,
         JobErrorCode::UpstreamTimeout,
         JobErrorCode::UpstreamRejected,
@@ -34,6 +36,7 @@ impl JobErrorCode {
         JobErrorCode::DeadlineExceeded,
         JobErrorCode::ContentRefused,
         JobErrorCode::ModerationUnavailable,
+        JobErrorCode::BatchExpired,
     ];
 
     /// The `type` that goes with the code.
@@ -58,6 +61,7 @@ impl JobErrorCode {
             JobErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
             JobErrorCode::ContentRefused => "CONTENT_REFUSED",
             JobErrorCode::ModerationUnavailable => "MODERATION_UNAVAILABLE",
+            JobErrorCode::BatchExpired => "BATCH_EXPIRED",
         }
     }
 

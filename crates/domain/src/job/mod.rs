@@ -31,6 +31,7 @@ pub use stored::{CorruptJob, StoredJob};
 pub use transition::{Transition, TransitionError};
 pub use upstream::UpstreamRef;
 
+use crate::batch::BatchPlace;
 use crate::capacity::Priority;
 use crate::catalog::{Billing, ProviderBill, Rate};
 use crate::credits::{CreditMovement, Credits};
@@ -84,6 +85,7 @@ impl Job {
                 routing: RoutePreference::default(),
                 trace: None,
                 moderation: None,
+                batch: None,
                 phase: JobPhase::Accepted,
                 sent_at: None,
                 next_poll_at: Some(now),
@@ -154,6 +156,34 @@ impl Job {
     #[must_use]
     pub fn priority(&self) -> Priority {
         self.record.priority
+    }
+
+    /// The same newly accepted job as an item of a batch, at `place`: it runs at `low` priority
+    /// and counts against its owner's concurrent-job limit only once admitted.
+    #[must_use]
+    pub fn with_batch(mut self, place: BatchPlace) -> Self {
+        self.record.batch = Some(place);
+        self.record.priority = Priority::Low;
+        self
+    }
+
+    /// Its place in a batch, for a batch's item.
+    #[must_use]
+    pub fn batch(&self) -> Option<&BatchPlace> {
+        self.record.batch.as_ref()
+    }
+
+    /// Whether it counts against its owner's concurrent-job limit (and in `active_jobs`): a job
+    /// not final, unless it is a batch item not yet admitted to be sent.
+    #[must_use]
+    pub fn counts_as_active(&self) -> bool {
+        !self.state().is_final() && self.record.batch.as_ref().is_none_or(|place| place.admitted)
+    }
+
+    /// Whether it is a batch item waiting to be admitted to be sent.
+    #[must_use]
+    pub fn awaits_admission(&self) -> bool {
+        !self.state().is_final() && self.record.batch.as_ref().is_some_and(|place| !place.admitted)
     }
 
     /// The same newly accepted job, routed as `routing` prefers when it is sent.

@@ -64,6 +64,9 @@ pub enum Trigger {
         /// will then fail the job rather than submit it again.
         next_poll_at: OffsetDateTime,
     },
+    /// A batch item is admitted to be sent: from now on it counts against its owner's
+    /// concurrent-job limit. A store commits it only while the owner is under that limit.
+    Admitted,
     /// The moderation service's check let the job be sent (or, failing open, it goes unchecked).
     Moderated {
         /// [`Moderation::Passed`] or [`Moderation::Unchecked`].
@@ -142,6 +145,8 @@ pub enum Trigger {
 pub enum TriggerKind {
     /// [`Trigger::SubmitStarted`].
     SubmitStarted,
+    /// [`Trigger::Admitted`].
+    Admitted,
     /// [`Trigger::Moderated`].
     Moderated,
     /// [`Trigger::ModerationDelayed`].
@@ -170,8 +175,9 @@ pub enum TriggerKind {
 
 impl TriggerKind {
     /// Every kind, for exhaustive tests.
-    pub const ALL: [TriggerKind; 13] = [
+    pub const ALL: [TriggerKind; 14] = [
         TriggerKind::SubmitStarted,
+        TriggerKind::Admitted,
         TriggerKind::Moderated,
         TriggerKind::ModerationDelayed,
         TriggerKind::ModerationRefused,
@@ -191,6 +197,7 @@ impl TriggerKind {
     pub fn name(self) -> &'static str {
         match self {
             TriggerKind::SubmitStarted => "submit_started",
+            TriggerKind::Admitted => "admitted",
             TriggerKind::Moderated => "moderated",
             TriggerKind::ModerationDelayed => "moderation_delayed",
             TriggerKind::ModerationRefused => "moderation_refused",
@@ -213,6 +220,7 @@ impl Trigger {
     pub fn kind(&self) -> TriggerKind {
         match self {
             Trigger::SubmitStarted { .. } => TriggerKind::SubmitStarted,
+            Trigger::Admitted => TriggerKind::Admitted,
             Trigger::Moderated { .. } => TriggerKind::Moderated,
             Trigger::ModerationDelayed { .. } => TriggerKind::ModerationDelayed,
             Trigger::ModerationRefused { .. } => TriggerKind::ModerationRefused,
@@ -246,10 +254,10 @@ pub fn next_state(from: JobState, trigger: TriggerKind) -> Option<JobState> {
     match (from, trigger) {
         (Succeeded | Failed | Canceled, _) => None,
         (Queued, T::SubmitStarted | T::Submitted | T::SubmitNotReached | T::AwaitCapacity) => Some(Queued),
-        (Queued, T::Moderated | T::ModerationDelayed) => Some(Queued),
+        (Queued, T::Moderated | T::ModerationDelayed | T::Admitted) => Some(Queued),
         (Queued, T::ModerationRefused) => Some(Failed),
         (Running, T::SubmitStarted | T::Submitted | T::SubmitNotReached | T::AwaitCapacity) => None,
-        (Running, T::Moderated | T::ModerationDelayed | T::ModerationRefused) => None,
+        (Running, T::Moderated | T::ModerationDelayed | T::ModerationRefused | T::Admitted) => None,
         (state, T::UpstreamQueued | T::UpstreamUnreachable) => Some(state),
         (_, T::UpstreamRunning) => Some(Running),
         (_, T::Succeeded) => Some(Succeeded),

@@ -4,6 +4,7 @@
 use time::OffsetDateTime;
 
 use super::JobPhase;
+use crate::batch::BatchPlace;
 use crate::capacity::Priority;
 use crate::catalog::{Billing, ProviderBill, Rate};
 use crate::credits::Credits;
@@ -58,6 +59,8 @@ pub struct StoredJob {
     /// What its moderation check found; `None` while unchecked, and for jobs not checked at all
     /// (moderation off, or a model that skips it).
     pub moderation: Option<Moderation>,
+    /// Its place in a batch, for a batch's item.
+    pub batch: Option<BatchPlace>,
     /// Its state and that state's data.
     pub phase: JobPhase,
     /// When its provider took it: the job timeout counts from then. `None` until sent (and for

@@ -31,7 +31,7 @@ fn accepted() -> (Job, CreditMovement) {
         ModelId::new("nano-banana"),
         Modality::Image,
         input(),
-        Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
+        Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
         now(),
     )
 }

@@ -15,6 +15,7 @@ pub struct Transition {
     pub(super) movement: Option<CreditMovement>,
     pub(super) from: JobState,
     pub(super) recomputable: bool,
+    pub(super) counted_before: bool,
 }
 
 impl Transition {
@@ -75,10 +76,26 @@ impl Transition {
         self.from != self.job.state()
     }
 
-    /// Whether the job becomes final, which frees one of its owner's concurrent-job slots.
+    /// Whether the job stops counting against its owner's concurrent-job limit: it becomes
+    /// final having counted (every job but a batch item never admitted).
     #[must_use]
     pub fn frees_slot(&self) -> bool {
-        self.job.state().is_final()
+        self.counted_before && !self.job.counts_as_active()
+    }
+
+    /// Whether the job starts counting against its owner's concurrent-job limit: a batch item's
+    /// admission. A store commits it only while the owner is under that limit
+    /// ([`crate::ports::Commit::OwnerAtLimit`] otherwise), counting it in the same step.
+    #[must_use]
+    pub fn takes_slot(&self) -> bool {
+        !self.counted_before && self.job.counts_as_active()
+    }
+
+    /// Whether the job is a batch item that counted against its owner's limit before this
+    /// change and stops now, for the store's count of a user's admitted batch items.
+    #[must_use]
+    pub fn frees_batch_slot(&self) -> bool {
+        self.frees_slot() && self.job.batch().is_some()
     }
 }
 
@@ -127,7 +144,7 @@ impl Job {
     ///     ModelId::new("nano-banana"),
     ///     Modality::Image,
     ///     input,
-    ///     Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
+    ///     Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
     ///     now,
     /// );
     /// assert_eq!(hold, CreditMovement::Hold(Credits::new(4)));
@@ -179,6 +196,11 @@ impl Job {
                 next.record.sent_at = Some(now);
                 next.record.next_poll_at = Some(next_poll_at);
                 next.record.poll_failures = 0;
+            }
+            (Trigger::Admitted, JobPhase::Accepted | JobPhase::WaitingForCapacity) if self.awaits_admission() => {
+                if let Some(place) = next.record.batch.as_mut() {
+                    place.admitted = true;
+                }
             }
             (Trigger::Moderated { outcome }, JobPhase::Accepted | JobPhase::WaitingForCapacity | JobPhase::Sending) => {
                 next.record.moderation = Some(outcome);
@@ -289,6 +311,14 @@ impl Job {
                 | TriggerKind::AwaitCapacity
                 | TriggerKind::ModerationDelayed
         );
-        Ok(Transition { job: next, expected_version: self.record.version, movement, from, recomputable })
+        let counted_before = self.counts_as_active();
+        Ok(Transition {
+            job: next,
+            expected_version: self.record.version,
+            movement,
+            from,
+            recomputable,
+            counted_before,
+        })
     }
 }

@@ -7,6 +7,7 @@
 //! - `catalog`: [`CatalogStore`], where model documents are kept, and [`RouteSchemas`], what a
 //!   provider checks a route against.
 //! - `stores`: [`JobStore`] and [`AccountStore`], what a database adapter implements.
+//! - `batches`: [`BatchStore`], batches accepted whole and what their items add up to.
 //! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
 //! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
 //!   [`OutputSource`], which reads an output from the provider's link.
@@ -24,6 +25,7 @@
 //! - `slots`: [`ProviderSlots`], which provider key each sent job holds a slot of, counted while
 //!   the job is not final.
 
+mod batches;
 mod catalog;
 mod client_webhooks;
 mod kept;
@@ -37,6 +39,7 @@ mod uploads;
 mod upstream;
 mod usage;
 
+pub use batches::*;
 pub use catalog::*;
 pub use client_webhooks::*;
 pub use kept::*;

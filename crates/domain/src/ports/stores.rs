@@ -27,7 +27,9 @@ pub enum StoreError {
 pub struct Limits {
     /// Requests per minute on `/api/v1`.
     pub rate_limit_per_minute: u32,
-    /// Jobs not yet final at once.
+    /// Jobs not yet final at once. Batch items waiting to be admitted do not count; admitted
+    /// ones do, yet never refuse a job submitted on its own: those are checked against the
+    /// owner's counted jobs other than admitted batch items.
     pub max_concurrent_jobs: u32,
 }
 
@@ -333,6 +335,10 @@ pub enum Commit {
     Stale(Job),
     /// No such job.
     Missing,
+    /// The transition [takes a slot](Transition::takes_slot) (a batch item's admission) and the
+    /// owner has as many jobs counted as their concurrent-job limit allows: nothing changed; the
+    /// job as stored now.
+    OwnerAtLimit(Job),
 }
 
 /// How many jobs are not yet final, by state.
@@ -427,7 +433,11 @@ pub trait JobStore: Send + Sync {
     ///   the charge from held to spent and releases the rest; a release returns all that was
     ///   held). A transition never carries a hold: only [`JobStore::accept`] holds.
     /// - when [`Transition::frees_slot`], one fewer non-final job counted against the owner's
-    ///   concurrent-job limit.
+    ///   concurrent-job limit (and, when [`Transition::frees_batch_slot`], one fewer admitted
+    ///   batch item);
+    /// - when [`Transition::takes_slot`] (a batch item's admission), one more job counted and
+    ///   one more admitted batch item, only while the owner's counted jobs are below the limit:
+    ///   [`Commit::OwnerAtLimit`] otherwise, nothing written.
     ///
     /// Whether the write waits for the disk may follow [`Transition::is_recomputable`]. The job
     /// stays under its lease: the driver holding it keeps it.

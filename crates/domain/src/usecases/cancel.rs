@@ -73,6 +73,14 @@ impl Cancellations {
         self.cancel_where(id, None).await
     }
 
+    /// Cancels an item of a batch being canceled.
+    ///
+    /// # Errors
+    /// [`JobQueryError::NotFound`] when there is no such job; when the store fails.
+    pub(super) async fn cancel_batch_item(&self, id: JobId) -> Result<CancelReceipt, JobQueryError> {
+        self.cancel_where(id, None).await
+    }
+
     /// Cancels job `id`, refused unless it is `owner`'s, when an owner is named.
     async fn cancel_where(&self, id: JobId, owner: Option<&Caller>) -> Result<CancelReceipt, JobQueryError> {
         for _ in 0..CANCEL_ATTEMPTS {
@@ -100,7 +108,8 @@ impl Cancellations {
                     super::job_ended(self.ports.events.as_ref(), &job).await;
                     return Ok(CancelReceipt { id, state: job.state(), canceled_at: job.canceled_at().unwrap_or(now) });
                 }
-                Commit::Stale(_) => continue,
+                // A cancel never admits a batch item.
+                Commit::Stale(_) | Commit::OwnerAtLimit(_) => continue,
                 Commit::Missing => return Err(JobQueryError::NotFound),
             }
         }

@@ -4,6 +4,8 @@
 //! - [`Submissions`] (`submit.rs`, `quote.rs`): submit, quote.
 //! - [`JobReads`] (`jobs.rs`, `watch.rs`, `outputs.rs`): read, wait, stream, list, outputs.
 //! - [`Cancellations`] (`cancel.rs`): cancel.
+//! - [`Batches`] (`batches.rs`, and [`Submissions::submit_batch`]): batches accepted whole,
+//!   read, paged, canceled, and closed when their window passes.
 //! - [`Uploads`] (`uploads.rs`): keep the images a client uploads, read them back, forget them
 //!   when their time to live is over.
 //! - [`Removals`] (`removals.rs`): remove a job from a listing (canceling it when it runs), and
@@ -24,6 +26,7 @@
 mod accounts;
 mod admin;
 mod admin_jobs;
+mod batches;
 mod cancel;
 mod catalog;
 mod client_webhooks;
@@ -52,6 +55,9 @@ pub use accounts::{
 };
 pub use admin::{Admin, AdminPorts, DEFAULT_CREDIT_USD};
 pub use admin_jobs::{InspectedJob, MAX_ADMIN_JOBS_PAGE};
+pub use batches::{
+    BatchItemRequest, BatchPage, BatchQueryError, BatchSubmission, Batches, MAX_BATCH_ITEMS_PAGE, MAX_BATCHES_PAGE,
+};
 pub use cancel::{CancelReceipt, Cancellations};
 pub use catalog::{CatalogAdminError, PlannedChange};
 pub use client_webhooks::{ClientWebhookPorts, ClientWebhooks, WebhookQueryError, WebhookSecretError};
@@ -72,8 +78,8 @@ use crate::catalog::LiveCatalog;
 use crate::ids::JobId;
 use crate::job::Job;
 use crate::ports::{
-    AccountStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobRemovals, JobStore, Limits, OutputStore,
-    RateLimiter, RouteSchemas, Traces, UploadStore, UpstreamProvider,
+    AccountStore, BatchStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobRemovals, JobStore, Limits,
+    OutputStore, RateLimiter, RouteSchemas, Traces, UploadStore, UpstreamProvider,
 };
 use crate::upload::UploadSettings;
 
@@ -82,6 +88,8 @@ use crate::upload::UploadSettings;
 pub struct Ports {
     /// Jobs and their ledger movements.
     pub jobs: Arc<dyn JobStore>,
+    /// Batches of jobs.
+    pub batches: Arc<dyn BatchStore>,
     /// Users, keys and grants.
     pub accounts: Arc<dyn AccountStore>,
     /// Jobs removed from a listing.
@@ -164,6 +172,8 @@ pub struct Services {
     pub reads: JobReads,
     /// Canceling jobs.
     pub cancellations: Cancellations,
+    /// Reading, canceling and closing batches.
+    pub batches: Batches,
     /// Removing jobs from a listing, and reading those kept.
     pub removals: Removals,
     /// Images clients upload.
@@ -191,6 +201,7 @@ impl Services {
             reads: JobReads::new(ports, settings.clone()),
             removals: Removals::new(ports, cancellations.clone()),
             uploads: Uploads::new(ports, settings.uploads),
+            batches: Batches::new(ports, cancellations.clone()),
             cancellations,
             accounts: Accounts::new(ports),
             webhooks: ClientWebhooks::new(ports),

@@ -183,7 +183,8 @@ impl ProviderNotifications {
                 Commit::Stale(current) if current.state().is_final() => {
                     return Ok(NotificationOutcome::AlreadyFinal(current.state()));
                 }
-                Commit::Stale(current) => job = current,
+                // A provider's answer never admits a batch item: only a send does.
+                Commit::Stale(current) | Commit::OwnerAtLimit(current) => job = current,
                 Commit::Missing => return Err(NotificationError::UnknownJob),
             }
         }

@@ -13,14 +13,14 @@ use crate::invalid::InvalidRequest;
 use crate::job::{Job, JobState};
 use crate::keys::BudgetExceeded;
 use crate::ports::{
-    AcceptError, Accepted, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability, StoreError,
-    Traces, UpstreamProvider,
+    AcceptError, Accepted, BatchStore, Clock, IdSource, IdempotencyClaim, JobHandoff, JobStore, ProviderAvailability,
+    StoreError, Traces, UpstreamProvider,
 };
 use crate::request::{GenerationRequest, ReceivedRequest};
 
 /// An `Idempotency-Key` header value, 1 to 255 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyKey(String);
+pub struct IdempotencyKey(pub(super) String);
 
 impl IdempotencyKey {
     /// Longest key.
@@ -138,9 +138,10 @@ pub struct Submissions {
 #[derive(Clone)]
 pub(super) struct SubmitPorts {
     jobs: Arc<dyn JobStore>,
+    pub(super) batches: Arc<dyn BatchStore>,
     pub(super) upstream: Arc<dyn UpstreamProvider>,
-    clock: Arc<dyn Clock>,
-    ids: Arc<dyn IdSource>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) ids: Arc<dyn IdSource>,
     traces: Arc<dyn Traces>,
 }
 
@@ -150,6 +151,7 @@ impl Submissions {
     pub fn new(ports: &Ports, catalog: impl Into<LiveCatalog>) -> Self {
         let ports = SubmitPorts {
             jobs: Arc::clone(&ports.jobs),
+            batches: Arc::clone(&ports.batches),
             upstream: Arc::clone(&ports.upstream),
             clock: Arc::clone(&ports.clock),
             ids: Arc::clone(&ports.ids),
@@ -203,7 +205,7 @@ impl Submissions {
     }
 
     /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).
-    async fn check_webhook_destination(&self, url: &str) -> Result<(), InvalidRequest> {
+    pub(super) async fn check_webhook_destination(&self, url: &str) -> Result<(), InvalidRequest> {
         let Some(webhooks) = &self.webhooks else {
             return Err(InvalidRequest::param("webhook_url", "this service sends no webhooks"));
         };

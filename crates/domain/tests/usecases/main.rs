@@ -68,6 +68,7 @@ impl Mocks {
         Ports {
             jobs: Arc::new(self.jobs),
             accounts: Arc::new(self.accounts),
+            batches: Arc::new(genjobs_domain::ports::MockBatchStore::new()),
             removals: Arc::new(genjobs_domain::ports::MockJobRemovals::new()),
             usage: Arc::new(genjobs_domain::ports::MockUsageStore::new()),
             catalog: Arc::new(genjobs_domain::ports::MockCatalogStore::new()),
@@ -127,7 +128,7 @@ fn job() -> Job {
         request.model,
         request.modality,
         request.input,
-        Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL },
+        Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
         t0(),
     )
     .0

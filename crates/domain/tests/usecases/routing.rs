@@ -19,7 +19,7 @@ fn first_and_second() -> (String, String) {
 /// A flux-pro job (two routes) with `routing`.
 fn flux_job(routing: RoutePreference) -> Job {
     let request = image_request();
-    let rate = Rate { per: Unit::Image, credits: 6, percent: PricePercent::FULL };
+    let rate = Rate { per: Unit::Image, credits: 6, percent: PricePercent::FULL, batch_percent: PricePercent::FULL };
     Job::accept(JobId::new_at(t0()), owner(), ModelId::new("flux-pro"), Modality::Image, request.input, rate, t0())
         .0
         .with_routing(routing)

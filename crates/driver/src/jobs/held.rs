@@ -161,7 +161,8 @@ mod tests {
     fn job(now: OffsetDateTime) -> Job {
         let draft = GenerationDraft { prompt: Some("p".into()), ..GenerationDraft::default() };
         let request = GenerationRequest::validate(Modality::Image, draft, &Catalog::builtin().unwrap()).unwrap();
-        let rate = Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL };
+        let rate =
+            Rate { per: Unit::Image, credits: 4, percent: PricePercent::FULL, batch_percent: PricePercent::FULL };
         let id = JobId::new_at(now);
         Job::accept(id, UserId::new_at(now), request.model, Modality::Image, request.input, rate, now).0
     }

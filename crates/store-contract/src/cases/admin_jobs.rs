@@ -30,7 +30,7 @@ fn trace() -> Option<TraceParent> {
 /// A job of `user_id` and `model` holding 1 credit, accepted by `store` at `at`, with the body
 /// it was received with and its trace.
 async fn job_of<S: Store>(store: &S, user_id: UserId, model: &str, at: OffsetDateTime) -> Job {
-    let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL };
+    let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL, batch_percent: PricePercent::FULL };
     let (job, _) = Job::accept(JobId::new_at(at), user_id, ModelId::new(model), Modality::Image, input(), rate, at);
     let job = job.with_request(received(model)).with_trace(trace());
     store.accept(job.clone(), None, None, now()).await.expect("accept");
@@ -109,7 +109,8 @@ pub async fn jobs_are_found_by_the_key_they_were_submitted_with<S: Store>(store:
     let mut ids = Vec::new();
     for (ms, prefix) in [(1, Some(&key)), (2, Some(&other)), (3, None), (4, Some(&key))] {
         let at = base + Duration::milliseconds(ms);
-        let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL };
+        let rate =
+            Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL, batch_percent: PricePercent::FULL };
         let (job, _) =
             Job::accept(JobId::new_at(at), ada, ModelId::new("flux-pro"), Modality::Image, input(), rate, at);
         let job = job.with_key_prefix(prefix.cloned());

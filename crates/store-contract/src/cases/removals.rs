@@ -21,7 +21,7 @@ async fn video<S: Store>(store: &S, user_id: UserId, offset_ms: i64) -> Job {
         ModelId::new("seedance-2.0-fast"),
         Modality::Video,
         input(),
-        Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL },
+        Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL, batch_percent: PricePercent::FULL },
         at,
     )
     .0;

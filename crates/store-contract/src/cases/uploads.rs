@@ -76,7 +76,7 @@ pub async fn concurrent_uploads_never_pass_the_days_quota<S: Store>(store: Arc<S
 async fn job_naming<S: Store>(store: &S, user_id: UserId, digest: &UploadDigestOf) -> Job {
     let link = format!("https://gen.example/api/v1/uploads/{}.png?expires=1&sig=00", digest.digest());
     let input = GenerationInput { image_inputs: vec![link], ..input() };
-    let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL };
+    let rate = Rate { per: Unit::Image, credits: 1, percent: PricePercent::FULL, batch_percent: PricePercent::FULL };
     let job =
         Job::accept(JobId::new_at(now()), user_id, ModelId::new("nano-banana"), Modality::Image, input, rate, now()).0;
     store.accept(job.clone(), None, None, now()).await.expect("accept");

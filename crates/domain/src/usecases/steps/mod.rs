@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+mod admission;
 mod outcome;
 mod route;
 mod screening;
@@ -240,6 +241,10 @@ impl JobSteps {
         let Some(model) = catalog.any_model(job.model().as_str()) else {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
             return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await);
+        };
+        let job = match self.admit(job).await {
+            Ok(job) => job,
+            Err(stepped) => return stepped,
         };
         let job = match self.screen(job, model, cadence).await {
             Ok(job) => job,

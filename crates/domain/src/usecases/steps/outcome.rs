@@ -159,6 +159,11 @@ impl JobSteps {
                 tracing::warn!(job_id = %job.id(), "job vanished from the store");
                 None
             }
+            // Only an admission takes a slot, and `admission.rs` commits it itself.
+            Ok(Commit::OwnerAtLimit(current)) => {
+                tracing::warn!(job_id = %job.id(), trigger = name, "a change other than an admission was refused for the owner's limit");
+                (!current.state().is_final()).then_some(current)
+            }
             Err(e) => return Err(e),
         })
     }

@@ -1,0 +1,108 @@
+//! [`BatchStore`]: batches and their items, accepted whole in one atomic step.
+
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+use crate::batch::{Batch, BatchEnd, BatchState, BatchView};
+use crate::ids::{BatchId, JobId, UserId};
+use crate::job::{Job, JobState};
+use crate::ports::{AcceptError, IdempotencyClaim, StoreError};
+
+/// A batch accepted now, or the batch an earlier request with the same idempotency key made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchAccepted {
+    /// A new batch; its items' credits are held.
+    Created(BatchView),
+    /// The batch of an earlier request with the same key and body; nothing was held.
+    Replayed(BatchView),
+}
+
+/// Which batches a listing shows: every condition given must hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchFilter {
+    /// Only this user's batches.
+    pub user_id: Option<UserId>,
+    /// Only batches in this state.
+    pub state: Option<BatchState>,
+}
+
+impl BatchFilter {
+    /// Whether `view` meets every condition: the rule each store's search follows.
+    #[must_use]
+    pub fn matches(&self, view: &BatchView) -> bool {
+        self.user_id.is_none_or(|user_id| view.batch.user_id == user_id)
+            && self.state.is_none_or(|state| view.state() == state)
+    }
+}
+
+/// Batches and their items. An item is a job like any other ([`crate::ports::JobStore`] reads,
+/// commits and claims it); this port adds what concerns the batch as a whole.
+///
+/// # Errors
+/// Every method returns [`StoreError::Unavailable`] (inside [`AcceptError::Store`] for
+/// [`BatchStore::accept_batch`]) when the backing store cannot be reached, and
+/// [`StoreError::Internal`] for anything else unexpected.
+#[cfg_attr(feature = "mocks", mockall::automock)]
+#[async_trait]
+pub trait BatchStore: Send + Sync {
+    /// Accepts a batch and its items in one atomic step, all or nothing: replays an idempotent
+    /// retry (the batch the first request made, nothing held), checks the owner's credits against
+    /// the sum of the items' holds, then the budget of the batch's key and of every ancestor that
+    /// has one against that sum (as [`crate::ports::JobStore::accept`] checks one job's hold),
+    /// holds each item's credits with a ledger hold of its own, inserts the batch and its items
+    /// and records the idempotency claim. Items are not counted as active jobs: each counts from
+    /// its [`crate::job::Trigger::Admitted`] on. The items are in the batch's order; a store
+    /// lists them in the order of their ids, which is that order.
+    ///
+    /// # Errors
+    /// [`AcceptError::InsufficientCredits`] (with the sum as `needed`),
+    /// [`AcceptError::KeyBudgetExceeded`], [`AcceptError::IdempotencyConflict`],
+    /// [`AcceptError::UnknownUser`]; nothing is held or inserted on any of them.
+    async fn accept_batch(
+        &self,
+        batch: Batch,
+        items: Vec<Job>,
+        idempotency: Option<IdempotencyClaim>,
+        now: OffsetDateTime,
+    ) -> Result<BatchAccepted, AcceptError>;
+
+    /// The batch as kept, without its figures (a cheap read); `None` when there is none.
+    async fn batch_record(&self, id: BatchId) -> Result<Option<Batch>, StoreError>;
+
+    /// The batch and what its items add up to, or `None`.
+    async fn batch(&self, id: BatchId) -> Result<Option<BatchView>, StoreError>;
+
+    /// The batches `filter` [matches](BatchFilter::matches), newest first, older than `before`
+    /// when given, at most `limit`.
+    async fn find_batches(
+        &self,
+        filter: BatchFilter,
+        before: Option<BatchId>,
+        limit: usize,
+    ) -> Result<Vec<BatchView>, StoreError>;
+
+    /// A batch's items in its order, after the item `after` when given, only those in `state`
+    /// when given (any final state when `final_only`), at most `limit`.
+    async fn batch_items(
+        &self,
+        id: BatchId,
+        state: Option<JobState>,
+        final_only: bool,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError>;
+
+    /// Ends the batch as `end` says at `at`, unless it was ended before (the first end stays);
+    /// the batch as kept after, or `None` when there is none.
+    async fn end_batch(&self, id: BatchId, end: BatchEnd, at: OffsetDateTime) -> Result<Option<Batch>, StoreError>;
+
+    /// Batches not ended whose completion window closed at `now`, oldest first, at most `limit`.
+    async fn batches_past_window(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<BatchId>, StoreError>;
+
+    /// Items waiting for admission whose owners have room under their concurrent-job limit now,
+    /// each owner's in its batches' order, at most as many per owner as that owner has room for,
+    /// at most `limit` in all. Only advice, as [`crate::ports::ProviderSlots::next_in_line`]
+    /// is: a driver wakes these when a job ends rather than every waiting item; each is still
+    /// admitted by its own commit.
+    async fn next_admissible(&self, limit: usize) -> Result<Vec<JobId>, StoreError>;
+}

@@ -1,0 +1,54 @@
+//! A batch item's admission: it is sent only while its batch lets it be (not canceled, its
+//! window open) and its owner has room under the concurrent-job limit, which the store checks
+//! and counts in the same commit that admits it.
+
+use std::time::Duration;
+
+use super::{JobSteps, Stepped};
+use crate::job::{Job, Trigger};
+use crate::ports::Commit;
+
+/// How long an item refused for its owner's limit rests before it looks again, should no job of
+/// its owner's ending wake it first (the driver wakes the items that the room freed goes to).
+const ADMISSION_RECHECK: Duration = Duration::from_secs(60);
+
+impl JobSteps {
+    /// The job, admitted when it is a batch item waiting for admission; else what the step
+    /// leaves the driver with: the item ended (its batch canceled or expired), or waiting.
+    pub(super) async fn admit(&self, job: Job) -> Result<Job, Stepped> {
+        let Some(place) = job.batch().filter(|_| job.awaits_admission()) else { return Ok(job) };
+        let now = self.ports.clock.now();
+        let batch = match self.ports.batches.batch_record(place.batch_id).await {
+            Ok(Some(batch)) => batch,
+            Ok(None) => {
+                tracing::error!(job_id = %job.id(), batch_id = %place.batch_id, "a batch item's batch is missing; the item is let go");
+                return Err(Stepped::Done(None));
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %job.id(), error = %e, "could not read the item's batch; will look again");
+                let next_poll_at = now + self.settings.poll_interval;
+                return Err(Stepped::Done(self.commit(&job, Trigger::AwaitCapacity { next_poll_at }).await));
+            }
+        };
+        if let Some(ending) = super::super::batches::ending_for(&batch, now) {
+            return Err(Stepped::Done(self.commit(&job, ending).await));
+        }
+        let Ok(admission) = job.apply(Trigger::Admitted, now) else { return Ok(job) };
+        match self.ports.jobs.commit(admission).await {
+            Ok(Commit::Applied(admitted)) => {
+                tracing::debug!(job_id = %admitted.id(), batch_id = %place.batch_id, "batch item admitted");
+                Ok(admitted)
+            }
+            Ok(Commit::OwnerAtLimit(current)) => {
+                tracing::debug!(job_id = %current.id(), "the owner is at the concurrent-job limit; the batch item waits");
+                let next_poll_at = now + ADMISSION_RECHECK;
+                Err(Stepped::Done(self.commit(&current, Trigger::AwaitCapacity { next_poll_at }).await))
+            }
+            Ok(Commit::Stale(_) | Commit::Missing) => Err(Stepped::Done(None)),
+            Err(e) => {
+                tracing::warn!(job_id = %job.id(), error = %e, "could not admit the batch item; it is let go for a driver to claim");
+                Err(Stepped::Done(None))
+            }
+        }
+    }
+}

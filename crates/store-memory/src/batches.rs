@@ -1,0 +1,204 @@
+//! Batches: each batch's record beside the jobs, and its items' ids in the batch's order (the
+//! order of their ids). A batch's figures are summed from its items when read.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use async_trait::async_trait;
+use genjobs_domain::batch::{Batch, BatchEnd, BatchFigures, BatchView};
+use genjobs_domain::credits::{BalanceError, CreditMovement, Credits};
+use genjobs_domain::ids::{BatchId, JobId, UserId};
+use genjobs_domain::job::{Job, JobState};
+use genjobs_domain::ports::{
+    AcceptError, BatchAccepted, BatchFilter, BatchStore, IDEMPOTENCY_RETENTION, IdempotencyClaim, LedgerMovement,
+    StoreError,
+};
+use time::OffsetDateTime;
+
+use crate::{IdempotencyRecord, JobRow, MemoryStore, State, inconsistent};
+
+/// The batches and their items.
+#[derive(Debug, Default)]
+pub(crate) struct Batches {
+    records: BTreeMap<BatchId, Batch>,
+    items: HashMap<BatchId, BTreeSet<JobId>>,
+}
+
+impl State {
+    fn batch_view(&self, batch: &Batch) -> BatchView {
+        let mut figures = BatchFigures::default();
+        let items = self.batches.items.get(&batch.id).into_iter().flatten();
+        for job in items.filter_map(|id| self.jobs.get(id)).map(|row| &row.job) {
+            figures.counts.count(job.state());
+            figures.credits_held = Credits::new(figures.credits_held.get() + job.credits_held().get());
+            if let Some(actual) = job.credits_actual() {
+                figures.credits_spent = Credits::new(figures.credits_spent.get() + actual.get());
+            }
+            if let Some(sent) = job.sent_at() {
+                figures.started_at = Some(figures.started_at.map_or(sent, |first| first.min(sent)));
+            }
+            if let Some(finished) = job.finished_at().or(job.canceled_at()) {
+                figures.last_finished_at = Some(figures.last_finished_at.map_or(finished, |last| last.max(finished)));
+            }
+        }
+        BatchView { batch: batch.clone(), figures }
+    }
+
+    fn items_of(&self, id: BatchId) -> impl Iterator<Item = &Job> {
+        let items = self.batches.items.get(&id).into_iter().flatten();
+        items.filter_map(|id| self.jobs.get(id)).map(|row| &row.job)
+    }
+
+    /// The batch whose first item is `first`, for an idempotent retry.
+    fn batch_of_item(&self, first: JobId) -> Option<BatchView> {
+        let place = self.jobs.get(&first)?.job.batch()?.batch_id;
+        self.batches.records.get(&place).map(|batch| self.batch_view(batch))
+    }
+}
+
+#[async_trait]
+impl BatchStore for MemoryStore {
+    async fn accept_batch(
+        &self,
+        batch: Batch,
+        items: Vec<Job>,
+        idempotency: Option<IdempotencyClaim>,
+        now: OffsetDateTime,
+    ) -> Result<BatchAccepted, AcceptError> {
+        let mut state = self.state();
+        state.prune_idempotency(now);
+        if let Some(claim) = &idempotency {
+            let slot = (batch.user_id, claim.key.clone());
+            if let Some(record) = state.idempotency.get(&slot).filter(|r| now - r.created_at < IDEMPOTENCY_RETENTION) {
+                if record.fingerprint != claim.fingerprint {
+                    return Err(AcceptError::IdempotencyConflict);
+                }
+                return state
+                    .batch_of_item(record.job_id)
+                    .map(BatchAccepted::Replayed)
+                    .ok_or(AcceptError::IdempotencyConflict);
+            }
+        }
+        let held = items.iter().map(|job| job.credits_held().get()).fold(0u64, u64::saturating_add);
+        let held = Credits::new(held);
+        let user = state.users.get(&batch.user_id).ok_or(AcceptError::UnknownUser)?;
+        let balances = match user.balances.apply(CreditMovement::Hold(held)) {
+            Ok(balances) => balances,
+            Err(BalanceError::Insufficient { needed, available }) => {
+                return Err(AcceptError::InsufficientCredits { needed, available });
+            }
+            Err(e) => return Err(inconsistent(e).into()),
+        };
+        state.check_key_budget_for(batch.key_prefix.as_ref(), held, now)?;
+        let user = state.users.get_mut(&batch.user_id).ok_or(AcceptError::UnknownUser)?;
+        user.balances = balances;
+        if let (Some(claim), Some(first)) = (idempotency, items.first()) {
+            state.idempotency.insert(
+                (batch.user_id, claim.key),
+                IdempotencyRecord { fingerprint: claim.fingerprint, job_id: first.id(), created_at: now },
+            );
+        }
+        let ids: BTreeSet<JobId> = items.iter().map(Job::id).collect();
+        for job in items {
+            state.jobs_by_user.entry(job.user_id()).or_default().insert(job.id());
+            state.index(&job);
+            state.record(job.user_id(), Some(job.id()), LedgerMovement::Hold(job.credits_held()));
+            state.jobs.insert(job.id(), JobRow { job, lease: None });
+        }
+        state.batches.items.insert(batch.id, ids);
+        let view = state.batch_view(&batch);
+        state.batches.records.insert(batch.id, batch);
+        Ok(BatchAccepted::Created(view))
+    }
+
+    async fn batch_record(&self, id: BatchId) -> Result<Option<Batch>, StoreError> {
+        Ok(self.state().batches.records.get(&id).cloned())
+    }
+
+    async fn batch(&self, id: BatchId) -> Result<Option<BatchView>, StoreError> {
+        let state = self.state();
+        Ok(state.batches.records.get(&id).map(|batch| state.batch_view(batch)))
+    }
+
+    /// A scan of every batch: the embedded store holds no more than one process keeps.
+    async fn find_batches(
+        &self,
+        filter: BatchFilter,
+        before: Option<BatchId>,
+        limit: usize,
+    ) -> Result<Vec<BatchView>, StoreError> {
+        let state = self.state();
+        let older = match before {
+            Some(before) => state.batches.records.range(..before),
+            None => state.batches.records.range(..),
+        };
+        Ok(older
+            .rev()
+            .filter(|(_, batch)| filter.user_id.is_none_or(|user_id| batch.user_id == user_id))
+            .map(|(_, batch)| state.batch_view(batch))
+            .filter(|view| filter.matches(view))
+            .take(limit)
+            .collect())
+    }
+
+    async fn batch_items(
+        &self,
+        id: BatchId,
+        state_wanted: Option<JobState>,
+        final_only: bool,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let state = self.state();
+        let Some(items) = state.batches.items.get(&id) else { return Ok(Vec::new()) };
+        let following = match after {
+            Some(after) => items.range((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded)),
+            None => items.range(..),
+        };
+        Ok(following
+            .filter_map(|id| state.jobs.get(id).map(|row| &row.job))
+            .filter(|job| state_wanted.is_none_or(|wanted| job.state() == wanted))
+            .filter(|job| !final_only || job.state().is_final())
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn end_batch(&self, id: BatchId, end: BatchEnd, at: OffsetDateTime) -> Result<Option<Batch>, StoreError> {
+        let mut state = self.state();
+        let Some(batch) = state.batches.records.get_mut(&id) else { return Ok(None) };
+        batch.ended.get_or_insert((end, at));
+        Ok(Some(batch.clone()))
+    }
+
+    async fn batches_past_window(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<BatchId>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .batches
+            .records
+            .values()
+            .filter(|batch| batch.ended.is_none() && batch.expires_at <= now)
+            .map(|batch| batch.id)
+            .take(limit)
+            .collect())
+    }
+
+    async fn next_admissible(&self, limit: usize) -> Result<Vec<JobId>, StoreError> {
+        let state = self.state();
+        let mut room: HashMap<UserId, u32> = HashMap::new();
+        let mut next = Vec::new();
+        for batch in state.batches.records.values().filter(|batch| batch.ended.is_none()) {
+            let Some(user) = state.users.get(&batch.user_id) else { continue };
+            let left = room
+                .entry(batch.user_id)
+                .or_insert_with(|| user.limits.max_concurrent_jobs.saturating_sub(user.active_jobs));
+            for job in state.items_of(batch.id).filter(|job| job.awaits_admission()) {
+                if *left == 0 || next.len() == limit {
+                    break;
+                }
+                *left -= 1;
+                next.push(job.id());
+            }
+        }
+        Ok(next)
+    }
+}
