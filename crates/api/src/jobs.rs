@@ -184,6 +184,9 @@ pub struct Job {
     /// What the provider says of the job while it runs there; absent when it says nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<JobMeta>,
+    /// The batch it is an item of; absent for a job submitted on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<String>,
 }
 
 /// The data of a stream event: the job as the event tells it.

@@ -23,6 +23,7 @@
 //!   the receipts of submissions and cancels, quotes, pages of jobs.
 //! - [`models`]: the models listing and each model's form fields; the operators' view of a model.
 //! - [`account`]: the caller's account, ledger and usage; the operators' users, keys and grants.
+//! - [`batches`]: a batch's body, a batch, pages of batches and items, a line of its results.
 //! - [`admin_jobs`]: every user's jobs as operators find and inspect them.
 //! - [`uploads`]: the link to an uploaded image.
 //! - [`client_webhooks`]: what a client's webhook receiver gets, a job's deliveries, the signing secret.
@@ -35,6 +36,7 @@
 
 pub mod account;
 pub mod admin_jobs;
+pub mod batches;
 pub mod client_webhooks;
 pub mod errors;
 pub mod jobs;
@@ -55,6 +57,7 @@ use utoipa::ToSchema;
 
 pub use account::{Account, CreatedUser, Grant, LedgerEntry, LedgerPage, NewUser, UsageRow, User, UserPage, UserPatch};
 pub use admin_jobs::{AdminJob, AdminJobDetail, AdminJobPage};
+pub use batches::{Batch, BatchCounts, BatchItem, BatchItemBody, BatchItemPage, BatchPage, BatchRequest, BatchResult};
 pub use client_webhooks::{WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 pub use errors::{ErrorEnvelope, ErrorObject};
 pub use jobs::{

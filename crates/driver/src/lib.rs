@@ -2,7 +2,7 @@
 //!
 //! The loops that move work forward on every replica, in plain async Rust on tokio: the job
 //! driver, the client webhook dispatcher, the catalog follower, the retention sweep, usage
-//! sealing and the upload sweep, all listed in [`Loops`], which starts and drains them the same way. The domain
+//! sealing, the upload sweep and the batch windows, all listed in [`Loops`], which starts and drains them the same way. The domain
 //! (`genjobs-domain`) decides what one step of a job or one attempt at a webhook does; this
 //! crate decides which one runs when, how many at once, and what happens on shutdown. That is
 //! why it may use tokio and the domain may not.
@@ -21,6 +21,8 @@
 //! - [`sealing`]: [`UsageSealing`], which seals finished usage days, so that reports stay cheap.
 //! - [`uploads`]: [`UploadSweep`], which deletes uploads past `GENJOBS_UPLOAD_TTL_SECS` that no
 //!   job not yet final needs.
+//! - [`batches`]: [`BatchWindows`], which expires the items of batches whose completion window
+//!   closed.
 //! - [`loops`]: [`Loops`], the list of them all, started and drained the same way.
 //! - [`settings`]: [`DriverSettings`] and [`DispatchSettings`], how each paces itself.
 //!
@@ -29,6 +31,7 @@
 //! shutdown. Time comes from the domain's `Clock` port, so the tests run on tokio's paused
 //! clock and take no wall-clock time.
 
+pub mod batches;
 pub mod catalog;
 pub mod client_webhooks;
 pub mod jobs;
@@ -39,6 +42,7 @@ pub mod settings;
 mod telemetry;
 pub mod uploads;
 
+pub use batches::BatchWindows;
 pub use catalog::{CatalogFollower, follow_catalog};
 pub use client_webhooks::WebhookDispatcher;
 pub use jobs::JobDriver;

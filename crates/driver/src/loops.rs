@@ -7,6 +7,7 @@ use std::future::Future;
 
 use tokio::task::JoinHandle;
 
+use crate::batches::BatchWindows;
 use crate::catalog::CatalogFollower;
 use crate::retention::RetentionSweep;
 use crate::sealing::UsageSealing;
@@ -27,6 +28,8 @@ pub struct Loops {
     pub sealing: UsageSealing,
     /// Deletes uploads past their time to live.
     pub uploads: UploadSweep,
+    /// Expires the items of batches whose window closed.
+    pub batch_windows: BatchWindows,
 }
 
 impl Loops {
@@ -36,7 +39,7 @@ impl Loops {
     where
         S: Future<Output = ()> + Send + 'static,
     {
-        let Self { jobs, client_webhooks, catalog, retention, sealing, uploads } = self;
+        let Self { jobs, client_webhooks, catalog, retention, sealing, uploads, batch_windows } = self;
         let (jobs_stop, webhooks_stop) = (stop(), stop());
         let mut tasks = vec![
             ("job driver", tokio::spawn(async move { jobs.run_until(jobs_stop).await })),
@@ -44,6 +47,7 @@ impl Loops {
             ("catalog follower", tokio::spawn(until(stop(), catalog.run()))),
             ("usage sealing", tokio::spawn(until(stop(), sealing.run()))),
             ("upload sweep", tokio::spawn(until(stop(), uploads.run()))),
+            ("batch windows", tokio::spawn(until(stop(), batch_windows.run()))),
         ];
         if let Some(retention) = retention {
             tasks.push(("retention sweep", tokio::spawn(until(stop(), retention.run()))));

@@ -128,7 +128,7 @@ async fn world() -> World {
     store.store.create_user(user, "u".into(), Credits::new(10_000), limits, key).await.unwrap();
     let ports = Ports {
         jobs: store.clone(),
-        batches: store.clone(),
+        batches: store.store.clone(),
         accounts: store.store.clone(),
         removals: store.store.clone(),
         usage: store.store.clone(),

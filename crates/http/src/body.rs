@@ -33,10 +33,19 @@ fn is_json(req: &HttpRequest) -> bool {
 /// 415 for another media type, 413 for a body over 1 MiB (refused from `Content-Length` before
 /// reading when it is given), 400 for JSON that does not parse.
 pub async fn read_json(req: &HttpRequest, payload: web::Payload) -> Result<Value, ApiError> {
+    read_json_within(req, payload, MAX_BODY_BYTES).await
+}
+
+/// The body as JSON, refused past `limit` bytes: [`read_json`] for the endpoints that take
+/// larger bodies (a batch's).
+///
+/// # Errors
+/// As [`read_json`], with `limit` for 1 MiB.
+pub async fn read_json_within(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Value, ApiError> {
     if !is_json(req) {
         return Err(ApiError::unsupported_media_type());
     }
-    let body = read_bytes(req, payload).await?;
+    let body = read_bytes_within(req, payload, limit).await?;
     serde_json::from_slice(&body).map_err(|e| InvalidRequest::body(format!("the body is not valid JSON: {e}")).into())
 }
 

@@ -12,8 +12,8 @@ use genjobs_domain::ports::NotificationRejected;
 use genjobs_domain::ports::StoreError;
 use genjobs_domain::upload::MAX_UPLOAD_BYTES;
 use genjobs_domain::usecases::{
-    AdminError, AuthError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError, OwnKeyError,
-    SubmitError, UploadError, WebhookSecretError,
+    AdminError, AuthError, BatchQueryError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError,
+    OwnKeyError, SubmitError, UploadError, WebhookSecretError,
 };
 
 /// An error response.
@@ -239,6 +239,18 @@ impl From<JobQueryError> for ApiError {
             JobQueryError::NotFound => Self::job_not_found(),
             JobQueryError::Forbidden => Self::new(StatusCode::FORBIDDEN, "forbidden", "FORBIDDEN", e.to_string()),
             JobQueryError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<BatchQueryError> for ApiError {
+    fn from(e: BatchQueryError) -> Self {
+        match e {
+            BatchQueryError::NotFound => {
+                Self::new(StatusCode::NOT_FOUND, "not_found", "BATCH_NOT_FOUND", "no such batch")
+            }
+            BatchQueryError::Forbidden => Self::new(StatusCode::FORBIDDEN, "forbidden", "FORBIDDEN", e.to_string()),
+            BatchQueryError::Store(e) => e.into(),
         }
     }
 }

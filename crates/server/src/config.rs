@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use genjobs_client_webhooks::{ClientWebhookArgs, TransportSettings};
+use genjobs_domain::batch::{BatchSettings, DEFAULT_BATCH_PRICE_PERCENT};
+use genjobs_domain::catalog::PricePercent;
 use genjobs_domain::client_webhooks::RetryPolicy;
 use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ports::Limits;
@@ -256,6 +258,11 @@ pub struct ConfigArgs {
     #[arg(long, env = "GENJOBS_CREDIT_USD", default_value = "0.01", value_parser = credit_usd,
         help_heading = "Users")]
     pub credit_usd: Decimal,
+    /// What a batch's item costs, in percent of its model's price (the user's tier applies on
+    /// top), rounded up per item.
+    #[arg(long, env = "GENJOBS_BATCH_PRICE_PERCENT", default_value_t = DEFAULT_BATCH_PRICE_PERCENT,
+        value_parser = clap::value_parser!(u32).range(1..=1000), help_heading = "Jobs")]
+    pub batch_price_percent: u32,
     /// Days a final job is kept before it is removed (its ledger and usage stay) [default: kept
     /// forever].
     #[arg(long, env = "GENJOBS_JOB_RETENTION_DAYS", value_parser = clap::value_parser!(u64).range(1..=36_500),
@@ -366,6 +373,10 @@ impl ConfigArgs {
                 max_concurrent_jobs: self.default_max_concurrent_jobs,
             },
             upstream_cancel: self.upstream_cancel,
+            // Within 1 to 1,000: the flag's parser refused anything else.
+            batch: BatchSettings {
+                price_percent: PricePercent::new(u64::from(self.batch_price_percent)).unwrap_or_default(),
+            },
             uploads: UploadSettings {
                 ttl: Duration::from_secs(self.upload_ttl_secs),
                 bytes_per_day: self.upload_bytes_per_day,

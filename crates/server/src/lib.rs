@@ -36,7 +36,8 @@ use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, Moderator, NewUserRequest, Ports, Services, WebhookDeliveries,
 };
 use genjobs_driver::{
-    CatalogFollower, JobDriver, Loops, RetentionSweep, RunningLoops, UploadSweep, UsageSealing, WebhookDispatcher,
+    BatchWindows, CatalogFollower, JobDriver, Loops, RetentionSweep, RunningLoops, UploadSweep, UsageSealing,
+    WebhookDispatcher,
 };
 use genjobs_http::dto::client_webhooks::WebhookBodies;
 use genjobs_http::{AppState, Drain};
@@ -533,6 +534,7 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let listener = TcpListener::bind(config.bind)?;
     let address = listener.local_addr()?;
     let services_uploads = services.uploads.clone();
+    let batch_windows = BatchWindows { batches: services.batches.clone(), clock: Arc::new(SystemClock) };
     let mut state = AppState::new(services, secrets.admin_token, &secrets.link_key, config.http.clone());
     state.drain = drain.clone();
     if let Some(pg) = &postgres {
@@ -544,8 +546,15 @@ pub async fn start(config: Config) -> Result<Service, StartError> {
     let deliveries = WebhookDeliveries::new(ports, webhooks, bodies, config.dispatch.deliveries.clone());
     let dispatcher = WebhookDispatcher::new(deliveries, config.dispatch.clone());
     let uploads = UploadSweep::new(services_uploads, Arc::new(SystemClock));
-    let loops =
-        Loops { jobs: driver, client_webhooks: dispatcher, catalog: catalog_follower, retention, sealing, uploads };
+    let loops = Loops {
+        jobs: driver,
+        client_webhooks: dispatcher,
+        catalog: catalog_follower,
+        retention,
+        sealing,
+        uploads,
+        batch_windows,
+    };
     let stopping = drain.clone();
     let loops = loops.start(move || {
         let drain = stopping.clone();

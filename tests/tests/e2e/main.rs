@@ -6,6 +6,7 @@
 mod admin;
 mod admin_jobs;
 mod auth;
+mod batches;
 mod boundaries_edge;
 mod capacity;
 mod catalog;

@@ -1,4 +1,6 @@
 use super::*;
+use crate::batch::BatchPlace;
+use crate::ids::BatchId;
 use crate::catalog::{PricePercent, Unit};
 use crate::output::{OutputKind, OutputMeta};
 
@@ -80,6 +82,7 @@ fn failure() -> Trigger {
 fn trigger_of(kind: TriggerKind) -> Trigger {
     match kind {
         TriggerKind::SubmitStarted => Trigger::SubmitStarted { next_poll_at: now() },
+        TriggerKind::Admitted => Trigger::Admitted,
         TriggerKind::Submitted => Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: None },
         TriggerKind::Moderated => Trigger::Moderated { outcome: Moderation::Passed },
         TriggerKind::ModerationDelayed => Trigger::ModerationDelayed { next_poll_at: now() },
@@ -98,6 +101,33 @@ fn trigger_of(kind: TriggerKind) -> Trigger {
     }
 }
 
+/// A queued batch item, not yet admitted.
+fn batch_item() -> Job {
+    let place = BatchPlace { batch_id: BatchId::new_at(now()), custom_id: "item-0".into(), admitted: false };
+    queued().with_batch(place)
+}
+
+/// A batch item counts against its owner's limit from its admission to its end, and only then;
+/// a job submitted on its own counts from its acceptance.
+#[test]
+fn a_batch_item_counts_from_its_admission_to_its_end() {
+    let item = batch_item();
+    assert!(!item.counts_as_active() && item.awaits_admission());
+    assert_eq!(item.priority(), crate::capacity::Priority::Low, "batch items run at low priority");
+    let canceled_unsent = item.apply(Trigger::Cancel, now()).unwrap();
+    assert!(!canceled_unsent.frees_slot() && !canceled_unsent.takes_slot(), "an item never admitted frees nothing");
+    let admission = item.apply(Trigger::Admitted, now()).unwrap();
+    assert!(admission.takes_slot() && !admission.frees_slot());
+    let admitted = admission.into_job();
+    assert!(admitted.counts_as_active() && !admitted.awaits_admission());
+    assert!(matches!(admitted.apply(Trigger::Admitted, now()), Err(TransitionError::NotApplicable { .. })));
+    let ended = admitted.apply(failure(), now()).unwrap();
+    assert!(ended.frees_slot() && ended.frees_batch_slot());
+    let own = queued().apply(failure(), now()).unwrap();
+    assert!(own.frees_slot() && !own.frees_batch_slot());
+    assert!(matches!(queued().apply(Trigger::Admitted, now()), Err(TransitionError::NotApplicable { .. })));
+}
+
 /// A job in `state` on which the submission guards of `kind` hold, so that only the table decides.
 fn ready_for(state: JobState, kind: TriggerKind) -> Job {
     match (state, kind) {
@@ -109,6 +139,7 @@ fn ready_for(state: JobState, kind: TriggerKind) -> Job {
             | TriggerKind::ModerationDelayed
             | TriggerKind::ModerationRefused,
         ) => queued(),
+        (JobState::Queued, TriggerKind::Admitted) => batch_item(),
         (JobState::Queued, TriggerKind::Submitted | TriggerKind::SubmitNotReached) => {
             step(&queued(), Trigger::SubmitStarted { next_poll_at: now() })
         }
@@ -122,16 +153,17 @@ fn the_state_table() {
     use JobState::{Canceled, Failed, Queued, Running, Succeeded};
     use TriggerKind as T;
     #[rustfmt::skip]
-    let table: [(JobState, [Option<JobState>; 13]); 5] = [
-        //        SubmitStarted  Moderated     ModDelayed    ModRefused    Submitted     NotReached    AwaitCapacity UpQueued       UpRunning      Unreachable    Succeeded        Failed        Cancel
-        (Queued,  [Some(Queued), Some(Queued), Some(Queued), Some(Failed), Some(Queued), Some(Queued), Some(Queued), Some(Queued),  Some(Running), Some(Queued),  Some(Succeeded), Some(Failed), Some(Canceled)]),
-        (Running, [None,         None,         None,         None,         None,         None,         None,         Some(Running), Some(Running), Some(Running), Some(Succeeded), Some(Failed), Some(Canceled)]),
-        (Succeeded, [None; 13]),
-        (Failed,    [None; 13]),
-        (Canceled,  [None; 13]),
+    let table: [(JobState, [Option<JobState>; 14]); 5] = [
+        //        SubmitStarted  Admitted      Moderated     ModDelayed    ModRefused    Submitted     NotReached    AwaitCapacity UpQueued       UpRunning      Unreachable    Succeeded        Failed        Cancel
+        (Queued,  [Some(Queued), Some(Queued), Some(Queued), Some(Queued), Some(Failed), Some(Queued), Some(Queued), Some(Queued), Some(Queued),  Some(Running), Some(Queued),  Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Running, [None,         None,         None,         None,         None,         None,         None,         None,         Some(Running), Some(Running), Some(Running), Some(Succeeded), Some(Failed), Some(Canceled)]),
+        (Succeeded, [None; 14]),
+        (Failed,    [None; 14]),
+        (Canceled,  [None; 14]),
     ];
     let columns = [
         T::SubmitStarted,
+        T::Admitted,
         T::Moderated,
         T::ModerationDelayed,
         T::ModerationRefused,

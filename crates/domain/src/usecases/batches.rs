@@ -13,7 +13,7 @@ use futures_util::{StreamExt, stream};
 use time::OffsetDateTime;
 
 use super::{Caller, Cancellations, Ports, Submission, Submissions, SubmitError};
-use crate::batch::{Batch, BatchEnd, BatchPlace, BatchSettings, BatchView, check_custom_ids, check_metadata};
+use crate::batch::{Batch, BatchEnd, BatchPlace, BatchView, check_custom_ids, check_metadata};
 use crate::ids::{BatchId, JobId};
 use crate::invalid::InvalidRequest;
 use crate::job::{Job, JobError, JobErrorCode, JobState, Trigger};
@@ -74,12 +74,8 @@ impl Submissions {
     ///
     /// # Errors
     /// See [`SubmitError`]; an item's refusal names its `param` under `items[i].body.`.
-    pub async fn submit_batch(
-        &self,
-        caller: &Caller,
-        submission: BatchSubmission,
-        settings: BatchSettings,
-    ) -> Result<BatchView, SubmitError> {
+    pub async fn submit_batch(&self, caller: &Caller, submission: BatchSubmission) -> Result<BatchView, SubmitError> {
+        let settings = self.batch;
         submission.check()?;
         if let Some(url) = &submission.webhook_url {
             self.check_webhook_destination(url).await?;
@@ -330,7 +326,7 @@ impl Batches {
         );
         let canceled = ended.await?;
         tracing::info!(batch_id = %id, canceled, "batch's items canceled");
-        Ok(self.batches.batch(id).await?.ok_or(BatchQueryError::NotFound)?)
+        self.batches.batch(id).await?.ok_or(BatchQueryError::NotFound)
     }
 
     /// Closes the windows that passed: each such batch ends `expired`, and its items waiting to

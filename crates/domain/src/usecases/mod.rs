@@ -74,6 +74,7 @@ pub use uploads::{UploadError, Uploads};
 pub use usage::{LedgerEntry, LedgerKind, LedgerPage, MAX_LEDGER_PAGE, MAX_USAGE_DAYS, UsageError, usage_range};
 pub use watch::{JobStream, LongPoll, Watch, Woke};
 
+use crate::batch::BatchSettings;
 use crate::catalog::LiveCatalog;
 use crate::ids::JobId;
 use crate::job::Job;
@@ -147,6 +148,8 @@ pub struct Settings {
     pub upstream_notifies: bool,
     /// Uploads' time to live and daily quota.
     pub uploads: UploadSettings,
+    /// What batch items cost.
+    pub batch: BatchSettings,
 }
 
 impl Default for Settings {
@@ -157,6 +160,7 @@ impl Default for Settings {
             upstream_cancel: false,
             upstream_notifies: false,
             uploads: UploadSettings::default(),
+            batch: BatchSettings::default(),
         }
     }
 }
@@ -197,7 +201,7 @@ impl Services {
         let catalog = catalog.into();
         let cancellations = Cancellations::new(ports, settings.upstream_cancel);
         Self {
-            submissions: Submissions::new(ports, catalog.clone()),
+            submissions: Submissions::new(ports, catalog.clone()).with_batch_settings(settings.batch),
             reads: JobReads::new(ports, settings.clone()),
             removals: Removals::new(ports, cancellations.clone()),
             uploads: Uploads::new(ports, settings.uploads),

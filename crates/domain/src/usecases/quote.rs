@@ -81,9 +81,19 @@ impl Submissions {
     /// [`SubmitError::Invalid`] naming `extra.<key>` for a key `extra` may not set;
     /// [`SubmitError::Store`] when the model left the catalog.
     pub fn quote(&self, caller: &Caller, request: &GenerationRequest) -> Result<Quote, SubmitError> {
+        self.quote_as(caller, request, false)
+    }
+
+    /// [`Submissions::quote`], as an item of a batch when `in_batch`: at the batch price.
+    ///
+    /// # Errors
+    /// As [`Submissions::quote`].
+    pub fn quote_as(&self, caller: &Caller, request: &GenerationRequest, in_batch: bool) -> Result<Quote, SubmitError> {
         let catalog = self.catalog.current();
         let model = self.price(&catalog, request)?;
-        let credits = model.rate(&request.input).at(caller.price_percent).to_hold(&request.input);
+        let rate = model.rate(&request.input).at(caller.price_percent);
+        let rate = if in_batch { rate.in_batch(self.batch.price_percent) } else { rate };
+        let credits = rate.to_hold(&request.input);
         Ok(Quote { model: model.id.clone(), credits })
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use time::OffsetDateTime;
 
 use super::{Caller, ClientWebhookPorts, Ports};
+use crate::batch::BatchSettings;
 use crate::capacity::ProviderLoad;
 use crate::catalog::{Catalog, LiveCatalog, Model};
 use crate::credits::Credits;
@@ -132,6 +133,7 @@ pub struct Submissions {
     pub(super) catalog: LiveCatalog,
     handoff: Option<Arc<dyn JobHandoff>>,
     webhooks: Option<ClientWebhookPorts>,
+    pub(super) batch: BatchSettings,
 }
 
 /// The ports of [`Submissions`].
@@ -157,7 +159,7 @@ impl Submissions {
             ids: Arc::clone(&ports.ids),
             traces: Arc::clone(&ports.traces),
         };
-        Self { ports, catalog: catalog.into(), handoff: None, webhooks: None }
+        Self { ports, catalog: catalog.into(), handoff: None, webhooks: None, batch: BatchSettings::default() }
     }
 
     /// The same submissions, passing the jobs they accept to the driver of their own process
@@ -165,6 +167,12 @@ impl Submissions {
     #[must_use]
     pub fn with_handoff(self, handoff: Arc<dyn JobHandoff>) -> Self {
         Self { handoff: Some(handoff), ..self }
+    }
+
+    /// The same submissions, pricing batch items as `settings` says.
+    #[must_use]
+    pub fn with_batch_settings(self, settings: BatchSettings) -> Self {
+        Self { batch: settings, ..self }
     }
 
     /// The same submissions, taking `webhook_url` when `ports` may call it.

@@ -24,7 +24,8 @@
 //! hurries those it holds, so that a backlog of N waiting jobs costs one read per freed slot,
 //! not N steps each taking the provider's lock. A burst of frees is coalesced: one question in
 //! flight, one more after it when woken meanwhile. Every waiting job still looks again once a
-//! lease, should a wake be lost.
+//! lease, should a wake be lost. The same question names the batch items waiting for their
+//! owner's room that a job's end made room for.
 
 mod handoff;
 mod held;
@@ -337,10 +338,22 @@ impl JobDriver {
         }
     }
 
-    /// Asks which waiting jobs the free slots go to, as a task of the loop.
+    /// Asks which waiting jobs the free slots go to, and which batch items the room their owners
+    /// have now goes to, as a task of the loop.
     fn ask_next_in_line(&self, work: &mut JoinSet<Done>) {
         let upstream = Arc::clone(&self.steps.ports().upstream);
-        spawn(work, Done::NextInLine(Err(panicked())), async move { Done::NextInLine(upstream.next_in_line().await) });
+        let batches = Arc::clone(&self.steps.ports().batches);
+        let limit = self.settings.batch;
+        spawn(work, Done::NextInLine(Err(panicked())), async move {
+            let next = match upstream.next_in_line().await {
+                Ok(mut next) => batches.next_admissible(limit).await.map(|admissible| {
+                    next.extend(admissible);
+                    next
+                }),
+                Err(e) => Err(e),
+            };
+            Done::NextInLine(next)
+        });
     }
 
     /// The time between two polls of a job: the poll interval while someone watches it or when

@@ -77,11 +77,11 @@ fn output_view(job: &DomainJob, index: usize, item: &OutputItem, links: &OutputL
     }
 }
 
-fn outputs(job: &DomainJob, links: &OutputLinks<'_>) -> Option<Vec<Output>> {
+pub(crate) fn outputs(job: &DomainJob, links: &OutputLinks<'_>) -> Option<Vec<Output>> {
     job.outputs().map(|items| items.iter().enumerate().map(|(i, item)| output_view(job, i, item, links)).collect())
 }
 
-fn error_view(e: &job::JobError) -> JobError {
+pub(crate) fn error_view(e: &job::JobError) -> JobError {
     JobError {
         kind: e.error_type().to_owned(),
         code: e.code.as_str().to_owned(),
@@ -109,6 +109,7 @@ pub fn job_view(job: &DomainJob, links: &OutputLinks<'_>) -> Job {
         credits_actual: job.credits_actual().map(|c| c.get()),
         upstream: job.upstream().map(|at| at.provider().to_owned()),
         meta: job_meta(job),
+        batch_id: job.batch().map(|place| place.batch_id.to_string()),
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod admin;
 mod admin_jobs;
+mod batches;
 mod client_webhooks;
 mod files;
 mod keys;
@@ -15,6 +16,7 @@ mod usage;
 
 pub use admin::*;
 pub use admin_jobs::*;
+pub use batches::*;
 pub use client_webhooks::*;
 pub use files::*;
 pub use keys::*;

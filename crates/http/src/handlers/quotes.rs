@@ -3,6 +3,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use genjobs_api::{ImageRequest, Quote, VideoRequest};
+use genjobs_domain::invalid::InvalidRequest;
 use genjobs_domain::modality::Modality;
 
 use super::Handled;
@@ -20,12 +21,17 @@ async fn quote(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Handled {
-    let body = read_json(&req, payload).await?;
+    let mut body = read_json(&req, payload).await?;
+    let in_batch = match body.as_object_mut().and_then(|fields| fields.remove("batch")) {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Bool(in_batch)) => in_batch,
+        Some(_) => return Err(InvalidRequest::param("batch", "`batch` must be a boolean").into()),
+    };
     let request = generation_request(modality, &body, &state.services.submissions.catalog())?;
     let quote = state
         .services
         .submissions
-        .quote(&caller.0, &request)
+        .quote_as(&caller.0, &request, in_batch)
         .map_err(|e| ApiError::from_submit(e, state.services.settings().poll_interval))?;
     Ok(HttpResponse::Ok().json(quote_view(quote)))
 }
@@ -33,7 +39,7 @@ async fn quote(
 /// Price a video generation
 ///
 /// Takes the body of `POST /api/v1/video/generations` and answers what submitting it now would
-/// hold. No job is made and nothing is held; never refused for lack of credits. Counts against
+/// hold; with `"batch": true`, what it would hold as an item of a batch (at the batch price). No job is made and nothing is held; never refused for lack of credits. Counts against
 /// the rate limit.
 #[utoipa::path(post, path = "/api/v1/video/generations/quote", tag = "generations",
     security(("api_key" = [])),
