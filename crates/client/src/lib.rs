@@ -52,10 +52,10 @@ use types::{DataView, ErrorEnvelope};
 
 pub use error::{ApiError, Error};
 pub use types::{
-    Account, BudgetBody, CancelReceipt, EventKind, Field, FieldOption, ImageRequest, IssuedKey, Job, JobError,
-    JobEvent, JobPage, JobState, KeyBudgetView, KeyView, LedgerEntry, LedgerPage, Model, NewKey, Output, OutputMeta,
-    Quote, Receipt, StreamEvent, Upload, UsageRow, VideoRequest, WebhookAttempt, WebhookDelivery, WebhookPayload,
-    WebhookSecret,
+    Account, Batch, BatchCounts, BatchItemBody, BatchRequest, BatchResult, BudgetBody, CancelReceipt, EventKind, Field,
+    FieldOption, ImageRequest, IssuedKey, Job, JobError, JobEvent, JobPage, JobState, KeyBudgetView, KeyView,
+    LedgerEntry, LedgerPage, Model, NewKey, Output, OutputMeta, Quote, Receipt, StreamEvent, Upload, UsageRow,
+    VideoRequest, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret,
 };
 
 /// How long an ordinary call may take.
@@ -372,6 +372,42 @@ impl Client {
         let rows: DataView<UsageRow> =
             self.send(self.request(Method::GET, "/api/v1/account/usage").timeout(CALL_TIMEOUT).query(&query)).await?;
         Ok(rows.data)
+    }
+
+    /// Submits a batch: every item checked, the whole held at once or nothing. A retry with the
+    /// same `idempotency_key` answers the same batch; `None` generates one for this call's own
+    /// retries.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 400 (the `param` names the item, e.g. `items[3].body.prompt`), 401, 402,
+    /// 409, 413; or as every call.
+    pub async fn submit_batch(&self, request: &BatchRequest, idempotency_key: Option<&str>) -> Result<Batch, Error> {
+        let key = idempotency_key.map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+        let request = self
+            .request(Method::POST, "/api/v1/batches")
+            .timeout(UPLOAD_TIMEOUT)
+            .header("Idempotency-Key", &key)
+            .json(request);
+        self.send(request).await
+    }
+
+    /// The batch now, with its counts.
+    ///
+    /// # Errors
+    /// [`Error::Api`] 404 for no such batch, 403 for another user's.
+    pub async fn batch(&self, batch_id: &str) -> Result<Batch, Error> {
+        self.send(self.request(Method::GET, &format!("/api/v1/batches/{batch_id}")).timeout(CALL_TIMEOUT)).await
+    }
+
+    /// The batch's results as they come from the service: one line of NDJSON per final item, in
+    /// the batch's order, streamed.
+    ///
+    /// # Errors
+    /// As [`Client::batch`] for the answer; a broken connection is yielded as an error.
+    pub async fn batch_results(&self, batch_id: &str) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
+        let request = self.request(Method::GET, &format!("/api/v1/batches/{batch_id}/results"));
+        let response = checked(request.send().await?).await?;
+        Ok(response.bytes_stream().map(|chunk| chunk.map_err(Error::from)).boxed())
     }
 
     /// Downloads `url` (an output's) into `path`, streaming; returns the bytes written.

@@ -2,10 +2,10 @@
 //! writes; and the events of a job's stream as the client hands them out.
 
 pub use genjobs_api::{
-    Account, BudgetBody, CancelReceipt, DataView, ErrorEnvelope, ErrorObject, Field, FieldOption, ImageRequest,
-    IssuedKey, Job, JobError, JobMeta, JobPage, JobState, KeyBudgetView, KeyView, LedgerEntry, LedgerPage, Model,
-    NewKey, Output, OutputMeta, Quote, Receipt, StreamEvent, Upload, UsageRow, VideoRequest, WebhookAttempt,
-    WebhookDelivery, WebhookPayload, WebhookSecret,
+    Account, Batch, BatchCounts, BatchItemBody, BatchRequest, BatchResult, BudgetBody, CancelReceipt, DataView,
+    ErrorEnvelope, ErrorObject, Field, FieldOption, ImageRequest, IssuedKey, Job, JobError, JobMeta, JobPage, JobState,
+    KeyBudgetView, KeyView, LedgerEntry, LedgerPage, Model, NewKey, Output, OutputMeta, Quote, Receipt, StreamEvent,
+    Upload, UsageRow, VideoRequest, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret,
 };
 
 /// The name of a stream event.

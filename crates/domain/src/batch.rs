@@ -2,7 +2,8 @@
 //! the batch price.
 //!
 //! A batch is a record of its own ([`Batch`]: owner, window, metadata, whether it was canceled
-//! or expired) and a set of ordinary jobs, its items, each knowing its place ([`BatchPlace`]).
+//! or expired) and a set of ordinary jobs, its items, each knowing its place
+//! ([`crate::job::BatchPlace`]).
 //! What a batch shows beyond its record (its counts, credits, start and end) is summed from its
 //! items when read ([`BatchFigures`]), never kept twice, so that no crash leaves a count wrong.
 //!
@@ -36,18 +37,6 @@ pub const DEFAULT_COMPLETION_WINDOW_SECS: u64 = 86_400;
 pub const MAX_METADATA_PAIRS: usize = 16;
 /// The batch price of an operator who sets none, in percent of the model's price.
 pub const DEFAULT_BATCH_PRICE_PERCENT: u32 = 50;
-
-/// Where a job sits in a batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchPlace {
-    /// The batch.
-    pub batch_id: BatchId,
-    /// The client's name for the item, unique in the batch.
-    pub custom_id: String,
-    /// Whether the item was admitted to be sent: from then on it counts against its owner's
-    /// concurrent-job limit until it is final.
-    pub admitted: bool,
-}
 
 /// How a batch was ended before every item finished on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

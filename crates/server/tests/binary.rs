@@ -496,3 +496,39 @@ fn bad_moderation_settings_stop_the_start_naming_the_setting() {
     let stderr = String::from_utf8(no_sim.stderr).unwrap();
     assert!(stderr.contains("GENJOBS_MODERATION_URL") && stderr.contains("simulator"), "{stderr}");
 }
+
+#[test]
+fn the_cli_submits_a_batch_from_a_file_waits_for_it_and_writes_its_results() {
+    let (mut service, address, key) = fast_service("1000");
+    let file = std::env::temp_dir().join(format!("genjobs-batch-{}.jsonl", std::process::id()));
+    let lines: Vec<String> = (0..3)
+        .map(|i| format!(r#"{{"custom_id": "sku-{i}", "modality": "image", "body": {{"prompt": "chair {i}"}}}}"#))
+        .collect();
+    std::fs::write(&file, format!("{}\n\n", lines.join("\n"))).unwrap();
+    let (status, stdout, stderr) = client(&address, &key, &["batch", "submit", file.to_str().unwrap(), "--wait"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(stdout.contains("completed: 3 items, 3 succeeded"), "{stdout}");
+    let id = stdout.split_whitespace().nth(1).unwrap().to_owned();
+    let (status, results, stderr) = client(&address, &key, &["batch", "results", &id]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let names: Vec<String> = results
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["custom_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["sku-0", "sku-1", "sku-2"], "{results}");
+
+    std::fs::write(
+        &file,
+        "{\"custom_id\": \"a\", \"modality\": \"image\", \"body\": {\"prompt\": \"ok\"}}\nnot json\n",
+    )
+    .unwrap();
+    let (status, _, stderr) = client(&address, &key, &["batch", "submit", file.to_str().unwrap()]);
+    assert_eq!(status, Some(2), "a file that is not JSONL is a usage error: {stderr}");
+    assert!(stderr.contains("line 2"), "{stderr}");
+    std::fs::write(&file, "{\"custom_id\": \"a\", \"modality\": \"image\", \"body\": {}}\n").unwrap();
+    let (status, _, stderr) = client(&address, &key, &["batch", "submit", file.to_str().unwrap()]);
+    assert_eq!(status, Some(3), "a refused item is the service's refusal: {stderr}");
+    assert!(stderr.contains("items[0].body.prompt"), "{stderr}");
+    std::fs::remove_file(&file).unwrap();
+    service.kill().unwrap();
+}

@@ -13,6 +13,7 @@
 //! about submission (a job is submitted once, and only a submitted job takes the provider's
 //! answers) and computes the next phase.
 
+mod batch_place;
 mod error;
 mod phase;
 mod state;
@@ -24,6 +25,7 @@ mod upstream;
 
 use time::OffsetDateTime;
 
+pub use batch_place::BatchPlace;
 pub use error::{JobError, JobErrorCode};
 pub use phase::{JobPhase, Reached, Submission};
 pub use state::{JobState, Trigger, TriggerKind, next_state};
@@ -31,7 +33,6 @@ pub use stored::{CorruptJob, StoredJob};
 pub use transition::{Transition, TransitionError};
 pub use upstream::UpstreamRef;
 
-use crate::batch::BatchPlace;
 use crate::capacity::Priority;
 use crate::catalog::{Billing, ProviderBill, Rate};
 use crate::credits::{CreditMovement, Credits};

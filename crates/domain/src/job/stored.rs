@@ -3,8 +3,7 @@
 
 use time::OffsetDateTime;
 
-use super::JobPhase;
-use crate::batch::BatchPlace;
+use super::{BatchPlace, JobPhase};
 use crate::capacity::Priority;
 use crate::catalog::{Billing, ProviderBill, Rate};
 use crate::credits::Credits;

@@ -1,7 +1,7 @@
+use super::BatchPlace;
 use super::*;
-use crate::batch::BatchPlace;
-use crate::ids::BatchId;
 use crate::catalog::{PricePercent, Unit};
+use crate::ids::BatchId;
 use crate::output::{OutputKind, OutputMeta};
 
 fn now() -> OffsetDateTime {

@@ -13,10 +13,10 @@ use futures_util::{StreamExt, stream};
 use time::OffsetDateTime;
 
 use super::{Caller, Cancellations, Ports, Submission, Submissions, SubmitError};
-use crate::batch::{Batch, BatchEnd, BatchPlace, BatchView, check_custom_ids, check_metadata};
+use crate::batch::{Batch, BatchEnd, BatchView, check_custom_ids, check_metadata};
 use crate::ids::{BatchId, JobId};
 use crate::invalid::InvalidRequest;
-use crate::job::{Job, JobError, JobErrorCode, JobState, Trigger};
+use crate::job::{BatchPlace, Job, JobError, JobErrorCode, JobState, Trigger};
 use crate::ports::{
     AcceptError, BatchAccepted, BatchFilter, BatchStore, Clock, Commit, IdempotencyClaim, JobEvents, JobStore,
     StoreError,

@@ -74,6 +74,9 @@ pub enum Command {
     /// List, read, follow or cancel your jobs.
     #[command(subcommand)]
     Jobs(remote::JobsCommand),
+    /// Submit a file of generations as one batch at the batch price, follow it, read its results.
+    #[command(subcommand)]
+    Batch(remote::BatchCommand),
     /// Your webhook secret, and a job's webhook deliveries.
     #[command(subcommand)]
     Webhooks(remote::WebhooksCommand),
@@ -204,6 +207,7 @@ impl Command {
             | Command::Image(_)
             | Command::Video(_)
             | Command::Jobs(_)
+            | Command::Batch(_)
             | Command::Webhooks(_)
             | Command::Models(_)
             | Command::Account(_)
@@ -223,6 +227,7 @@ impl Command {
             Command::Image(args) => Some(Client::Image(args)),
             Command::Video(args) => Some(Client::Video(args)),
             Command::Jobs(command) => Some(Client::Jobs(command)),
+            Command::Batch(command) => Some(Client::Batch(command)),
             Command::Webhooks(command) => Some(Client::Webhooks(command)),
             Command::Models(ModelsCommand { catalog: None, list }) => Some(Client::Models(list)),
             Command::Account(args) => Some(Client::Account(args)),

@@ -196,3 +196,28 @@ pub enum WebhooksCommand {
         connection: Connection,
     },
 }
+
+/// `genjobs batch …`
+#[derive(Debug, Subcommand)]
+pub enum BatchCommand {
+    /// Submit a file of items, one JSON object a line (`{"custom_id", "modality", "body"}`), as
+    /// one batch at the batch price; with --wait, follow it to its end with a bar of items done.
+    Submit {
+        /// The JSONL file.
+        file: PathBuf,
+        /// Follow the batch until every item is final.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+    /// Write a batch's results to stdout: one JSON line per final item, in the batch's order.
+    Results {
+        /// The batch id.
+        id: String,
+        #[command(flatten)]
+        #[allow(missing_docs, reason = "flattened: its fields carry the docs")]
+        connection: Connection,
+    },
+}

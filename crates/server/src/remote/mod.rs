@@ -1,4 +1,4 @@
-//! The API's command-line client, built on `genjobs-client`: `genjobs image`, `video`, `jobs`,
+//! The API's command-line client, built on `genjobs-client`: `genjobs image`, `video`, `jobs`, `batch`,
 //! `models`, `account`, and `keys` without `DATABASE_URL` (`keys`). A submission is followed with a progress bar fed by the job's event
 //! stream, its outputs are downloaded into `--out` and their paths printed; Ctrl-C offers to
 //! cancel the job. `--json` prints one JSON document on stdout instead. An `--image` that names a
@@ -16,6 +16,7 @@ use genjobs_client::{Client, Error, ImageRequest, Job, JobState, Quote, Receipt,
 use serde_json::json;
 
 mod args;
+mod batch;
 mod counted;
 mod flags;
 mod follow;
@@ -110,6 +111,8 @@ pub enum ClientCommand {
     Video(VideoArgs),
     /// `genjobs jobs …`.
     Jobs(JobsCommand),
+    /// `genjobs batch …`.
+    Batch(BatchCommand),
     /// `genjobs webhooks …`.
     Webhooks(WebhooksCommand),
     /// `genjobs models` without a catalog subcommand.
@@ -175,6 +178,14 @@ pub async fn run(command: ClientCommand) -> ExitCode {
                 Err(stop) => Err(stop),
             };
             (g.connection, outcome.map_err(in_flag_terms))
+        }
+        Command::Batch(BatchCommand::Submit { file, wait, connection }) => {
+            let outcome = batch::submit(&connection, &file, wait).await;
+            (connection, outcome)
+        }
+        Command::Batch(BatchCommand::Results { id, connection }) => {
+            let outcome = batch::results(&connection, &id).await;
+            (connection, outcome)
         }
         Command::Jobs(JobsCommand::Watch { id, out, connection }) => {
             let outcome = match client(&connection) {
