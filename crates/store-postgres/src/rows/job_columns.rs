@@ -73,8 +73,10 @@ macro_rules! job_columns {
             }
         }
 
-        impl QueryFragment<Pg> for AcceptMany {
-            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        impl AcceptMany {
+            /// `WITH new AS (SELECT * FROM unnest(…)`: the rows' arrays, one bind per column,
+            /// however many rows; the statement names the columns of `new` after it.
+            fn push_unnest<'b>(&'b self, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
                 out.push_sql("WITH new AS (SELECT * FROM unnest(");
                 $(
                     out.push_bind_param::<Array<$fixed_sql>, _>(&self.$fixed)?;
@@ -86,6 +88,13 @@ macro_rules! job_columns {
                 )*
                 out.push_bind_param::<Array<Nullable<SqlUuid>>, _>(&self.lease_id)?;
                 out.push_sql("::uuid[])");
+                Ok(())
+            }
+        }
+
+        impl QueryFragment<Pg> for AcceptMany {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                self.push_unnest(&mut out)?;
                 out.push_sql(&ACCEPT_MANY_REST);
                 Ok(())
             }
@@ -159,6 +168,9 @@ job_columns! {
         priority: String => Text as "text",
         start_by: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
         routing: Option<Value> => Nullable<Jsonb> as "jsonb",
+        batch_id: Option<Uuid> => Nullable<SqlUuid> as "uuid",
+        batch_custom_id: Option<String> => Nullable<Text> as "text",
+        rate_batch_percent: i32 => Integer as "int4",
     }
     changing {
         state: String => Text as "text",
@@ -182,6 +194,7 @@ job_columns! {
         provider_units: Option<i64> => Nullable<BigInt> as "int8",
         units_charged: Option<i64> => Nullable<BigInt> as "int8",
         provider_cost: Option<i64> => Nullable<BigInt> as "int8",
+        batch_admitted: bool => Bool as "bool",
         version: i64 => BigInt as "int8",
     }
 }
@@ -196,6 +209,10 @@ const LEDGER_HOLD: &str = "hold AS (
             INSERT INTO ledger (user_id, job_id, kind, amount)
             SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
         )";
+
+/// The owner's jobs a job submitted on its own is checked against: every job counted in
+/// `active_jobs` but the admitted batch items, which never refuse one.
+const COUNTED_AGAINST_LIMIT: &str = "(users.active_jobs - users.admitted_batch_items)";
 
 /// What one job of a group accept saw and did: its id, the credits available, the active jobs
 /// and the concurrent-job limit of its owner in the statement's snapshot, and whether it was
@@ -227,7 +244,7 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
     let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
     format!(
         " AS new({columns})), account AS (
-            SELECT users.id, users.credits_available, users.active_jobs, users.max_concurrent_jobs
+            SELECT users.id, users.credits_available, {counted} AS active_jobs, users.max_concurrent_jobs
             FROM users JOIN new ON users.id = new.user_id
         ), locked AS (
             SELECT users.id FROM users JOIN new ON users.id = new.user_id ORDER BY users.id FOR NO KEY UPDATE OF users
@@ -236,7 +253,7 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
             {held_set}
             FROM new, locked
             WHERE users.id = new.user_id AND users.id = locked.id AND users.credits_available >= new.credits_held
-              AND users.active_jobs < users.max_concurrent_jobs
+              AND {counted} < users.max_concurrent_jobs
             RETURNING users.id
         ), job AS (
             INSERT INTO jobs ({columns}) SELECT {values} FROM new JOIN held ON held.id = new.user_id
@@ -249,6 +266,7 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
         values = values.join(", "),
         held_set = HELD_SET,
         ledger_hold = LEDGER_HOLD,
+        counted = COUNTED_AGAINST_LIMIT,
     )
 });
 
@@ -295,7 +313,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
     let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
     format!(
         ", account AS (
-            SELECT users.credits_available, users.active_jobs, users.max_concurrent_jobs
+            SELECT users.credits_available, {counted} AS active_jobs, users.max_concurrent_jobs
             FROM users JOIN new ON users.id = new.user_id
         ), key AS (
             SELECT api_keys.prefix, api_keys.budget_credits,
@@ -308,7 +326,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
             {held_set}
             FROM new, key
             WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
-              AND users.active_jobs < users.max_concurrent_jobs AND key.used + new.credits_held <= key.budget_credits
+              AND {counted} < users.max_concurrent_jobs AND key.used + new.credits_held <= key.budget_credits
             RETURNING users.id
         ), counted AS (
             UPDATE api_keys SET budget_used = key.used + new.credits_held, budget_period_start = period.start
@@ -326,6 +344,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
         values = values.join(", "),
         held_set = HELD_SET,
         ledger_hold = LEDGER_HOLD,
+        counted = COUNTED_AGAINST_LIMIT,
     )
 });
 
@@ -384,12 +403,12 @@ mod tests {
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
         assert_eq!(
             INSERTED.len(),
-            40,
-            "jobs has 43 columns, and an accept writes all but the provider slot's and the budget period"
+            44,
+            "jobs has 47 columns, and an accept writes all but the provider slot's and the budget period"
         );
         let row = row();
         let accept = debug_query::<Pg, _>(&AcceptMany::of(&[&row])).to_string();
-        assert!(accept.contains("$40::uuid[])") && !accept.contains("$41"), "{accept}");
+        assert!(accept.contains("$44::uuid[])") && !accept.contains("$45"), "{accept}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");
