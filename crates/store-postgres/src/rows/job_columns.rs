@@ -1,6 +1,7 @@
 //! The `jobs` table's columns, listed once. From the one list come the row type diesel reads and
-//! writes, the accept statements (a group's, and a budgeted key's) and the group update of changed
-//! jobs (their column lists, casts and binds), so that a new column is added in one place.
+//! writes, the accept statements (a group's, a budgeted key's, and a batch's items) and the group
+//! update of changed jobs (their column lists, casts and binds), so that a new column is added in
+//! one place.
 //!
 //! Each statement is a query fragment of its own with a static query id, so that every
 //! connection prepares it once and reuses it: diesel never caches `sql_query` text or `UPDATE`
@@ -96,6 +97,19 @@ macro_rules! job_columns {
             fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
                 self.push_unnest(&mut out)?;
                 out.push_sql(&ACCEPT_MANY_REST);
+                Ok(())
+            }
+        }
+
+        impl QueryFragment<Pg> for InsertItems {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                self.rows.push_unnest(&mut out)?;
+                out.push_sql(" AS new(");
+                out.push_sql(&INSERTED.join(", "));
+                out.push_sql(")), period AS (SELECT ");
+                out.push_bind_param::<Nullable<Timestamptz>, _>(&self.budget_period_start)?;
+                out.push_sql("::timestamptz AS start)");
+                out.push_sql(&INSERT_ITEMS_REST);
                 Ok(())
             }
         }
@@ -213,6 +227,55 @@ const LEDGER_HOLD: &str = "hold AS (
 /// The owner's jobs a job submitted on its own is checked against: every job counted in
 /// `active_jobs` but the admitted batch items, which never refuse one.
 const COUNTED_AGAINST_LIMIT: &str = "(users.active_jobs - users.admitted_batch_items)";
+
+/// A batch's items, inserted with their ledger holds in one statement, however many: each
+/// column is one array (see [`AcceptMany`]), so the statement has as many binds for 5,000 items
+/// as for one. The account's hold and the key's counter are the caller's, in the same
+/// transaction.
+pub(crate) struct InsertItems {
+    rows: AcceptMany,
+    budget_period_start: Option<OffsetDateTime>,
+}
+
+impl InsertItems {
+    /// The insert of `rows`, counted under the budget period that starts at
+    /// `budget_period_start` when their key's budget counts them.
+    pub(crate) fn of(rows: &[&JobRow], budget_period_start: Option<OffsetDateTime>) -> Self {
+        Self { rows: AcceptMany::of(rows), budget_period_start }
+    }
+}
+
+impl QueryId for InsertItems {
+    type QueryId = InsertItems;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl Query for InsertItems {
+    /// How many holds it inserted.
+    type SqlType = BigInt;
+}
+
+/// What follows `new` and `period` in [`InsertItems`].
+static INSERT_ITEMS_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        ", job AS (
+            INSERT INTO jobs ({columns}, budget_period_start) SELECT new.*, period.start FROM new, period
+            RETURNING id, user_id, credits_held
+        ), {ledger_hold}
+        SELECT count(*) FROM hold",
+        columns = INSERTED.join(", "),
+        ledger_hold = LEDGER_HOLD,
+    )
+});
+
+/// Inserts a batch's `rows` and a ledger hold for each; how many.
+pub(crate) async fn insert_items(
+    conn: &mut AsyncPgConnection,
+    rows: &[&JobRow],
+    budget_period_start: Option<OffsetDateTime>,
+) -> Result<i64, diesel::result::Error> {
+    InsertItems::of(rows, budget_period_start).get_result(conn).await
+}
 
 /// What one job of a group accept saw and did: its id, the credits available, the active jobs
 /// and the concurrent-job limit of its owner in the statement's snapshot, and whether it was
@@ -409,6 +472,8 @@ mod tests {
         let row = row();
         let accept = debug_query::<Pg, _>(&AcceptMany::of(&[&row])).to_string();
         assert!(accept.contains("$44::uuid[])") && !accept.contains("$45"), "{accept}");
+        let items = debug_query::<Pg, _>(&InsertItems::of(&[&row, &row], None)).to_string();
+        assert!(items.contains("$45::timestamptz") && !items.contains("$46"), "{items}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");
@@ -420,6 +485,7 @@ mod tests {
         let row = row();
         assert_eq!(AcceptMany::of(&[&row]).is_safe_to_cache_prepared(&Pg), Ok(true));
         assert_eq!(UpdateMany::of(&[(&row, 0)]).is_safe_to_cache_prepared(&Pg), Ok(true));
+        assert_eq!(InsertItems::of(&[&row], None).is_safe_to_cache_prepared(&Pg), Ok(true));
         assert!(<AcceptMany as QueryId>::query_id().is_some(), "cached by its type, not its text");
         assert!(<UpdateMany as QueryId>::query_id().is_some(), "cached by its type, not its text");
     }

@@ -26,12 +26,14 @@ use uuid::Uuid;
 
 use crate::schema::users;
 
+mod batches;
 mod job_columns;
 mod key_settings;
 mod routing;
 mod settle;
 
-pub(crate) use job_columns::{AcceptBudgeted, AcceptedRow, JobRow, UpdateMany, accept_rows, update_rows};
+pub(crate) use batches::{BATCH_VIEWS, BatchRow, BatchViewRow, end_name};
+pub(crate) use job_columns::{AcceptBudgeted, AcceptedRow, JobRow, UpdateMany, accept_rows, insert_items, update_rows};
 pub(crate) use key_settings::KeySettingsRow;
 pub(crate) use settle::Settle;
 
