@@ -2,6 +2,7 @@
 
 mod accounts;
 mod admin_jobs;
+mod batches;
 mod catalog;
 mod kept;
 mod key_tree;
@@ -20,6 +21,7 @@ mod uploads;
 
 pub use accounts::*;
 pub use admin_jobs::*;
+pub use batches::*;
 pub use catalog::*;
 pub use kept::*;
 pub use key_tree::*;
@@ -47,14 +49,15 @@ use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger, Upstre
 use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
-    AcceptError, Accepted, AccountStore, CatalogStore, Commit, IdempotencyClaim, JobRemovals, JobStore, KeptSecrets,
-    Limits, ProviderSlots, StoredKey, UnfinishedJobs, UploadStore, UsageStore, WebhookStore,
+    AcceptError, Accepted, AccountStore, BatchStore, CatalogStore, Commit, IdempotencyClaim, JobRemovals, JobStore,
+    KeptSecrets, Limits, ProviderSlots, StoredKey, UnfinishedJobs, UploadStore, UsageStore, WebhookStore,
 };
 use time::{Duration, OffsetDateTime};
 
 /// What every case needs of a store.
 pub trait Store:
     JobStore
+    + BatchStore
     + AccountStore
     + UsageStore
     + WebhookStore
@@ -68,6 +71,7 @@ pub trait Store:
 }
 impl<
     T: JobStore
+        + BatchStore
         + AccountStore
         + UsageStore
         + WebhookStore

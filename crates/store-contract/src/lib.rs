@@ -91,6 +91,16 @@ macro_rules! store_contract_tests {
             an_upload_is_kept_once_per_content_within_the_days_quota,
             concurrent_uploads_never_pass_the_days_quota,
             expired_uploads_are_removed_unless_a_job_not_yet_final_names_them,
+            a_batch_holds_the_sum_with_a_hold_per_item_and_no_active_job,
+            a_batch_beyond_the_credits_or_a_keys_budget_is_refused_whole,
+            an_idempotent_batch_retry_replays_it_and_another_body_conflicts,
+            a_batchs_figures_and_state_follow_its_items,
+            an_item_is_admitted_only_under_its_owners_limit,
+            a_keys_concurrency_limit_counts_no_batch_item,
+            a_batchs_items_are_paged_in_order_by_state,
+            the_first_end_stays_and_closed_windows_are_found,
+            batches_are_listed_newest_first_by_owner_and_state,
+            the_next_admissible_items_are_each_owners_first_within_its_room,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

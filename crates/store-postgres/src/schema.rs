@@ -23,6 +23,20 @@ diesel::table! {
 }
 
 diesel::table! {
+    batches (id) {
+        id -> Uuid,
+        user_id -> Uuid,
+        key_prefix -> Nullable<Text>,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+        webhook_url -> Nullable<Text>,
+        metadata -> Jsonb,
+        ended -> Nullable<Text>,
+        ended_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
     client_webhook_events (job_id) {
         job_id -> Uuid,
         user_id -> Uuid,
@@ -100,6 +114,10 @@ diesel::table! {
         provider_cost -> Nullable<Int8>,
         routing -> Nullable<Jsonb>,
         moderation -> Nullable<Text>,
+        batch_id -> Nullable<Uuid>,
+        batch_custom_id -> Nullable<Text>,
+        batch_admitted -> Bool,
+        rate_batch_percent -> Int4,
     }
 }
 
@@ -215,6 +233,7 @@ diesel::table! {
         active_jobs -> Int4,
         created_at -> Timestamptz,
         price_percent -> Int4,
+        admitted_batch_items -> Int4,
     }
 }
 
@@ -227,6 +246,7 @@ diesel::table! {
 }
 
 diesel::joinable!(api_keys -> users (user_id));
+diesel::joinable!(batches -> users (user_id));
 diesel::joinable!(client_webhook_events -> jobs (job_id));
 diesel::joinable!(client_webhook_events -> users (user_id));
 diesel::joinable!(idempotency_keys -> jobs (job_id));
@@ -239,6 +259,7 @@ diesel::joinable!(webhook_secrets -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     api_keys,
+    batches,
     client_webhook_events,
     idempotency_keys,
     job_leases,

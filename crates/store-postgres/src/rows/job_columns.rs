@@ -1,6 +1,7 @@
 //! The `jobs` table's columns, listed once. From the one list come the row type diesel reads and
-//! writes, the accept statements (a group's, and a budgeted key's) and the group update of changed
-//! jobs (their column lists, casts and binds), so that a new column is added in one place.
+//! writes, the accept statements (a group's, a budgeted key's, and a batch's items) and the group
+//! update of changed jobs (their column lists, casts and binds), so that a new column is added in
+//! one place.
 //!
 //! Each statement is a query fragment of its own with a static query id, so that every
 //! connection prepares it once and reuses it: diesel never caches `sql_query` text or `UPDATE`
@@ -73,8 +74,10 @@ macro_rules! job_columns {
             }
         }
 
-        impl QueryFragment<Pg> for AcceptMany {
-            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        impl AcceptMany {
+            /// `WITH new AS (SELECT * FROM unnest(…)`: the rows' arrays, one bind per column,
+            /// however many rows; the statement names the columns of `new` after it.
+            fn push_unnest<'b>(&'b self, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
                 out.push_sql("WITH new AS (SELECT * FROM unnest(");
                 $(
                     out.push_bind_param::<Array<$fixed_sql>, _>(&self.$fixed)?;
@@ -86,7 +89,27 @@ macro_rules! job_columns {
                 )*
                 out.push_bind_param::<Array<Nullable<SqlUuid>>, _>(&self.lease_id)?;
                 out.push_sql("::uuid[])");
+                Ok(())
+            }
+        }
+
+        impl QueryFragment<Pg> for AcceptMany {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                self.push_unnest(&mut out)?;
                 out.push_sql(&ACCEPT_MANY_REST);
+                Ok(())
+            }
+        }
+
+        impl QueryFragment<Pg> for InsertItems {
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                self.rows.push_unnest(&mut out)?;
+                out.push_sql(" AS new(");
+                out.push_sql(&INSERTED.join(", "));
+                out.push_sql(")), period AS (SELECT ");
+                out.push_bind_param::<Nullable<Timestamptz>, _>(&self.budget_period_start)?;
+                out.push_sql("::timestamptz AS start)");
+                out.push_sql(&INSERT_ITEMS_REST);
                 Ok(())
             }
         }
@@ -159,6 +182,9 @@ job_columns! {
         priority: String => Text as "text",
         start_by: Option<OffsetDateTime> => Nullable<Timestamptz> as "timestamptz",
         routing: Option<Value> => Nullable<Jsonb> as "jsonb",
+        batch_id: Option<Uuid> => Nullable<SqlUuid> as "uuid",
+        batch_custom_id: Option<String> => Nullable<Text> as "text",
+        rate_batch_percent: i32 => Integer as "int4",
     }
     changing {
         state: String => Text as "text",
@@ -182,6 +208,7 @@ job_columns! {
         provider_units: Option<i64> => Nullable<BigInt> as "int8",
         units_charged: Option<i64> => Nullable<BigInt> as "int8",
         provider_cost: Option<i64> => Nullable<BigInt> as "int8",
+        batch_admitted: bool => Bool as "bool",
         version: i64 => BigInt as "int8",
     }
 }
@@ -196,6 +223,59 @@ const LEDGER_HOLD: &str = "hold AS (
             INSERT INTO ledger (user_id, job_id, kind, amount)
             SELECT job.user_id, job.id, 'hold', job.credits_held FROM job RETURNING job_id
         )";
+
+/// The owner's jobs a job submitted on its own is checked against: every job counted in
+/// `active_jobs` but the admitted batch items, which never refuse one.
+const COUNTED_AGAINST_LIMIT: &str = "(users.active_jobs - users.admitted_batch_items)";
+
+/// A batch's items, inserted with their ledger holds in one statement, however many: each
+/// column is one array (see [`AcceptMany`]), so the statement has as many binds for 5,000 items
+/// as for one. The account's hold and the key's counter are the caller's, in the same
+/// transaction.
+pub(crate) struct InsertItems {
+    rows: AcceptMany,
+    budget_period_start: Option<OffsetDateTime>,
+}
+
+impl InsertItems {
+    /// The insert of `rows`, counted under the budget period that starts at
+    /// `budget_period_start` when their key's budget counts them.
+    pub(crate) fn of(rows: &[&JobRow], budget_period_start: Option<OffsetDateTime>) -> Self {
+        Self { rows: AcceptMany::of(rows), budget_period_start }
+    }
+}
+
+impl QueryId for InsertItems {
+    type QueryId = InsertItems;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl Query for InsertItems {
+    /// How many holds it inserted.
+    type SqlType = BigInt;
+}
+
+/// What follows `new` and `period` in [`InsertItems`].
+static INSERT_ITEMS_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        ", job AS (
+            INSERT INTO jobs ({columns}, budget_period_start) SELECT new.*, period.start FROM new, period
+            RETURNING id, user_id, credits_held
+        ), {ledger_hold}
+        SELECT count(*) FROM hold",
+        columns = INSERTED.join(", "),
+        ledger_hold = LEDGER_HOLD,
+    )
+});
+
+/// Inserts a batch's `rows` and a ledger hold for each; how many.
+pub(crate) async fn insert_items(
+    conn: &mut AsyncPgConnection,
+    rows: &[&JobRow],
+    budget_period_start: Option<OffsetDateTime>,
+) -> Result<i64, diesel::result::Error> {
+    InsertItems::of(rows, budget_period_start).get_result(conn).await
+}
 
 /// What one job of a group accept saw and did: its id, the credits available, the active jobs
 /// and the concurrent-job limit of its owner in the statement's snapshot, and whether it was
@@ -227,7 +307,7 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
     let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
     format!(
         " AS new({columns})), account AS (
-            SELECT users.id, users.credits_available, users.active_jobs, users.max_concurrent_jobs
+            SELECT users.id, users.credits_available, {counted} AS active_jobs, users.max_concurrent_jobs
             FROM users JOIN new ON users.id = new.user_id
         ), locked AS (
             SELECT users.id FROM users JOIN new ON users.id = new.user_id ORDER BY users.id FOR NO KEY UPDATE OF users
@@ -236,7 +316,7 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
             {held_set}
             FROM new, locked
             WHERE users.id = new.user_id AND users.id = locked.id AND users.credits_available >= new.credits_held
-              AND users.active_jobs < users.max_concurrent_jobs
+              AND {counted} < users.max_concurrent_jobs
             RETURNING users.id
         ), job AS (
             INSERT INTO jobs ({columns}) SELECT {values} FROM new JOIN held ON held.id = new.user_id
@@ -249,6 +329,7 @@ static ACCEPT_MANY_REST: std::sync::LazyLock<String> = std::sync::LazyLock::new(
         values = values.join(", "),
         held_set = HELD_SET,
         ledger_hold = LEDGER_HOLD,
+        counted = COUNTED_AGAINST_LIMIT,
     )
 });
 
@@ -295,7 +376,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
     let values: Vec<String> = INSERTED.iter().map(|c| format!("new.{c}")).collect();
     format!(
         ", account AS (
-            SELECT users.credits_available, users.active_jobs, users.max_concurrent_jobs
+            SELECT users.credits_available, {counted} AS active_jobs, users.max_concurrent_jobs
             FROM users JOIN new ON users.id = new.user_id
         ), key AS (
             SELECT api_keys.prefix, api_keys.budget_credits,
@@ -308,7 +389,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
             {held_set}
             FROM new, key
             WHERE users.id = new.user_id AND users.credits_available >= new.credits_held
-              AND users.active_jobs < users.max_concurrent_jobs AND key.used + new.credits_held <= key.budget_credits
+              AND {counted} < users.max_concurrent_jobs AND key.used + new.credits_held <= key.budget_credits
             RETURNING users.id
         ), counted AS (
             UPDATE api_keys SET budget_used = key.used + new.credits_held, budget_period_start = period.start
@@ -326,6 +407,7 @@ static ACCEPT_BUDGETED_REST: std::sync::LazyLock<String> = std::sync::LazyLock::
         values = values.join(", "),
         held_set = HELD_SET,
         ledger_hold = LEDGER_HOLD,
+        counted = COUNTED_AGAINST_LIMIT,
     )
 });
 
@@ -384,12 +466,14 @@ mod tests {
     fn every_column_is_inserted_and_each_bind_is_numbered_once() {
         assert_eq!(
             INSERTED.len(),
-            40,
-            "jobs has 43 columns, and an accept writes all but the provider slot's and the budget period"
+            44,
+            "jobs has 47 columns, and an accept writes all but the provider slot's and the budget period"
         );
         let row = row();
         let accept = debug_query::<Pg, _>(&AcceptMany::of(&[&row])).to_string();
-        assert!(accept.contains("$40::uuid[])") && !accept.contains("$41"), "{accept}");
+        assert!(accept.contains("$44::uuid[])") && !accept.contains("$45"), "{accept}");
+        let items = debug_query::<Pg, _>(&InsertItems::of(&[&row, &row], None)).to_string();
+        assert!(items.contains("$45::timestamptz") && !items.contains("$46"), "{items}");
         let update = debug_query::<Pg, _>(&UpdateMany::of(&[(&row, 0)])).to_string();
         assert!(update.contains(&format!("${}::int8[]", CHANGING.len() + 2)), "{update}");
         assert!(!update.contains(&format!("${}", CHANGING.len() + 3)), "{update}");
@@ -401,6 +485,7 @@ mod tests {
         let row = row();
         assert_eq!(AcceptMany::of(&[&row]).is_safe_to_cache_prepared(&Pg), Ok(true));
         assert_eq!(UpdateMany::of(&[(&row, 0)]).is_safe_to_cache_prepared(&Pg), Ok(true));
+        assert_eq!(InsertItems::of(&[&row], None).is_safe_to_cache_prepared(&Pg), Ok(true));
         assert!(<AcceptMany as QueryId>::query_id().is_some(), "cached by its type, not its text");
         assert!(<UpdateMany as QueryId>::query_id().is_some(), "cached by its type, not its text");
     }

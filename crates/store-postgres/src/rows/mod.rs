@@ -2,11 +2,12 @@
 //! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
+use genjobs_domain::batch::BatchPlace;
 use genjobs_domain::capacity::Priority;
 use genjobs_domain::catalog::{Billing, Cost, CostUnit, PricePercent, ProviderBill, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
 use genjobs_domain::decimal::Decimal;
-use genjobs_domain::ids::{JobId, KeyHash, KeyPrefix, ModelId, UserId};
+use genjobs_domain::ids::{BatchId, JobId, KeyHash, KeyPrefix, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{
     Job, JobError, JobErrorCode, JobPhase, JobState, Reached, StoredJob, Submission, UpstreamRef,
@@ -25,12 +26,14 @@ use uuid::Uuid;
 
 use crate::schema::users;
 
+mod batches;
 mod job_columns;
 mod key_settings;
 mod routing;
 mod settle;
 
-pub(crate) use job_columns::{AcceptBudgeted, AcceptedRow, JobRow, UpdateMany, accept_rows, update_rows};
+pub(crate) use batches::{BATCH_VIEWS, BatchRow, BatchViewRow, end_name};
+pub(crate) use job_columns::{AcceptBudgeted, AcceptedRow, JobRow, UpdateMany, accept_rows, insert_items, update_rows};
 pub(crate) use key_settings::KeySettingsRow;
 pub(crate) use settle::Settle;
 
@@ -104,6 +107,10 @@ impl JobRow {
             provider_units: job.provider_bill().map(|bill| bill.units.billionths()),
             units_charged: job.provider_bill().and_then(|bill| bill.units_charged).map(Decimal::billionths),
             provider_cost: job.provider_bill().map(|bill| bill.cost_usd.billionths()),
+            batch_id: job.batch().map(|place| place.batch_id.as_uuid()),
+            batch_custom_id: job.batch().map(|place| place.custom_id.clone()),
+            batch_admitted: job.batch().is_some_and(|place| place.admitted),
+            rate_batch_percent: i32::try_from(job.rate().batch_percent.get()).unwrap_or(i32::MAX),
             version: i64::try_from(job.version())
                 .map_err(|e| StoreError::Internal(format!("version out of range: {e}")))?,
             lease_id: None,
@@ -129,6 +136,7 @@ impl JobRow {
                 },
                 credits: u64::try_from(self.rate_credits).map_err(|e| corrupt("rate", e))?,
                 percent: price_percent(self.rate_percent)?,
+                batch_percent: price_percent(self.rate_batch_percent)?,
             },
             input: from_jsonb::<InputJson>("input", self.input)?.into(),
             webhook_url: self.webhook_url,
@@ -147,6 +155,15 @@ impl JobRow {
                 .as_deref()
                 .map(|text| TraceParent::parse(text).ok_or_else(|| corrupt("trace", text)))
                 .transpose()?,
+            batch: match (self.batch_id, self.batch_custom_id) {
+                (Some(batch_id), Some(custom_id)) => Some(BatchPlace {
+                    batch_id: BatchId::from_uuid(batch_id),
+                    custom_id,
+                    admitted: self.batch_admitted,
+                }),
+                (None, None) => None,
+                _ => return Err(corrupt("batch item", "a batch without a custom_id, or the reverse")),
+            },
             moderation: self
                 .moderation
                 .as_deref()

@@ -29,6 +29,8 @@ pub(crate) struct Settle {
     pub spent: i64,
     /// 1 when the job becomes final and frees one of its owner's slots.
     pub finished: i32,
+    /// 1 when that slot was an admitted batch item's.
+    pub batch_finished: i32,
 }
 
 impl QueryId for Settle {
@@ -63,6 +65,8 @@ impl QueryFragment<Pg> for Settle {
         out.push_bind_param::<BigInt, _>(&self.spent)?;
         out.push_sql(", active_jobs = active_jobs - ");
         out.push_bind_param::<Integer, _>(&self.finished)?;
+        out.push_sql(", admitted_batch_items = admitted_batch_items - ");
+        out.push_bind_param::<Integer, _>(&self.batch_finished)?;
         out.push_sql(" WHERE users.id = ");
         out.push_bind_param::<SqlUuid, _>(&self.user_id)?;
         // Data-modifying CTEs run whether or not they are read; this one moves credits only
@@ -104,6 +108,7 @@ mod tests {
             held: 4,
             spent: 3,
             finished: 1,
+            batch_finished: 0,
         };
         assert_eq!(settle.is_safe_to_cache_prepared(&Pg), Ok(true));
         assert!(<Settle as QueryId>::query_id().is_some(), "cached by its type, not its text");

@@ -7,9 +7,9 @@
 //! pruning of old idempotency records. Either way a refusal is named by the state its check saw.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
-use genjobs_domain::ids::LeaseId;
+use genjobs_domain::ids::{KeyPrefix, LeaseId};
 use genjobs_domain::job::Job;
 use genjobs_domain::keys::{KeyBudget, check_budget};
 use genjobs_domain::ports::{
@@ -26,15 +26,18 @@ use crate::schema::{idempotency_keys, jobs, ledger, users};
 
 /// How often an accept races another request with the same idempotency key, or another change
 /// of the account between its snapshot and its hold, before giving up.
-const ACCEPT_ATTEMPTS: usize = 3;
+pub(super) const ACCEPT_ATTEMPTS: usize = 3;
 
 /// What an accept statement saw: the credits available, the active jobs and the concurrent-job
 /// limit in its snapshot, how many jobs it inserted, and the key's used and budget when it
 /// checked one.
 type Seen = (i64, i32, i32, i64, Option<i64>, Option<i64>);
 
-enum Refusal {
+/// Why an accept's transaction rolled back.
+pub(super) enum Refusal {
+    /// Refused, for the caller.
     Accept(AcceptError),
+    /// Another request recorded the same idempotency key meanwhile: run again.
     RetryIdempotency,
 }
 
@@ -64,80 +67,24 @@ impl PgStore {
             let fresh_after = now - IDEMPOTENCY_RETENTION;
             let outcome = conn
                 .transaction(async |conn| -> Result<Accepted, TxError<Refusal>> {
-                    if let Some(claim) = idempotency {
-                        let earlier: Option<(String, uuid::Uuid, OffsetDateTime)> = idempotency_keys::table
-                            .find((user_id, &claim.key))
-                            .select((
-                                idempotency_keys::fingerprint,
-                                idempotency_keys::job_id,
-                                idempotency_keys::created_at,
-                            ))
-                            .first(conn)
-                            .await
-                            .optional()?;
-                        if let Some((_, _, created_at)) = earlier.as_ref().filter(|(_, _, at)| *at <= fresh_after) {
-                            diesel::delete(
-                                idempotency_keys::table
-                                    .find((user_id, &claim.key))
-                                    .filter(idempotency_keys::created_at.eq(*created_at)),
-                            )
-                            .execute(conn)
-                            .await?;
-                        } else if let Some((fingerprint, job_id, _)) = earlier {
-                            if fingerprint != claim.fingerprint {
-                                return Err(TxError::Refused(Refusal::Accept(AcceptError::IdempotencyConflict)));
-                            }
-                            let original = jobs::table.find(job_id).select(JobRow::as_select()).first(conn).await?;
-                            let original =
-                                original.into_job().map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
-                            return Ok(Accepted::Replayed(original));
-                        }
+                    if let Some(claim) = idempotency
+                        && let Some(job_id) = claimed_job(conn, user_id, claim, fresh_after).await?
+                    {
+                        let original = jobs::table.find(job_id).select(JobRow::as_select()).first(conn).await?;
+                        let original = original.into_job().map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
+                        return Ok(Accepted::Replayed(original));
                     }
-                    // The key and every key above it are locked before the account, the root first
-                    // (every transaction that locks keys does so in this order, and two chains
-                    // share only a path from the root), so that accepts on one subtree count its
-                    // jobs one after the other: none misses another's hold.
-                    let chain = match job.key_prefix() {
-                        Some(prefix) => lock_key_chain(conn, prefix.as_str()).await?,
-                        None => Vec::new(),
-                    };
-                    // The job's own key's counter, raised by this accept: (used by the key's own
-                    // jobs, period start).
-                    let mut own_budget = None;
-                    let mut budget_refusal = None;
-                    let mut limit_refusal = None;
-                    for (depth, key) in chain.into_iter().enumerate() {
-                        let settings =
-                            key.settings.into_settings().map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
-                        if let Some(budget) = settings.budget {
-                            let start = counter_start(budget.period.start(now));
-                            let (counted_since, counted) = key.counter;
-                            let own = if counted_since == Some(start) { counted } else { 0 };
-                            let below = if key.has_children {
-                                descendants_used(conn, &key.prefix, Some(start)).await?
-                            } else {
-                                0
-                            };
-                            if depth == 0 {
-                                own_budget = Some((own, start));
-                            }
-                            let used = credits(own + below).map_err(|e| TxError::Refused(Refusal::Accept(e.into())))?;
-                            if let Err(exceeded) = check_budget(budget, used, job.credits_held()) {
-                                let exceeded = if depth == 0 { exceeded } else { exceeded.by_ancestor() };
-                                budget_refusal.get_or_insert(AcceptError::KeyBudgetExceeded(exceeded));
-                            }
-                        }
-                        if let Some(limit) = settings.max_concurrent_jobs
-                            && subtree_active(conn, &key.prefix, key.has_children).await? >= i64::from(limit)
-                        {
-                            limit_refusal.get_or_insert(AcceptError::KeyConcurrencyLimit { limit });
-                        }
-                    }
+                    let ChainCheck { own_budget, budget_refusal, limit_refusal } =
+                        check_key_chain(conn, job.key_prefix(), job.credits_held(), now, true).await?;
                     // The account is locked and checked in this transaction, so that a refusal names
-                    // the check that refused it.
+                    // the check that refused it. Its admitted batch items never refuse this job.
                     let account: Option<(i64, i32, i32)> = users::table
                         .find(user_id)
-                        .select((users::credits_available, users::active_jobs, users::max_concurrent_jobs))
+                        .select((
+                            users::credits_available,
+                            users::active_jobs - users::admitted_batch_items,
+                            users::max_concurrent_jobs,
+                        ))
                         .for_update()
                         .first(conn)
                         .await
@@ -165,12 +112,7 @@ impl PgStore {
                         ))
                         .execute(conn)
                         .await?;
-                    let counted_under = match (own_budget, job.key_prefix()) {
-                        (Some((own, start)), Some(prefix)) => {
-                            Some(count_against_budget(conn, prefix.as_str(), start, own + held).await?)
-                        }
-                        _ => None,
-                    };
+                    let counted_under = count_hold(conn, own_budget, job.key_prefix(), held).await?;
                     diesel::insert_into(jobs::table)
                         .values((&row, jobs::budget_period_start.eq(counted_under)))
                         .execute(conn)
@@ -185,20 +127,7 @@ impl PgStore {
                         .execute(conn)
                         .await?;
                     if let Some(claim) = idempotency {
-                        let recorded = diesel::insert_into(idempotency_keys::table)
-                            .values((
-                                idempotency_keys::user_id.eq(user_id),
-                                idempotency_keys::key.eq(&claim.key),
-                                idempotency_keys::fingerprint.eq(&claim.fingerprint),
-                                idempotency_keys::job_id.eq(row.id),
-                                idempotency_keys::created_at.eq(now),
-                            ))
-                            .on_conflict_do_nothing()
-                            .execute(conn)
-                            .await?;
-                        if recorded == 0 {
-                            return Err(TxError::Refused(Refusal::RetryIdempotency));
-                        }
+                        record_claim(conn, user_id, claim, row.id, now).await?;
                     }
                     Ok(Accepted::Created(job.clone()))
                 })
@@ -288,6 +217,140 @@ impl PgStore {
             Err(Refusal::Accept(refusal)) => Err(refusal),
             Err(Refusal::RetryIdempotency) => Err(StoreError::Internal("no idempotency key to race".into()).into()),
         }
+    }
+}
+
+/// The job an earlier request with `claim`'s key made, within the retention (`fresh_after`
+/// on), when its body was the same; a record older than that is deleted.
+///
+/// # Errors
+/// [`AcceptError::IdempotencyConflict`] when the key was used with another body.
+pub(super) async fn claimed_job(
+    conn: &mut AsyncPgConnection,
+    user_id: uuid::Uuid,
+    claim: &IdempotencyClaim,
+    fresh_after: OffsetDateTime,
+) -> Result<Option<uuid::Uuid>, TxError<Refusal>> {
+    let earlier: Option<(String, uuid::Uuid, OffsetDateTime)> = idempotency_keys::table
+        .find((user_id, &claim.key))
+        .select((idempotency_keys::fingerprint, idempotency_keys::job_id, idempotency_keys::created_at))
+        .first(conn)
+        .await
+        .optional()?;
+    match earlier {
+        Some((_, _, created_at)) if created_at <= fresh_after => {
+            diesel::delete(
+                idempotency_keys::table.find((user_id, &claim.key)).filter(idempotency_keys::created_at.eq(created_at)),
+            )
+            .execute(conn)
+            .await?;
+            Ok(None)
+        }
+        Some((fingerprint, _, _)) if fingerprint != claim.fingerprint => {
+            Err(TxError::Refused(Refusal::Accept(AcceptError::IdempotencyConflict)))
+        }
+        Some((_, job_id, _)) => Ok(Some(job_id)),
+        None => Ok(None),
+    }
+}
+
+/// Records `claim` as made by the request that made job `job_id`.
+///
+/// # Errors
+/// [`Refusal::RetryIdempotency`] when another request recorded the same key meanwhile.
+pub(super) async fn record_claim(
+    conn: &mut AsyncPgConnection,
+    user_id: uuid::Uuid,
+    claim: &IdempotencyClaim,
+    job_id: uuid::Uuid,
+    now: OffsetDateTime,
+) -> Result<(), TxError<Refusal>> {
+    let recorded = diesel::insert_into(idempotency_keys::table)
+        .values((
+            idempotency_keys::user_id.eq(user_id),
+            idempotency_keys::key.eq(&claim.key),
+            idempotency_keys::fingerprint.eq(&claim.fingerprint),
+            idempotency_keys::job_id.eq(job_id),
+            idempotency_keys::created_at.eq(now),
+        ))
+        .on_conflict_do_nothing()
+        .execute(conn)
+        .await?;
+    if recorded == 0 {
+        return Err(TxError::Refused(Refusal::RetryIdempotency));
+    }
+    Ok(())
+}
+
+/// What the chain of keys of a hold says, each key's row locked: the key's own budget counter
+/// that the hold raises (used by the key's own jobs, period start), and the first refusal of a
+/// budget and of a concurrency limit, if any, named by the key that refused.
+pub(super) struct ChainCheck {
+    pub(super) own_budget: Option<(i64, OffsetDateTime)>,
+    pub(super) budget_refusal: Option<AcceptError>,
+    pub(super) limit_refusal: Option<AcceptError>,
+}
+
+/// Locks the key of `prefix` and every key above it and checks a hold of `held` at `now`
+/// against each one's budget, and, with `count_concurrency`, its subtree's jobs against its
+/// concurrency limit.
+pub(super) async fn check_key_chain(
+    conn: &mut AsyncPgConnection,
+    prefix: Option<&KeyPrefix>,
+    held: Credits,
+    now: OffsetDateTime,
+    count_concurrency: bool,
+) -> Result<ChainCheck, TxError<Refusal>> {
+    let refused = |e: StoreError| TxError::Refused(Refusal::Accept(e.into()));
+    // The key and every key above it are locked before the account, the root first (every
+    // transaction that locks keys does so in this order, and two chains share only a path from
+    // the root), so that accepts on one subtree count its jobs one after the other: none misses
+    // another's hold.
+    let chain = match prefix {
+        Some(prefix) => lock_key_chain(conn, prefix.as_str()).await?,
+        None => Vec::new(),
+    };
+    let mut check = ChainCheck { own_budget: None, budget_refusal: None, limit_refusal: None };
+    for (depth, key) in chain.into_iter().enumerate() {
+        let settings = key.settings.into_settings().map_err(refused)?;
+        if let Some(budget) = settings.budget {
+            let start = counter_start(budget.period.start(now));
+            let (counted_since, counted) = key.counter;
+            let own = if counted_since == Some(start) { counted } else { 0 };
+            let below = if key.has_children { descendants_used(conn, &key.prefix, Some(start)).await? } else { 0 };
+            if depth == 0 {
+                check.own_budget = Some((own, start));
+            }
+            let used = credits(own + below).map_err(refused)?;
+            if let Err(exceeded) = check_budget(budget, used, held) {
+                let exceeded = if depth == 0 { exceeded } else { exceeded.by_ancestor() };
+                check.budget_refusal.get_or_insert(AcceptError::KeyBudgetExceeded(exceeded));
+            }
+        }
+        if count_concurrency
+            && let Some(limit) = settings.max_concurrent_jobs
+            && subtree_active(conn, &key.prefix, key.has_children).await? >= i64::from(limit)
+        {
+            check.limit_refusal.get_or_insert(AcceptError::KeyConcurrencyLimit { limit });
+        }
+    }
+    Ok(check)
+}
+
+/// Raises the counter of the key of `prefix` by `held` when the key's own budget counts the
+/// hold (`own_budget`, from [`check_key_chain`]); the start of the period the hold is counted
+/// under, for its jobs to record.
+pub(super) async fn count_hold(
+    conn: &mut AsyncPgConnection,
+    own_budget: Option<(i64, OffsetDateTime)>,
+    prefix: Option<&KeyPrefix>,
+    held: i64,
+) -> Result<Option<OffsetDateTime>, diesel::result::Error> {
+    match (own_budget, prefix) {
+        (Some((own, start)), Some(prefix)) => {
+            Ok(Some(count_against_budget(conn, prefix.as_str(), start, own + held).await?))
+        }
+        _ => Ok(None),
     }
 }
 

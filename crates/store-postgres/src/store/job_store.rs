@@ -14,6 +14,7 @@ use genjobs_domain::ports::{
 use time::OffsetDateTime;
 
 use super::PgStore;
+use super::admission::Admission;
 use crate::error::from_diesel;
 use crate::pool::{Durability, count_job_commit};
 use crate::rows::{JobRow, Settle, UpdateMany};
@@ -93,14 +94,25 @@ impl JobStore for PgStore {
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
         let row = JobRow::from_job(transition.job())?;
         let expected = i64::try_from(transition.expected_version()).unwrap_or(i64::MAX);
-        let frees_slot = transition.frees_slot();
+        let (frees_slot, frees_batch_slot) = (transition.frees_slot(), transition.frees_batch_slot());
+        let takes_slot = transition.takes_slot();
         let announced_by_caller = transition.changes_state();
         let reading = self.jobs_cache.reading(transition.job().id());
         let movement = transition.movement().map(Self::movement_columns).transpose()?;
         // A change that moves no credits joins a group commit (one statement for every change
         // waiting on the same flush); a recomputable one goes through connections that do not
-        // wait for the disk. One that moves credits is a statement of its own.
+        // wait for the disk. One that moves credits is a statement of its own, and a batch
+        // item's admission, counted in its owner's jobs, a transaction of its own.
+        let mut owner_at_limit = false;
         let applied = match movement {
+            None if takes_slot => match self.admit(&row, expected).await? {
+                Admission::Admitted => true,
+                Admission::OwnerAtLimit => {
+                    owner_at_limit = true;
+                    false
+                }
+                Admission::Stale => false,
+            },
             None if transition.is_recomputable() => {
                 self.relaxed_group.commit(&self.relaxed, self.relaxed_durability, row, expected).await?
             }
@@ -115,6 +127,7 @@ impl JobStore for PgStore {
                     held,
                     spent,
                     finished: i32::from(frees_slot),
+                    batch_finished: i32::from(frees_batch_slot),
                 };
                 let applied: Vec<uuid::Uuid> = self.in_session(async |conn| settle.load(conn).await).await?;
                 count_job_commit(Durability::Durable);
@@ -135,7 +148,7 @@ impl JobStore for PgStore {
         Ok(match current.map(JobRow::into_job).transpose()? {
             Some(current) => {
                 reading.keep(&current);
-                Commit::Stale(current)
+                if owner_at_limit { Commit::OwnerAtLimit(current) } else { Commit::Stale(current) }
             }
             None => Commit::Missing,
         })

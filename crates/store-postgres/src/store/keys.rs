@@ -211,7 +211,8 @@ pub(super) async fn count_against_budget(
 }
 
 /// How many jobs of the key of `prefix` (and, with `with_descendants`, of every key below it)
-/// are not yet final, in one statement.
+/// are not yet final, in one statement. Batch items do not count: a key's limit, like its
+/// owner's, never lets a batch stop the jobs submitted on their own.
 pub(super) async fn subtree_active(
     conn: &mut AsyncPgConnection,
     prefix: &str,
@@ -220,10 +221,13 @@ pub(super) async fn subtree_active(
     let statement = if with_descendants {
         format!(
             "{BELOW} SELECT count(*)::int8 AS total FROM jobs
-             WHERE key_prefix = ANY(ARRAY(SELECT prefix FROM below) || $1) AND state IN ('queued', 'running')"
+             WHERE key_prefix = ANY(ARRAY(SELECT prefix FROM below) || $1) AND state IN ('queued', 'running')
+               AND batch_id IS NULL"
         )
     } else {
-        "SELECT count(*)::int8 AS total FROM jobs WHERE key_prefix = $1 AND state IN ('queued', 'running')".to_owned()
+        "SELECT count(*)::int8 AS total FROM jobs
+         WHERE key_prefix = $1 AND state IN ('queued', 'running') AND batch_id IS NULL"
+            .to_owned()
     };
     let sum: Sum = diesel::sql_query(statement).bind::<Text, _>(prefix).get_result(conn).await?;
     Ok(sum.total)

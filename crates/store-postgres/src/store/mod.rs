@@ -16,11 +16,16 @@
 //! - `kept`: the keys the service makes once and keeps (`kept_secrets`).
 //! - `uploads`: the uploads port: each uploaded content once, and what each user uploaded per
 //!   day (`uploads`, `upload_days`), apart from the jobs.
+//! - `admission`: a batch item's admission, counted in its owner's jobs in the same transaction.
+//! - `batches`: the batches port: a batch and its items accepted in one transaction, its figures
+//!   summed from its items when read.
 //! - `slots`: the provider slots port: the key each sent job holds a slot of, counted while the
 //!   job is not final.
 
 mod accept;
 mod account_store;
+mod admission;
+mod batches;
 mod catalog;
 mod client_webhooks;
 mod job_search;

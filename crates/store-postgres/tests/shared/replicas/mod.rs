@@ -3,6 +3,7 @@
 //! PgBouncer in transaction mode (`postgres_pooled.rs`): each test's database comes from the
 //! including file's `database()`, and `POOLED` says which it is.
 
+mod batches;
 mod ledger;
 mod notifications;
 mod outages;

@@ -1,0 +1,281 @@
+//! The batches port over Postgres: a batch and its items accepted in one transaction (the key
+//! chain's budgets and the account checked against the sum of the items' holds, the items and
+//! their ledger holds inserted by one statement), and the batch reads, whose figures one
+//! aggregate over the batch's items sums.
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Nullable, Text, Uuid as SqlUuid};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::FutureExt;
+use genjobs_domain::batch::{Batch, BatchEnd, BatchView};
+use genjobs_domain::credits::Credits;
+use genjobs_domain::ids::{BatchId, JobId};
+use genjobs_domain::job::{Job, JobState};
+use genjobs_domain::ports::{
+    AcceptError, BatchAccepted, BatchFilter, BatchStore, IDEMPOTENCY_RETENTION, IdempotencyClaim, StoreError,
+};
+use time::OffsetDateTime;
+
+use super::PgStore;
+use super::accept::{ACCEPT_ATTEMPTS, ChainCheck, Refusal, check_key_chain, claimed_job, count_hold, record_claim};
+use crate::error::{TxError, from_diesel};
+use crate::pool::{Durability, count_job_commit};
+use crate::rows::{BATCH_VIEWS, BatchRow, BatchViewRow, JobRow, amount, end_name, insert_items};
+use crate::schema::{batches, jobs, users};
+
+/// The final states, for a page of final items.
+const FINAL_STATES: [&str; 3] = ["succeeded", "failed", "canceled"];
+
+/// The items waiting for admission whose owners have room now, each owner's first ones (as many
+/// as its room) in its batches' order, at most `$1` in all: the owners under their limit first,
+/// so that the window counts only their items.
+const NEXT_ADMISSIBLE: &str = "
+SELECT id FROM (
+    SELECT jobs.id, jobs.batch_id,
+        row_number() OVER (PARTITION BY jobs.user_id ORDER BY jobs.batch_id, jobs.id) AS place,
+        users.max_concurrent_jobs - users.active_jobs AS room
+    FROM users
+    JOIN jobs ON jobs.user_id = users.id
+        AND jobs.batch_id IS NOT NULL AND NOT jobs.batch_admitted AND jobs.state IN ('queued', 'running')
+    JOIN batches ON batches.id = jobs.batch_id AND batches.ended IS NULL
+    WHERE users.active_jobs < users.max_concurrent_jobs
+) waiting
+WHERE place <= room
+ORDER BY batch_id, id
+LIMIT $1";
+
+#[derive(QueryableByName)]
+struct Admissible {
+    #[diesel(sql_type = SqlUuid)]
+    id: uuid::Uuid,
+}
+
+/// The batch `id` with its figures, or `None`.
+async fn view_of(conn: &mut AsyncPgConnection, id: uuid::Uuid) -> Result<Option<BatchViewRow>, diesel::result::Error> {
+    diesel::sql_query(format!("{BATCH_VIEWS} WHERE id = $1")).bind::<SqlUuid, _>(id).get_result(conn).await.optional()
+}
+
+impl PgStore {
+    /// One attempt at [`BatchStore::accept_batch`]: see there.
+    async fn try_accept_batch(
+        &self,
+        batch: &Batch,
+        items: &[Job],
+        idempotency: Option<&IdempotencyClaim>,
+        now: OffsetDateTime,
+    ) -> Result<Result<BatchAccepted, Refusal>, StoreError> {
+        let record = BatchRow::from_batch(batch)?;
+        let rows = items.iter().map(JobRow::from_job).collect::<Result<Vec<_>, _>>()?;
+        let sum = Credits::new(items.iter().map(|job| job.credits_held().get()).fold(0, u64::saturating_add));
+        let held = amount(sum)?;
+        let user_id = batch.user_id.as_uuid();
+        let fresh_after = now - IDEMPOTENCY_RETENTION;
+        self.within(async {
+            let mut conn = self.conn().await?;
+            let outcome = conn
+                .transaction(async |conn| -> Result<BatchAccepted, TxError<Refusal>> {
+                    let refused = |e: AcceptError| TxError::Refused(Refusal::Accept(e));
+                    if let Some(claim) = idempotency
+                        && let Some(first) = claimed_job(conn, user_id, claim, fresh_after).await?
+                    {
+                        let original: Option<uuid::Uuid> =
+                            jobs::table.find(first).select(jobs::batch_id).first(conn).await?;
+                        let Some(original) = original else { return Err(refused(AcceptError::IdempotencyConflict)) };
+                        let view =
+                            view_of(conn, original).await?.ok_or_else(|| refused(AcceptError::IdempotencyConflict))?;
+                        let view = view.into_view().map_err(|e| refused(e.into()))?;
+                        return Ok(BatchAccepted::Replayed(view));
+                    }
+                    let ChainCheck { own_budget, budget_refusal, .. } =
+                        check_key_chain(conn, batch.key_prefix.as_ref(), sum, now, false).await?;
+                    let available: Option<i64> = users::table
+                        .find(user_id)
+                        .select(users::credits_available)
+                        .for_update()
+                        .first(conn)
+                        .await
+                        .optional()?;
+                    let Some(available) = available else { return Err(refused(AcceptError::UnknownUser)) };
+                    if available < held {
+                        let available = Credits::new(u64::try_from(available).unwrap_or(0));
+                        return Err(refused(AcceptError::InsufficientCredits { needed: sum, available }));
+                    }
+                    if let Some(refusal) = budget_refusal {
+                        return Err(refused(refusal));
+                    }
+                    // The items count as active jobs only once admitted, each in its own commit.
+                    diesel::update(users::table.find(user_id))
+                        .set((
+                            users::credits_available.eq(users::credits_available - held),
+                            users::credits_held.eq(users::credits_held + held),
+                        ))
+                        .execute(conn)
+                        .await?;
+                    let counted_under = count_hold(conn, own_budget, batch.key_prefix.as_ref(), held).await?;
+                    diesel::insert_into(batches::table).values(&record).execute(conn).await?;
+                    let rows: Vec<&JobRow> = rows.iter().collect();
+                    insert_items(conn, &rows, counted_under).await?;
+                    if let (Some(claim), Some(first)) = (idempotency, items.first()) {
+                        record_claim(conn, user_id, claim, first.id().as_uuid(), now).await?;
+                    }
+                    let view = view_of(conn, record.id).await?.ok_or_else(|| {
+                        refused(StoreError::Internal("the batch just inserted cannot be read".into()).into())
+                    })?;
+                    Ok(BatchAccepted::Created(view.into_view().map_err(|e| refused(e.into()))?))
+                })
+                .await;
+            match outcome {
+                Ok(accepted) => {
+                    if matches!(accepted, BatchAccepted::Created(_)) {
+                        count_job_commit(Durability::Durable);
+                    }
+                    Ok(Ok(accepted))
+                }
+                Err(TxError::Refused(refusal)) => Ok(Err(refusal)),
+                Err(TxError::Db(e)) => Err(from_diesel(e)),
+            }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl BatchStore for PgStore {
+    async fn accept_batch(
+        &self,
+        batch: Batch,
+        items: Vec<Job>,
+        idempotency: Option<IdempotencyClaim>,
+        now: OffsetDateTime,
+    ) -> Result<BatchAccepted, AcceptError> {
+        for _ in 0..ACCEPT_ATTEMPTS {
+            match self.try_accept_batch(&batch, &items, idempotency.as_ref(), now).await? {
+                Ok(accepted) => return Ok(accepted),
+                Err(Refusal::Accept(refusal)) => return Err(refusal),
+                Err(Refusal::RetryIdempotency) => continue,
+            }
+        }
+        Err(StoreError::Internal("idempotency key kept racing".into()).into())
+    }
+
+    async fn batch_record(&self, id: BatchId) -> Result<Option<Batch>, StoreError> {
+        let row = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                batches::table
+                    .find(id.as_uuid())
+                    .select(BatchRow::as_select())
+                    .first(conn)
+                    .map(OptionalExtension::optional)
+                    .boxed()
+            })
+            .await?;
+        row.map(BatchRow::into_batch).transpose()
+    }
+
+    async fn batch(&self, id: BatchId) -> Result<Option<BatchView>, StoreError> {
+        let row = self.repeatable(|conn: &mut AsyncPgConnection| view_of(conn, id.as_uuid()).boxed()).await?;
+        row.map(BatchViewRow::into_view).transpose()
+    }
+
+    async fn find_batches(
+        &self,
+        filter: BatchFilter,
+        before: Option<BatchId>,
+        limit: usize,
+    ) -> Result<Vec<BatchView>, StoreError> {
+        let statement = format!(
+            "{BATCH_VIEWS} WHERE ($1::uuid IS NULL OR user_id = $1) AND ($2::uuid IS NULL OR id < $2)
+               AND ($3::text IS NULL OR state = $3)
+             ORDER BY id DESC LIMIT $4"
+        );
+        let user_id = filter.user_id.map(|user| user.as_uuid());
+        let state = filter.state.map(|state| state.as_str());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<BatchViewRow> = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                diesel::sql_query(statement.clone())
+                    .bind::<Nullable<SqlUuid>, _>(user_id)
+                    .bind::<Nullable<SqlUuid>, _>(before.map(|id| id.as_uuid()))
+                    .bind::<Nullable<Text>, _>(state)
+                    .bind::<BigInt, _>(limit)
+                    .load(conn)
+                    .boxed()
+            })
+            .await?;
+        rows.into_iter().map(BatchViewRow::into_view).collect()
+    }
+
+    async fn batch_items(
+        &self,
+        id: BatchId,
+        state: Option<JobState>,
+        final_only: bool,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let rows = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                let mut query = jobs::table
+                    .filter(jobs::batch_id.eq(id.as_uuid()))
+                    .select(JobRow::as_select())
+                    .order(jobs::id)
+                    .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .into_boxed();
+                if let Some(after) = after {
+                    query = query.filter(jobs::id.gt(after.as_uuid()));
+                }
+                if let Some(state) = state {
+                    query = query.filter(jobs::state.eq(state.as_str()));
+                }
+                if final_only {
+                    query = query.filter(jobs::state.eq_any(FINAL_STATES));
+                }
+                query.load(conn).boxed()
+            })
+            .await?;
+        rows.into_iter().map(JobRow::into_job).collect()
+    }
+
+    async fn end_batch(&self, id: BatchId, end: BatchEnd, at: OffsetDateTime) -> Result<Option<Batch>, StoreError> {
+        let row = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                async move {
+                    // Only the first end is kept; the batch is read afterwards, as the first end left it.
+                    diesel::update(batches::table.find(id.as_uuid()).filter(batches::ended.is_null()))
+                        .set((batches::ended.eq(end_name(end)), batches::ended_at.eq(at)))
+                        .execute(conn)
+                        .await?;
+                    batches::table.find(id.as_uuid()).select(BatchRow::as_select()).first(conn).await.optional()
+                }
+                .boxed()
+            })
+            .await?;
+        row.map(BatchRow::into_batch).transpose()
+    }
+
+    async fn batches_past_window(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<BatchId>, StoreError> {
+        let ids: Vec<uuid::Uuid> = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                batches::table
+                    .filter(batches::ended.is_null().and(batches::expires_at.le(now)))
+                    .order(batches::id)
+                    .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .select(batches::id)
+                    .load(conn)
+                    .boxed()
+            })
+            .await?;
+        Ok(ids.into_iter().map(BatchId::from_uuid).collect())
+    }
+
+    async fn next_admissible(&self, limit: usize) -> Result<Vec<JobId>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<Admissible> = self
+            .repeatable(|conn: &mut AsyncPgConnection| {
+                diesel::sql_query(NEXT_ADMISSIBLE).bind::<BigInt, _>(limit).load(conn).boxed()
+            })
+            .await?;
+        Ok(rows.into_iter().map(|row| JobId::from_uuid(row.id)).collect())
+    }
+}

@@ -1,0 +1,10 @@
+ALTER TABLE users DROP CONSTRAINT users_admitted_batch_items_are_active;
+ALTER TABLE users DROP COLUMN admitted_batch_items;
+DROP INDEX jobs_awaiting_admission;
+DROP INDEX jobs_batch_id_id;
+ALTER TABLE jobs DROP CONSTRAINT jobs_batch_item_named;
+ALTER TABLE jobs DROP COLUMN rate_batch_percent;
+ALTER TABLE jobs DROP COLUMN batch_admitted;
+ALTER TABLE jobs DROP COLUMN batch_custom_id;
+ALTER TABLE jobs DROP COLUMN batch_id;
+DROP TABLE batches;
