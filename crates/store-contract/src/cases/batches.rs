@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use genjobs_domain::batch::{Batch, BatchEnd, BatchPlace, BatchState, BatchView};
+use genjobs_domain::batch::{Batch, BatchEnd, BatchState, BatchView};
 use genjobs_domain::catalog::{PricePercent, Rate, Unit};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{BatchId, JobId, KeyPrefix, ModelId, UserId};
-use genjobs_domain::job::{Job, JobError, JobErrorCode, JobState, Trigger};
+use genjobs_domain::job::{BatchPlace, Job, JobError, JobErrorCode, JobState, Trigger};
 use genjobs_domain::keys::{BudgetPeriod, KeySettings};
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{

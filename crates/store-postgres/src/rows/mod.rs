@@ -2,7 +2,6 @@
 //! columns have DTOs of their own here, so that renaming a domain field changes no stored data.
 
 use diesel::prelude::*;
-use genjobs_domain::batch::BatchPlace;
 use genjobs_domain::capacity::Priority;
 use genjobs_domain::catalog::{Billing, Cost, CostUnit, PricePercent, ProviderBill, Rate, Unit};
 use genjobs_domain::credits::{Balances, Credits};
@@ -10,7 +9,7 @@ use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{BatchId, JobId, KeyHash, KeyPrefix, ModelId, UserId};
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::{
-    Job, JobError, JobErrorCode, JobPhase, JobState, Reached, StoredJob, Submission, UpstreamRef,
+    BatchPlace, Job, JobError, JobErrorCode, JobPhase, JobState, Reached, StoredJob, Submission, UpstreamRef,
 };
 use genjobs_domain::modality::Modality;
 use genjobs_domain::moderation::Moderation;
