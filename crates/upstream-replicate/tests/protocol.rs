@@ -12,7 +12,7 @@ use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{
-    CancelOutcome, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus,
+    CancelOutcome, PollFailure, ReportedUsage, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus,
 };
 use genjobs_test_wait::wait_until;
 use genjobs_upstream_replicate::{ReplicateConfig, ReplicateUpstream};
@@ -145,12 +145,13 @@ async fn a_failed_prediction_fails_with_its_error() {
     let sim = sim(fast());
     let upstream = submitted(&sim, "a fox [sim:fail] [sim:run=50]").await;
     let status = ended(&sim, &upstream).await;
-    assert!(
-        matches!(&status, UpstreamStatus::Failed(ResultFailure::Failed(e)) if e.contains("simulated model")),
-        "{status:?}"
-    );
+    let ran = ReportedUsage { billable_units: None, compute_seconds: "0.05".parse().ok() };
+    let UpstreamStatus::Failed(ResultFailure::Billed { failure, usage }) = &status else { panic!("{status:?}") };
+    assert!(matches!(&**failure, ResultFailure::Failed(e) if e.contains("simulated model")), "{status:?}");
+    assert_eq!(*usage, ran, "the time the failed prediction ran is billed");
     let result = adapter(&sim).result(job(), &upstream, Modality::Image).await;
-    assert!(matches!(result, Err(ResultFailure::Failed(_))));
+    let Err(ResultFailure::Billed { failure, usage }) = result else { panic!("{result:?}") };
+    assert!(matches!(*failure, ResultFailure::Failed(_)) && usage == ran);
 }
 
 #[tokio::test]
