@@ -167,7 +167,7 @@ impl<S: JobStore + AccountStore> Subject<S> {
             }
             Op::Fail { job } => {
                 let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-                self.finish(job, vec![Trigger::Failed { error }]).await
+                self.finish(job, vec![Trigger::failed(error)]).await
             }
             Op::Cancel { job } => self.finish(job, vec![Trigger::Cancel]).await,
             Op::Read => {

@@ -38,7 +38,7 @@ fn trigger() -> impl Strategy<Value = Trigger> {
             credits_actual: Credits::new(actual),
             reported_units: None,
         }),
-        Just(Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "boom") }),
+        Just(Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, "boom"))),
         Just(Trigger::Cancel),
     ]
 }

@@ -73,6 +73,18 @@ fn poll_class(failure: &PollFailure) -> &'static str {
     }
 }
 
+/// A failed result call's class; one the provider billed all the same counts as what it failed as.
+fn result_class(failure: &ResultFailure) -> &'static str {
+    match failure {
+        ResultFailure::Rejected(_) => "rejected",
+        ResultFailure::ContentRefused(_) => "content_refused",
+        ResultFailure::Failed(_) => "failed",
+        ResultFailure::Invalid(_) => "invalid",
+        ResultFailure::Transient(_) => "transient",
+        ResultFailure::Billed { failure, .. } => result_class(failure),
+    }
+}
+
 #[async_trait]
 impl UpstreamProvider for MeteredUpstream {
     fn name(&self) -> &'static str {
@@ -137,13 +149,7 @@ impl UpstreamProvider for MeteredUpstream {
         let started = Instant::now();
         let result =
             self.inner.result(job_id, upstream, modality).instrument(call_span(self.name(), "result", job_id)).await;
-        record(self.inner.name(), "result", started, &result, |e| match e {
-            ResultFailure::Rejected(_) => "rejected",
-            ResultFailure::ContentRefused(_) => "content_refused",
-            ResultFailure::Failed(_) => "failed",
-            ResultFailure::Invalid(_) => "invalid",
-            ResultFailure::Transient(_) => "transient",
-        });
+        record(self.inner.name(), "result", started, &result, result_class);
         result
     }
 

@@ -285,7 +285,7 @@ pub async fn failure_and_cancel_release_everything<S: Store>(store: Arc<S>) {
     let failing = accepted(&*store, id, 20).await;
     let canceling = accepted(&*store, id, 30).await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-    let failed = step(&*store, &failing, Trigger::Failed { error }).await;
+    let failed = step(&*store, &failing, Trigger::failed(error)).await;
     let canceled = step(&*store, &canceling, Trigger::Cancel).await;
     assert_eq!(failed.error().as_ref().map(|e| e.code), Some(JobErrorCode::UpstreamFailed));
     assert_eq!(canceled.canceled_at(), canceled.finished_at());
@@ -502,7 +502,7 @@ pub async fn concurrent_accepts_and_finishes_keep_every_invariant<S: Store>(stor
             let trigger = if i % 2 == 0 {
                 Trigger::Cancel
             } else {
-                Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "x") }
+                Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, "x"))
             };
             let racing = [job.apply(trigger, now()).unwrap(), job.apply(Trigger::Cancel, now()).unwrap()];
             let outcomes = join_all(racing.into_iter().map(|t| store.commit(t))).await;

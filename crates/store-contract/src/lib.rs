@@ -65,6 +65,7 @@ macro_rules! store_contract_tests {
             output_copies_are_kept_as_committed,
             a_jobs_bill_is_kept_with_its_final_transition,
             usage_and_reconciliation_sum_the_bills_before_and_after_sealing,
+            purged_jobs_keep_their_bills_in_every_report,
             purging_final_jobs_keeps_the_ledger_and_usage,
             purging_a_keys_jobs_keeps_its_budget_used,
             usage_groups_jobs_by_the_provider_that_took_them,

@@ -67,7 +67,7 @@ async fn run(budget_credits: u64, steps: Vec<Step>) {
             Step::Release { job } if !open.is_empty() => {
                 let job = open.remove(job % open.len());
                 let error = JobError::new(JobErrorCode::UpstreamFailed, "x");
-                step(&*store, &job, Trigger::Failed { error }).await;
+                step(&*store, &job, Trigger::failed(error)).await;
                 expected -= job.credits_held().get();
             }
             Step::Charge { .. } | Step::Release { .. } => {}

@@ -194,7 +194,25 @@ diesel::table! {
 }
 
 diesel::table! {
-    usage_rollup (day, user_id, model, provider, key_prefix, provider_key) {
+    usage_key_rollup (day, user_id, provider, provider_key) {
+        day -> Date,
+        user_id -> Uuid,
+        provider -> Text,
+        provider_key -> Text,
+        jobs -> Int8,
+        succeeded -> Int8,
+        failed -> Int8,
+        canceled -> Int8,
+        credits_spent -> Int8,
+        billed -> Int8,
+        provider_units -> Int8,
+        provider_cost -> Int8,
+        content_refused -> Int8,
+    }
+}
+
+diesel::table! {
+    usage_rollup (day, user_id, model, provider, key_prefix) {
         day -> Date,
         user_id -> Uuid,
         model -> Text,
@@ -205,7 +223,6 @@ diesel::table! {
         credits_spent -> Int8,
         provider -> Text,
         key_prefix -> Text,
-        provider_key -> Text,
         billed -> Int8,
         provider_units -> Int8,
         provider_cost -> Int8,
@@ -254,6 +271,7 @@ diesel::joinable!(idempotency_keys -> users (user_id));
 diesel::joinable!(jobs -> users (user_id));
 diesel::joinable!(ledger -> users (user_id));
 diesel::joinable!(removed_jobs -> jobs (job_id));
+diesel::joinable!(usage_key_rollup -> users (user_id));
 diesel::joinable!(usage_rollup -> users (user_id));
 diesel::joinable!(webhook_secrets -> users (user_id));
 
@@ -272,6 +290,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     removed_jobs,
     upload_days,
     uploads,
+    usage_key_rollup,
     usage_rollup,
     usage_sealed,
     users,

@@ -48,10 +48,7 @@ pub async fn a_job_runs_to_outputs_that_are_real_files(fixture: &impl Fixture) {
     assert_eq!(final_status(fixture, id, &upstream).await, UpstreamStatus::Completed);
     let result = fixture.adapter().result(id, &upstream, Modality::Image).await.unwrap();
     assert!(!result.outputs.is_empty(), "a completed job has outputs");
-    assert!(
-        result.billable_units.is_some() || result.compute_seconds.is_some(),
-        "the provider reports what it bills: {result:?}"
-    );
+    assert!(result.usage.is_reported(), "the provider reports what it bills: {result:?}");
     for output in result.outputs {
         let response = reqwest::get(&output.url).await.unwrap();
         assert!(response.status().is_success(), "{} answers {}", output.url, response.status());
@@ -60,19 +57,23 @@ pub async fn a_job_runs_to_outputs_that_are_real_files(fixture: &impl Fixture) {
     }
 }
 
-/// A run that fails is reported as failed, by its status or its result, never as outputs.
+/// A run that fails is reported as failed, by its status or its result, never as outputs (billed
+/// or not: a provider may bill the time a failed run took).
 pub async fn a_failed_run_is_reported_as_a_failure(fixture: &impl Fixture) {
     let (id, upstream) = submitted(fixture, Outcome::Fails).await;
-    match final_status(fixture, id, &upstream).await {
-        UpstreamStatus::Failed(failure) => {
-            assert!(matches!(failure, ResultFailure::Failed(_) | ResultFailure::Rejected(_)), "{failure:?}");
-        }
-        UpstreamStatus::Completed => {
-            let result = fixture.adapter().result(id, &upstream, Modality::Image).await;
-            assert!(matches!(result, Err(ResultFailure::Failed(_) | ResultFailure::Rejected(_))), "{result:?}");
-        }
+    let failure = match final_status(fixture, id, &upstream).await {
+        UpstreamStatus::Failed(failure) => failure,
+        UpstreamStatus::Completed => match fixture.adapter().result(id, &upstream, Modality::Image).await {
+            Err(failure) => failure,
+            Ok(result) => panic!("a failed run gave a result: {result:?}"),
+        },
         other => panic!("not final: {other:?}"),
-    }
+    };
+    let failure = match failure {
+        ResultFailure::Billed { failure, .. } => *failure,
+        unbilled => unbilled,
+    };
+    assert!(matches!(failure, ResultFailure::Failed(_) | ResultFailure::Rejected(_)), "{failure:?}");
 }
 
 /// A job still running can be canceled, and a cancel at its deadline says it was asked to stop.

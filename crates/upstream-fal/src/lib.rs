@@ -26,6 +26,7 @@ mod errors;
 mod notifications;
 mod outputs;
 mod reference;
+mod result;
 mod retry;
 pub mod routes;
 pub mod schema;
@@ -35,14 +36,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use genjobs_domain::capacity::{Priority, ProviderKey};
 use genjobs_domain::catalog::Model;
-use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::JobId;
 use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{
-    CancelOutcome, Delivery, NotificationRejected, PollFailure, ResultFailure, SendAs, SubmitCall, SubmitFailure,
-    UpstreamProvider, UpstreamReport, UpstreamResult, UpstreamStatus,
+    CancelOutcome, Delivery, NotificationRejected, PollFailure, ReportedUsage, ResultFailure, SendAs, SubmitCall,
+    SubmitFailure, UpstreamProvider, UpstreamReport, UpstreamResult, UpstreamStatus,
 };
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
@@ -58,7 +58,8 @@ pub use retry::ReadRetry;
 
 use errors::{FalError, is_refusal};
 use notifications::Verifier;
-use retry::{Read, ReadError, says_later};
+use result::{billable_units, result_of};
+use retry::{Read, ReadError};
 
 /// Where fal is and how to talk to it.
 #[derive(Debug, Clone)]
@@ -299,10 +300,6 @@ fn percent_from_logs(logs: &[LogLine]) -> Option<u8> {
     })
 }
 
-/// fal deletes a result of 10 KB or more 6 minutes after the request completes; a result asked
-/// for after that is gone for good.
-const EXPIRED: &str = "the result expired at the provider before it could be fetched (fal keeps results for 6 minutes)";
-
 #[async_trait]
 impl UpstreamProvider for FalUpstream {
     fn name(&self) -> &'static str {
@@ -407,36 +404,12 @@ impl UpstreamProvider for FalUpstream {
         })?;
         let status = read.status;
         tracing::debug!(job_id = %job_id, request_id = %fal.request_id, status = status.as_u16(), "fal result");
-        if status.is_success() {
-            let body: Value = serde_json::from_slice(&read.body)
-                .map_err(|_| ResultFailure::Invalid("the result is not JSON".into()))?;
-            let outputs = parse_outputs(&body, modality).map_err(ResultFailure::Invalid)?;
-            let billable_units = read.headers.get(BILLABLE_UNITS_HEADER).and_then(|value| {
-                let units = value.to_str().ok()?.trim().parse::<Decimal>().ok().filter(|u| !u.is_negative());
-                if units.is_none() {
-                    tracing::warn!(job_id = %job_id, request_id = %fal.request_id, "fal's billable units header could not be read");
-                }
-                units
-            });
-            return Ok(UpstreamResult { outputs, billable_units, compute_seconds: None });
+        // fal bills a request that ran and failed too, and says so on the failed result's response.
+        let usage = ReportedUsage { billable_units: billable_units(&read), compute_seconds: None };
+        if usage.billable_units.is_none() && read.headers.contains_key(BILLABLE_UNITS_HEADER) {
+            tracing::warn!(job_id = %job_id, request_id = %fal.request_id, "fal's billable units header could not be read");
         }
-        if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
-            return Err(ResultFailure::Failed(EXPIRED.into()));
-        }
-        if says_later(&read) {
-            return Err(ResultFailure::Transient(format!("result call answered HTTP {}", status.as_u16())));
-        }
-        let error = FalError::of_read(&read);
-        let explained = error.detail.is_some() || error.error_type.is_some();
-        match status {
-            _ if error.content_refused => Err(ResultFailure::ContentRefused(error.message())),
-            StatusCode::UNPROCESSABLE_ENTITY => Err(ResultFailure::Rejected(error.message())),
-            _ if is_refusal(error.error_type.as_deref()) => Err(ResultFailure::Rejected(error.message())),
-            s if s.is_server_error() && !explained => {
-                Err(ResultFailure::Transient(format!("result call answered HTTP {}", s.as_u16())))
-            }
-            _ => Err(ResultFailure::Failed(error.message())),
-        }
+        result_of(&read, modality, usage).map_err(|failure| failure.billed(usage))
     }
 
     async fn cancel(&self, job_id: JobId, upstream: &UpstreamRef) -> Result<(), PollFailure> {

@@ -294,6 +294,7 @@ async fn result_answers_map_to_outputs_or_failures() {
             Err(ResultFailure::Failed(_)) => "failed",
             Err(ResultFailure::Transient(_)) => "transient",
             Err(ResultFailure::Invalid(_)) => "invalid",
+            Err(ResultFailure::Billed { .. }) => "billed",
             Ok(_) => "ok",
         };
         assert_eq!(kind, check, "HTTP {status}");

@@ -108,6 +108,17 @@ impl SimPrediction {
         )
     }
 
+    /// How long the model ran, once the prediction has ended, as Replicate bills it: the whole
+    /// processing time of one that succeeded or failed, the time until the cancel of one canceled
+    /// while processing; `None` before its end, or for one canceled before it started.
+    fn predict_time(&self) -> Option<Duration> {
+        match (self.status(), self.canceled) {
+            ("succeeded" | "failed", _) => Some(self.processing),
+            ("canceled", Some((when, _))) => when.checked_duration_since(self.created + self.starting),
+            _ => None,
+        }
+    }
+
     /// The prediction as `GET /v1/predictions/{id}` answers it.
     pub(crate) fn json(&self, base: &str) -> Value {
         let status = self.status();
@@ -148,7 +159,11 @@ impl SimPrediction {
                 "cancel": format!("{base}/v1/predictions/{}/cancel", self.id),
                 "web": format!("{base}/p/{}", self.id),
             },
-            "metrics": if status == "succeeded" { json!({"predict_time": self.processing.as_secs_f64(), "image_count": 1}) } else { json!({}) },
+            "metrics": match (status, self.predict_time()) {
+                ("succeeded", Some(ran)) => json!({"predict_time": ran.as_secs_f64(), "image_count": 1}),
+                (_, Some(ran)) => json!({"predict_time": ran.as_secs_f64()}),
+                (_, None) => json!({}),
+            },
         });
         if let Some(url) = &self.webhook {
             body["webhook"] = json!(url);

@@ -5,7 +5,7 @@
 
 use genjobs_domain::decimal::Decimal;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
-use genjobs_domain::ports::{ResultFailure, UpstreamResult, UpstreamStatus};
+use genjobs_domain::ports::{ReportedUsage, ResultFailure, UpstreamResult, UpstreamStatus};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -67,14 +67,20 @@ impl Prediction {
                 Phase::Running(UpstreamStatus::Running { percent: percent_from_logs(self.logs.as_deref()) })
             }
             "succeeded" => Phase::Succeeded,
+            // A prediction that ran before it failed or was canceled is billed for that time.
             "failed" => {
                 let error = self.error_text("the prediction failed");
-                Phase::Ended(match names_a_content_refusal(&error) {
-                    true => ResultFailure::ContentRefused(error),
-                    false => ResultFailure::Failed(error),
-                })
+                Phase::Ended(
+                    match names_a_content_refusal(&error) {
+                        true => ResultFailure::ContentRefused(error),
+                        false => ResultFailure::Failed(error),
+                    }
+                    .billed(self.usage()),
+                )
             }
-            "canceled" => Phase::Ended(ResultFailure::Failed("the prediction was canceled at the provider".into())),
+            "canceled" => Phase::Ended(
+                ResultFailure::Failed("the prediction was canceled at the provider".into()).billed(self.usage()),
+            ),
             // The API ends a prediction `aborted` when it was stopped before it ran (a deadline).
             "aborted" => Phase::Ended(ResultFailure::Failed(self.error_text("the prediction was aborted"))),
             other => return Err(format!("unknown prediction status {other:?}")),
@@ -91,11 +97,16 @@ impl Prediction {
         text.chars().take(300).collect()
     }
 
-    /// A succeeded prediction's result: its outputs ([`Prediction::outputs`]) and the seconds of
-    /// compute it was billed, when its metrics say.
+    /// A succeeded prediction's result: its outputs ([`Prediction::outputs`]) and what it was
+    /// billed ([`Prediction::usage`]).
     pub(crate) fn result(&self, kind: Option<OutputKind>) -> Result<UpstreamResult, String> {
+        Ok(UpstreamResult { outputs: self.outputs(kind)?, usage: self.usage() })
+    }
+
+    /// The seconds of compute the prediction was billed, when its metrics say.
+    fn usage(&self) -> ReportedUsage {
         let compute_seconds = self.metrics.as_ref().and_then(|m| m.predict_time).and_then(Decimal::from_report);
-        Ok(UpstreamResult { outputs: self.outputs(kind)?, billable_units: None, compute_seconds })
+        ReportedUsage { billable_units: None, compute_seconds }
     }
 
     /// The outputs of a succeeded prediction: one URL or a list of URLs; `kind` names the kind
@@ -201,6 +212,22 @@ mod tests {
         assert!(matches!(phase("canceled", json!({})), Ok(Phase::Ended(ResultFailure::Failed(_)))));
         assert!(matches!(phase("aborted", json!({"error": null})), Ok(Phase::Ended(ResultFailure::Failed(_)))));
         assert!(phase("queued", json!({})).is_err());
+    }
+
+    #[test]
+    fn a_failed_or_canceled_prediction_keeps_its_predict_time() {
+        let ended = |status: &str| {
+            prediction(json!({"id": "p", "status": status, "error": "boom", "metrics": {"predict_time": 2.5}})).phase()
+        };
+        let usage = ReportedUsage { billable_units: None, compute_seconds: Decimal::from_report(2.5) };
+        for status in ["failed", "canceled"] {
+            let Ok(Phase::Ended(ResultFailure::Billed { failure, usage: billed })) = ended(status) else {
+                panic!("{status}: {:?}", ended(status));
+            };
+            assert!(matches!(*failure, ResultFailure::Failed(_)), "{status}: {failure:?}");
+            assert_eq!(billed, usage);
+        }
+        assert!(matches!(ended("aborted"), Ok(Phase::Ended(ResultFailure::Failed(_)))), "an aborted one never ran");
     }
 
     #[test]

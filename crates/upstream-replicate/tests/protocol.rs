@@ -12,7 +12,7 @@ use genjobs_domain::input::GenerationInput;
 use genjobs_domain::job::UpstreamRef;
 use genjobs_domain::modality::Modality;
 use genjobs_domain::ports::{
-    CancelOutcome, PollFailure, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus,
+    CancelOutcome, PollFailure, ReportedUsage, ResultFailure, SubmitFailure, UpstreamProvider, UpstreamStatus,
 };
 use genjobs_test_wait::wait_until;
 use genjobs_upstream_replicate::{ReplicateConfig, ReplicateUpstream};
@@ -128,10 +128,13 @@ async fn a_running_prediction_is_canceled_and_a_finished_one_is_already_complete
     let upstream = submitted(&sim, "a slow fox").await;
     let replicate = adapter(&sim);
     assert_eq!(replicate.cancel_unless_done(job(), &upstream).await, Ok(CancelOutcome::Requested));
-    assert!(matches!(
-        replicate.status(job(), &upstream).await,
-        Ok(UpstreamStatus::Failed(ResultFailure::Failed(reason))) if reason.contains("canceled")
-    ));
+    // Billed when the cancel came after the prediction started, which this test does not time.
+    let failure = match replicate.status(job(), &upstream).await {
+        Ok(UpstreamStatus::Failed(ResultFailure::Billed { failure, .. })) => *failure,
+        Ok(UpstreamStatus::Failed(failure)) => failure,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(failure, ResultFailure::Failed(reason) if reason.contains("canceled")));
     let done = submitted(&sim, "a quick fox [sim:run=0]").await;
     assert_eq!(ended(&sim, &done).await, UpstreamStatus::Completed);
     assert_eq!(replicate.cancel_unless_done(job(), &done).await, Ok(CancelOutcome::AlreadyCompleted));
@@ -145,12 +148,13 @@ async fn a_failed_prediction_fails_with_its_error() {
     let sim = sim(fast());
     let upstream = submitted(&sim, "a fox [sim:fail] [sim:run=50]").await;
     let status = ended(&sim, &upstream).await;
-    assert!(
-        matches!(&status, UpstreamStatus::Failed(ResultFailure::Failed(e)) if e.contains("simulated model")),
-        "{status:?}"
-    );
+    let ran = ReportedUsage { billable_units: None, compute_seconds: "0.05".parse().ok() };
+    let UpstreamStatus::Failed(ResultFailure::Billed { failure, usage }) = &status else { panic!("{status:?}") };
+    assert!(matches!(&**failure, ResultFailure::Failed(e) if e.contains("simulated model")), "{status:?}");
+    assert_eq!(*usage, ran, "the time the failed prediction ran is billed");
     let result = adapter(&sim).result(job(), &upstream, Modality::Image).await;
-    assert!(matches!(result, Err(ResultFailure::Failed(_))));
+    let Err(ResultFailure::Billed { failure, usage }) = result else { panic!("{result:?}") };
+    assert!(matches!(*failure, ResultFailure::Failed(_)) && usage == ran);
 }
 
 #[tokio::test]

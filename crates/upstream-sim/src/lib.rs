@@ -15,7 +15,8 @@
 //! - `[sim:reject]`: the result is a 422 refusal; `[sim:reject-submit]`: the submission is.
 //! - `[sim:content-policy]`: the result is a 422 whose `detail[].type` is
 //!   `content_policy_violation`; `[sim:content-policy-submit]`: the submission is.
-//! - `[sim:fail]`: the result is a 500 with a `detail`.
+//! - `[sim:fail]`: the result is a 500 with a `detail` (and, with `[sim:billable=N]`, fal's
+//!   `x-fal-billable-units: N`, as fal bills a run that failed).
 //! - `[sim:hang]`: the request never completes.
 //! - `[sim:run=MS]`: it runs for MS milliseconds; `[sim:queue=MS]`: it waits MS milliseconds in
 //!   the queue first (its `queue_position` counts the queued requests accepted before it).

@@ -90,7 +90,12 @@ fn result_answer(sim: &Sim, base: &str, id: &str) -> HttpResponse {
         return HttpResponse::UnprocessableEntity().json(crate::content_policy_violation());
     }
     if d.fail {
-        return HttpResponse::InternalServerError().json(json!({"detail": "the model crashed while generating"}));
+        // A run that crashed is billed only as far as a `billable` directive says.
+        let mut answer = HttpResponse::InternalServerError();
+        if let Some(units) = &d.billable {
+            answer.insert_header((genjobs_upstream_fal::BILLABLE_UNITS_HEADER, units.as_str()));
+        }
+        return answer.json(json!({"detail": "the model crashed while generating"}));
     }
     if d.error_status {
         return HttpResponse::ServiceUnavailable()

@@ -3,10 +3,10 @@
 //! reports; the operators' job, usage report (JSON and CSV), reconciliation and metrics show
 //! what the providers billed, what the credits are worth and the margin.
 
-use genjobs_tests::{ADMIN_TOKEN, TestApp, assert_error, sample_sum};
+use genjobs_tests::{ADMIN_TOKEN, TestApp, assert_error, fast_config, sample_sum};
 use serde_json::{Value, json};
 
-use crate::spawn_app;
+use crate::{spawn_app, spawn_app_with};
 
 async fn admin_job(app: &TestApp, id: &str) -> Value {
     let response = app.get(&format!("/api/admin/jobs/{id}"), ADMIN_TOKEN).await;
@@ -101,6 +101,57 @@ async fn a_video_pays_for_the_seconds_delivered_and_an_unfinished_or_failed_job_
     let hanging = app.submit("images", &user.key, json!({"model": "nano-banana", "prompt": "x [sim:hang]"})).await;
     let detail = admin_job(&app, hanging["job_id"].as_str().unwrap()).await;
     assert!(detail["provider_units"].is_null() && detail["provider_cost_usd"].is_null(), "{detail}");
+}
+
+#[tokio::test]
+async fn a_failed_job_its_provider_billed_keeps_the_units_and_releases_the_user_in_full() {
+    let app = spawn_app().await;
+    let user = app.create_user(1000, json!({})).await;
+    let body = json!({"model": "nano-banana", "prompt": "x [sim:fail] [sim:billable=2]"});
+    let (failed, detail) = finished(&app, &user.key, "images", body).await;
+    assert_eq!((failed["state"].as_str(), failed["credits_actual"].as_u64()), (Some("failed"), Some(0)), "{failed}");
+    assert_eq!((ledger_of(&detail, "charge"), ledger_of(&detail, "release")), (vec![], vec![4]));
+    let account = app.user(&user.id).await;
+    assert_eq!((account["credits_available"].as_u64(), account["credits_spent"].as_u64()), (Some(1000), Some(0)));
+    assert_eq!((detail["provider_units"].as_str(), detail["provider_cost_usd"].as_str()), (Some("2"), Some("0.078")));
+    let reconciliation: Value = app.get("/api/admin/reconciliation", ADMIN_TOKEN).await.json().await.unwrap();
+    let mismatches = reconciliation["mismatches"].as_array().unwrap();
+    assert_eq!(mismatches.len(), 1, "{reconciliation}");
+    assert_eq!(mismatches[0]["job_id"], failed["id"]);
+    let units = (mismatches[0]["units_charged"].as_str(), mismatches[0]["units_reported"].as_str());
+    assert_eq!(units, (Some("0"), Some("2")));
+    let rows = reconciliation["data"].as_array().unwrap();
+    assert_eq!((rows.len(), rows[0]["jobs"].as_u64(), rows[0]["cost_usd"].as_str()), (1, Some(1), Some("0.078")));
+    let usage: Value = app.get("/api/admin/usage?group_by=provider_key", ADMIN_TOKEN).await.json().await.unwrap();
+    let row = &usage["data"][0];
+    let money = (row["provider_cost_usd"].as_str(), row["revenue_usd"].as_str(), row["margin_usd"].as_str());
+    assert_eq!(money, (Some("0.078"), Some("0"), Some("-0.078")), "{usage}");
+}
+
+#[tokio::test]
+async fn a_failed_prediction_on_a_compute_second_route_keeps_its_predict_time() {
+    let sim = super::replicate::replicate_sim();
+    let app = spawn_app_with(super::replicate::replicate_only(&sim, false, fast_config())).await;
+    let mut model = app.admin_model("flux-pro").await;
+    for key in ["id", "upstream"] {
+        model.as_object_mut().unwrap().remove(key);
+    }
+    let routes = model["routes"].as_array_mut().unwrap();
+    let replicate = routes.iter_mut().find(|route| route["provider"] == "replicate").unwrap();
+    replicate["cost"] = json!({"per": "compute_second", "usd": "0.002"});
+    assert_eq!(app.put_model("flux-pro", &model).await.status(), 200);
+    let user = app.create_user(100, json!({})).await;
+    let body = json!({"model": "flux-pro", "prompt": "a fox [sim:fail]"});
+    let (failed, detail) = finished(&app, &user.key, "images", body).await;
+    assert_eq!(
+        (failed["state"].as_str(), failed["upstream"].as_str()),
+        (Some("failed"), Some("replicate")),
+        "{failed}"
+    );
+    assert_eq!(app.user(&user.id).await["credits_available"].as_u64(), Some(100), "released in full");
+    // The simulator processes every prediction for 300 ms.
+    let bill = (detail["provider_units"].as_str(), detail["provider_cost_usd"].as_str());
+    assert_eq!(bill, (Some("0.3"), Some("0.0006")), "{detail}");
 }
 
 #[tokio::test]

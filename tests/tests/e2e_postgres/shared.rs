@@ -7,6 +7,8 @@ mod admin;
 mod admin_jobs;
 #[path = "../e2e/auth.rs"]
 mod auth;
+#[path = "../e2e/batches.rs"]
+mod batches;
 #[path = "../e2e/boundaries_edge.rs"]
 mod boundaries_edge;
 #[path = "../e2e/capacity.rs"]

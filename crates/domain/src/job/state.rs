@@ -135,6 +135,8 @@ pub enum Trigger {
     Failed {
         /// Why.
         error: JobError,
+        /// The units the provider reported billing all the same, when it did.
+        reported_units: Option<Decimal>,
     },
     /// The owner canceled it.
     Cancel,
@@ -215,6 +217,12 @@ impl TriggerKind {
 }
 
 impl Trigger {
+    /// The job fails with `error`, its provider having reported no billing for it.
+    #[must_use]
+    pub fn failed(error: JobError) -> Trigger {
+        Trigger::Failed { error, reported_units: None }
+    }
+
     /// Which trigger this is.
     #[must_use]
     pub fn kind(&self) -> TriggerKind {

@@ -76,7 +76,7 @@ fn success(actual: u64) -> Trigger {
 }
 
 fn failure() -> Trigger {
-    Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "boom") }
+    Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, "boom"))
 }
 
 fn trigger_of(kind: TriggerKind) -> Trigger {
@@ -425,6 +425,25 @@ fn a_job_sent_on_a_costed_route_is_billed_at_its_end() {
 }
 
 #[test]
+fn a_failed_job_keeps_the_units_its_provider_billed_and_releases_the_whole_hold() {
+    use crate::catalog::{Cost, CostUnit};
+    use crate::decimal::Decimal;
+    let billing = Billing { cost: Cost { per: CostUnit::Image, usd: "0.05".parse().unwrap() }, key_hint: None };
+    let attempted = step(&queued(), Trigger::SubmitStarted { next_poll_at: now() });
+    let sent =
+        step(&attempted, Trigger::Submitted { upstream: upstream(), next_poll_at: now(), billing: Some(billing) });
+    let error = JobError::new(JobErrorCode::UpstreamFailed, "ran, then crashed");
+    let transition = sent.apply(Trigger::Failed { error, reported_units: Some(Decimal::whole(3)) }, now()).unwrap();
+    assert_eq!(transition.movement(), Some(CreditMovement::Release(sent.credits_held())), "the user pays nothing");
+    let failed = transition.job();
+    assert_eq!(failed.credits_actual(), Some(Credits::ZERO));
+    let bill = failed.provider_bill().map(|b| (b.units, b.units_charged, b.cost_usd.to_string()));
+    assert_eq!(bill, Some((Decimal::whole(3), Some(Decimal::ZERO), "0.15".into())), "billed, though nothing charged");
+    let unreported = step(&sent, failure());
+    assert_eq!(unreported.provider_bill().map(|b| b.units), Some(Decimal::ZERO), "0 units unless reported");
+}
+
+#[test]
 fn a_check_is_kept_and_a_refusal_before_sending_names_the_moderation_outcome() {
     let checked = step(&queued(), Trigger::Moderated { outcome: Moderation::Passed });
     assert_eq!(checked.moderation(), Some(Moderation::Passed));
@@ -441,7 +460,7 @@ fn a_check_is_kept_and_a_refusal_before_sending_names_the_moderation_outcome() {
         assert_eq!(t.movement(), Some(CreditMovement::Release(Credits::new(8))));
     }
     // A provider's own refusal, after the check passed, leaves the check as it was.
-    let refused = Trigger::Failed { error: JobError::new(JobErrorCode::ContentRefused, "no") };
+    let refused = Trigger::failed(JobError::new(JobErrorCode::ContentRefused, "no"));
     assert_eq!(step(&sending, refused).moderation(), Some(Moderation::Passed));
 }
 

@@ -280,9 +280,9 @@ impl Job {
                 movement = Some(CreditMovement::Release(self.record.credits_held));
                 next.record.next_poll_at = None;
             }
-            (Trigger::Failed { error }, phase) => {
+            (Trigger::Failed { error, reported_units }, phase) => {
                 next.record.phase = JobPhase::Failed { reached: phase.reached(), finished_at: now, error };
-                next.record.bill = self.record.billing.as_ref().map(|b| b.undelivered(None));
+                next.record.bill = self.record.billing.as_ref().map(|b| b.undelivered(reported_units));
                 movement = Some(CreditMovement::Release(self.record.credits_held));
                 next.record.next_poll_at = None;
             }

@@ -8,7 +8,8 @@
 //!   provider checks a route against.
 //! - `stores`: [`JobStore`] and [`AccountStore`], what a database adapter implements.
 //! - `batches`: [`BatchStore`], batches accepted whole and what their items add up to.
-//! - `upstream`: [`UpstreamProvider`], what a provider adapter implements.
+//! - `upstream`: [`UpstreamProvider`], what a provider adapter implements; `reported_usage`:
+//!   [`ReportedUsage`], what a provider says it billed for a job, with its result or its failure.
 //! - `outputs`: [`OutputStore`], where outputs are copied to and served from, and
 //!   [`OutputSource`], which reads an output from the provider's link.
 //! - `removals`: [`JobRemovals`], jobs their owner removed from a listing (OpenAI's
@@ -32,6 +33,7 @@ mod kept;
 mod moderation;
 mod outputs;
 mod removals;
+mod reported_usage;
 mod runtime;
 mod slots;
 mod stores;
@@ -46,6 +48,7 @@ pub use kept::*;
 pub use moderation::*;
 pub use outputs::*;
 pub use removals::*;
+pub use reported_usage::*;
 pub use runtime::*;
 pub use slots::*;
 pub use stores::*;

@@ -4,9 +4,9 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use super::ReportedUsage;
 use crate::capacity::{Priority, ProviderKey, ProviderLoad};
 use crate::catalog::Model;
-use crate::decimal::Decimal;
 use crate::ids::JobId;
 use crate::input::GenerationInput;
 use crate::job::UpstreamRef;
@@ -167,27 +167,14 @@ pub enum PollFailure {
 pub struct UpstreamResult {
     /// The outputs delivered.
     pub outputs: Vec<OutputItem>,
-    /// The units the provider says it bills for the job, in its own unit for the endpoint
-    /// (a queue provider's billable units), when it says.
-    pub billable_units: Option<Decimal>,
-    /// How long the provider's machine ran the job, in seconds, when it says (Replicate's
-    /// `predict_time`): the units of a route billed per compute second.
-    pub compute_seconds: Option<Decimal>,
+    /// What the provider says it billed for the job.
+    pub usage: ReportedUsage,
 }
 
 impl From<Vec<OutputItem>> for UpstreamResult {
     /// A result whose provider reported nothing of its billing.
     fn from(outputs: Vec<OutputItem>) -> Self {
         Self { outputs, ..Self::default() }
-    }
-}
-
-impl UpstreamResult {
-    /// The units the provider reported for a route billed `per` unit: its billable units when
-    /// it gave them, else its compute time for a route billed per compute second.
-    #[must_use]
-    pub fn reported_units(&self, per: crate::catalog::CostUnit) -> Option<Decimal> {
-        self.billable_units.or(self.compute_seconds.filter(|_| per == crate::catalog::CostUnit::ComputeSecond))
     }
 }
 
@@ -210,6 +197,29 @@ pub enum ResultFailure {
     /// Timeout, connection error, 429 or a bare 5xx: try again later.
     #[error("transient: {0}")]
     Transient(String),
+    /// A final failure the provider billed all the same (a run that failed or was canceled after
+    /// it used the provider's machine): the job fails as `failure` says, keeping `usage` in its
+    /// provider bill.
+    #[error("{failure} (billed)")]
+    Billed {
+        /// Why the job failed.
+        failure: Box<ResultFailure>,
+        /// What the provider billed for it.
+        usage: ReportedUsage,
+    },
+}
+
+impl ResultFailure {
+    /// This failure, carrying `usage` when the provider reported any and the failure is final
+    /// (a transient one ends nothing, so it bills nothing).
+    #[must_use]
+    pub fn billed(self, usage: ReportedUsage) -> ResultFailure {
+        match self {
+            ResultFailure::Transient(_) => self,
+            failure if usage.is_reported() => ResultFailure::Billed { failure: Box::new(failure), usage },
+            failure => failure,
+        }
+    }
 }
 
 /// What the provider answered a cancel.

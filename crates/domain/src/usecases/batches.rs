@@ -423,10 +423,8 @@ pub(super) fn ending_for(batch: &Batch, now: OffsetDateTime) -> Option<Trigger> 
 }
 
 fn expired_trigger() -> Trigger {
-    Trigger::Failed {
-        error: JobError::new(
-            JobErrorCode::BatchExpired,
-            "the batch's completion window closed before the item was sent",
-        ),
-    }
+    Trigger::failed(JobError::new(
+        JobErrorCode::BatchExpired,
+        "the batch's completion window closed before the item was sent",
+    ))
 }

@@ -113,7 +113,7 @@ async fn a_long_poll_answers_with_the_job_as_it_is_once_the_wait_has_passed() {
 async fn a_stream_of_a_final_job_is_its_final_event_alone() {
     let mut mocks = Mocks::new();
     let failed = job()
-        .apply(Trigger::Failed { error: genjobs_domain::job::JobError::new(JobErrorCode::UpstreamFailed, "x") }, t0())
+        .apply(Trigger::failed(genjobs_domain::job::JobError::new(JobErrorCode::UpstreamFailed, "x")), t0())
         .unwrap()
         .into_job();
     let id = failed.id();

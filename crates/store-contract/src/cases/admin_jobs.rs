@@ -58,7 +58,7 @@ pub async fn jobs_are_found_by_every_filter_newest_first<S: Store>(store: Arc<S>
     let fal_queued = sent_to(&*store, &job_of(&*store, ada, "nano-banana", at(1)).await, "fal", "r-0").await;
     let failed = sent_to(&*store, &job_of(&*store, bob, "flux-pro", at(2)).await, "replicate", "r-1").await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "x");
-    let failed = step(&*store, &failed, Trigger::Failed { error }).await;
+    let failed = step(&*store, &failed, Trigger::failed(error)).await;
     let canceled = step(&*store, &job_of(&*store, ada, "flux-pro", at(3)).await, Trigger::Cancel).await;
     let succeeded = sent_to(&*store, &job_of(&*store, bob, "nano-banana", at(4)).await, "fal", "r-3").await;
     let succeeded = step(&*store, &succeeded, success(1)).await;

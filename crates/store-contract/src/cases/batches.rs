@@ -78,7 +78,7 @@ fn ids(jobs: &[Job]) -> Vec<JobId> {
 }
 
 fn failure() -> Trigger {
-    Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "boom") }
+    Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, "boom"))
 }
 
 /// A batch holds the sum of its items' holds, each with a ledger hold of its own, and counts no

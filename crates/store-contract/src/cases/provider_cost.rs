@@ -37,7 +37,8 @@ fn success_reporting(actual: u64, reported: Option<&str>) -> Trigger {
 }
 
 /// A job's route cost is kept from its submission, and its bill from its final transition:
-/// units, units charged and cost read back as committed; a failed job's bill is 0.
+/// units, units charged and cost read back as committed; a failed job's bill is 0 unless its
+/// provider reported units, which it keeps with 0 charged.
 pub async fn a_jobs_bill_is_kept_with_its_final_transition<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     let sent = billed_job(&*store, id, 10, ("fal", "req-b1"), "0.04", "abcd").await;
@@ -50,9 +51,58 @@ pub async fn a_jobs_bill_is_kept_with_its_final_transition<S: Store>(store: Arc<
     assert_eq!(store.job(sent.id()).await.expect("read").expect("stored").provider_bill(), Some(&bill));
     let failed = billed_job(&*store, id, 10, ("fal", "req-b2"), "0.04", "abcd").await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-    let failed = step(&*store, &failed, Trigger::Failed { error }).await;
+    let failed = step(&*store, &failed, Trigger::failed(error)).await;
     let nothing = ProviderBill { units: Decimal::ZERO, units_charged: Some(Decimal::ZERO), cost_usd: Decimal::ZERO };
     assert_eq!(store.job(failed.id()).await.expect("read").expect("stored").provider_bill(), Some(&nothing));
+    let billed = billed_job(&*store, id, 10, ("fal", "req-b3"), "0.04", "abcd").await;
+    let error = JobError::new(JobErrorCode::UpstreamFailed, "ran, then crashed");
+    step(&*store, &billed, Trigger::Failed { error, reported_units: Some(d("2")) }).await;
+    let billed_anyway = ProviderBill { units: d("2"), units_charged: Some(Decimal::ZERO), cost_usd: d("0.08") };
+    assert_eq!(store.job(billed.id()).await.expect("read").expect("stored").provider_bill(), Some(&billed_anyway));
+}
+
+/// Jobs purged before their day is sealed add their counts and bills to what every report
+/// reads: usage by model (and the other groupings) and by provider key, and the reconciliation,
+/// read the same after the purge, and after the day is sealed.
+pub async fn purged_jobs_keep_their_bills_in_every_report<S: Store>(store: Arc<S>) {
+    let id = user(&*store, 100).await;
+    for (request, hint) in [("req-p1", "wxyz"), ("req-p2", "wxyz"), ("req-p3", "pqrs")] {
+        let sent = billed_job(&*store, id, 10, ("fal", request), "0.05", hint).await;
+        step(&*store, &sent, success_reporting(8, None)).await;
+    }
+    let failed = billed_job(&*store, id, 10, ("fal", "req-p4"), "0.05", "pqrs").await;
+    let error = JobError::new(JobErrorCode::UpstreamFailed, "ran, then crashed");
+    step(&*store, &failed, Trigger::Failed { error, reported_units: Some(d("1")) }).await;
+    let day = now().date();
+    let report = async |group_by: UsageGrouping| {
+        let query = UsageQuery { user_id: None, keys: None, from: day, to: day, group_by };
+        let rows = store.usage(query).await.expect("usage");
+        rows.iter()
+            .map(|r| (r.model.clone(), r.provider_key.clone(), r.jobs, r.failed, r.credits_spent, r.provider_cost_usd))
+            .collect::<Vec<_>>()
+    };
+    let reconciled = async || {
+        let query = ReconciliationQuery { from: day, to: day, provider: None };
+        let rows = store.reconciliation(query).await.expect("reconciliation").rows;
+        rows.iter().map(|r| (r.key_hint.clone(), r.jobs, r.units, r.cost_usd)).collect::<Vec<_>>()
+    };
+    let by_model = vec![(Some("nano-banana".to_owned()), None, 4, 1, 24, d("0.2"))];
+    let by_key =
+        vec![(None, Some("pqrs".to_owned()), 2, 1, 8, d("0.1")), (None, Some("wxyz".to_owned()), 2, 0, 16, d("0.1"))];
+    let bills = vec![(Some("pqrs".to_owned()), 2, d("2"), d("0.1")), (Some("wxyz".to_owned()), 2, d("2"), d("0.1"))];
+    assert_eq!(report(UsageGrouping::Model).await, by_model);
+    assert_eq!(report(UsageGrouping::ProviderKey).await, by_key);
+    assert_eq!(reconciled().await, bills);
+    let later = now() + time::Duration::hours(1);
+    assert_eq!(store.purge_final_jobs(later, 10).await.expect("purge"), 4);
+    assert_eq!(report(UsageGrouping::Model).await, by_model, "purged jobs count by model");
+    assert_eq!(report(UsageGrouping::ProviderKey).await, by_key, "purged jobs count by provider key");
+    assert_eq!(reconciled().await, bills, "purged jobs' bills stay per key");
+    let ready = day.next_day().expect("a next day").midnight().assume_utc() + SEAL_AFTER;
+    store.seal_usage_day(ready).await.expect("seal");
+    assert_eq!(report(UsageGrouping::Model).await, by_model, "and once the day is sealed");
+    assert_eq!(report(UsageGrouping::ProviderKey).await, by_key);
+    assert_eq!(reconciled().await, bills);
 }
 
 /// Usage by provider key sums the bills; the reconciliation gives each day, provider and key's

@@ -18,7 +18,7 @@ pub async fn purging_final_jobs_keeps_the_ledger_and_usage<S: Store>(store: Arc<
     let id = user(&*store, 100).await;
     let succeeded = step(&*store, &submitted(&*store, &accepted(&*store, id, 20).await).await, success(15)).await;
     let error = JobError::new(JobErrorCode::ContentRefused, "flagged");
-    let failed = step(&*store, &accepted(&*store, id, 10).await, Trigger::Failed { error }).await;
+    let failed = step(&*store, &accepted(&*store, id, 10).await, Trigger::failed(error)).await;
     let running = accepted(&*store, id, 5).await;
     let day = now().date();
     let reports = async || {
@@ -65,7 +65,7 @@ pub async fn purging_a_keys_jobs_keeps_its_budget_used<S: Store>(store: Arc<S>) 
     };
     let charged = step(&*store, &submitted(&*store, &keyed(30).await).await, success(20)).await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-    let failed = step(&*store, &keyed(10).await, Trigger::Failed { error }).await;
+    let failed = step(&*store, &keyed(10).await, Trigger::failed(error)).await;
     let periods =
         [None, BudgetPeriod::Day.start(now()), BudgetPeriod::Week.start(now()), BudgetPeriod::Month.start(now())];
     let used = async || {

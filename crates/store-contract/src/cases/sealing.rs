@@ -45,7 +45,7 @@ pub async fn usage_groups_jobs_by_the_provider_that_took_them<S: Store>(store: A
     let id = user(&*store, 100).await;
     step(&*store, &submitted(&*store, &accepted(&*store, id, 20).await).await, success(15)).await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "no provider took it");
-    step(&*store, &accepted(&*store, id, 10).await, Trigger::Failed { error }).await;
+    step(&*store, &accepted(&*store, id, 10).await, Trigger::failed(error)).await;
     let day = now().date();
     let query = UsageQuery { user_id: Some(id), keys: None, from: day, to: day, group_by: UsageGrouping::Provider };
     let rows = store.usage(query).await.expect("usage");
@@ -66,7 +66,7 @@ pub async fn usage_groups_jobs_by_the_key_that_submitted_them<S: Store>(store: A
     };
     step(&*store, &submitted(&*store, &keyed).await, success(15)).await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-    step(&*store, &accepted(&*store, id, 10).await, Trigger::Failed { error }).await;
+    step(&*store, &accepted(&*store, id, 10).await, Trigger::failed(error)).await;
     let day = now().date();
     let by_key = async || {
         let query = UsageQuery { user_id: Some(id), keys: None, from: day, to: day, group_by: UsageGrouping::Key };
@@ -93,7 +93,7 @@ pub async fn a_sealed_day_reads_the_same_and_counts_its_purged_jobs_once<S: Stor
     assert_eq!(store.seal_usage_day(ready - Duration::seconds(1)).await.expect("seal"), None, "too early");
     assert_eq!(store.seal_usage_day(ready).await.expect("seal"), None, "a job of the day still runs");
     let error = JobError::new(JobErrorCode::ContentRefused, "flagged").with_categories(vec!["violence".into()]);
-    step(&*store, &running, Trigger::Failed { error }).await;
+    step(&*store, &running, Trigger::failed(error)).await;
     let before = reports(&*store, id).await;
     assert!(
         before.iter().all(|report| report.iter().map(|row| row.content_refused).sum::<u64>() == 1),

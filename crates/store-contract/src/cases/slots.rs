@@ -42,7 +42,7 @@ pub async fn slots_go_to_the_least_busy_key_up_to_its_cap<S: Store>(store: Arc<S
 
     let sent = submitted(&*store, &jobs[0]).await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-    step(&*store, &sent, Trigger::Failed { error }).await;
+    step(&*store, &sent, Trigger::failed(error)).await;
     assert_eq!(store.slots_in_flight("fal").await.unwrap().get(&first), Some(&1), "a final job holds no slot");
     assert_eq!(store.take_slot(jobs[4].id(), "fal", &keys).await.unwrap(), Some(first.clone()));
 
@@ -85,7 +85,7 @@ pub async fn a_jobs_place_names_its_provider<S: Store>(store: Arc<S>) {
     store.release_slot(holding.id()).await.unwrap();
     assert_eq!(store.slot_provider(holding.id()).await.unwrap(), None, "released");
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-    step(&*store, &waiting, Trigger::Failed { error }).await;
+    step(&*store, &waiting, Trigger::failed(error)).await;
     assert_eq!(store.slot_provider(waiting.id()).await.unwrap(), None, "a final job has no place");
 }
 
@@ -130,7 +130,7 @@ pub async fn the_next_in_line_are_those_the_free_slots_go_to<S: Store>(store: Ar
 
     let sent = submitted(&*store, &burst[0]).await;
     let error = JobError::new(JobErrorCode::UpstreamFailed, "boom");
-    step(&*store, &sent, Trigger::Failed { error }).await;
+    step(&*store, &sent, Trigger::failed(error)).await;
     assert_eq!(
         store.next_in_line("fal", &keys).await.unwrap(),
         [trickle.id()],

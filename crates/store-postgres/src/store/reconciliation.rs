@@ -1,5 +1,5 @@
 //! The reconciliation on Postgres: bills per day, provider and provider key, sealed days from the
-//! `usage_rollup` rows alone and the others summed over the `jobs_created_at` index; and the
+//! `usage_key_rollup` rows alone and the others summed over the `jobs_created_at` index; and the
 //! jobs billed more units than charged, from the partial index `jobs_units_mismatch`.
 
 use diesel::prelude::*;
@@ -34,7 +34,7 @@ pub fn reconciliation_statement() -> String {
             GROUP BY 1, 2, 3
             UNION ALL
             SELECT day, provider, provider_key, billed, provider_units, provider_cost
-            FROM usage_rollup
+            FROM usage_key_rollup
             WHERE day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date AND billed > 0
                 AND ($3::text IS NULL OR provider = $3)
          ) billed

@@ -1,8 +1,9 @@
 //! The usage port: a user's ledger rows newest first (index `ledger_user_id_id`), and jobs
-//! counted per day, model, user or provider over a range of creation days: sealed days from the
-//! `usage_rollup` rows alone, the others grouped in SQL over the `jobs_user_id_created_at` or
-//! `jobs_created_at` index. A day is sealed in one transaction that holds the `usage_sealed` row,
-//! which a purge shares, so that no job is rolled up twice.
+//! counted per day, model, user, provider, key or provider key over a range of creation days:
+//! sealed days from the rollups alone (`usage_key_rollup` for provider keys, `usage_rollup` for
+//! the rest), the others grouped in SQL over the `jobs_user_id_created_at` or `jobs_created_at`
+//! index. A day is sealed in one transaction that holds the `usage_sealed` row, which a purge
+//! shares, so that no job is rolled up twice.
 
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -69,6 +70,8 @@ struct Counted {
 /// counts over the creation range `[$1, $2)` and, for one user, `user_id = $3` (and, for some of
 /// its keys, `key_prefix = ANY($4)`): the rollup (purged jobs and sealed days), plus the live jobs
 /// of the days not sealed, grouped over the `jobs_user_id_created_at` or `jobs_created_at` index.
+/// Grouped by provider key, the rollup is `usage_key_rollup`, which keeps no key prefix: that
+/// report is the operators', never of some keys.
 #[must_use]
 pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool) -> String {
     let (by_day, by_model, by_user, by_provider, by_key) = match group_by {
@@ -93,6 +96,7 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
         column(by_provider, "coalesce(upstream ->> 'provider', '')", "provider", "NULL::text");
     let (live_key, key) = column(by_key, "coalesce(key_prefix, '')", "key_prefix", "NULL::text");
     let (live_provider_key, provider_key) = column(by_provider_key, LIVE_PROVIDER_KEY, "provider_key", "NULL::text");
+    let rollup = if by_provider_key { "usage_key_rollup" } else { "usage_rollup" };
     let one = match (one_user, some_keys) {
         (true, true) => " AND user_id = $3 AND key_prefix = ANY($4)",
         (true, false) => " AND user_id = $3",
@@ -120,7 +124,7 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
             UNION ALL
             SELECT {day}, {model}, {user}, {provider}, {key}, {provider_key}, jobs, succeeded, failed, canceled,
                 credits_spent, provider_cost, content_refused
-            FROM usage_rollup
+            FROM {rollup}
             WHERE day >= ($1 AT TIME ZONE 'UTC')::date AND day < ($2 AT TIME ZONE 'UTC')::date{one}
          ) counted
          GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4 NULLS FIRST, 5 NULLS FIRST, 6 NULLS FIRST"
@@ -133,35 +137,81 @@ pub(crate) const LIVE_PROVIDER_KEY: &str = "coalesce(billing ->> 'key_hint', '')
 /// Whether a job failed `CONTENT_REFUSED`, in the terms of its `state` and `error` columns.
 const CONTENT_REFUSED: &str = "state = 'failed' AND error ->> 'code' = 'CONTENT_REFUSED'";
 
-/// The rollup's rows for the jobs `counted` yields (`created_at`, `user_id`, `model`, `upstream`,
-/// `key_prefix`, `state`, `credits_actual`, `error`, `billing` and the bill's columns), added to
-/// the rows already there.
+/// What the rollups count of the jobs `counted` yields (`created_at`, `user_id`, `model`,
+/// `upstream`, `key_prefix`, `state`, `credits_actual`, `error`, `billing` and the bill's columns):
+/// the counted columns of both, after their group's.
+fn counted_columns() -> String {
+    format!(
+        "count(*), count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
+            count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0),
+            count(provider_cost), coalesce(sum(provider_units), 0), coalesce(sum(provider_cost), 0),
+            count(*) FILTER (WHERE {CONTENT_REFUSED})"
+    )
+}
+
+/// Adds each counted column of the rollup `r` to what it already holds.
+const ADD_COUNTED: &str = "jobs = r.jobs + excluded.jobs, succeeded = r.succeeded + excluded.succeeded,
+    failed = r.failed + excluded.failed, canceled = r.canceled + excluded.canceled,
+    credits_spent = r.credits_spent + excluded.credits_spent, billed = r.billed + excluded.billed,
+    provider_units = r.provider_units + excluded.provider_units,
+    provider_cost = r.provider_cost + excluded.provider_cost,
+    content_refused = r.content_refused + excluded.content_refused";
+
+/// The `usage_rollup` rows (per day, user, model, provider and key prefix) for the jobs `counted`
+/// yields, added to the rows already there.
 fn roll_up(counted: &str) -> String {
     format!(
         "INSERT INTO usage_rollup AS r
-            (day, user_id, model, provider, key_prefix, provider_key, jobs, succeeded, failed, canceled,
+            (day, user_id, model, provider, key_prefix, jobs, succeeded, failed, canceled,
              credits_spent, billed, provider_units, provider_cost, content_refused)
         SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, model, coalesce(upstream ->> 'provider', ''),
-            coalesce(key_prefix, ''), {LIVE_PROVIDER_KEY}, count(*),
-            count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
-            count(*) FILTER (WHERE state = 'canceled'), coalesce(sum(credits_actual), 0),
-            count(provider_cost), coalesce(sum(provider_units), 0), coalesce(sum(provider_cost), 0),
-            count(*) FILTER (WHERE {CONTENT_REFUSED})
-        FROM {counted} GROUP BY 1, 2, 3, 4, 5, 6
-        ON CONFLICT (day, user_id, model, provider, key_prefix, provider_key) DO UPDATE SET
-            jobs = r.jobs + excluded.jobs, succeeded = r.succeeded + excluded.succeeded,
-            failed = r.failed + excluded.failed, canceled = r.canceled + excluded.canceled,
-            credits_spent = r.credits_spent + excluded.credits_spent, billed = r.billed + excluded.billed,
-            provider_units = r.provider_units + excluded.provider_units,
-            provider_cost = r.provider_cost + excluded.provider_cost,
-            content_refused = r.content_refused + excluded.content_refused"
+            coalesce(key_prefix, ''), {}
+        FROM {counted} GROUP BY 1, 2, 3, 4, 5
+        ON CONFLICT (day, user_id, model, provider, key_prefix) DO UPDATE SET {ADD_COUNTED}",
+        counted_columns()
     )
 }
+
+/// The `usage_key_rollup` rows (per day, user, provider and provider key) for the jobs `counted`
+/// yields, added to the rows already there.
+fn roll_up_by_provider_key(counted: &str) -> String {
+    format!(
+        "INSERT INTO usage_key_rollup AS r
+            (day, user_id, provider, provider_key, jobs, succeeded, failed, canceled,
+             credits_spent, billed, provider_units, provider_cost, content_refused)
+        SELECT (created_at AT TIME ZONE 'UTC')::date, user_id, coalesce(upstream ->> 'provider', ''),
+            {LIVE_PROVIDER_KEY}, {}
+        FROM {counted} GROUP BY 1, 2, 3, 4
+        ON CONFLICT (day, user_id, provider, provider_key) DO UPDATE SET {ADD_COUNTED}",
+        counted_columns()
+    )
+}
+
+/// Seals the UTC day `$1`: its jobs, read once, added to both rollups.
+fn seal_day_statement() -> String {
+    format!(
+        "WITH day_jobs AS (
+            SELECT created_at, user_id, model, upstream, key_prefix, state, credits_actual, error, billing,
+                provider_units, provider_cost
+            FROM jobs
+            WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' AND created_at < ($1 + 1)::timestamp AT TIME ZONE 'UTC'
+        ), rolled AS (
+            {}
+        )
+        {}",
+        roll_up("day_jobs"),
+        roll_up_by_provider_key("day_jobs")
+    )
+}
+
+/// The purged jobs that no sealed day counts yet (`$3`, the last sealed day, counts its own and
+/// every day's before it).
+const UNSEALED_REMOVED: &str = "removed WHERE $3::date IS NULL OR (created_at AT TIME ZONE 'UTC')::date > $3";
 
 /// Removes up to `$2` final jobs that finished before `$1`, oldest first, skipping rows another
 /// transaction holds and jobs whose client webhook is still to be delivered; drops their
 /// idempotency records and delivered webhook events, adds what usage counted of them to the
-/// rollup unless their day is sealed (`$3`, the last sealed day, already counts them) and their
+/// rollups unless their day is sealed (`$3`, the last sealed day, already counts them) and their
 /// charges to their keys' purged charges (which budgets count), all in one statement, and announces each removed job so that every replica's job cache drops it. Returns
 /// one row per job removed.
 fn purge_final_jobs_statement() -> String {
@@ -182,6 +232,8 @@ fn purge_final_jobs_statement() -> String {
                 jobs.created_at, jobs.error, jobs.billing, jobs.provider_units, jobs.provider_cost
         ), rolled AS (
             {}
+        ), rolled_by_provider_key AS (
+            {}
         ), charged AS (
             INSERT INTO key_purged_charges AS c (key_prefix, day, credits)
             SELECT key_prefix, (created_at AT TIME ZONE 'UTC')::date, sum(credits_actual) FROM removed
@@ -191,7 +243,8 @@ fn purge_final_jobs_statement() -> String {
         )
         SELECT removed.id FROM removed
         CROSS JOIN LATERAL (SELECT pg_notify('{}', removed.id::text)) AS announced",
-        roll_up("removed WHERE $3::date IS NULL OR (created_at AT TIME ZONE 'UTC')::date > $3"),
+        roll_up(UNSEALED_REMOVED),
+        roll_up_by_provider_key(UNSEALED_REMOVED),
         crate::channels::JOB_ROWS_CHANNEL
     )
 }
@@ -303,6 +356,9 @@ impl UsageStore for PgStore {
             let end = query.to.next_day().unwrap_or(query.to).with_time(Time::MIDNIGHT).assume_utc();
             let keys: Option<Vec<String>> =
                 query.keys.as_ref().map(|keys| keys.iter().map(|key| key.as_str().to_owned()).collect());
+            if query.group_by == UsageGrouping::ProviderKey && keys.is_some() {
+                return Err(StoreError::Internal("usage by provider key is not kept per key prefix".to_owned()));
+            }
             let statement = diesel::sql_query(usage_statement(query.group_by, query.user_id.is_some(), keys.is_some()))
                 .bind::<Timestamptz, _>(start)
                 .bind::<Timestamptz, _>(end);
@@ -393,13 +449,7 @@ impl UsageStore for PgStore {
                 if open.unfinished {
                     return Ok(None);
                 }
-                diesel::sql_query(roll_up(
-                    "jobs WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' \
-                 AND created_at < ($1 + 1)::timestamp AT TIME ZONE 'UTC'",
-                ))
-                .bind::<SqlDate, _>(day)
-                .execute(conn)
-                .await?;
+                diesel::sql_query(seal_day_statement()).bind::<SqlDate, _>(day).execute(conn).await?;
                 diesel::sql_query("UPDATE usage_sealed SET through = $1").bind::<SqlDate, _>(day).execute(conn).await?;
                 Ok(Some(day))
             })

@@ -192,7 +192,7 @@ impl JobSteps {
                     JobErrorCode::UpstreamFailed,
                     "the submission was interrupted; it is not repeated so that it never runs twice",
                 );
-                self.commit(&job, Trigger::Failed { error }).await
+                self.commit(&job, Trigger::failed(error)).await
             }
             None => return self.submit(job, cadence, handed).await,
             Some(upstream) => {
@@ -217,12 +217,10 @@ impl JobSteps {
                         tracing::warn!(job_id = %job.id(), %reason, "status poll failed; backing off");
                         Trigger::UpstreamUnreachable { next_poll_at: self.next_poll(cadence, job.poll_failures() + 1) }
                     }
-                    Err(PollFailure::Gone(reason)) => Trigger::Failed {
-                        error: JobError::new(
-                            JobErrorCode::UpstreamFailed,
-                            format!("the provider lost the job: {reason}"),
-                        ),
-                    },
+                    Err(PollFailure::Gone(reason)) => Trigger::failed(JobError::new(
+                        JobErrorCode::UpstreamFailed,
+                        format!("the provider lost the job: {reason}"),
+                    )),
                 };
                 self.commit(&job, trigger).await
             }
@@ -240,7 +238,7 @@ impl JobSteps {
         let catalog = self.catalog.current();
         let Some(model) = catalog.any_model(job.model().as_str()) else {
             let error = JobError::new(JobErrorCode::UpstreamFailed, "the model is unknown to this catalog");
-            return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await);
+            return Stepped::Done(self.commit(&job, Trigger::failed(error)).await);
         };
         let job = match self.admit(job).await {
             Ok(job) => job,
@@ -252,7 +250,7 @@ impl JobSteps {
         };
         let routed = match self.routed(&job, model).await {
             Ok(routed) => routed,
-            Err(error) => return Stepped::Done(self.commit(&job, Trigger::Failed { error }).await),
+            Err(error) => return Stepped::Done(self.commit(&job, Trigger::failed(error)).await),
         };
         let placement = match self.reserve(&job, &routed).await {
             Capacity::Free(placement) => Placement { priority: job.priority(), ..placement },
@@ -299,21 +297,17 @@ impl JobSteps {
                 tracing::info!(job_id = %job.id(), %reason, "waiting for capacity at the provider");
                 Trigger::AwaitCapacity { next_poll_at: self.ports.clock.now() + self.settings.lease }
             }
-            Err(SubmitFailure::Rejected(reason)) => Trigger::Failed {
-                error: JobError::new(
-                    JobErrorCode::UpstreamRejected,
-                    format!("the provider refused the input: {reason}"),
-                ),
-            },
-            Err(SubmitFailure::ContentRefused(reason)) => Trigger::Failed {
-                error: JobError::new(
-                    JobErrorCode::ContentRefused,
-                    format!("the provider refused the content: {reason}"),
-                ),
-            },
-            Err(SubmitFailure::Ambiguous(reason)) => Trigger::Failed {
-                error: JobError::new(JobErrorCode::UpstreamFailed, format!("the submission failed: {reason}")),
-            },
+            Err(SubmitFailure::Rejected(reason)) => Trigger::failed(JobError::new(
+                JobErrorCode::UpstreamRejected,
+                format!("the provider refused the input: {reason}"),
+            )),
+            Err(SubmitFailure::ContentRefused(reason)) => Trigger::failed(JobError::new(
+                JobErrorCode::ContentRefused,
+                format!("the provider refused the content: {reason}"),
+            )),
+            Err(SubmitFailure::Ambiguous(reason)) => {
+                Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, format!("the submission failed: {reason}")))
+            }
         };
         Stepped::Done(self.commit(&job, trigger).await)
     }

@@ -3,36 +3,50 @@
 
 use super::{Cadence, FALLBACK_RUN_SECS, JobSteps, MAX_BACKOFF_EXPONENT, Stepped, UnrecordedSubmission};
 use crate::job::{Job, JobError, JobErrorCode, MAX_RUNNING_PROGRESS, Trigger};
-use crate::ports::{Commit, ResultFailure, StoreError, UpstreamResult};
+use crate::ports::{Commit, ReportedUsage, ResultFailure, StoreError, UpstreamResult};
 use tracing::Instrument;
 
 /// What a job's result (or a failure reported in its place) does to it, whether a poll fetched
 /// it or the provider pushed it; `None` for a transient failure, which ends nothing.
 pub(crate) fn ending_trigger(job: &Job, fetched: Result<UpstreamResult, ResultFailure>) -> Option<Trigger> {
-    let failed = |code, message: String| Some(Trigger::Failed { error: JobError::new(code, message) });
-    match fetched {
+    let reported = |usage: ReportedUsage| job.billing().and_then(|billing| usage.units(billing.cost.per));
+    let failure = match fetched {
         Ok(result) if result.outputs.is_empty() => {
-            failed(JobErrorCode::OutputInvalid, "the provider returned no outputs".into())
+            let error = JobError::new(JobErrorCode::OutputInvalid, "the provider returned no outputs");
+            return Some(Trigger::Failed { error, reported_units: reported(result.usage) });
         }
         Ok(result) => {
             let credits_actual = job.rate().delivered(job.input(), &result.outputs, job.credits_held());
-            let reported_units = job.billing().and_then(|billing| result.reported_units(billing.cost.per));
-            Some(Trigger::Succeeded { outputs: result.outputs, credits_actual, reported_units })
+            let reported_units = reported(result.usage);
+            return Some(Trigger::Succeeded { outputs: result.outputs, credits_actual, reported_units });
         }
-        Err(ResultFailure::Rejected(reason)) => {
-            failed(JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
+        Err(failure) => failure,
+    };
+    let (failure, usage) = match failure {
+        ResultFailure::Billed { failure, usage } => (*failure, usage),
+        failure => (failure, ReportedUsage::default()),
+    };
+    let error = failed_with(failure)?;
+    Some(Trigger::Failed { error, reported_units: reported(usage) })
+}
+
+/// The error a job fails with for a failure the provider reported; `None` for a transient one.
+fn failed_with(failure: ResultFailure) -> Option<JobError> {
+    let (code, message) = match failure {
+        ResultFailure::Rejected(reason) => {
+            (JobErrorCode::UpstreamRejected, format!("the provider refused the input: {reason}"))
         }
-        Err(ResultFailure::ContentRefused(reason)) => {
-            failed(JobErrorCode::ContentRefused, format!("the provider refused the content: {reason}"))
+        ResultFailure::ContentRefused(reason) => {
+            (JobErrorCode::ContentRefused, format!("the provider refused the content: {reason}"))
         }
-        Err(ResultFailure::Failed(reason)) => {
-            failed(JobErrorCode::UpstreamFailed, format!("the generation failed: {reason}"))
+        ResultFailure::Failed(reason) => (JobErrorCode::UpstreamFailed, format!("the generation failed: {reason}")),
+        ResultFailure::Invalid(reason) => {
+            (JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
         }
-        Err(ResultFailure::Invalid(reason)) => {
-            failed(JobErrorCode::OutputInvalid, format!("the provider's result could not be read: {reason}"))
-        }
-        Err(ResultFailure::Transient(_)) => None,
-    }
+        ResultFailure::Billed { failure, .. } => return failed_with(*failure),
+        ResultFailure::Transient(_) => return None,
+    };
+    Some(JobError::new(code, message))
 }
 
 impl JobSteps {

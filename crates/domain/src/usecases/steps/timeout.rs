@@ -16,7 +16,7 @@ impl JobSteps {
         let error = JobError::new(JobErrorCode::UpstreamTimeout, "the job did not finish in time");
         match job.upstream() {
             Some(upstream) => self.stop_at_provider(job, upstream, error).await,
-            None => self.commit(job, Trigger::Failed { error }).await,
+            None => self.commit(job, Trigger::failed(error)).await,
         }
     }
 
@@ -35,7 +35,7 @@ impl JobSteps {
         tracing::info!(job_id = %job.id(), sent = upstream.is_some(), "job missed its start deadline");
         match upstream {
             Some(upstream) => self.stop_at_provider(job, upstream, error).await,
-            None => self.commit(job, Trigger::Failed { error }).await,
+            None => self.commit(job, Trigger::failed(error)).await,
         }
     }
 
@@ -65,6 +65,6 @@ impl JobSteps {
                 tracing::warn!(job_id = %job.id(), code = error.code.as_str(), error = %e, "job past its deadline; the provider could not be told to stop it");
             }
         }
-        self.commit(job, Trigger::Failed { error }).await
+        self.commit(job, Trigger::failed(error)).await
     }
 }

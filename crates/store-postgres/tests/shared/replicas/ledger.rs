@@ -26,11 +26,8 @@ async fn racing_replicas_keep_the_ledger_exact() {
             let (start, sent) = submission();
             let job = advance(&store, job, start).await.unwrap();
             let job = advance(&store, job, sent).await.unwrap();
-            let finish = if i % 3 == 0 {
-                success(5)
-            } else {
-                Trigger::Failed { error: JobError::new(JobErrorCode::UpstreamFailed, "x") }
-            };
+            let finish =
+                if i % 3 == 0 { success(5) } else { Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, "x")) };
             let (left, right) = (
                 job.apply(finish, OffsetDateTime::now_utc()).unwrap(),
                 job.apply(Trigger::Cancel, OffsetDateTime::now_utc()).unwrap(),
