@@ -99,22 +99,8 @@ impl Submissions {
                 .rate(&request.input)
                 .at(caller.price_percent)
                 .in_batch(settings.price_percent);
-            let (job, _hold) = Job::accept(
-                self.ports.ids.job_id(now),
-                caller.user_id,
-                request.model.clone(),
-                request.modality,
-                request.input.clone(),
-                rate,
-                now,
-            );
             let place = BatchPlace { batch_id, custom_id: item.custom_id, admitted: false };
-            jobs.push(
-                job.with_batch(place)
-                    .with_routing(request.routing.clone())
-                    .with_request(received)
-                    .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone())),
-            );
+            jobs.push(self.new_job(caller, &request, rate, received, now).with_batch(place));
         }
         let window = time::Duration::seconds(i64::try_from(submission.completion_window_secs).unwrap_or(i64::MAX));
         let batch = Batch {

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use super::{Caller, ClientWebhookPorts, Ports};
 use crate::batch::BatchSettings;
 use crate::capacity::ProviderLoad;
-use crate::catalog::{Catalog, LiveCatalog, Model};
+use crate::catalog::{Catalog, LiveCatalog, Model, Rate};
 use crate::credits::Credits;
 use crate::ids::{JobId, ModelId};
 use crate::invalid::InvalidRequest;
@@ -212,6 +212,30 @@ impl Submissions {
         Ok(loads)
     }
 
+    /// A job accepted now for `caller`, paying `rate`: `request`'s model, input and routing, the
+    /// body as received and the caller's key; what a single submission and a batch's item share.
+    pub(super) fn new_job(
+        &self,
+        caller: &Caller,
+        request: &GenerationRequest,
+        rate: Rate,
+        received: ReceivedRequest,
+        now: OffsetDateTime,
+    ) -> Job {
+        let (job, _hold) = Job::accept(
+            self.ports.ids.job_id(now),
+            caller.user_id,
+            request.model.clone(),
+            request.modality,
+            request.input.clone(),
+            rate,
+            now,
+        );
+        job.with_routing(request.routing.clone())
+            .with_request(received)
+            .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone()))
+    }
+
     /// Refuses a `webhook_url` whose host may not be called (checked again at each delivery).
     pub(super) async fn check_webhook_destination(&self, url: &str) -> Result<(), InvalidRequest> {
         let Some(webhooks) = &self.webhooks else {
@@ -236,23 +260,12 @@ impl Submissions {
             self.check_webhook_destination(url).await?;
         }
         let now = self.ports.clock.now();
-        let (job, _hold) = Job::accept(
-            self.ports.ids.job_id(now),
-            caller.user_id,
-            request.model.clone(),
-            request.modality,
-            request.input.clone(),
-            rate,
-            now,
-        );
         // The job goes on with the trace of the request that submits it, on whichever replica drives it.
-        let job = job
+        let job = self
+            .new_job(caller, &request, rate, received, now)
             .with_webhook_url(request.webhook_url.clone())
             .with_priority(request.priority)
-            .with_routing(request.routing.clone())
             .with_start_by(request.start_within_secs.map(|secs| now + time::Duration::seconds(i64::from(secs))))
-            .with_request(received)
-            .with_key_prefix(caller.key.as_ref().map(|key| key.prefix.clone()))
             .with_trace(self.ports.traces.current());
         let claim = idempotency.map(|(key, fingerprint)| IdempotencyClaim { key: key.0, fingerprint });
         let (job, lease) = match &self.handoff {
