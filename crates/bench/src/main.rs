@@ -4,7 +4,9 @@
 //! `genjobs-bench usage` runs only the usage reports over 10 million jobs (`usage_scale`), which
 //! writes `docs/benchmarks-usage.md`; `genjobs-bench admin-jobs` only the operators' job listing
 //! over 10 million jobs (`admin_jobs_scale`), which writes `docs/benchmarks-admin-jobs.md`;
-//! `genjobs-bench capacity` only a burst of 1,000 jobs and 10 of another user on one fal key
+//! `genjobs-bench batches` only batches' acceptance, throughput, fairness and waiting items
+//! (`batches`), which writes `docs/benchmarks-batches.md`; `genjobs-bench capacity` only a burst
+//! of 1,000 jobs and 10 of another user on one fal key
 //! capped at 4 (`capacity`), which writes `docs/benchmarks-capacity.md`;
 //! `genjobs-bench replicas` only 1, 2 and 4 replicas, directly
 //! and through PgBouncer (`replicas`), which writes `docs/benchmarks-replicas.md`;
@@ -229,6 +231,13 @@ async fn run_capacity() -> Result<(), Failure> {
     let (bin, server) = (binary_dir()?, database_server());
     let sim = spawn_simulator(&bin, "100").await?;
     capacity::run(&bin, &server, &sim.base).await
+}
+
+/// `genjobs-bench batches`: only batches' acceptance, throughput, fairness and waiting items.
+async fn run_batches() -> Result<(), Failure> {
+    let (bin, server) = (binary_dir()?, database_server());
+    let sim = spawn_simulator(&bin, "100").await?;
+    batches::run(&bin, &server, &sim.base).await
 }
 
 /// `genjobs-bench key-checks`: submissions with keys that have a budget and an allowlist, against
@@ -472,6 +481,7 @@ async fn run() -> Result<(), Failure> {
 }
 
 mod admin_jobs_scale;
+mod batches;
 mod capacity;
 mod ceilings;
 mod client_webhooks;
@@ -493,6 +503,7 @@ async fn main() -> std::process::ExitCode {
         Some("usage") => run_usage().await,
         Some("admin-jobs") => run_admin_jobs().await,
         Some("capacity") => run_capacity().await,
+        Some("batches") => run_batches().await,
         Some("replicas") => run_replicas().await,
         Some("client-webhooks") => run_client_webhooks().await,
         Some("outside") => run_outside().await,

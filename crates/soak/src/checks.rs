@@ -39,6 +39,8 @@ pub struct Report {
     pub costs: crate::costs::CostReport,
     /// What the moderation checks found.
     pub moderation: crate::moderation::ModerationReport,
+    /// What the batch checks found.
+    pub batches: crate::batches::BatchReport,
     /// Every broken rule.
     pub violations: Vec<String>,
 }
@@ -66,6 +68,7 @@ impl Report {
         self.capacity.print();
         self.costs.print();
         self.moderation.print();
+        self.batches.print();
         println!("soak: {} violations", self.violations.len());
         for violation in &self.violations {
             println!("soak: VIOLATION {violation}");

@@ -35,12 +35,16 @@
 //! fails a share of its checks), and one user's prompts are flagged a third of the time
 //! (`moderation`): no flagged job may reach a provider or be charged, and every one must fail
 //! `CONTENT_REFUSED`.
+//! One user submits small batches now and then and cancels every third (`batches`): every item
+//! must end once, be sent at most once and be charged exactly once, and every batch must end in
+//! the state its cancel calls for, with counts that add up.
 //! It prints the figures and exits 1 on any violation.
 //!
 //! `--bin-dir` names where the `genjobs`, `genjobs-upstream-sim` and
 //! `genjobs-upstream-replicate-sim` binaries are (built first by `just soak`); `DATABASE_URL` or the local server gives the Postgres server.
 
 mod appetite;
+mod batches;
 mod boundaries;
 mod capacity;
 mod checks;
@@ -69,6 +73,9 @@ const BIG_BUDGET: u64 = 40;
 
 /// The small user's budgeted key, per day: more than a long run spends.
 const SMALL_BUDGET: u64 = 4_000;
+
+/// The batch user's concurrency limit: its items wait for it, never refused.
+const BATCH_USER_MAX_CONCURRENT_JOBS: u64 = 4;
 
 /// How long after a replica restarts or fal comes back a job's wait is still the chaos's doing:
 /// the lease of the dead replica's jobs, and a second's catching up.
@@ -150,6 +157,7 @@ async fn soak(args: Args) -> Result<Report, String> {
 
     let tree = boundaries::plant(&shared, GRANTED).await?;
     let moderated = shared.create_user("soak-moderated", GRANTED).await?;
+    let batcher = shared.create_user_with("soak-batches", GRANTED, BATCH_USER_MAX_CONCURRENT_JOBS).await?;
 
     let run_started = Instant::now();
     let deadline = run_started + Duration::from_secs(args.secs);
@@ -180,7 +188,11 @@ async fn soak(args: Args) -> Result<Report, String> {
         let (shared, tree) = (Arc::clone(&shared), tree.clone());
         tokio::spawn(async move { boundaries::run_until(&shared, &tree, run_started, deadline).await })
     };
-    users.extend([big.user.clone(), small.user.clone(), tree.user.clone(), moderated.clone()]);
+    let batch_phase = {
+        let (shared, user) = (Arc::clone(&shared), batcher.clone());
+        tokio::spawn(async move { batches::run_until(&shared, &user, deadline).await })
+    };
+    users.extend([big.user.clone(), small.user.clone(), tree.user.clone(), moderated.clone(), batcher.clone()]);
 
     // Chaos: each replica killed once (at a third and two thirds of the run) and restarted; fal
     // down from 40 % to 60 % of the run; every database session terminated every few seconds.
@@ -235,7 +247,10 @@ async fn soak(args: Args) -> Result<Report, String> {
     let conn = conn_phase.await.map_err(|e| format!("the conn phase panicked: {e}"))?;
     let boundaries = boundaries_phase.await.map_err(|e| format!("the boundaries phase panicked: {e}"))?;
     let moderation = moderation_phase.await.map_err(|e| format!("the moderation phase panicked: {e}"))?;
+    let batch_tally = batch_phase.await.map_err(|e| format!("the batch phase panicked: {e}"))?;
     conn::check_labels(&shared).await;
+    let (batches, batch_requests) = batches::settle(&shared, &batcher, batch_tally).await;
+    tallies.push(batch_requests);
     let mut report = settle_and_check(&shared, &users, tallies, GRANTED).await;
     report.costs = costs::check_costs(&shared, &mut report.tally).await;
     boundaries::check_trees(&shared, &tree, &boundaries).await;
@@ -248,6 +263,7 @@ async fn soak(args: Args) -> Result<Report, String> {
     report.capacity = capacity;
     report.conn = conn;
     report.moderation = moderation_report;
+    report.batches = batches;
     report.kills = kills;
     report.terminations = terminations;
     report.faults = cluster.faults().await;
