@@ -11,6 +11,7 @@
 //!    add to the replica, how soon a freed slot sends the next item (a job's end → the next
 //!    item's send, from the jobs' own timestamps), and interactive submissions' latency with them
 //!    waiting against none.
+//!
 //! Writes `docs/benchmarks-batches.md`.
 
 use std::fmt::Write as _;
@@ -74,7 +75,12 @@ fn batch_body(count: usize, suffix: &str) -> Value {
 }
 
 /// Submits a batch, and returns its id and how long its acceptance took.
-async fn submit_batch(client: &reqwest::Client, base: &str, key: &str, body: &Value) -> Result<(String, Duration), Failure> {
+async fn submit_batch(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    body: &Value,
+) -> Result<(String, Duration), Failure> {
     let started = Instant::now();
     let response = client.post(format!("{base}/api/v1/batches")).bearer_auth(key).json(body).send().await?;
     let took = started.elapsed();
@@ -134,7 +140,8 @@ async fn singles(base: &str, keys: &[String], count: usize, clients: usize) -> R
 async fn until_completed(client: &reqwest::Client, base: &str, key: &str, id: &str) -> Result<(), Failure> {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
-        let batch: Value = client.get(format!("{base}/api/v1/batches/{id}")).bearer_auth(key).send().await?.json().await?;
+        let batch: Value =
+            client.get(format!("{base}/api/v1/batches/{id}")).bearer_auth(key).send().await?.json().await?;
         if batch["state"] == "completed" {
             return Ok(());
         }
@@ -199,7 +206,8 @@ async fn acceptance(
     let mut profile = None;
     for round in 0..ACCEPTANCE_ROUNDS {
         // The last round is profiled, once the others warmed the caches.
-        let window = if profiled && round + 1 == ACCEPTANCE_ROUNDS { Some(statements::Window::open(&url)?) } else { None };
+        let window =
+            if profiled && round + 1 == ACCEPTANCE_ROUNDS { Some(statements::Window::open(&url)?) } else { None };
         acceptances.push(submit_batch(&client, &app.base, &key, &body).await?.1);
         profile = window.map(|w| w.close(&url)).transpose()?;
     }

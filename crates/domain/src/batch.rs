@@ -35,6 +35,9 @@ pub const MAX_COMPLETION_WINDOW_SECS: u64 = 604_800;
 pub const DEFAULT_COMPLETION_WINDOW_SECS: u64 = 86_400;
 /// Most metadata pairs.
 pub const MAX_METADATA_PAIRS: usize = 16;
+/// Most waiting items one wake names: more than any owner's room frees at once in practice; the
+/// rest are woken by the next look.
+pub const MAX_WOKEN_AT_ONCE: usize = 1_000;
 /// The batch price of an operator who sets none, in percent of the model's price.
 pub const DEFAULT_BATCH_PRICE_PERCENT: u32 = 50;
 

@@ -1,6 +1,8 @@
 //! The batch windows: every second, the batches whose completion window closed end `expired`,
 //! and their items not yet sent fail `BATCH_EXPIRED` ([`Batches::close_windows`]), so that an
-//! item expires within about a second of its batch's `expires_at`, never before.
+//! item expires within about a second of its batch's `expires_at`, never before; and the items
+//! waiting for their owners' room that have it now are woken ([`Batches::wake_waiting`]), should
+//! the wake of a job's end have been lost.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +22,8 @@ pub struct BatchWindows {
 }
 
 impl BatchWindows {
-    /// Closes the windows that passed every second, for as long as it is polled.
+    /// Closes the windows that passed and wakes the items their owners have room for every
+    /// second, for as long as it is polled.
     pub async fn run(self) {
         loop {
             match self.batches.close_windows().await {
@@ -28,6 +31,13 @@ impl BatchWindows {
                 Ok(closed) => tracing::info!(closed, "batch windows closed"),
                 Err(error) => {
                     tracing::warn!(%error, "could not close the batch windows that passed; trying again in a second")
+                }
+            }
+            match self.batches.wake_waiting().await {
+                Ok(0) => {}
+                Ok(woken) => tracing::debug!(woken, "waiting batch items woken"),
+                Err(error) => {
+                    tracing::warn!(%error, "could not wake the waiting batch items; trying again in a second")
                 }
             }
             self.clock.sleep(EVERY).await;

@@ -101,7 +101,7 @@ macro_rules! store_contract_tests {
             a_batchs_items_are_paged_in_order_by_state,
             the_first_end_stays_and_closed_windows_are_found,
             batches_are_listed_newest_first_by_owner_and_state,
-            the_next_admissible_items_are_each_owners_first_within_its_room,
+            a_wake_makes_each_owners_first_items_within_its_room_due,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -48,6 +48,22 @@ impl State {
         items.filter_map(|id| self.jobs.get(id)).map(|row| &row.job)
     }
 
+    /// Makes the item `id` due at `now` and claimable when it rests (due later): a resting item
+    /// is held by no driver, even when the lease of the driver that parked it still names it.
+    fn wake(&mut self, id: JobId, now: OffsetDateTime) {
+        let Some(row) = self.jobs.get_mut(&id) else { return };
+        let Some(due) = row.job.next_poll_at().filter(|due| *due > now) else { return };
+        let mut stored = row.job.to_stored();
+        stored.next_poll_at = Some(now);
+        let Ok(woken) = Job::restore(stored) else { return };
+        row.job = woken;
+        if let Some(lease) = row.lease.take() {
+            self.leases.take_out(lease, id);
+        }
+        self.due.remove(&(due, id));
+        self.due.insert((now, id));
+    }
+
     /// The batch whose first item is `first`, for an idempotent retry.
     fn batch_of_item(&self, first: JobId) -> Option<BatchView> {
         let place = self.jobs.get(&first)?.job.batch()?.batch_id;
@@ -182,8 +198,8 @@ impl BatchStore for MemoryStore {
             .collect())
     }
 
-    async fn next_admissible(&self, limit: usize) -> Result<Vec<JobId>, StoreError> {
-        let state = self.state();
+    async fn wake_admissible(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<JobId>, StoreError> {
+        let mut state = self.state();
         let mut room: HashMap<UserId, u32> = HashMap::new();
         let mut next = Vec::new();
         for batch in state.batches.records.values().filter(|batch| batch.ended.is_none()) {
@@ -198,6 +214,9 @@ impl BatchStore for MemoryStore {
                 *left -= 1;
                 next.push(job.id());
             }
+        }
+        for id in &next {
+            state.wake(*id, now);
         }
         Ok(next)
     }

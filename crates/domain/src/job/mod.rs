@@ -160,11 +160,15 @@ impl Job {
     }
 
     /// The same newly accepted job as an item of a batch, at `place`: it runs at `low` priority
-    /// and counts against its owner's concurrent-job limit only once admitted.
+    /// and counts against its owner's concurrent-job limit only once admitted. It rests until
+    /// `parked_until` (its batch's window's end), unless woken when its owner has room
+    /// ([`crate::ports::BatchStore::wake_admissible`]): a waiting item costs no claim, no step
+    /// and no driver's memory however many wait.
     #[must_use]
-    pub fn with_batch(mut self, place: BatchPlace) -> Self {
+    pub fn with_batch(mut self, place: BatchPlace, parked_until: OffsetDateTime) -> Self {
         self.record.batch = Some(place);
         self.record.priority = Priority::Low;
+        self.record.next_poll_at = Some(parked_until);
         self
     }
 

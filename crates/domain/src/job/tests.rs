@@ -104,7 +104,7 @@ fn trigger_of(kind: TriggerKind) -> Trigger {
 /// A queued batch item, not yet admitted.
 fn batch_item() -> Job {
     let place = BatchPlace { batch_id: BatchId::new_at(now()), custom_id: "item-0".into(), admitted: false };
-    queued().with_batch(place)
+    queued().with_batch(place, now() + time::Duration::days(1))
 }
 
 /// A batch item counts against its owner's limit from its admission to its end, and only then;
@@ -113,6 +113,7 @@ fn batch_item() -> Job {
 fn a_batch_item_counts_from_its_admission_to_its_end() {
     let item = batch_item();
     assert!(!item.counts_as_active() && item.awaits_admission());
+    assert_eq!(item.next_poll_at(), Some(now() + time::Duration::days(1)), "it rests until its window closes");
     assert_eq!(item.priority(), crate::capacity::Priority::Low, "batch items run at low priority");
     let canceled_unsent = item.apply(Trigger::Cancel, now()).unwrap();
     assert!(!canceled_unsent.frees_slot() && !canceled_unsent.takes_slot(), "an item never admitted frees nothing");

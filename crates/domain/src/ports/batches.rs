@@ -99,10 +99,14 @@ pub trait BatchStore: Send + Sync {
     /// Batches not ended whose completion window closed at `now`, oldest first, at most `limit`.
     async fn batches_past_window(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<BatchId>, StoreError>;
 
-    /// Items waiting for admission whose owners have room under their concurrent-job limit now,
-    /// each owner's in its batches' order, at most as many per owner as that owner has room for,
-    /// at most `limit` in all. Only advice, as [`crate::ports::ProviderSlots::next_in_line`]
-    /// is: a driver wakes these when a job ends rather than every waiting item; each is still
-    /// admitted by its own commit.
-    async fn next_admissible(&self, limit: usize) -> Result<Vec<JobId>, StoreError>;
+    /// Wakes the items waiting for admission whose owners have room under their concurrent-job
+    /// limit now: each owner's first waiting items in its batches' order (those a driver holds
+    /// included), at most as many per owner as that owner has room for, at most `limit` in all,
+    /// none of a batch that was ended; each resting one (due later than `now`) is made due at
+    /// `now` and claimable by any driver (a resting item is held by none, even when the lease of
+    /// the driver that parked it still names it), and their ids returned. Waiting items rest until their window closes
+    /// ([`crate::job::Job::with_batch`]), so this is how they start: a driver wakes them when a
+    /// job ends and now and then, never every waiting item; each is still admitted by its own
+    /// commit, so a wake is only advice.
+    async fn wake_admissible(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<JobId>, StoreError>;
 }

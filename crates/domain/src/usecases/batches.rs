@@ -13,7 +13,7 @@ use futures_util::{StreamExt, stream};
 use time::OffsetDateTime;
 
 use super::{Caller, Cancellations, Ports, Submission, Submissions, SubmitError};
-use crate::batch::{Batch, BatchEnd, BatchView, check_custom_ids, check_metadata};
+use crate::batch::{Batch, BatchEnd, BatchView, MAX_WOKEN_AT_ONCE, check_custom_ids, check_metadata};
 use crate::ids::{BatchId, JobId};
 use crate::invalid::InvalidRequest;
 use crate::job::{BatchPlace, Job, JobError, JobErrorCode, JobState, Trigger};
@@ -83,6 +83,8 @@ impl Submissions {
         let catalog = self.catalog.current();
         let now = self.ports.clock.now();
         let batch_id = BatchId::new_at(now);
+        let window = time::Duration::seconds(i64::try_from(submission.completion_window_secs).unwrap_or(i64::MAX));
+        let expires_at = now + window;
         let mut jobs = Vec::with_capacity(submission.items.len());
         for (index, item) in submission.items.into_iter().enumerate() {
             let Submission { request, received, .. } = item.submission;
@@ -100,15 +102,14 @@ impl Submissions {
                 .at(caller.price_percent)
                 .in_batch(settings.price_percent);
             let place = BatchPlace { batch_id, custom_id: item.custom_id, admitted: false };
-            jobs.push(self.new_job(caller, &request, rate, received, now).with_batch(place));
+            jobs.push(self.new_job(caller, &request, rate, received, now).with_batch(place, expires_at));
         }
-        let window = time::Duration::seconds(i64::try_from(submission.completion_window_secs).unwrap_or(i64::MAX));
         let batch = Batch {
             id: batch_id,
             user_id: caller.user_id,
             key_prefix: caller.key.as_ref().map(|key| key.prefix.clone()),
             created_at: now,
-            expires_at: now + window,
+            expires_at,
             webhook_url: submission.webhook_url,
             metadata: submission.metadata,
             ended: None,
@@ -118,6 +119,11 @@ impl Submissions {
         match self.ports.batches.accept_batch(batch, jobs, claim, now).await {
             Ok(BatchAccepted::Created(view)) => {
                 tracing::info!(batch_id = %view.batch.id, user_id = %caller.user_id, items, credits_held = %view.figures.credits_held, "batch accepted");
+                // The first items start at once when their owner has room; should this wake be
+                // lost, the batch windows' next look wakes them.
+                if let Err(e) = self.ports.batches.wake_admissible(now, MAX_WOKEN_AT_ONCE).await {
+                    tracing::warn!(batch_id = %view.batch.id, error = %e, "could not wake the new batch's first items; the next look will");
+                }
                 Ok(view)
             }
             Ok(BatchAccepted::Replayed(view)) => {
@@ -313,6 +319,16 @@ impl Batches {
         let canceled = ended.await?;
         tracing::info!(batch_id = %id, canceled, "batch's items canceled");
         self.batches.batch(id).await?.ok_or(BatchQueryError::NotFound)
+    }
+
+    /// Wakes the items waiting for admission that their owners have room for now, as a job's end
+    /// does on the replica that saw it: the look that catches a wake lost to a crash, and a new
+    /// batch's first items should their own wake fail. How many it woke.
+    ///
+    /// # Errors
+    /// When the store fails; nothing was woken.
+    pub async fn wake_waiting(&self) -> Result<usize, StoreError> {
+        Ok(self.batches.wake_admissible(self.clock.now(), MAX_WOKEN_AT_ONCE).await?.len())
     }
 
     /// Closes the windows that passed: each such batch ends `expired`, and its items waiting to

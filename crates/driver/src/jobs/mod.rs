@@ -24,8 +24,9 @@
 //! hurries those it holds, so that a backlog of N waiting jobs costs one read per freed slot,
 //! not N steps each taking the provider's lock. A burst of frees is coalesced: one question in
 //! flight, one more after it when woken meanwhile. Every waiting job still looks again once a
-//! lease, should a wake be lost. The same question names the batch items waiting for their
-//! owner's room that a job's end made room for.
+//! lease, should a wake be lost. The same question wakes the batch items waiting for their
+//! owner's room that a job's end made room for: they rest in the store, held by no driver,
+//! until woken so (or by the batch windows' look every second), and are claimed at once.
 
 mod handoff;
 mod held;
@@ -249,6 +250,11 @@ impl JobDriver {
                 Woke::Done(Done::NextInLine(next)) => {
                     match next {
                         Ok(ids) => {
+                            // A woken batch item is most often held by no driver: claim it now
+                            // rather than at the next claim's time.
+                            if ids.iter().any(|id| !held.holds(*id)) {
+                                next_claim = now;
+                            }
                             for id in ids {
                                 held.call(id, now);
                             }
@@ -338,15 +344,15 @@ impl JobDriver {
         }
     }
 
-    /// Asks which waiting jobs the free slots go to, and which batch items the room their owners
-    /// have now goes to, as a task of the loop.
+    /// Asks which waiting jobs the free slots go to, and wakes the batch items the room their
+    /// owners have now goes to, as a task of the loop.
     fn ask_next_in_line(&self, work: &mut JoinSet<Done>) {
         let upstream = Arc::clone(&self.steps.ports().upstream);
         let batches = Arc::clone(&self.steps.ports().batches);
-        let limit = self.settings.batch;
+        let (limit, now) = (self.settings.batch, self.steps.ports().clock.now());
         spawn(work, Done::NextInLine(Err(panicked())), async move {
             let next = match upstream.next_in_line().await {
-                Ok(mut next) => batches.next_admissible(limit).await.map(|admissible| {
+                Ok(mut next) => batches.wake_admissible(now, limit).await.map(|admissible| {
                     next.extend(admissible);
                     next
                 }),

@@ -2,7 +2,7 @@
 //! active job; their figures and state summed from their items; an item counted against its
 //! owner's limit only once admitted, admitted only under it, and never refusing a job submitted
 //! on its own; their items paged in order; ended once; found when their window closed; and the
-//! items next in line for admission.
+//! items a wake makes due.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,8 +20,8 @@ use genjobs_domain::ports::{
 use time::{Duration, OffsetDateTime};
 
 use super::{
-    LIMITS, Limits, Store, accepted, b, balances, budget, input, key_with, keyed_job, new_job, now, step, submitted,
-    success, user, user_with,
+    LIMITS, Limits, Store, accepted, b, balances, budget, input, key_with, keyed_job, new_job, now, started_lease,
+    step, submitted, success, user, user_with,
 };
 
 /// The batch price of the suite's items.
@@ -44,7 +44,7 @@ pub fn batch_of(user_id: UserId, key: Option<&KeyPrefix>, holds: &[u64], at: Off
             let (job, _) =
                 Job::accept(job_id, user_id, ModelId::new("nano-banana"), Modality::Image, input(), rate, at);
             let place = BatchPlace { batch_id: id, custom_id: format!("item-{index}"), admitted: false };
-            job.with_batch(place).with_key_prefix(key.cloned())
+            job.with_batch(place, at + Duration::days(1)).with_key_prefix(key.cloned())
         })
         .collect();
     let batch = Batch {
@@ -302,10 +302,11 @@ pub async fn batches_are_listed_newest_first_by_owner_and_state<S: Store>(store:
     assert_eq!(found[0], store.batch(running).await.unwrap().expect("kept"), "with its figures");
 }
 
-/// The items next in line for admission: each owner's first waiting items in its batches'
-/// order, as many as its room under the limit, none of a batch that was ended, at most as many
-/// as asked in all.
-pub async fn the_next_admissible_items_are_each_owners_first_within_its_room<S: Store>(store: Arc<S>) {
+/// The items a wake makes due: each owner's first waiting items in its batches' order, as many
+/// as its room under the limit, none of a batch that was ended, at most as many as asked in all.
+/// Waiting items rest until their window closes: no claim takes them before a wake, and a wake's
+/// items are claimable at once.
+pub async fn a_wake_makes_each_owners_first_items_within_its_room_due<S: Store>(store: Arc<S>) {
     let base = now();
     let at = |ms: i64| base + Duration::milliseconds(ms);
     let xavier = user_with(&*store, 100, Limits { max_concurrent_jobs: 2, ..LIMITS }).await;
@@ -319,13 +320,33 @@ pub async fn the_next_admissible_items_are_each_owners_first_within_its_room<S: 
     accepted(&*store, zoe, 1).await;
     let (ended, _) = created(&*store, batch_of(yves, None, &[1], at(5))).await;
     store.end_batch(ended.batch.id, BatchEnd::Canceled, at(6)).await.unwrap();
+    let claimer = started_lease(&*store, at(7), at(7) + Duration::minutes(5)).await;
+    let claimed = |t: OffsetDateTime| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut ids: Vec<JobId> = store.claim_due(claimer, t, 100).await.unwrap().iter().map(Job::id).collect();
+            ids.sort();
+            ids
+        }
+    };
+    let waiting: Vec<JobId> = [&x1, &x2, &y1, &z1].into_iter().flatten().map(Job::id).collect();
+    let unclaimed = claimed(at(8)).await;
+    assert!(unclaimed.iter().all(|id| !waiting.contains(id)), "waiting items rest until woken: {unclaimed:?}");
 
-    let next = store.next_admissible(100).await.unwrap();
-    assert_eq!(next, [x1[0].id(), x1[1].id(), y1[0].id(), y1[1].id()]);
-    assert_eq!(store.next_admissible(3).await.unwrap(), next[..3]);
+    let woken = store.wake_admissible(at(9), 3).await.unwrap();
+    assert_eq!(woken, [x1[0].id(), x1[1].id(), y1[0].id()], "at most as many as asked");
+    let woken = store.wake_admissible(at(9), 100).await.unwrap();
+    assert_eq!(woken, [x1[0].id(), x1[1].id(), y1[0].id(), y1[1].id()]);
+    assert_eq!(claimed(at(10)).await, woken, "each woken item is due, and only those");
     admitted(&*store, &x1[0]).await;
     step(&*store, &x1[1], Trigger::Cancel).await;
-    let after = store.next_admissible(100).await.unwrap();
-    assert_eq!(after, [x1[2].id(), y1[0].id(), y1[1].id()], "room 1 left, the canceled item gone");
+    let after = store.wake_admissible(at(11), 100).await.unwrap();
+    assert_eq!(after, [x1[2].id(), y1[0].id(), y1[1].id()], "room 1 left, the canceled item gone; held ones count");
     assert!(!after.contains(&x2[0].id()) && !after.contains(&z1[0].id()));
+    assert_eq!(claimed(at(12)).await, [x1[2].id()], "the items a driver holds stay its own");
+    let parked = Trigger::AwaitCapacity { next_poll_at: at(1) + Duration::days(1) };
+    step(&*store, &x1[2], parked).await;
+    assert!(claimed(at(13)).await.is_empty(), "parked by its driver, it rests");
+    assert_eq!(store.wake_admissible(at(14), 100).await.unwrap(), [x1[2].id(), y1[0].id(), y1[1].id()]);
+    assert_eq!(claimed(at(15)).await, [x1[2].id()], "woken, it is free of the lease that parked it");
 }

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Nullable, Text, Uuid as SqlUuid};
+use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use genjobs_domain::batch::{Batch, BatchEnd, BatchView};
@@ -27,23 +27,47 @@ use crate::schema::{batches, jobs, users};
 /// The final states, for a page of final items.
 const FINAL_STATES: [&str; 3] = ["succeeded", "failed", "canceled"];
 
-/// The items waiting for admission whose owners have room now, each owner's first ones (as many
-/// as its room) in its batches' order, at most `$1` in all: the owners under their limit first,
-/// so that the window counts only their items.
-const NEXT_ADMISSIBLE: &str = "
-SELECT id FROM (
-    SELECT jobs.id, jobs.batch_id,
-        row_number() OVER (PARTITION BY jobs.user_id ORDER BY jobs.batch_id, jobs.id) AS place,
-        users.max_concurrent_jobs - users.active_jobs AS room
-    FROM users
-    JOIN jobs ON jobs.user_id = users.id
-        AND jobs.batch_id IS NOT NULL AND NOT jobs.batch_admitted AND jobs.state IN ('queued', 'running')
-    JOIN batches ON batches.id = jobs.batch_id AND batches.ended IS NULL
-    WHERE users.active_jobs < users.max_concurrent_jobs
-) waiting
-WHERE place <= room
-ORDER BY batch_id, id
-LIMIT $1";
+/// Wakes the items waiting for admission whose owners have room now (`BatchStore::wake_admissible`):
+/// the owners with waiting items found by a skip scan of the waiting items' index (one probe per
+/// owner, however many items wait), each owner's first ones (as many as its room) in its batches'
+/// order, at most `$1` in all; those resting (not due by `$2`) made due then and freed of the
+/// lease of the driver that parked them (a resting item is held by no driver), locked in the
+/// order of their ids as group commits lock theirs. Their `version` stays: a wake is advice, and
+/// a driver holding an item still commits it.
+const WAKE_ADMISSIBLE: &str = "
+WITH RECURSIVE owners AS (
+    (SELECT user_id FROM jobs
+     WHERE batch_id IS NOT NULL AND NOT batch_admitted AND state IN ('queued', 'running')
+     ORDER BY user_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT next.user_id FROM jobs next
+            WHERE next.batch_id IS NOT NULL AND NOT next.batch_admitted AND next.state IN ('queued', 'running')
+              AND next.user_id > owners.user_id
+            ORDER BY next.user_id LIMIT 1)
+    FROM owners WHERE owners.user_id IS NOT NULL
+), picked AS (
+    SELECT item.id, item.batch_id
+    FROM owners
+    JOIN users ON users.id = owners.user_id AND users.active_jobs < users.max_concurrent_jobs
+    CROSS JOIN LATERAL (
+        SELECT jobs.id, jobs.batch_id FROM jobs
+        JOIN batches ON batches.id = jobs.batch_id AND batches.ended IS NULL
+        WHERE jobs.user_id = users.id
+          AND jobs.batch_id IS NOT NULL AND NOT jobs.batch_admitted AND jobs.state IN ('queued', 'running')
+        ORDER BY jobs.batch_id, jobs.id
+        LIMIT users.max_concurrent_jobs - users.active_jobs
+    ) AS item
+    ORDER BY item.batch_id, item.id
+    LIMIT $1
+), woken AS (
+    UPDATE jobs SET next_poll_at = $2, lease_id = NULL
+    WHERE id IN (
+        SELECT id FROM jobs WHERE id IN (SELECT id FROM picked) AND next_poll_at > $2
+        ORDER BY id
+        FOR NO KEY UPDATE
+    )
+)
+SELECT id FROM picked ORDER BY batch_id, id";
 
 #[derive(QueryableByName)]
 struct Admissible {
@@ -269,11 +293,15 @@ impl BatchStore for PgStore {
         Ok(ids.into_iter().map(BatchId::from_uuid).collect())
     }
 
-    async fn next_admissible(&self, limit: usize) -> Result<Vec<JobId>, StoreError> {
+    async fn wake_admissible(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<JobId>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<Admissible> = self
             .repeatable(|conn: &mut AsyncPgConnection| {
-                diesel::sql_query(NEXT_ADMISSIBLE).bind::<BigInt, _>(limit).load(conn).boxed()
+                diesel::sql_query(WAKE_ADMISSIBLE)
+                    .bind::<BigInt, _>(limit)
+                    .bind::<Timestamptz, _>(now)
+                    .load(conn)
+                    .boxed()
             })
             .await?;
         Ok(rows.into_iter().map(|row| JobId::from_uuid(row.id)).collect())

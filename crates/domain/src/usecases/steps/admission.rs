@@ -2,15 +2,9 @@
 //! window open) and its owner has room under the concurrent-job limit, which the store checks
 //! and counts in the same commit that admits it.
 
-use std::time::Duration;
-
 use super::{JobSteps, Stepped};
 use crate::job::{Job, Trigger};
 use crate::ports::Commit;
-
-/// How long an item refused for its owner's limit rests before it looks again, should no job of
-/// its owner's ending wake it first (the driver wakes the items that the room freed goes to).
-const ADMISSION_RECHECK: Duration = Duration::from_secs(60);
 
 impl JobSteps {
     /// The job, admitted when it is a batch item waiting for admission; else what the step
@@ -25,9 +19,12 @@ impl JobSteps {
                 return Err(Stepped::Done(None));
             }
             Err(e) => {
+                // Let go, as a waiting item always is: it rests until a wake, at the latest a
+                // poll interval from now.
                 tracing::warn!(job_id = %job.id(), error = %e, "could not read the item's batch; will look again");
                 let next_poll_at = now + self.settings.poll_interval;
-                return Err(Stepped::Done(self.commit(&job, Trigger::AwaitCapacity { next_poll_at }).await));
+                self.commit(&job, Trigger::AwaitCapacity { next_poll_at }).await;
+                return Err(Stepped::Done(None));
             }
         };
         if let Some(ending) = super::super::batches::ending_for(&batch, now) {
@@ -40,9 +37,11 @@ impl JobSteps {
                 Ok(admitted)
             }
             Ok(Commit::OwnerAtLimit(current)) => {
+                // Parked until its window closes, and let go: the driver keeps nothing of it, and
+                // a job of its owner's ending wakes it (`BatchStore::wake_admissible`).
                 tracing::debug!(job_id = %current.id(), "the owner is at the concurrent-job limit; the batch item waits");
-                let next_poll_at = now + ADMISSION_RECHECK;
-                Err(Stepped::Done(self.commit(&current, Trigger::AwaitCapacity { next_poll_at }).await))
+                self.commit(&current, Trigger::AwaitCapacity { next_poll_at: batch.expires_at }).await;
+                Err(Stepped::Done(None))
             }
             Ok(Commit::Stale(_) | Commit::Missing) => Err(Stepped::Done(None)),
             Err(e) => {
