@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use genjobs_bench::load::{LoadResult, closed_loop};
 use genjobs_domain::ports::UsageGrouping;
-use genjobs_store_postgres::{reconciliation_statement, usage_statement};
+use genjobs_store_postgres::{LIVE_FLOOR, reconciliation_statement, usage_statement};
 
 use super::report::verdict;
 use super::{ADMIN, Failure, create_users, env_number, fresh_database, progress, psql, spawn_genjobs, submissions};
@@ -155,21 +155,32 @@ pub(super) fn count(url: &str, sql: &str) -> Result<String, Failure> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// The live floor a report over `[from, …)` binds, as the store computes it.
+fn floor(url: &str, from: &str) -> Result<String, Failure> {
+    match count(url, LIVE_FLOOR)?.as_str() {
+        "" => Ok(format!("'{from}'::timestamptz")),
+        sealed => Ok(format!("greatest('{from}'::timestamptz, '{sealed}'::timestamptz)")),
+    }
+}
+
 /// The plan of the reconciliation's statement over `[from, to)`, every provider.
 fn reconciliation_plan(url: &str, from: &str, to: &str) -> Result<String, Failure> {
     let statement = reconciliation_statement()
         .replace("$1", &format!("'{from}'::timestamptz"))
         .replace("$2", &format!("'{to}'::timestamptz"))
-        .replace("$3", "NULL");
+        .replace("$3", "NULL")
+        .replace("$4", &floor(url, from)?);
     count(url, &format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {statement}"))
 }
 
 /// The plan of a usage report's statement over `[from, to)`, for `user` when given.
 fn plan(url: &str, group_by: UsageGrouping, from: &str, to: &str, user: Option<&str>) -> Result<String, Failure> {
+    let (user_parameter, floor_parameter) = if user.is_some() { ("$3", "$4") } else { ("$4", "$3") };
     let statement = usage_statement(group_by, user.is_some(), false)
         .replace("$1", &format!("'{from}'::timestamptz"))
         .replace("$2", &format!("'{to}'::timestamptz"))
-        .replace("$3", &user.map(|u| format!("'{u}'::uuid")).unwrap_or_default());
+        .replace(floor_parameter, &floor(url, from)?)
+        .replace(user_parameter, &user.map(|u| format!("'{u}'::uuid")).unwrap_or_default());
     count(url, &format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {statement}"))
 }
 

@@ -65,4 +65,6 @@ pub use pool::{
     Durability, MIGRATIONS, PgSettings, Pooler, SetupError, open_connection, pool, relaxed_pool, run_migrations,
 };
 pub use rate_limit::PgRateLimiter;
-pub use store::{IDEMPOTENCY_PRUNE_INTERVAL, LedgerTotals, PgStore, reconciliation_statement, usage_statement};
+pub use store::{
+    IDEMPOTENCY_PRUNE_INTERVAL, LIVE_FLOOR, LedgerTotals, PgStore, reconciliation_statement, usage_statement,
+};

@@ -54,7 +54,7 @@ use genjobs_domain::ports::StoreError;
 pub use accept::IDEMPOTENCY_PRUNE_INTERVAL;
 pub use ledger::LedgerTotals;
 pub use reconciliation::reconciliation_statement;
-pub use usage::usage_statement;
+pub use usage::{LIVE_FLOOR, usage_statement};
 
 use crate::cache::KeyCache;
 use crate::catalog_signal::CatalogSignal;

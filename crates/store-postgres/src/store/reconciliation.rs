@@ -13,11 +13,12 @@ use genjobs_domain::ports::{
 use time::{Date, Time};
 
 use super::PgStore;
-use super::usage::LIVE_PROVIDER_KEY;
+use super::usage::{LIVE_PROVIDER_KEY, live_floor};
 use crate::error::from_diesel;
 
 /// The bills of the jobs created in `[$1, $2)`, of the provider `$3` (all when NULL), per day,
-/// provider and provider key (public for the benchmarks' `EXPLAIN`).
+/// provider and provider key (public for the benchmarks' `EXPLAIN`); `$4` is the
+/// [`super::usage::live_floor`] read before.
 #[must_use]
 pub fn reconciliation_statement() -> String {
     format!(
@@ -29,7 +30,7 @@ pub fn reconciliation_statement() -> String {
                 sum(provider_units) AS provider_units, sum(provider_cost) AS provider_cost
             FROM jobs
             WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
-                AND created_at < $2 AND provider_cost IS NOT NULL
+                AND created_at >= $4 AND created_at < $2 AND provider_cost IS NOT NULL
                 AND ($3::text IS NULL OR upstream ->> 'provider' = $3)
             GROUP BY 1, 2, 3
             UNION ALL
@@ -82,10 +83,12 @@ pub(super) async fn reconcile(store: &PgStore, query: ReconciliationQuery) -> Re
     let start = query.from.with_time(Time::MIDNIGHT).assume_utc();
     let end = query.to.next_day().unwrap_or(query.to).with_time(Time::MIDNIGHT).assume_utc();
     let mut session = store.session().await?;
+    let floor = live_floor(&mut session, start).await.map_err(from_diesel)?;
     let billed: Vec<Billed> = diesel::sql_query(reconciliation_statement())
         .bind::<Timestamptz, _>(start)
         .bind::<Timestamptz, _>(end)
         .bind::<Nullable<Text>, _>(query.provider.clone())
+        .bind::<Timestamptz, _>(floor)
         .load(&mut *session)
         .await
         .map_err(from_diesel)?;

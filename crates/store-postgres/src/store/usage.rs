@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Date as SqlDate, Nullable, Text, Timestamptz, Uuid as SqlUuid};
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
@@ -66,10 +66,35 @@ struct Counted {
     content_refused: i64,
 }
 
+/// The first instant the rollups do not count, as sealed now (public for the benchmarks'
+/// `EXPLAIN`).
+pub const LIVE_FLOOR: &str = "SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' AS floor FROM usage_sealed";
+
+#[derive(QueryableByName)]
+struct Floor {
+    /// None while no day is sealed.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    floor: Option<OffsetDateTime>,
+}
+
+/// The first instant of `[start, …)` the rollups do not count, as last sealed: a report binds it
+/// as a constant beside its own look at `usage_sealed` (which a day sealed meanwhile moves
+/// later), so that the planner sees how few live jobs it reads. Without it the planner estimates
+/// a range bounded by a subquery as a third of the table, and plans a parallel scan whose
+/// workers cost more than the few rows it finds.
+pub(super) async fn live_floor(
+    conn: &mut AsyncPgConnection,
+    start: OffsetDateTime,
+) -> Result<OffsetDateTime, diesel::result::Error> {
+    let sealed: Option<Floor> = diesel::sql_query(LIVE_FLOOR).get_result(conn).await.optional()?;
+    Ok(sealed.and_then(|sealed| sealed.floor).map_or(start, |floor| floor.max(start)))
+}
+
 /// The report's statement (public for the benchmarks' `EXPLAIN`): the group's columns, then the
 /// counts over the creation range `[$1, $2)` and, for one user, `user_id = $3` (and, for some of
 /// its keys, `key_prefix = ANY($4)`): the rollup (purged jobs and sealed days), plus the live jobs
 /// of the days not sealed, grouped over the `jobs_user_id_created_at` or `jobs_created_at` index.
+/// The last parameter is the [`live_floor`] read before.
 /// Grouped by provider key, the rollup is `usage_key_rollup`, which keeps no key prefix: that
 /// report is the operators', never of some keys.
 #[must_use]
@@ -97,10 +122,10 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
     let (live_key, key) = column(by_key, "coalesce(key_prefix, '')", "key_prefix", "NULL::text");
     let (live_provider_key, provider_key) = column(by_provider_key, LIVE_PROVIDER_KEY, "provider_key", "NULL::text");
     let rollup = if by_provider_key { "usage_key_rollup" } else { "usage_rollup" };
-    let one = match (one_user, some_keys) {
-        (true, true) => " AND user_id = $3 AND key_prefix = ANY($4)",
-        (true, false) => " AND user_id = $3",
-        (false, _) => "",
+    let (one, floor) = match (one_user, some_keys) {
+        (true, true) => (" AND user_id = $3 AND key_prefix = ANY($4)", "$5"),
+        (true, false) => (" AND user_id = $3", "$4"),
+        (false, _) => ("", "$3"),
     };
     format!(
         "SELECT day, model, user_id, nullif(provider, '') AS provider, nullif(key_prefix, '') AS key_prefix,
@@ -119,7 +144,7 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
                 count(*) FILTER (WHERE {CONTENT_REFUSED}) AS content_refused
             FROM jobs
             WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
-                AND created_at < $2{one}
+                AND created_at >= {floor} AND created_at < $2{one}
             GROUP BY 1, 2, 3, 4, 5, 6
             UNION ALL
             SELECT {day}, {model}, {user}, {provider}, {key}, {provider_key}, jobs, succeeded, failed, canceled,
@@ -363,16 +388,20 @@ impl UsageStore for PgStore {
                 .bind::<Timestamptz, _>(start)
                 .bind::<Timestamptz, _>(end);
             let mut session = self.session().await?;
+            let floor = live_floor(&mut session, start).await.map_err(from_diesel)?;
             let rows: Vec<Counted> = match (query.user_id, keys) {
                 (Some(user), Some(keys)) => {
                     statement
                         .bind::<SqlUuid, _>(user.as_uuid())
                         .bind::<diesel::sql_types::Array<Text>, _>(keys)
+                        .bind::<Timestamptz, _>(floor)
                         .load(&mut *session)
                         .await
                 }
-                (Some(user), None) => statement.bind::<SqlUuid, _>(user.as_uuid()).load(&mut *session).await,
-                (None, _) => statement.load(&mut *session).await,
+                (Some(user), None) => {
+                    statement.bind::<SqlUuid, _>(user.as_uuid()).bind::<Timestamptz, _>(floor).load(&mut *session).await
+                }
+                (None, _) => statement.bind::<Timestamptz, _>(floor).load(&mut *session).await,
             }
             .map_err(from_diesel)?;
             session.finish().await?;
