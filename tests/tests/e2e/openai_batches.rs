@@ -9,7 +9,7 @@ use genjobs_tests::{TestApp, assert_error};
 use reqwest::Response;
 use serde_json::{Value, json};
 
-use crate::openai_edits::{BOUNDARY, Part, form};
+use super::openai_edits::{BOUNDARY, Part, form};
 use crate::spawn_app;
 
 /// A line of an input file.
