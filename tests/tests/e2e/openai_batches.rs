@@ -375,6 +375,41 @@ async fn a_batch_the_account_cannot_cover_is_refused_whole_and_a_retry_answers_t
     app.post(&format!("/openai/v1/batches/{}/cancel", first["id"].as_str().unwrap()), &rich.key, &json!({})).await;
 }
 
+#[tokio::test]
+async fn a_retried_upload_with_its_idempotency_key_answers_the_same_file() {
+    let app = spawn_app().await;
+    let user = app.create_user(1_000, json!({})).await;
+    let send = |content: &str| {
+        let body = form(&[Part::Text("purpose", "batch"), Part::File("file", "r.jsonl", content.as_bytes().to_vec())]);
+        app.client
+            .post(app.url("/openai/v1/files"))
+            .bearer_auth(&user.key)
+            .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+            .header("Idempotency-Key", "upload-1")
+            .body(body)
+            .send()
+    };
+    let first: Value = send(&image("a", "x")).await.unwrap().json().await.unwrap();
+    let again: Value = send(&image("a", "x")).await.unwrap().json().await.unwrap();
+    assert_eq!(first, again, "the same file");
+    let other = send(&image("b", "y")).await.unwrap();
+    assert_error(other, 409, "conflict_error", "idempotency_key_reused").await;
+    let someone = app.create_user(1_000, json!({})).await;
+    let theirs = form(&[Part::Text("purpose", "batch"), Part::File("file", "r.jsonl", image("a", "x").into_bytes())]);
+    let response = app
+        .client
+        .post(app.url("/openai/v1/files"))
+        .bearer_auth(&someone.key)
+        .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+        .header("Idempotency-Key", "upload-1")
+        .body(theirs)
+        .send()
+        .await
+        .unwrap();
+    let theirs: Value = response.json().await.unwrap();
+    assert_ne!(theirs["id"], first["id"], "a key is its user's");
+}
+
 /// A file of 50,000 requests, the most a file holds, is accepted whole in one hold. How long the
 /// acceptance took is printed for the record, not asserted.
 #[tokio::test]

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use sha2::{Digest, Sha256};
 
 use super::{BatchItemRequest, BatchPage, BatchQueryError, BatchSubmission, Batches, Caller, IdempotencyKey};
 use super::{Submissions, SubmitError};
@@ -129,30 +130,62 @@ impl OpenAiBatches {
         Self { submissions, ..self }
     }
 
-    /// Keeps an uploaded file for batches.
+    /// Keeps an uploaded file for batches. With an idempotency key, the file's id is the key's
+    /// (for its user): a retry finds the file the first call kept and answers it, nothing kept
+    /// twice; the same key with another file is refused.
     ///
     /// # Errors
-    /// [`OpenAiBatchError::Invalid`] as [`check_batch_file`] says; when the store fails.
+    /// [`OpenAiBatchError::Invalid`] as [`check_batch_file`] says;
+    /// [`SubmitError::IdempotencyConflict`] for a key used with another file; when the store fails.
     pub async fn upload(
         &self,
         caller: &Caller,
         filename: String,
         purpose: &str,
         content: Bytes,
+        idempotency: Option<IdempotencyKey>,
     ) -> Result<BatchFile, OpenAiBatchError> {
         check_batch_file(purpose, &content)?;
         let now = self.clock.now();
+        let id = idempotency.as_ref().map_or_else(|| FileId::new_at(now), |key| keyed_file_id(caller, key));
+        if idempotency.is_some()
+            && let Some(first) = self.same_upload(id, &filename, &content).await?
+        {
+            return Ok(first);
+        }
         let file = BatchFile {
-            id: FileId::new_at(now),
+            id,
             user_id: caller.user_id,
             key_prefix: caller.key.as_ref().map(|key| key.prefix.clone()),
             filename,
             bytes: content.len() as u64,
             created_at: now,
         };
-        self.store.put_file(&file, content).await?;
+        if let Err(e) = self.store.put_file(&file, content.clone()).await {
+            // A concurrent retry with the same key kept it first.
+            if idempotency.is_some()
+                && let Some(first) = self.same_upload(id, &file.filename, &content).await?
+            {
+                return Ok(first);
+            }
+            return Err(e.into());
+        }
         tracing::info!(file_id = %file.id, user_id = %caller.user_id, bytes = file.bytes, "batch file uploaded");
         Ok(file)
+    }
+
+    /// The file `id` kept before, when it is this upload again; refused when it is another.
+    async fn same_upload(
+        &self,
+        id: FileId,
+        filename: &str,
+        content: &Bytes,
+    ) -> Result<Option<BatchFile>, OpenAiBatchError> {
+        let Some(first) = self.store.file(id).await? else { return Ok(None) };
+        let same = first.filename == filename
+            && first.bytes == content.len() as u64
+            && self.store.file_content(id).await?.as_ref() == Some(content);
+        if same { Ok(Some(first)) } else { Err(SubmitError::IdempotencyConflict.into()) }
     }
 
     /// The caller's file `id`.
@@ -327,6 +360,16 @@ impl OpenAiBatches {
     ) -> Result<BatchPage<Job, JobId>, OpenAiBatchError> {
         Ok(self.batches.results(caller, id, after, limit).await?)
     }
+}
+
+/// The id of a file uploaded with idempotency key `key` by `caller`'s user: the same for every
+/// retry, and no other user's or key's.
+fn keyed_file_id(caller: &Caller, key: &IdempotencyKey) -> FileId {
+    let digest =
+        Sha256::new().chain_update(caller.user_id.as_uuid().as_bytes()).chain_update(key.0.as_bytes()).finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    FileId::from_uuid(uuid::Builder::from_random_bytes(bytes).into_uuid())
 }
 
 /// The items when their `custom_id`s are 1 to 64 characters and unique, else the lines at fault.

@@ -16,7 +16,7 @@ use crate::AppState;
 use crate::auth::Authenticated;
 use crate::error::ApiError;
 use crate::form::{ImageLimits, read_image_form};
-use crate::handlers::now;
+use crate::handlers::{idempotency_key, now};
 
 type Handled = Result<HttpResponse, OpenAiError>;
 type Caught = Result<Authenticated, ApiError>;
@@ -47,10 +47,12 @@ fn as_file(e: OpenAiBatchError) -> ApiError {
 /// arrives (each line a JSON object; what a line asks for is checked when a batch is made of it).
 #[utoipa::path(post, path = "/openai/v1/files", tag = "openai", operation_id = "openai_create_file",
     security(("api_key" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry with the same key and file answers the file the first call kept, and keeps nothing more")),
     request_body(content = String, content_type = "multipart/form-data", description = "`purpose`: `batch`; `file`: the JSONL file"),
     responses(
         (status = 200, description = "The file, kept", body = FileObject),
         (status = 400, description = "No file, a `purpose` other than `batch`, or a file that is not JSON Lines of at most 50,000 lines (`param` names it)", body = super::error::Envelope),
+        (status = 409, description = "The Idempotency-Key was used with another file", body = super::error::Envelope),
         (status = 413, description = "The file is over 100 MB", body = super::error::Envelope),
         (status = 415, description = "The body is not a form", body = super::error::Envelope),
     ))]
@@ -70,8 +72,9 @@ pub async fn create_file(
         _ => return Err(InvalidRequest::param("purpose", "`purpose` is required: `batch`").into()),
     };
     let filename = file.filename.unwrap_or_else(|| "input.jsonl".to_owned());
-    let kept =
-        state.services.openai_batches.upload(&caller, filename, &purpose, file.bytes).await.map_err(ApiError::from)?;
+    let idempotency = idempotency_key(&req)?;
+    let uploads = &state.services.openai_batches;
+    let kept = uploads.upload(&caller, filename, &purpose, file.bytes, idempotency).await.map_err(ApiError::from)?;
     Ok(HttpResponse::Ok().json(file_object(&kept)))
 }
 
