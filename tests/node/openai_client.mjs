@@ -137,4 +137,46 @@ const models = [];
 for await (const model of client.models.list()) models.push(model.id);
 assert.ok(models.includes('nano-banana') && models.includes('seedance-2.0-fast'));
 
-console.log(JSON.stringify({ jobs, models: models.length }));
+// The Batch API: a JSONL file of requests, a batch of it at the batch price, read until completed,
+// its output and error files read; a second batch canceled; both listed newest first.
+const requestLine = (customId, prompt) =>
+  JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/images/generations', body: { model: 'nano-banana', prompt } });
+async function batchOf(lines, name) {
+  const content = Buffer.from(lines.join('\n'));
+  const uploaded = await client.files.create({ file: await toFile(content, name), purpose: 'batch' });
+  assert.equal(uploaded.object, 'file');
+  assert.equal(uploaded.bytes, content.length);
+  assert.equal(await (await client.files.content(uploaded.id)).text(), content.toString());
+  return client.batches.create({ input_file_id: uploaded.id, endpoint: '/v1/images/generations', completion_window: '24h' });
+}
+async function untilFinal(batch) {
+  while (!['completed', 'failed', 'expired', 'cancelled'].includes(batch.status)) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    batch = await client.batches.retrieve(batch.id);
+  }
+  return batch;
+}
+const batch = await batchOf([requestLine('a', 'a cat'), requestLine('b', 'a dog'), requestLine('c', '[sim:fail] no')], 'tiles.jsonl');
+assert.equal(batch.status, 'in_progress');
+const finished = await untilFinal(batch);
+assert.equal(finished.status, 'completed');
+assert.deepEqual(finished.request_counts, { total: 3, completed: 2, failed: 1 });
+const output = (await (await client.files.content(finished.output_file_id)).text()).trim().split('\n').map((l) => JSON.parse(l));
+assert.deepEqual(output.map((l) => l.custom_id), ['a', 'b']);
+assert.ok(output.every((l) => l.response.status_code === 200 && l.response.body.data[0].url));
+const failures = (await (await client.files.content(finished.error_file_id)).text()).trim().split('\n').map((l) => JSON.parse(l));
+assert.deepEqual(failures.map((l) => l.custom_id), ['c']);
+jobs += 3;
+const hanging = await batchOf([requestLine('h1', 'forever [sim:hang]'), requestLine('h2', 'again [sim:hang]')], 'hanging.jsonl');
+const canceling = await client.batches.cancel(hanging.id);
+assert.ok(['cancelling', 'cancelled'].includes(canceling.status), canceling.status);
+const canceled = await untilFinal(canceling);
+assert.equal(canceled.status, 'cancelled');
+assert.equal(canceled.request_counts.failed, 2);
+assert.equal(canceled.output_file_id, null);
+jobs += 2;
+const batches = [];
+for await (const item of client.batches.list({ limit: 1 })) batches.push(item.id);
+assert.deepEqual(batches, [hanging.id, batch.id]);
+
+console.log(JSON.stringify({ jobs, models: models.length, batches: { completed: batch.id, cancelled: hanging.id } }));

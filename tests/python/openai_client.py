@@ -11,6 +11,7 @@ import io
 import json
 import os
 import struct
+import time
 import urllib.request
 import zlib
 
@@ -140,4 +141,52 @@ assert [v.id for v in oldest.data] == [video.id] and oldest.has_more, oldest
 models = [model.id for model in client.models.list()]
 assert "nano-banana" in models and "seedance-2.0-fast" in models, models
 
-print(json.dumps({"jobs": jobs, "models": len(models)}))
+# The Batch API: a JSONL file of requests, a batch of it at the batch price, read until completed,
+# its output and error files read; a second batch canceled; both listed newest first.
+def request_line(custom_id: str, prompt: str) -> str:
+    body = {"model": "nano-banana", "prompt": prompt, "size": "1024x1024"}
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": "/v1/images/generations", "body": body})
+
+
+def batch_of(lines: list[str], name: str):
+    content = "\n".join(lines).encode()
+    uploaded = client.files.create(file=(name, content, "application/jsonl"), purpose="batch")
+    assert uploaded.object == "file" and uploaded.purpose == "batch" and uploaded.bytes == len(content), uploaded
+    assert client.files.content(uploaded.id).read() == content
+    return client.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/images/generations", completion_window="24h", metadata={"run": name}
+    )
+
+
+def until_final(batch):
+    while batch.status not in ("completed", "failed", "expired", "cancelled"):
+        time.sleep(0.1)
+        batch = client.batches.retrieve(batch.id)
+    return batch
+
+
+batch = batch_of([request_line("a", "a cat"), request_line("b", "a dog"), request_line("c", "[sim:fail] no")], "tiles")
+assert batch.status == "in_progress" and batch.request_counts.total == 3, batch
+done = until_final(batch)
+assert done.status == "completed" and done.completed_at, done
+assert (done.request_counts.completed, done.request_counts.failed) == (2, 1), done.request_counts
+output = [json.loads(line) for line in client.files.content(done.output_file_id).text.splitlines()]
+assert [line["custom_id"] for line in output] == ["a", "b"], output
+assert all(line["response"]["status_code"] == 200 and line["response"]["body"]["data"][0]["url"] for line in output)
+errors = [json.loads(line) for line in client.files.content(done.error_file_id).text.splitlines()]
+assert [line["custom_id"] for line in errors] == ["c"] and errors[0]["error"]["code"], errors
+assert client.files.retrieve(done.output_file_id).purpose == "batch_output"
+jobs += 3
+
+hanging = batch_of([request_line("h1", "forever [sim:hang]"), request_line("h2", "again [sim:hang]")], "hanging")
+canceling = client.batches.cancel(hanging.id)
+assert canceling.status in ("cancelling", "cancelled"), canceling
+canceled = until_final(canceling)
+assert canceled.status == "cancelled" and canceled.request_counts.failed == 2, canceled
+assert canceled.output_file_id is None and canceled.error_file_id, canceled
+jobs += 2
+
+listed = [b.id for b in client.batches.list(limit=1)]
+assert listed == [hanging.id, batch.id], listed
+
+print(json.dumps({"jobs": jobs, "models": len(models), "batches": {"completed": batch.id, "cancelled": hanging.id}}))

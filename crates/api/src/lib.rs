@@ -32,6 +32,7 @@
 //! - [`errors`]: the error envelope of every error response; [`Status`] of health and readiness;
 //!   [`ServiceIndex`], the front page as JSON.
 //! - [`openai`]: OpenAI's image, video and model shapes, as the OpenAI-compatible edge speaks them.
+//! - [`openai_batches`]: OpenAI's Batch API: files, batches and the lines of their files.
 //! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
 
 pub mod account;
@@ -44,6 +45,7 @@ pub mod keys;
 pub mod models;
 mod numbers;
 pub mod openai;
+pub mod openai_batches;
 pub mod provider_notifications;
 pub mod providers;
 pub mod reconciliation;

@@ -247,6 +247,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         jobs: store.clone(),
         accounts: Arc::new(MockAccountStore::new()),
         batches: Arc::new(genjobs_domain::ports::MockBatchStore::new()),
+        openai_batches: Arc::new(genjobs_domain::ports::MockOpenAiBatchStore::new()),
         removals: Arc::new(MockJobRemovals::new()),
         usage: Arc::new(MockUsageStore::new()),
         catalog: Arc::new(MockCatalogStore::new()),

@@ -244,15 +244,19 @@ pub fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), Invalid
     Ok(())
 }
 
-/// Checks the items' count and their `custom_id`s, in order: 1 to 5,000 items, each
-/// `custom_id` 1 to 64 characters and unique in the batch.
+/// Checks the items' count and their `custom_id`s, in order: 1 to `max_items` items
+/// ([`MAX_BATCH_ITEMS`] for a native batch), each `custom_id` 1 to 64 characters and unique in
+/// the batch.
 ///
 /// # Errors
 /// [`InvalidRequest`] naming `items` for a wrong count, `items[i].custom_id` for the first
 /// wrong or repeated id.
-pub fn check_custom_ids<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -> Result<(), InvalidRequest> {
-    if ids.len() == 0 || ids.len() > MAX_BATCH_ITEMS {
-        return Err(InvalidRequest::param("items", format!("a batch has 1 to {MAX_BATCH_ITEMS} items")));
+pub fn check_custom_ids<'a>(
+    ids: impl ExactSizeIterator<Item = &'a str>,
+    max_items: usize,
+) -> Result<(), InvalidRequest> {
+    if ids.len() == 0 || ids.len() > max_items {
+        return Err(InvalidRequest::param("items", format!("a batch has 1 to {max_items} items")));
     }
     let mut seen = std::collections::HashSet::with_capacity(ids.len());
     for (index, id) in ids.enumerate() {
@@ -303,13 +307,16 @@ mod tests {
 
     #[test]
     fn custom_ids_are_named_by_their_item() {
-        let repeated = check_custom_ids(["a", "b", "a"].into_iter()).unwrap_err();
+        let repeated = check_custom_ids(["a", "b", "a"].into_iter(), MAX_BATCH_ITEMS).unwrap_err();
         assert_eq!(repeated.param.as_deref(), Some("items[2].custom_id"));
         let long = "x".repeat(65);
-        let too_long = check_custom_ids(["a", long.as_str()].into_iter()).unwrap_err();
+        let too_long = check_custom_ids(["a", long.as_str()].into_iter(), MAX_BATCH_ITEMS).unwrap_err();
         assert_eq!(too_long.param.as_deref(), Some("items[1].custom_id"));
-        assert_eq!(check_custom_ids(std::iter::empty::<&str>()).unwrap_err().param.as_deref(), Some("items"));
-        assert!(check_custom_ids(["a", "b"].into_iter()).is_ok());
+        assert_eq!(
+            check_custom_ids(std::iter::empty::<&str>(), MAX_BATCH_ITEMS).unwrap_err().param.as_deref(),
+            Some("items")
+        );
+        assert!(check_custom_ids(["a", "b"].into_iter(), MAX_BATCH_ITEMS).is_ok());
     }
 
     #[test]

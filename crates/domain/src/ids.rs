@@ -76,6 +76,10 @@ uuid_id!(
     BatchId
 );
 uuid_id!(
+    /// Identifies a file uploaded for OpenAI's Batch API; a UUID v7, so ids sort by creation time.
+    FileId
+);
+uuid_id!(
     /// Identifies a user (an account holding credits and keys).
     UserId
 );

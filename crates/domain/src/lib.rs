@@ -42,6 +42,8 @@
 //!   with a free slot.
 //! - [`batch`]: batches: many jobs submitted as one unit at the batch price, each an ordinary
 //!   job that knows its place, admitted to be sent only while its owner has room.
+//! - [`openai_batch`]: OpenAI's Batch API over batches: the input files, the batches made from
+//!   them (or refused line by line), and their status in OpenAI's terms.
 //! - [`capacity`]: a provider's keys, each with its cap of jobs in flight, and which key a job goes on.
 //!
 //! ## Why it is shaped this way
@@ -63,6 +65,7 @@ pub mod job;
 pub mod keys;
 pub mod modality;
 pub mod moderation;
+pub mod openai_batch;
 pub mod output;
 pub mod ports;
 pub mod request;

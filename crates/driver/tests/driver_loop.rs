@@ -55,6 +55,7 @@ fn setup_over(upstream: MockUpstreamProvider, status_calls: Arc<AtomicU64>) -> (
     let ports = Ports {
         jobs: store.clone(),
         batches: store.clone(),
+        openai_batches: store.clone(),
         accounts: store.clone(),
         removals: store.clone(),
         usage: store.clone(),

@@ -129,6 +129,7 @@ async fn world() -> World {
     let ports = Ports {
         jobs: store.clone(),
         batches: store.store.clone(),
+        openai_batches: store.store.clone(),
         accounts: store.store.clone(),
         removals: store.store.clone(),
         usage: store.store.clone(),

@@ -12,8 +12,8 @@ use genjobs_domain::ports::NotificationRejected;
 use genjobs_domain::ports::StoreError;
 use genjobs_domain::upload::MAX_UPLOAD_BYTES;
 use genjobs_domain::usecases::{
-    AdminError, AuthError, BatchQueryError, CatalogAdminError, JobQueryError, NotificationError, OutputReadError,
-    OwnKeyError, SubmitError, UploadError, WebhookSecretError,
+    AdminError, AuthError, BatchQueryError, CatalogAdminError, JobQueryError, NotificationError, OpenAiBatchError,
+    OutputReadError, OwnKeyError, SubmitError, UploadError, WebhookSecretError,
 };
 
 /// An error response.
@@ -251,6 +251,21 @@ impl From<BatchQueryError> for ApiError {
             }
             BatchQueryError::Forbidden => Self::new(StatusCode::FORBIDDEN, "forbidden", "FORBIDDEN", e.to_string()),
             BatchQueryError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<OpenAiBatchError> for ApiError {
+    fn from(e: OpenAiBatchError) -> Self {
+        match e {
+            OpenAiBatchError::Invalid(invalid) => invalid.into(),
+            OpenAiBatchError::NotFound("file") => {
+                Self::new(StatusCode::NOT_FOUND, "not_found", "FILE_NOT_FOUND", "no such file")
+            }
+            OpenAiBatchError::NotFound(_) => BatchQueryError::NotFound.into(),
+            // A batch's acceptance is never refused for the concurrent-job limit: no wait to advise.
+            OpenAiBatchError::Submit(e) => Self::from_submit(e, Duration::ZERO),
+            OpenAiBatchError::Store(e) => e.into(),
         }
     }
 }

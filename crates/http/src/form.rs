@@ -36,11 +36,13 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// Most bytes of a part's headers, each counted as `name: value` and its line end.
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 
-/// An image file of a form, recognised by its bytes.
+/// A file of a form: an image, recognised by its bytes, unless the form takes any file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageFile {
-    /// Its format, from its bytes.
-    pub format: ImageFormat,
+    /// Its format, from its bytes; `None` in a form that takes any file.
+    pub format: Option<ImageFormat>,
+    /// The name the client gave it.
+    pub filename: Option<String>,
     /// The file.
     pub bytes: web::Bytes,
 }
@@ -64,6 +66,8 @@ pub struct ImageLimits {
     pub max_files: usize,
     /// Most bytes of all the images together.
     pub max_bytes: usize,
+    /// Whether the file parts must be images; `false` takes any file (a batch's input file).
+    pub images_only: bool,
 }
 
 /// Whether the request carries a form.
@@ -114,7 +118,8 @@ pub async fn read_image_form(
         let name = within_shape(&part, index)?;
         index += 1;
         let is_image = limits.names.contains(&name.as_str());
-        let is_file = part.content_disposition().and_then(|d| d.get_filename()).is_some();
+        let filename = part.content_disposition().and_then(|d| d.get_filename()).map(str::to_owned);
+        let is_file = filename.is_some();
         if is_file && !is_image {
             return Err(InvalidRequest::param(&name, format!("`{name}`: file uploads are not supported here")).into());
         }
@@ -136,10 +141,12 @@ pub async fn read_image_form(
             value.extend_from_slice(&chunk);
         }
         if is_image {
-            let format = ImageFormat::sniff(&value).ok_or_else(|| {
-                InvalidRequest::param(image_param, format!("`{image_param}` must be PNG, JPEG, WebP or GIF images"))
-            })?;
-            form.images.push(ImageFile { format, bytes: value.freeze() });
+            let format = ImageFormat::sniff(&value);
+            if format.is_none() && limits.images_only {
+                let message = format!("`{image_param}` must be PNG, JPEG, WebP or GIF images");
+                return Err(InvalidRequest::param(image_param, message).into());
+            }
+            form.images.push(ImageFile { format, filename, bytes: value.freeze() });
         } else {
             let text = String::from_utf8(value.to_vec())
                 .map_err(|_| InvalidRequest::param(&name, format!("`{name}` must be UTF-8 text")))?;

@@ -102,6 +102,13 @@ use crate::pages::{self, DocsAsset, PlaygroundAsset};
         openai::delete_video,
         openai::video_content,
         openai::list_models,
+        crate::openai::files::create_file,
+        crate::openai::files::get_file,
+        crate::openai::files::file_content,
+        crate::openai::batches::create_batch,
+        crate::openai::batches::list_batches,
+        crate::openai::batches::get_batch,
+        crate::openai::batches::cancel_batch,
     ),
     components(schemas(StreamEvent, Envelope, Status, ProviderStatus, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload, ServiceIndex)),
     modifiers(&Conventions),
@@ -115,7 +122,7 @@ use crate::pages::{self, DocsAsset, PlaygroundAsset};
         (name = "webhooks", description = "Webhooks to clients: the signing secret, a job's deliveries, redelivery. A job submitted with `webhook_url` has its end POSTed there as the `WebhookPayload` schema, signed by the Standard Webhooks scheme (`webhook-id`, `webhook-timestamp`, `webhook-signature`)"),
         (name = "admin", description = "Users, keys, credits, every user's jobs and the model catalog, with the admin token"),
         (name = "operations", description = "Health, readiness, metrics, this document, and the provider's webhooks"),
-        (name = "openai", description = "OpenAI's image and video API over the same jobs and credits; errors in OpenAI's shape"),
+        (name = "openai", description = "OpenAI's image, video and Batch API over the same jobs, batches and credits; errors in OpenAI's shape"),
     )
 )]
 pub struct ApiDoc;

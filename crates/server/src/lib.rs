@@ -29,8 +29,8 @@ use genjobs_client_webhooks::{HttpWebhookTransport, SealedSecrets};
 use genjobs_domain::capacity::{self, CapacitySettingError};
 use genjobs_domain::catalog::{Catalog, CatalogFile, LiveCatalog, ModelDocument};
 use genjobs_domain::ports::{
-    AccountStore, BatchStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, NoTraces, OutputStore,
-    ProviderSlots, RandomIds, RateLimiter, UploadStore, UpstreamProvider, UsageStore, WebhookStore,
+    AccountStore, BatchStore, CatalogStore, JobEvents, JobRemovals, JobStore, KeptSecrets, NoTraces, OpenAiBatchStore,
+    OutputStore, ProviderSlots, RandomIds, RateLimiter, UploadStore, UpstreamProvider, UsageStore, WebhookStore,
 };
 use genjobs_domain::usecases::{
     Admin, AdminPorts, ClientWebhookPorts, Moderator, NewUserRequest, Ports, Services, WebhookDeliveries,
@@ -271,6 +271,7 @@ struct StorePorts {
     outbox: Arc<dyn WebhookStore>,
     removals: Arc<dyn JobRemovals>,
     batches: Arc<dyn BatchStore>,
+    openai_batches: Arc<dyn OpenAiBatchStore>,
     slots: Arc<dyn ProviderSlots>,
     postgres: Option<PgAdapters>,
 }
@@ -302,6 +303,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
             outbox: store.clone(),
             removals: store.clone(),
             batches: store.clone(),
+            openai_batches: store.clone(),
             slots: store,
             postgres: None,
         });
@@ -318,6 +320,7 @@ async fn store_ports(config: &Config) -> Result<StorePorts, StartError> {
         outbox: adapters.store.clone(),
         removals: adapters.store.clone(),
         batches: adapters.store.clone(),
+        openai_batches: adapters.store.clone(),
         slots: adapters.store.clone(),
         postgres: Some(adapters),
     })
@@ -336,6 +339,7 @@ async fn ports(
     let ports = Ports {
         jobs: admin.jobs,
         batches: Arc::clone(&stores.batches),
+        openai_batches: Arc::clone(&stores.openai_batches),
         removals: Arc::clone(&stores.removals),
         accounts: admin.accounts,
         usage: admin.usage,

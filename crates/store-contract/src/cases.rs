@@ -9,6 +9,7 @@ mod key_tree;
 mod keys;
 mod leases;
 mod ledger;
+mod openai_batches;
 mod outbox;
 mod provider;
 mod provider_cost;
@@ -28,6 +29,7 @@ pub use key_tree::*;
 pub use keys::*;
 pub use leases::*;
 pub use ledger::ledgers_match_accounts;
+pub use openai_batches::*;
 pub use outbox::*;
 pub use provider::*;
 pub use provider_cost::*;
@@ -50,7 +52,8 @@ use genjobs_domain::modality::Modality;
 use genjobs_domain::output::{OutputItem, OutputKind, OutputMeta};
 use genjobs_domain::ports::{
     AcceptError, Accepted, AccountStore, BatchStore, CatalogStore, Commit, IdempotencyClaim, JobRemovals, JobStore,
-    KeptSecrets, Limits, ProviderSlots, StoredKey, UnfinishedJobs, UploadStore, UsageStore, WebhookStore,
+    KeptSecrets, Limits, OpenAiBatchStore, ProviderSlots, StoredKey, UnfinishedJobs, UploadStore, UsageStore,
+    WebhookStore,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -66,6 +69,7 @@ pub trait Store:
     + JobRemovals
     + ProviderSlots
     + UploadStore
+    + OpenAiBatchStore
     + 'static
 {
 }
@@ -80,6 +84,7 @@ impl<
         + JobRemovals
         + ProviderSlots
         + UploadStore
+        + OpenAiBatchStore
         + 'static,
 > Store for T
 {

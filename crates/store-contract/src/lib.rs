@@ -102,6 +102,8 @@ macro_rules! store_contract_tests {
             the_first_end_stays_and_closed_windows_are_found,
             batches_are_listed_newest_first_by_owner_and_state,
             a_wake_makes_each_owners_first_items_within_its_room_due,
+            a_batch_file_is_kept_with_its_content,
+            openai_batches_are_kept_replaced_and_listed_newest_first,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

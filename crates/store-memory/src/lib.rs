@@ -39,6 +39,7 @@ use time::{Duration, OffsetDateTime};
 mod batches;
 mod keys;
 mod leases;
+mod openai_batches;
 mod outbox;
 mod reconciliation;
 mod removals;
@@ -81,6 +82,8 @@ struct State {
     uploads: uploads::Uploads,
     /// Batches and their items (`batches`).
     batches: batches::Batches,
+    /// The files and batches of OpenAI's Batch API (`openai_batches`).
+    openai: openai_batches::OpenAiBatches,
 }
 
 #[derive(Debug, Clone)]

@@ -79,6 +79,7 @@ async fn world(upstream: MockUpstreamProvider, outputs: Option<MockOutputStore>)
     let ports = Ports {
         jobs: store.clone(),
         batches: store.clone(),
+        openai_batches: store.clone(),
         accounts: store.clone(),
         removals: store.clone(),
         usage: store.clone(),

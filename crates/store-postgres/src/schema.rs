@@ -161,6 +161,32 @@ diesel::table! {
 }
 
 diesel::table! {
+    openai_batches (id) {
+        id -> Uuid,
+        user_id -> Uuid,
+        key_prefix -> Nullable<Text>,
+        input_file_id -> Uuid,
+        endpoint -> Text,
+        completion_window -> Text,
+        created_at -> Timestamptz,
+        metadata -> Jsonb,
+        errors -> Jsonb,
+    }
+}
+
+diesel::table! {
+    openai_files (id) {
+        id -> Uuid,
+        user_id -> Uuid,
+        key_prefix -> Nullable<Text>,
+        filename -> Text,
+        bytes -> Int8,
+        created_at -> Timestamptz,
+        content -> Bytea,
+    }
+}
+
+diesel::table! {
     rate_limits (user_id) {
         user_id -> Uuid,
         tokens -> Float8,
@@ -270,6 +296,9 @@ diesel::joinable!(idempotency_keys -> jobs (job_id));
 diesel::joinable!(idempotency_keys -> users (user_id));
 diesel::joinable!(jobs -> users (user_id));
 diesel::joinable!(ledger -> users (user_id));
+diesel::joinable!(openai_batches -> openai_files (input_file_id));
+diesel::joinable!(openai_batches -> users (user_id));
+diesel::joinable!(openai_files -> users (user_id));
 diesel::joinable!(removed_jobs -> jobs (job_id));
 diesel::joinable!(usage_key_rollup -> users (user_id));
 diesel::joinable!(usage_rollup -> users (user_id));
@@ -286,6 +315,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     key_purged_charges,
     ledger,
     models,
+    openai_batches,
+    openai_files,
     rate_limits,
     removed_jobs,
     upload_days,

@@ -44,15 +44,23 @@ impl Db {
         &self,
         work: impl Future<Output = Result<T, E>>,
     ) -> Result<T, E> {
-        tokio::time::timeout(self.deadline, work).await.unwrap_or_else(|_| Err(self.missed_deadline().into()))
+        self.within_times(1, work).await
     }
 
-    /// What a unit of work given up at the deadline fails with, counted as
-    /// `genjobs_db_deadlines_missed_total`.
-    fn missed_deadline(&self) -> StoreError {
-        metrics::counter!("genjobs_db_deadlines_missed_total").increment(1);
-        tracing::warn!(deadline_ms = self.deadline.as_millis(), "a unit of work on the database missed its deadline");
-        StoreError::Unavailable(format!("the database did not answer within {} ms", self.deadline.as_millis()))
+    /// As [`Db::within`], with `times` the deadline: for a unit of work that grows with what it
+    /// writes, a batch of up to 50,000 items accepted in one transaction.
+    pub(crate) async fn within_times<T, E: From<StoreError>>(
+        &self,
+        times: u32,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let deadline = self.deadline.saturating_mul(times.max(1));
+        tokio::time::timeout(deadline, work).await.unwrap_or_else(|_| Err(missed_deadline(deadline).into()))
+    }
+
+    /// The deadline of a unit of work, `times` over.
+    pub(crate) fn deadline_times(&self, times: u32) -> Duration {
+        self.deadline.saturating_mul(times.max(1))
     }
 
     /// A session on this pool: see [`Session::start`].
@@ -140,4 +148,12 @@ impl DerefMut for Session {
             None => unreachable!("a session has its connection until it ends"),
         }
     }
+}
+
+/// What a unit of work given up at its `deadline` fails with, counted as
+/// `genjobs_db_deadlines_missed_total`.
+fn missed_deadline(deadline: Duration) -> StoreError {
+    metrics::counter!("genjobs_db_deadlines_missed_total").increment(1);
+    tracing::warn!(deadline_ms = deadline.as_millis(), "a unit of work on the database missed its deadline");
+    StoreError::Unavailable(format!("the database did not answer within {} ms", deadline.as_millis()))
 }

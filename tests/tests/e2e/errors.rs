@@ -49,6 +49,7 @@ fn ports_with(jobs: Arc<dyn JobStore>, accounts: Arc<dyn AccountStore>) -> Ports
         jobs,
         accounts,
         batches: Arc::new(MemoryStore::new()),
+        openai_batches: Arc::new(MemoryStore::new()),
         removals: Arc::new(MemoryStore::new()),
         usage: Arc::new(MemoryStore::new()),
         catalog: Arc::new(MemoryStore::new()),

@@ -26,6 +26,7 @@ mod models;
 mod moderation;
 mod money;
 mod openai;
+mod openai_batches;
 mod openai_clients;
 mod openai_edits;
 mod openai_videos;

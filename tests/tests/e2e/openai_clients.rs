@@ -1,6 +1,7 @@
 //! OpenAI's official clients against genjobs, as a user's tool would use them: the Python package
 //! (`tests/python/openai_client.py`) and the Node package (`tests/node/openai_client.mjs`) make
-//! the calls and check what the package returns; here the jobs and credits they left are checked.
+//! the calls and check what the package returns; here the jobs, batches and credits they left are
+//! checked.
 
 use std::path::Path;
 use std::process::Command;
@@ -34,6 +35,24 @@ async fn assert_charged_once(app: &TestApp, key: &str, granted: u64, report: &Va
     assert_eq!(account["credits_available"].as_u64(), Some(granted - charged));
 }
 
+/// The batches a script made are native batches: the completed one charged its two succeeded
+/// requests at the batch price, the canceled one nothing.
+async fn assert_batches_charged(app: &TestApp, key: &str, report: &Value) {
+    let quote = json!({"model": "nano-banana", "prompt": "x", "batch": true});
+    let quote: Value = app.post("/api/v1/images/generations/quote", key, &quote).await.json().await.unwrap();
+    let price = quote["credits"].as_u64().unwrap();
+    let native = |id: &Value| format!("/api/v1/batches/{}", id.as_str().unwrap_or_default());
+    let completed: Value = app.get(&native(&report["batches"]["completed"]), key).await.json().await.unwrap();
+    assert_eq!(completed["state"], "completed", "{completed}");
+    assert_eq!(
+        (completed["counts"]["succeeded"].as_u64(), completed["credits_spent"].as_u64()),
+        (Some(2), Some(2 * price))
+    );
+    let canceled: Value = app.get(&native(&report["batches"]["cancelled"]), key).await.json().await.unwrap();
+    assert_eq!(canceled["state"], "canceled", "{canceled}");
+    assert_eq!((canceled["counts"]["canceled"].as_u64(), canceled["credits_spent"].as_u64()), (Some(2), Some(0)));
+}
+
 #[tokio::test]
 async fn the_official_openai_python_client_works_against_genjobs() {
     let app = spawn_app().await;
@@ -45,6 +64,7 @@ async fn the_official_openai_python_client_works_against_genjobs() {
         .env("GENJOBS_POOR_KEY", &poor.key);
     let report = run(command, &app, &user.key).await;
     assert_charged_once(&app, &user.key, 400, &report).await;
+    assert_batches_charged(&app, &user.key, &report).await;
 }
 
 #[tokio::test]
@@ -57,4 +77,5 @@ async fn the_official_openai_node_client_works_against_genjobs() {
         .env("GENJOBS_NODE_TOOLS", node_tools());
     let report = run(command, &app, &user.key).await;
     assert_charged_once(&app, &user.key, 400, &report).await;
+    assert_batches_charged(&app, &user.key, &report).await;
 }

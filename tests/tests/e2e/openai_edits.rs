@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{spawn_app, spawn_app_with};
 
-const BOUNDARY: &str = "genjobs-edit-boundary";
+pub(crate) const BOUNDARY: &str = "genjobs-edit-boundary";
 
 /// A small PNG, as a client uploads one.
 fn png() -> Vec<u8> {
@@ -32,12 +32,12 @@ fn png_of(bytes: usize) -> Vec<u8> {
 }
 
 /// One part of a form: a text field, or a file when `filename` is given.
-enum Part<'a> {
+pub(crate) enum Part<'a> {
     Text(&'a str, &'a str),
     File(&'a str, &'a str, Vec<u8>),
 }
 
-fn form(parts: &[Part<'_>]) -> Vec<u8> {
+pub(crate) fn form(parts: &[Part<'_>]) -> Vec<u8> {
     form_within(BOUNDARY, parts)
 }
 

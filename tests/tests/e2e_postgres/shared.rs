@@ -41,6 +41,8 @@ mod moderation;
 mod money;
 #[path = "../e2e/openai.rs"]
 mod openai;
+#[path = "../e2e/openai_batches.rs"]
+mod openai_batches;
 #[path = "../e2e/openai_clients.rs"]
 mod openai_clients;
 #[path = "../e2e/openai_edits.rs"]

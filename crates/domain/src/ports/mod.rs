@@ -19,6 +19,7 @@
 //!   in-process services.
 //! - `client_webhooks`: [`WebhookStore`] (the outbox, users' secrets), [`WebhookTransport`],
 //!   [`SecretVault`], [`WebhookRenderer`]: client webhooks.
+//! - `openai_batches`: [`OpenAiBatchStore`], the files and batches of OpenAI's Batch API.
 //! - `kept`: [`KeptSecrets`], the keys the service makes once and keeps with its store.
 //! - `moderation`: [`ModerationService`], which checks a job's content before it is sent.
 //! - `uploads`: [`UploadStore`], uploaded images: each content once, until when, what each user
@@ -31,6 +32,7 @@ mod catalog;
 mod client_webhooks;
 mod kept;
 mod moderation;
+mod openai_batches;
 mod outputs;
 mod removals;
 mod reported_usage;
@@ -46,6 +48,7 @@ pub use catalog::*;
 pub use client_webhooks::*;
 pub use kept::*;
 pub use moderation::*;
+pub use openai_batches::*;
 pub use outputs::*;
 pub use removals::*;
 pub use reported_usage::*;

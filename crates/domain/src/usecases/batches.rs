@@ -43,6 +43,12 @@ pub struct BatchItemRequest {
 /// A validated batch.
 #[derive(Debug, Clone)]
 pub struct BatchSubmission {
+    /// Its id, when the caller chose it (an OpenAI batch's items are the native batch of its
+    /// own id); a new one when `None`.
+    pub id: Option<BatchId>,
+    /// Most items it may have: [`crate::batch::MAX_BATCH_ITEMS`], or
+    /// [`crate::openai_batch::MAX_BATCH_FILE_LINES`] for an OpenAI batch.
+    pub max_items: usize,
     /// Its items, in order.
     pub items: Vec<BatchItemRequest>,
     /// Seconds from acceptance until items not yet sent expire.
@@ -62,7 +68,7 @@ impl BatchSubmission {
     /// # Errors
     /// [`InvalidRequest`] naming `items`, `items[i].custom_id` or `metadata`.
     pub fn check(&self) -> Result<(), InvalidRequest> {
-        check_custom_ids(self.items.iter().map(|item| item.custom_id.as_str()))?;
+        check_custom_ids(self.items.iter().map(|item| item.custom_id.as_str()), self.max_items)?;
         check_metadata(&self.metadata)
     }
 }
@@ -82,7 +88,7 @@ impl Submissions {
         }
         let catalog = self.catalog.current();
         let now = self.ports.clock.now();
-        let batch_id = BatchId::new_at(now);
+        let batch_id = submission.id.unwrap_or_else(|| BatchId::new_at(now));
         let window = time::Duration::seconds(i64::try_from(submission.completion_window_secs).unwrap_or(i64::MAX));
         let expires_at = now + window;
         let mut jobs = Vec::with_capacity(submission.items.len());

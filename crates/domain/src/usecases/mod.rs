@@ -6,6 +6,8 @@
 //! - [`Cancellations`] (`cancel.rs`): cancel.
 //! - [`Batches`] (`batches.rs`, and [`Submissions::submit_batch`]): batches accepted whole,
 //!   read, paged, canceled, and closed when their window passes.
+//! - [`OpenAiBatches`] (`openai_batches.rs`): OpenAI's Batch API, its files and its batches
+//!   made through the native batch's acceptance.
 //! - [`Uploads`] (`uploads.rs`): keep the images a client uploads, read them back, forget them
 //!   when their time to live is over.
 //! - [`Removals`] (`removals.rs`): remove a job from a listing (canceling it when it runs), and
@@ -35,6 +37,7 @@ mod handoff;
 mod jobs;
 mod keys;
 mod notifications;
+mod openai_batches;
 mod outputs;
 mod quote;
 mod removals;
@@ -65,6 +68,9 @@ pub use deliveries::{DeliverySettings, WebhookDeliveries};
 pub use jobs::{JobEvent, JobListing, JobQueryError, JobReads, MAX_JOBS_PAGE, MAX_WAIT_SECS};
 pub use keys::{KeyListing, OwnKeyError};
 pub use notifications::{NotificationError, NotificationOutcome, ProviderNotifications};
+pub use openai_batches::{
+    LinedItem, MAX_OPENAI_BATCHES_PAGE, OpenAiBatchError, OpenAiBatchRequest, OpenAiBatches, check_openai_batch,
+};
 pub use outputs::{OpenedOutput, OutputContentError, OutputRead, OutputReadError};
 pub use quote::Quote;
 pub use removals::{KeptListing, MAX_KEPT_PAGE, Removals};
@@ -80,7 +86,7 @@ use crate::ids::JobId;
 use crate::job::Job;
 use crate::ports::{
     AccountStore, BatchStore, CatalogStore, Clock, IdSource, JobEvents, JobHandoff, JobRemovals, JobStore, Limits,
-    OutputStore, RateLimiter, RouteSchemas, Traces, UploadStore, UpstreamProvider,
+    OpenAiBatchStore, OutputStore, RateLimiter, RouteSchemas, Traces, UploadStore, UpstreamProvider,
 };
 use crate::upload::UploadSettings;
 
@@ -91,6 +97,8 @@ pub struct Ports {
     pub jobs: Arc<dyn JobStore>,
     /// Batches of jobs.
     pub batches: Arc<dyn BatchStore>,
+    /// The files and batches of OpenAI's Batch API.
+    pub openai_batches: Arc<dyn OpenAiBatchStore>,
     /// Users, keys and grants.
     pub accounts: Arc<dyn AccountStore>,
     /// Jobs removed from a listing.
@@ -178,6 +186,8 @@ pub struct Services {
     pub cancellations: Cancellations,
     /// Reading, canceling and closing batches.
     pub batches: Batches,
+    /// OpenAI's Batch API.
+    pub openai_batches: OpenAiBatches,
     /// Removing jobs from a listing, and reading those kept.
     pub removals: Removals,
     /// Images clients upload.
@@ -200,12 +210,20 @@ impl Services {
     pub fn new(ports: &Ports, catalog: impl Into<LiveCatalog>, settings: Settings) -> Self {
         let catalog = catalog.into();
         let cancellations = Cancellations::new(ports, settings.upstream_cancel);
+        let submissions = Submissions::new(ports, catalog.clone()).with_batch_settings(settings.batch);
+        let batches = Batches::new(ports, cancellations.clone());
         Self {
-            submissions: Submissions::new(ports, catalog.clone()).with_batch_settings(settings.batch),
+            openai_batches: OpenAiBatches::new(
+                Arc::clone(&ports.openai_batches),
+                Arc::clone(&ports.clock),
+                submissions.clone(),
+                batches.clone(),
+            ),
+            submissions,
             reads: JobReads::new(ports, settings.clone()),
             removals: Removals::new(ports, cancellations.clone()),
             uploads: Uploads::new(ports, settings.uploads),
-            batches: Batches::new(ports, cancellations.clone()),
+            batches,
             cancellations,
             accounts: Accounts::new(ports),
             webhooks: ClientWebhooks::new(ports),
@@ -220,7 +238,13 @@ impl Services {
     /// of leaving them for any driver to claim ([`Submissions::with_handoff`]).
     #[must_use]
     pub fn with_handoff(self, handoff: Arc<dyn JobHandoff>) -> Self {
-        Self { submissions: self.submissions.with_handoff(handoff), ..self }
+        let submissions = self.submissions.clone().with_handoff(handoff);
+        self.with_submissions(submissions)
+    }
+
+    /// The same services, submitting through `submissions`, OpenAI's batches included.
+    fn with_submissions(self, submissions: Submissions) -> Self {
+        Self { openai_batches: self.openai_batches.with_submissions(submissions.clone()), submissions, ..self }
     }
 
     /// The same services, reading outputs the service keeps no copy of from the provider's links
@@ -234,11 +258,8 @@ impl Services {
     /// deliveries through `ports`.
     #[must_use]
     pub fn with_client_webhooks(self, ports: ClientWebhookPorts) -> Self {
-        Self {
-            submissions: self.submissions.with_client_webhooks(ports.clone()),
-            webhooks: self.webhooks.with_client_webhooks(ports),
-            ..self
-        }
+        let submissions = self.submissions.clone().with_client_webhooks(ports.clone());
+        Self { webhooks: self.webhooks.with_client_webhooks(ports), ..self }.with_submissions(submissions)
     }
 
     /// The same services, valuing a credit at `credit_usd` in the operators' revenue and margins

@@ -69,6 +69,7 @@ impl Mocks {
             jobs: Arc::new(self.jobs),
             accounts: Arc::new(self.accounts),
             batches: Arc::new(genjobs_domain::ports::MockBatchStore::new()),
+            openai_batches: Arc::new(genjobs_domain::ports::MockOpenAiBatchStore::new()),
             removals: Arc::new(genjobs_domain::ports::MockJobRemovals::new()),
             usage: Arc::new(genjobs_domain::ports::MockUsageStore::new()),
             catalog: Arc::new(genjobs_domain::ports::MockCatalogStore::new()),

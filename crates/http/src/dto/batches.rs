@@ -37,7 +37,7 @@ pub fn batch_submission(
         .map_err(|refused| InvalidRequest::param(&path_of(refused.path()), refused.inner().to_string()))?;
     let completion_window_secs = batch::completion_window(request.completion_window_secs)?;
     let metadata = request.metadata.unwrap_or_default();
-    batch::check_custom_ids(request.items.iter().map(|item| item.custom_id.as_str()))?;
+    batch::check_custom_ids(request.items.iter().map(|item| item.custom_id.as_str()), batch::MAX_BATCH_ITEMS)?;
     batch::check_metadata(&metadata)?;
     let mut items = Vec::with_capacity(request.items.len());
     for (index, item) in request.items.into_iter().enumerate() {
@@ -63,7 +63,15 @@ pub fn batch_submission(
         items.push(BatchItemRequest { custom_id: item.custom_id, submission });
     }
     let idempotency = idempotency.map(|key| (key, fingerprint("batches", body)));
-    Ok(BatchSubmission { items, completion_window_secs, webhook_url: request.webhook_url, metadata, idempotency })
+    Ok(BatchSubmission {
+        id: None,
+        max_items: batch::MAX_BATCH_ITEMS,
+        items,
+        completion_window_secs,
+        webhook_url: request.webhook_url,
+        metadata,
+        idempotency,
+    })
 }
 
 /// A serde path as the API names fields: `items[3].custom_id`.

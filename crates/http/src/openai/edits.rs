@@ -25,8 +25,12 @@ use crate::form::{ImageForm, ImageLimits, read_image_form};
 use crate::handlers::now;
 
 /// The images an edit takes: `image`, or `image[]` as OpenAI's clients name several.
-const EDIT_IMAGES: ImageLimits =
-    ImageLimits { names: &["image", "image[]"], max_files: MAX_UPLOADED_IMAGES, max_bytes: MAX_UPLOAD_BYTES };
+const EDIT_IMAGES: ImageLimits = ImageLimits {
+    names: &["image", "image[]"],
+    max_files: MAX_UPLOADED_IMAGES,
+    max_bytes: MAX_UPLOAD_BYTES,
+    images_only: true,
+};
 
 /// What an idempotent retry must repeat: the text fields and each image's SHA-256, in order.
 fn fingerprinted(form: &ImageForm) -> Value {

@@ -208,7 +208,7 @@ pub(super) async fn images_of(
 }
 
 /// A form with no file at all: `videos.create`'s.
-const NO_IMAGES: ImageLimits = ImageLimits { names: &[], max_files: 0, max_bytes: 0 };
+const NO_IMAGES: ImageLimits = ImageLimits { names: &[], max_files: 0, max_bytes: 0, images_only: true };
 
 /// Create a video (OpenAI's `videos.create`)
 ///

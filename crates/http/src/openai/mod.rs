@@ -11,11 +11,16 @@
 //!   `genjobs_api::openai`'s.
 //! - `sizes`: `size` (`WxH`) onto a model's aspect ratios and resolutions.
 //! - `error`: native errors in OpenAI's envelope, at the native statuses.
-//! - `handlers`: one per endpoint, but for `images.edit`'s;
+//! - `handlers`: one per endpoint, but for `images.edit`'s and the Batch API's;
 //! - `edits`: `images.edit`, whose images arrive as a streamed, bounded form (`crate::uploads`).
+//! - `files` and `batches`: the Batch API's files and batches; `batch_wire`: its input lines
+//!   onto the native items, its batches and the lines of its output and error files.
 
+mod batch_wire;
+pub(crate) mod batches;
 pub(crate) mod edits;
 mod error;
+pub(crate) mod files;
 pub(crate) mod handlers;
 mod sizes;
 mod wire;
@@ -35,6 +40,13 @@ pub const OPENAI_ROUTES: &[(&str, &str)] = &[
     ("delete", "/openai/v1/videos/{id}"),
     ("get", "/openai/v1/videos/{id}/content"),
     ("get", "/openai/v1/models"),
+    ("post", "/openai/v1/files"),
+    ("get", "/openai/v1/files/{id}"),
+    ("get", "/openai/v1/files/{id}/content"),
+    ("post", "/openai/v1/batches"),
+    ("get", "/openai/v1/batches"),
+    ("get", "/openai/v1/batches/{id}"),
+    ("post", "/openai/v1/batches/{id}/cancel"),
 ];
 
 /// Registers the edge's routes, with 405 in OpenAI's shape for their other methods.
@@ -54,5 +66,15 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::delete().to(handlers::delete_video)),
         )
         .service(resource("/openai/v1/videos/{id}/content").route(web::get().to(handlers::video_content)))
-        .service(resource("/openai/v1/models").route(web::get().to(handlers::list_models)));
+        .service(resource("/openai/v1/models").route(web::get().to(handlers::list_models)))
+        .service(resource("/openai/v1/files").route(web::post().to(files::create_file)))
+        .service(resource("/openai/v1/files/{id}").route(web::get().to(files::get_file)))
+        .service(resource("/openai/v1/files/{id}/content").route(web::get().to(files::file_content)))
+        .service(
+            resource("/openai/v1/batches")
+                .route(web::post().to(batches::create_batch))
+                .route(web::get().to(batches::list_batches)),
+        )
+        .service(resource("/openai/v1/batches/{id}").route(web::get().to(batches::get_batch)))
+        .service(resource("/openai/v1/batches/{id}/cancel").route(web::post().to(batches::cancel_batch)));
 }

@@ -132,7 +132,7 @@ pub fn video_object(job: &Job) -> VideoObject {
 
 /// OpenAI's `Video.error.code`: the native code in lower case, and `canceled` for a canceled
 /// job, which OpenAI's clients see as a failed video.
-fn video_error_code(code: JobErrorCode) -> String {
+pub(super) fn video_error_code(code: JobErrorCode) -> String {
     match code {
         JobErrorCode::JobCanceled => "canceled".to_owned(),
         other => other.as_str().to_ascii_lowercase(),

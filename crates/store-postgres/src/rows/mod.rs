@@ -28,12 +28,14 @@ use crate::schema::users;
 mod batches;
 mod job_columns;
 mod key_settings;
+mod openai_batches;
 mod routing;
 mod settle;
 
 pub(crate) use batches::{BATCH_VIEWS, BatchRow, BatchViewRow, end_name};
 pub(crate) use job_columns::{AcceptBudgeted, AcceptedRow, JobRow, UpdateMany, accept_rows, insert_items, update_rows};
 pub(crate) use key_settings::KeySettingsRow;
+pub(crate) use openai_batches::{FileRow, NewFileRow, OpenAiBatchRow};
 pub(crate) use settle::Settle;
 
 fn corrupt(what: &str, detail: impl std::fmt::Display) -> StoreError {

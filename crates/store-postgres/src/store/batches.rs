@@ -8,7 +8,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
-use genjobs_domain::batch::{Batch, BatchEnd, BatchView};
+use genjobs_domain::batch::{Batch, BatchEnd, BatchView, MAX_BATCH_ITEMS};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::ids::{BatchId, JobId};
 use genjobs_domain::job::{Job, JobState};
@@ -95,72 +95,85 @@ impl PgStore {
         let held = amount(sum)?;
         let user_id = batch.user_id.as_uuid();
         let fresh_after = now - IDEMPOTENCY_RETENTION;
-        self.within(async {
-            let mut conn = self.conn().await?;
-            let outcome = conn
-                .transaction(async |conn| -> Result<BatchAccepted, TxError<Refusal>> {
-                    let refused = |e: AcceptError| TxError::Refused(Refusal::Accept(e));
-                    if let Some(claim) = idempotency
-                        && let Some(first) = claimed_job(conn, user_id, claim, fresh_after).await?
-                    {
-                        let original: Option<uuid::Uuid> =
-                            jobs::table.find(first).select(jobs::batch_id).first(conn).await?;
-                        let Some(original) = original else { return Err(refused(AcceptError::IdempotencyConflict)) };
-                        let view =
-                            view_of(conn, original).await?.ok_or_else(|| refused(AcceptError::IdempotencyConflict))?;
-                        let view = view.into_view().map_err(|e| refused(e.into()))?;
-                        return Ok(BatchAccepted::Replayed(view));
+        // The deadline (and the statements' timeout) of an acceptance grows with its items: a
+        // unit of work's for every 5,000, the most a native batch has.
+        let times = u32::try_from(items.len().div_ceil(MAX_BATCH_ITEMS)).unwrap_or(u32::MAX).max(1);
+        let timeout_ms = self.db.deadline_times(times).as_millis();
+        self.db
+            .within_times(times, async {
+                let mut conn = self.conn().await?;
+                let outcome = conn
+                    .transaction(async |conn| -> Result<BatchAccepted, TxError<Refusal>> {
+                        let refused = |e: AcceptError| TxError::Refused(Refusal::Accept(e));
+                        if times > 1 {
+                            diesel::sql_query(format!("SET LOCAL statement_timeout = {timeout_ms}"))
+                                .execute(conn)
+                                .await?;
+                        }
+                        if let Some(claim) = idempotency
+                            && let Some(first) = claimed_job(conn, user_id, claim, fresh_after).await?
+                        {
+                            let original: Option<uuid::Uuid> =
+                                jobs::table.find(first).select(jobs::batch_id).first(conn).await?;
+                            let Some(original) = original else {
+                                return Err(refused(AcceptError::IdempotencyConflict));
+                            };
+                            let view = view_of(conn, original)
+                                .await?
+                                .ok_or_else(|| refused(AcceptError::IdempotencyConflict))?;
+                            let view = view.into_view().map_err(|e| refused(e.into()))?;
+                            return Ok(BatchAccepted::Replayed(view));
+                        }
+                        let ChainCheck { own_budget, budget_refusal, .. } =
+                            check_key_chain(conn, batch.key_prefix.as_ref(), sum, now, false).await?;
+                        let available: Option<i64> = users::table
+                            .find(user_id)
+                            .select(users::credits_available)
+                            .for_update()
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        let Some(available) = available else { return Err(refused(AcceptError::UnknownUser)) };
+                        if available < held {
+                            let available = Credits::new(u64::try_from(available).unwrap_or(0));
+                            return Err(refused(AcceptError::InsufficientCredits { needed: sum, available }));
+                        }
+                        if let Some(refusal) = budget_refusal {
+                            return Err(refused(refusal));
+                        }
+                        // The items count as active jobs only once admitted, each in its own commit.
+                        diesel::update(users::table.find(user_id))
+                            .set((
+                                users::credits_available.eq(users::credits_available - held),
+                                users::credits_held.eq(users::credits_held + held),
+                            ))
+                            .execute(conn)
+                            .await?;
+                        let counted_under = count_hold(conn, own_budget, batch.key_prefix.as_ref(), held).await?;
+                        diesel::insert_into(batches::table).values(&record).execute(conn).await?;
+                        let rows: Vec<&JobRow> = rows.iter().collect();
+                        insert_items(conn, &rows, counted_under).await?;
+                        if let (Some(claim), Some(first)) = (idempotency, items.first()) {
+                            record_claim(conn, user_id, claim, first.id().as_uuid(), now).await?;
+                        }
+                        let view = view_of(conn, record.id).await?.ok_or_else(|| {
+                            refused(StoreError::Internal("the batch just inserted cannot be read".into()).into())
+                        })?;
+                        Ok(BatchAccepted::Created(view.into_view().map_err(|e| refused(e.into()))?))
+                    })
+                    .await;
+                match outcome {
+                    Ok(accepted) => {
+                        if matches!(accepted, BatchAccepted::Created(_)) {
+                            count_job_commit(Durability::Durable);
+                        }
+                        Ok(Ok(accepted))
                     }
-                    let ChainCheck { own_budget, budget_refusal, .. } =
-                        check_key_chain(conn, batch.key_prefix.as_ref(), sum, now, false).await?;
-                    let available: Option<i64> = users::table
-                        .find(user_id)
-                        .select(users::credits_available)
-                        .for_update()
-                        .first(conn)
-                        .await
-                        .optional()?;
-                    let Some(available) = available else { return Err(refused(AcceptError::UnknownUser)) };
-                    if available < held {
-                        let available = Credits::new(u64::try_from(available).unwrap_or(0));
-                        return Err(refused(AcceptError::InsufficientCredits { needed: sum, available }));
-                    }
-                    if let Some(refusal) = budget_refusal {
-                        return Err(refused(refusal));
-                    }
-                    // The items count as active jobs only once admitted, each in its own commit.
-                    diesel::update(users::table.find(user_id))
-                        .set((
-                            users::credits_available.eq(users::credits_available - held),
-                            users::credits_held.eq(users::credits_held + held),
-                        ))
-                        .execute(conn)
-                        .await?;
-                    let counted_under = count_hold(conn, own_budget, batch.key_prefix.as_ref(), held).await?;
-                    diesel::insert_into(batches::table).values(&record).execute(conn).await?;
-                    let rows: Vec<&JobRow> = rows.iter().collect();
-                    insert_items(conn, &rows, counted_under).await?;
-                    if let (Some(claim), Some(first)) = (idempotency, items.first()) {
-                        record_claim(conn, user_id, claim, first.id().as_uuid(), now).await?;
-                    }
-                    let view = view_of(conn, record.id).await?.ok_or_else(|| {
-                        refused(StoreError::Internal("the batch just inserted cannot be read".into()).into())
-                    })?;
-                    Ok(BatchAccepted::Created(view.into_view().map_err(|e| refused(e.into()))?))
-                })
-                .await;
-            match outcome {
-                Ok(accepted) => {
-                    if matches!(accepted, BatchAccepted::Created(_)) {
-                        count_job_commit(Durability::Durable);
-                    }
-                    Ok(Ok(accepted))
+                    Err(TxError::Refused(refusal)) => Ok(Err(refusal)),
+                    Err(TxError::Db(e)) => Err(from_diesel(e)),
                 }
-                Err(TxError::Refused(refusal)) => Ok(Err(refusal)),
-                Err(TxError::Db(e)) => Err(from_diesel(e)),
-            }
-        })
-        .await
+            })
+            .await
     }
 }
 

@@ -33,6 +33,7 @@ mod job_store;
 mod kept;
 mod keys;
 mod ledger;
+mod openai_batches;
 mod reconciliation;
 mod removals;
 mod slots;

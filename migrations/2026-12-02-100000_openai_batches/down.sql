@@ -1,0 +1,2 @@
+DROP TABLE openai_batches;
+DROP TABLE openai_files;
