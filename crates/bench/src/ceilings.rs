@@ -18,11 +18,14 @@ use super::cpu::{Snapshot, Split};
 use super::flame;
 use super::outside::{Wrk, wrk_with};
 use super::report::verdict;
-use super::{Failure, Process, create_users, free_port, fresh_database, progress, psql, spawn_genjobs, statements};
+use super::{
+    Failure, Process, create_users, free_port, fresh_database, progress, psql, spawn_genjobs_logging, statements,
+};
 
-/// The shared README's genjobs side on `database_url`: polls off, so that the jobs stay running and
-/// nothing but the requests touches the database, and the built-in simulator as the provider, its
-/// jobs running for an hour and every request in progress at once.
+/// The shared README's genjobs side on `database_url` (started with the log it has when deployed:
+/// a line per request): polls off, so that the jobs stay running and nothing but the requests
+/// touches the database, and the built-in simulator as the provider, its jobs running for an hour
+/// and every request in progress at once.
 fn genjobs_envs(database_url: String) -> Vec<(&'static str, String)> {
     [
         ("DATABASE_URL", database_url),
@@ -118,7 +121,7 @@ async fn reads(
     draw: bool,
 ) -> Result<(Wrk, Wrk, Option<(f64, statements::Profile)>), Failure> {
     let url = fresh_database(server, "genjobs_bench_ceiling_reads")?;
-    let app = spawn_genjobs(bin, &genjobs_envs(url.clone()))?;
+    let app = spawn_genjobs_logging(bin, &genjobs_envs(url.clone()))?;
     let (_, key) = create_users(&app.base, 1).await?.remove(0);
     let ids = scenarios::submit_many(&Api::new(&app.base, &key, 8), 100, 8, "read me").await;
     let script = shared.dir.join("get.lua");
@@ -164,7 +167,7 @@ async fn submissions(
     draw: bool,
 ) -> Result<((Wrk, Split), (Wrk, Split)), Failure> {
     let url = fresh_database(server, "genjobs_bench_ceiling_accept")?;
-    let app = spawn_genjobs(bin, &genjobs_envs(url))?;
+    let app = spawn_genjobs_logging(bin, &genjobs_envs(url))?;
     let keys: Vec<String> = create_users(&app.base, 100).await?.into_iter().map(|(_, key)| key).collect();
     let script = shared.dir.join("post.lua");
     let recording =
@@ -212,7 +215,7 @@ async fn outage(bin: &Path, server: &str, sim: &str, seconds: u64) -> Result<Out
         ("GENJOBS_DATABASE_LISTEN_URL", url.replacen(host, &gate.addr.to_string(), 1)),
         ("GENJOBS_UPSTREAM_URL", sim.to_owned()),
     ];
-    let app = spawn_genjobs(bin, &envs)?;
+    let app = spawn_genjobs_logging(bin, &envs)?;
     let (_, key) = create_users(&app.base, 1).await?.remove(0);
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let list = format!("{}/api/v1/jobs", app.base);
@@ -354,7 +357,8 @@ fn write(path: &Path, m: &Ceilings, seconds: u64) -> std::io::Result<()> {
          and the wrk scripts are the shared bench folder's (`../shared/bench` beside the checkout; its README \
          says what each is): wrk with 2 threads and 32 connections, {seconds} s a run, the same script on both \
          sides, in one run on this 2-core machine, which genjobs (with its built-in simulator, as the shared README \
-         has it), Postgres and wrk share. Figures \
+         has it), Postgres and wrk share. genjobs runs with its default log level: a JSON line per request, \
+         written to the null device. Figures \
          from a machine other people were loading at the same time are noisy; compare the ratios of one run. \
          Each pair (genjobs, then its ceiling) runs {ROUNDS} times in turn, and the table shows the round of \
          the median ratio; the ratios of all rounds, in the order run: GET {}, submissions {}.\n",

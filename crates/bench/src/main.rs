@@ -71,11 +71,27 @@ fn free_port() -> Result<u16, Failure> {
 
 fn spawn_genjobs(bin: &Path, envs: &[(&str, String)]) -> Result<Process, Failure> {
     let mut command = Command::new(bin.join("genjobs"));
-    command.env("GENJOBS_BIND", "127.0.0.1:0").env("GENJOBS_ADMIN_TOKEN", ADMIN).env("RUST_LOG", "warn");
+    command.env("RUST_LOG", "warn").stderr(Stdio::inherit());
+    start_genjobs(command, envs)
+}
+
+/// genjobs with the log it has when deployed: its default level (a line per request) in its
+/// default format for a destination that is not a terminal (JSON). The lines go to the null
+/// device, so that what they cost is genjobs's own (formatting and writing them), not a
+/// reader's on the same machine.
+fn spawn_genjobs_logging(bin: &Path, envs: &[(&str, String)]) -> Result<Process, Failure> {
+    let mut command = Command::new(bin.join("genjobs"));
+    command.env_remove("RUST_LOG").env_remove("GENJOBS_LOG_FORMAT").stderr(Stdio::null());
+    start_genjobs(command, envs)
+}
+
+/// `command` (genjobs) on a free loopback port with `envs`, once it listens.
+fn start_genjobs(mut command: Command, envs: &[(&str, String)]) -> Result<Process, Failure> {
+    command.env("GENJOBS_BIND", "127.0.0.1:0").env("GENJOBS_ADMIN_TOKEN", ADMIN);
     for (name, value) in envs {
         command.env(name, value);
     }
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
+    let mut child = command.stdout(Stdio::piped()).spawn()?;
     let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut line = String::new();
     while !line.starts_with("genjobs listening on ") {

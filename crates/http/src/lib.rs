@@ -60,6 +60,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use actix_web::dev::Server;
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{App, HttpMessage, HttpResponse, HttpServer, web};
 use genjobs_domain::ids::{AdminToken, JobId, UserId};
 use genjobs_domain::invalid::InvalidRequest;
@@ -206,8 +207,12 @@ macro_rules! routes {
                         let (path, resource) = resources.remove(i);
                         resources.insert(i, (path, resource.route(route)));
                     }
-                    None => resources
-                        .push(($path, web::resource($path).default_service(web::to(method_not_allowed)).route(route))),
+                    // Named by its path, so that its metrics' route label is read without being
+                    // built on every request.
+                    None => resources.push((
+                        $path,
+                        web::resource($path).name($path).default_service(web::to(method_not_allowed)).route(route),
+                    )),
                 }
             )*
             for (_, resource) in resources {
@@ -318,22 +323,24 @@ pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<Server> 
 }
 
 /// The request's own `X-Request-Id` when it is 1 to 128 visible ASCII characters, else a new one.
-fn request_id(req: &actix_web::dev::ServiceRequest) -> String {
+fn request_id(req: &actix_web::dev::ServiceRequest) -> HeaderValue {
     req.headers()
         .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|id| (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic()))
-        .map_or_else(new_request_id, str::to_owned)
+        .filter(|id| (1..=128).contains(&id.len()) && id.as_bytes().iter().all(u8::is_ascii_graphic))
+        .cloned()
+        .unwrap_or_else(new_request_id)
 }
 
 /// A request id unique across replicas and restarts: a random number drawn once per process,
 /// then a count. A random id per request cost a `getrandom` system call on every request
 /// (5 % of a GET's time under load).
-fn new_request_id() -> String {
+fn new_request_id() -> HeaderValue {
     static PROCESS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let process = *PROCESS.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
-    format!("{process:016x}{:016x}", COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    let id = format!("{process:016x}{:016x}", COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    // The header takes the string's bytes as they are: hex digits, always a valid value.
+    HeaderValue::from_maybe_shared(web::Bytes::from(id)).unwrap_or_else(|_| HeaderValue::from_static("unnamed"))
 }
 
 /// The request's `traceparent`, when it is one.
@@ -343,20 +350,21 @@ fn incoming_trace(req: &actix_web::dev::ServiceRequest) -> Option<TraceParent> {
 
 /// Every response carries `X-Request-Id`; one log line per request, in a span of its own (the
 /// client's trace continued when it sent a `traceparent`), with its id, method, path (any key
-/// in it by its prefix only), status and duration.
+/// in it by its prefix only), status and duration. The line's values are borrowed from the
+/// request where they are written, not copied for it.
 async fn log_request(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = std::time::Instant::now();
-    // The path as logs may show it: a key it carries, by its prefix only.
-    let (method, path, id) =
-        (req.method().clone(), redaction::loggable_path(req.path()).into_owned(), request_id(&req));
+    // The method as the client sent it: a HEAD goes on inside as a GET.
+    let (method, id) = (req.method().clone(), request_id(&req));
     let traces = req.app_data::<web::Data<AppState>>().map(|state| state.services.traces()).filter(|t| t.are_on());
     let span = match traces {
         Some(traces) => {
-            let span = tracing::info_span!("http.request", http.request.method = %method, url.path = %path,
-                genjobs.job_id = tracing::field::Empty, http.response.status_code = tracing::field::Empty);
+            let span = tracing::info_span!("http.request", http.request.method = %method,
+                url.path = %redaction::loggable_path(req.path()), genjobs.job_id = tracing::field::Empty,
+                http.response.status_code = tracing::field::Empty);
             // A client's own trace goes on through the request, and from there through its job.
             if let Some(parent) = incoming_trace(&req) {
                 traces.continue_trace(&span, &parent);
@@ -369,31 +377,41 @@ async fn log_request(
     let mut response = next.call(req).instrument(span.clone()).await?;
     let _entered = span.enter();
     let request = response.request();
-    let route = request.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
-    telemetry::request(route, method.as_str(), response.status().as_u16(), started.elapsed());
+    let status = response.status().as_u16();
+    let route =
+        request.match_name().map(std::borrow::Cow::Borrowed).or_else(|| request.match_pattern().map(Into::into));
+    telemetry::request(route.as_deref().unwrap_or("unmatched"), method.as_str(), status, started.elapsed());
     // The line's fields are made only where the line or the span is kept: under load, with
-    // info lines filtered out, they were allocations of every request for nothing.
+    // info lines filtered out, they were work of every request for nothing.
     if tracing::enabled!(tracing::Level::INFO) || !span.is_none() {
-        let user_id = request.extensions().get::<UserId>().map(ToString::to_string);
-        let job_id = request.extensions().get::<JobId>().map(ToString::to_string).or_else(|| {
-            let id = path.starts_with("/api/v1/jobs/").then(|| request.match_info().get("id")).flatten();
-            id.map(|id| redaction::loggable_segment(id).into_owned())
-        });
-        span.record("genjobs.job_id", job_id.as_deref());
-        span.record("http.response.status_code", response.status().as_u16());
+        // The path as logs may show it: a key it carries, by its prefix only.
+        let path = redaction::loggable_path(request.path());
+        let extensions = request.extensions();
+        // Ids are written into buffers on the stack: their strings were allocations of every line.
+        let (mut user_buffer, mut job_buffer) = (uuid::Uuid::encode_buffer(), uuid::Uuid::encode_buffer());
+        let user_id = id_text(extensions.get::<UserId>().map(UserId::as_uuid), &mut user_buffer);
+        let recorded_job = id_text(extensions.get::<JobId>().map(JobId::as_uuid), &mut job_buffer);
+        let job_in_path = path.starts_with("/api/v1/jobs/").then(|| request.match_info().get("id")).flatten();
+        let job_in_path = job_in_path.map(redaction::loggable_segment);
+        let job_id = recorded_job.or(job_in_path.as_deref());
+        span.record("genjobs.job_id", job_id);
+        span.record("http.response.status_code", status);
         tracing::info!(
-            request_id = %id,
-            user_id = user_id.as_deref(),
-            job_id = job_id.as_deref(),
+            request_id = %id.to_str().unwrap_or_default(),
+            user_id,
+            job_id,
             %method,
             %path,
-            status = response.status().as_u16(),
+            status,
             millis = started.elapsed().as_millis() as u64,
             "request"
         );
     }
-    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&id) {
-        response.headers_mut().insert(actix_web::http::header::HeaderName::from_static(REQUEST_ID), value);
-    }
+    response.headers_mut().insert(HeaderName::from_static(REQUEST_ID), id);
     Ok(response)
+}
+
+/// `id` as the ids' `Display` writes it, in `buffer` (one of `Uuid::encode_buffer`).
+fn id_text(id: Option<uuid::Uuid>, buffer: &mut [u8]) -> Option<&str> {
+    Some(id?.hyphenated().encode_lower(buffer))
 }

@@ -4,8 +4,9 @@
 //! [`Metrics`] renders it; the domain, the runtime and the Postgres adapter record into it
 //! through the same facade.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use metrics::{
@@ -86,6 +87,10 @@ impl Metrics {
 fn describe_all() {
     describe_counter!("genjobs_http_requests_total", "HTTP requests answered, by route pattern, method and status");
     describe_histogram!("genjobs_http_request_duration_seconds", Unit::Seconds, "Time to answer an HTTP request");
+    describe_counter!(
+        "genjobs_log_lines_dropped_total",
+        "Log lines dropped because their destination took nothing for 100 ms while the log's buffer was full"
+    );
     describe_counter!("genjobs_jobs_accepted_total", "Jobs accepted, by model");
     describe_counter!("genjobs_jobs_finished_total", "Jobs that became final, by model, final state and provider");
     describe_counter!("genjobs_jobs_failed_total", "Jobs that failed or were canceled, by model and error code");
@@ -170,16 +175,29 @@ fn method_label(method: &str) -> &'static str {
 /// `route` is the template matched (`/api/v1/jobs/{id}`) or `unmatched`, so that ids and made-up
 /// paths do not multiply the series; `method` is a standard method or `OTHER`; `status` a
 /// status code.
-pub(crate) fn request(route: String, method: &str, status: u16, elapsed: Duration) {
-    static SERIES: OnceLock<Mutex<HashMap<(String, &'static str), RouteSeries>>> = OnceLock::new();
+pub(crate) fn request(route: &str, method: &str, status: u16, elapsed: Duration) {
+    // Each worker thread keeps the handles it has used: no lock shared between workers, and a
+    // route already seen is found by the name it comes as, without making a key of it.
+    thread_local! {
+        static SERIES: RefCell<HashMap<String, Vec<RouteSeries>>> = RefCell::new(HashMap::new());
+    }
     let method = method_label(method);
-    let mut series = SERIES.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
-    let route_series = series.entry((route, method)).or_insert_with_key(|(route, method)| RouteSeries {
-        duration: histogram!("genjobs_http_request_duration_seconds", "route" => route.clone(), "method" => *method),
-        route: route.clone(),
-        method,
-        requests: HashMap::new(),
+    SERIES.with_borrow_mut(|series| match series.get_mut(route) {
+        Some(by_method) => record(by_method, route, method, status, elapsed),
+        None => record(series.entry(route.to_owned()).or_default(), route, method, status, elapsed),
     });
+}
+
+/// Records one request in the series of its method among `by_method`, those of `route`.
+fn record(by_method: &mut Vec<RouteSeries>, route: &str, method: &'static str, status: u16, elapsed: Duration) {
+    let at = match by_method.iter().position(|known| known.method == method) {
+        Some(at) => at,
+        None => {
+            by_method.push(RouteSeries::new(route, method));
+            by_method.len() - 1
+        }
+    };
+    let route_series = &mut by_method[at];
     route_series.duration.record(elapsed.as_secs_f64());
     route_series.requests(status).increment(1);
 }
@@ -190,15 +208,32 @@ struct RouteSeries {
     route: String,
     method: &'static str,
     duration: Histogram,
-    requests: HashMap<u16, Counter>,
+    requests: Vec<(u16, Counter)>,
 }
 
 impl RouteSeries {
+    fn new(route: &str, method: &'static str) -> Self {
+        Self {
+            duration: histogram!("genjobs_http_request_duration_seconds", "route" => route.to_owned(), "method" => method),
+            route: route.to_owned(),
+            method,
+            requests: Vec::new(),
+        }
+    }
+
+    /// The counter of `status`: a route answers with a handful of statuses, found by a look at
+    /// each.
     fn requests(&mut self, status: u16) -> &Counter {
-        let (route, method) = (&self.route, self.method);
-        self.requests.entry(status).or_insert_with(|| {
-            counter!("genjobs_http_requests_total", "route" => route.clone(), "method" => method, "status" => status.to_string())
-        })
+        let at = match self.requests.iter().position(|(known, _)| *known == status) {
+            Some(at) => at,
+            None => {
+                let (route, method) = (self.route.clone(), self.method);
+                let counter = counter!("genjobs_http_requests_total", "route" => route, "method" => method, "status" => status.to_string());
+                self.requests.push((status, counter));
+                self.requests.len() - 1
+            }
+        };
+        &self.requests[at].1
     }
 }
 

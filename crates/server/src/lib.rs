@@ -16,6 +16,7 @@ mod config;
 pub mod config_table;
 mod connection;
 pub mod keys_cli;
+pub mod logs;
 pub mod remote;
 mod secrets;
 mod simulator;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::FromArgMatches;
 use genjobs::cli::{self, Cli, Command};
+use genjobs::logs::{JsonLines, LogFlush, LogWriter};
 use genjobs::traces::{TraceExport, WithTraceId, tracer};
 use genjobs::{Config, LogFormat, start};
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -91,13 +92,15 @@ async fn main() -> ExitCode {
     let serving = matches!(cli.command, None | Some(Command::Serve(_)));
     let log_format = settings.log_format;
     let config = settings.into_config();
-    let exported = match init_logging(log_format, if serving { "info" } else { "warn" }, config.traces.as_ref()) {
-        Ok(exported) => exported,
-        Err(e) => {
-            eprintln!("genjobs: {e}");
-            return ExitCode::from(USAGE);
-        }
-    };
+    // Dropped last, when `main` returns: every line logged until then is written first.
+    let (exported, _flush) =
+        match init_logging(log_format, if serving { "info" } else { "warn" }, config.traces.as_ref()) {
+            Ok(logging) => logging,
+            Err(e) => {
+                eprintln!("genjobs: {e}");
+                return ExitCode::from(USAGE);
+            }
+        };
     match cli.command {
         None | Some(Command::Serve(_)) => {
             let code = serve(config).await;
@@ -128,55 +131,43 @@ async fn main() -> ExitCode {
 }
 
 /// Text with colours on a terminal; JSON lines, one per event, otherwise (or as asked); from
-/// `default_level` up unless RUST_LOG says otherwise. With `traces`, spans are exported there
-/// too, and JSON lines carry their `trace_id`; the provider returned flushes them at the end.
+/// `default_level` up unless RUST_LOG says otherwise; written to stderr by a thread of their own,
+/// which the [`LogFlush`] returned ends once they are all out. With `traces`, spans are exported
+/// there too, and JSON lines carry their `trace_id`; the provider returned flushes them at the
+/// end.
 ///
 /// # Errors
-/// When the exporter cannot be built.
+/// When the exporter cannot be built, or the writing thread started.
 fn init_logging(
     format: Option<LogFormat>,
     default_level: &str,
     traces: Option<&TraceExport>,
-) -> Result<Option<SdkTracerProvider>, String> {
+) -> Result<(Option<SdkTracerProvider>, LogFlush), String> {
     let terminal = std::io::stderr().is_terminal();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let json = format.map_or(!terminal, |f| f == LogFormat::Json);
+    let (lines, flush) =
+        LogWriter::spawn(Box::new(std::io::stderr())).map_err(|e| format!("cannot start the log writer: {e}"))?;
     let registry = tracing_subscriber::registry().with(filter);
     let Some(export) = traces else {
         if json {
-            registry
-                .with(
-                    tracing_subscriber::fmt::layer()
-                        .with_writer(std::io::stderr)
-                        .json()
-                        .flatten_event(true)
-                        .with_current_span(false)
-                        .with_span_list(false),
-                )
-                .init();
+            registry.with(tracing_subscriber::fmt::layer().with_writer(lines).event_format(JsonLines::new())).init();
         } else {
-            registry.with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(terminal)).init();
+            registry.with(tracing_subscriber::fmt::layer().with_writer(lines).with_ansi(terminal)).init();
         }
-        return Ok(None);
+        return Ok((None, flush));
     };
     let (provider, tracer) = tracer(export)?;
     let spans = tracing_opentelemetry::layer().with_tracer(tracer);
     if json {
-        let format =
-            tracing_subscriber::fmt::format().json().flatten_event(true).with_current_span(false).with_span_list(false);
         registry
             .with(spans)
-            .with(
-                tracing_subscriber::fmt::layer().with_writer(std::io::stderr).json().event_format(WithTraceId(format)),
-            )
+            .with(tracing_subscriber::fmt::layer().with_writer(lines).event_format(WithTraceId(JsonLines::new())))
             .init();
     } else {
-        registry
-            .with(spans)
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(terminal))
-            .init();
+        registry.with(spans).with(tracing_subscriber::fmt::layer().with_writer(lines).with_ansi(terminal)).init();
     }
-    Ok(Some(provider))
+    Ok((Some(provider), flush))
 }
 
 async fn serve(config: Config) -> ExitCode {

@@ -51,7 +51,8 @@ pub const OPENAI_ROUTES: &[(&str, &str)] = &[
 
 /// Registers the edge's routes, with 405 in OpenAI's shape for their other methods.
 pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
-    let resource = |path: &str| web::resource(path).default_service(web::to(handlers::method_not_allowed));
+    // Each named by its path, as the native routes are, for the metrics' route label.
+    let resource = |path: &str| web::resource(path).name(path).default_service(web::to(handlers::method_not_allowed));
     cfg.service(resource("/openai/v1/images/generations").route(web::post().to(handlers::create_image)))
         .service(resource("/openai/v1/images/edits").route(web::post().to(edits::edit_image)))
         .service(
@@ -61,6 +62,7 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(
             web::resource("/openai/v1/videos/{id}")
+                .name("/openai/v1/videos/{id}")
                 .default_service(web::to(handlers::video_method_not_allowed))
                 .route(web::get().to(handlers::get_video))
                 .route(web::delete().to(handlers::delete_video)),
