@@ -163,8 +163,9 @@ async fn interactive_waits(base: &str, url: &str, (user, key): &(String, String)
             .json(&json!({"prompt": format!("interactive {n} [sim:run=100]")}))
             .send()
             .await?;
-        if response.status().as_u16() != 202 {
-            return Err(format!("an interactive job was answered {}", response.status()).into());
+        let status = response.status();
+        if status.as_u16() != 202 {
+            return Err(format!("an interactive job was answered {status}: {}", response.text().await?).into());
         }
         tokio::time::sleep(INTERACTIVE_SPACING).await;
     }
@@ -248,8 +249,8 @@ async fn fairness(bin: &Path, server: &str, sim: &str) -> Result<(Vec<f64>, Vec<
             ("GENJOBS_POLL_INTERVAL_MS", "50".to_owned()),
         ],
     )?;
-    let alone_user = user_with_limit(&app.base, "interactive-alone", 10).await?;
-    let behind_user = user_with_limit(&app.base, "interactive-behind", 10).await?;
+    let alone_user = user_with_limit(&app.base, "interactive-alone", 1_000).await?;
+    let behind_user = user_with_limit(&app.base, "interactive-behind", 1_000).await?;
     let (_, owner_key) = user_with_limit(&app.base, "batch-owner", 1_000_000).await?;
     let alone = interactive_waits(&app.base, &url, &alone_user).await?;
     submit_batch(&reqwest::Client::new(), &app.base, &owner_key, &batch_body(ITEMS, "[sim:run=100]")).await?;
