@@ -102,6 +102,9 @@ macro_rules! store_contract_tests {
             the_first_end_stays_and_closed_windows_are_found,
             batches_are_listed_newest_first_by_owner_and_state,
             the_next_admissible_items_are_each_owners_first_within_its_room,
+            the_last_items_final_commit_records_the_batchs_one_event,
+            racing_last_items_record_one_batch_event,
+            a_canceled_or_expired_batchs_event_says_how_it_ended,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
