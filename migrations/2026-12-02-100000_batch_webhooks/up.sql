@@ -27,7 +27,8 @@ ALTER TABLE client_webhook_events ADD CONSTRAINT client_webhook_events_final_sta
     OR (job_id IS NULL AND batch_id IS NOT NULL AND final_state IN ('completed', 'expired', 'canceled'))
 );
 
--- The batch's end is when its last item ended, or when it was ended if that was later.
+-- The batch's end is when its last item ended, or when it was ended if that was later; a batch
+-- not ended whose last item ended after its window closed has expired (as `BatchView::state`).
 CREATE FUNCTION count_finished_batch_item() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     batch batches%ROWTYPE;
@@ -35,11 +36,11 @@ BEGIN
     UPDATE batches SET unfinished = unfinished - 1 WHERE id = NEW.batch_id RETURNING * INTO batch;
     IF FOUND AND batch.unfinished = 0 AND batch.webhook_url IS NOT NULL THEN
         INSERT INTO client_webhook_events (batch_id, user_id, final_state, url, occurred_at, next_attempt_at)
-        SELECT batch.id, batch.user_id, COALESCE(batch.ended, 'completed'), batch.webhook_url, ended.at, ended.at
-        FROM (
-            SELECT COALESCE(GREATEST(max(COALESCE(finished_at, canceled_at)), batch.ended_at), now()) AS at
-            FROM jobs WHERE jobs.batch_id = batch.id
-        ) ended
+        SELECT batch.id, batch.user_id,
+            COALESCE(batch.ended, CASE WHEN last.at >= batch.expires_at THEN 'expired' ELSE 'completed' END),
+            batch.webhook_url, COALESCE(GREATEST(last.at, batch.ended_at), now()),
+            COALESCE(GREATEST(last.at, batch.ended_at), now())
+        FROM (SELECT max(COALESCE(finished_at, canceled_at)) AS at FROM jobs WHERE jobs.batch_id = batch.id) last
         ON CONFLICT (id) DO NOTHING;
     END IF;
     RETURN NULL;

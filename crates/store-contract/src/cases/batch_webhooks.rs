@@ -98,7 +98,8 @@ pub async fn racing_last_items_record_one_batch_event<S: Store>(store: Arc<S>) {
 }
 
 /// A canceled batch's event is `batch.canceled`, an expired one's `batch.expired`, recorded when
-/// the last item becomes final after the end, at the later of the two.
+/// the last item becomes final after the end, at the later of the two; a batch not ended whose
+/// last item becomes final after its window closed has expired too.
 pub async fn a_canceled_or_expired_batchs_event_says_how_it_ended<S: Store>(store: Arc<S>) {
     let owner = user(&*store, 100).await;
     for (end, event_type) in
@@ -117,4 +118,11 @@ pub async fn a_canceled_or_expired_batchs_event_says_how_it_ended<S: Store>(stor
         assert_eq!(events[0].occurred_at, ended_at, "ended after its items, the batch ends then");
         assert_eq!(Some(events[0].occurred_at), view(&*store, id).await.finished_at());
     }
+    let (mut late, items) = batch_of(owner, None, &[1], now());
+    late.expires_at = now() - Duration::seconds(1);
+    let (late, items) = created(&*store, (late, items)).await;
+    step(&*store, &items[0], failure()).await;
+    assert_eq!(view(&*store, late.batch.id).await.state(), BatchState::Expired);
+    let events = events_of(&*store, late.batch.id).await;
+    assert_eq!(events.iter().map(|e| e.event_type).collect::<Vec<_>>(), [EventType::BatchExpired]);
 }
