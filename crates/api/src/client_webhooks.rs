@@ -1,11 +1,13 @@
 //! Client webhooks: the event body a receiver gets (its `data` is the job exactly as
-//! `GET /api/v1/jobs/{id}` shows it), a job's deliveries, and the account's signing secret.
+//! `GET /api/v1/jobs/{id}` shows it, or the batch as `GET /api/v1/batches/{id}` does), a job's
+//! deliveries, and the account's signing secret.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::batches::Batch;
 use crate::jobs::Job;
-use crate::schemas::{event_type_schema, nullable_timestamp_schema, timestamp_schema};
+use crate::schemas::{batch_event_type_schema, event_type_schema, nullable_timestamp_schema, timestamp_schema};
 
 /// What a receiver gets: `{type, timestamp, data}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -19,6 +21,21 @@ pub struct WebhookPayload {
     pub timestamp: String,
     /// The job, as `GET /api/v1/jobs/{id}` shows it.
     pub data: Job,
+}
+
+/// What a batch's receiver gets when the batch ends: `{type, timestamp, data}`, signed and
+/// retried as a job's event; its items send none of their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BatchWebhookPayload {
+    /// `batch.completed`, `batch.expired` or `batch.canceled`.
+    #[serde(rename = "type")]
+    #[schema(schema_with = batch_event_type_schema)]
+    pub event_type: String,
+    /// When the batch ended.
+    #[schema(schema_with = timestamp_schema)]
+    pub timestamp: String,
+    /// The batch, as `GET /api/v1/batches/{id}` shows it.
+    pub data: Batch,
 }
 
 /// One attempt at delivering a webhook.

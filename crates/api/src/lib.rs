@@ -60,7 +60,7 @@ use utoipa::ToSchema;
 pub use account::{Account, CreatedUser, Grant, LedgerEntry, LedgerPage, NewUser, UsageRow, User, UserPage, UserPatch};
 pub use admin_jobs::{AdminJob, AdminJobDetail, AdminJobPage};
 pub use batches::{Batch, BatchCounts, BatchItem, BatchItemBody, BatchItemPage, BatchPage, BatchRequest, BatchResult};
-pub use client_webhooks::{WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
+pub use client_webhooks::{BatchWebhookPayload, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};
 pub use errors::{ErrorEnvelope, ErrorObject};
 pub use jobs::{
     CancelReceipt, Job, JobError, JobErrorDetails, JobMeta, JobPage, JobState, Output, OutputMeta, Quote, Receipt,

@@ -29,6 +29,10 @@ pub(crate) fn event_type_schema() -> Object {
     one_of(&["job.succeeded", "job.failed", "job.canceled"], "What ended the job.")
 }
 
+pub(crate) fn batch_event_type_schema() -> Object {
+    one_of(&["batch.completed", "batch.expired", "batch.canceled"], "How the batch ended.")
+}
+
 pub(crate) fn timestamp_schema() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::String)

@@ -173,7 +173,9 @@ pub struct BatchView {
 }
 
 impl BatchView {
-    /// Its state: in progress while any item is not final, else how it ended.
+    /// Its state: in progress while any item is not final, else how it ended: as it was ended,
+    /// or `expired` when its window closed while an item was not final (an item's own step may
+    /// expire it before the window's closing ends the batch), else `completed`.
     #[must_use]
     pub fn state(&self) -> BatchState {
         if !self.figures.counts.all_final() {
@@ -182,6 +184,9 @@ impl BatchView {
         match self.batch.ended {
             Some((BatchEnd::Canceled, _)) => BatchState::Canceled,
             Some((BatchEnd::Expired, _)) => BatchState::Expired,
+            None if self.figures.last_finished_at.is_some_and(|last| last >= self.batch.expires_at) => {
+                BatchState::Expired
+            }
             None => BatchState::Completed,
         }
     }
@@ -303,6 +308,12 @@ mod tests {
         assert_eq!(view(done, Some((BatchEnd::Canceled, at))).state(), BatchState::Canceled);
         assert_eq!(view(done, Some((BatchEnd::Expired, at))).state(), BatchState::Expired);
         assert_eq!(view(done, None).state(), BatchState::Completed);
+        let mut late = view(done, None);
+        late.batch.expires_at = at + time::Duration::hours(1);
+        late.figures.last_finished_at = Some(late.batch.expires_at);
+        assert_eq!(late.state(), BatchState::Expired, "its window closed before its last item ended");
+        late.figures.last_finished_at = Some(at);
+        assert_eq!(late.state(), BatchState::Completed);
     }
 
     #[test]

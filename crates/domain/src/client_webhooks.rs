@@ -1,5 +1,6 @@
 //! Webhooks to clients: a job submitted with a `webhook_url` has one event recorded in the
-//! outbox by the same store commit that makes it final ([`crate::ports::JobStore::commit`]); the
+//! outbox by the same store commit that makes it final ([`crate::ports::JobStore::commit`]), and
+//! a batch with one has one event recorded by the commit that makes its last item final; the
 //! [`crate::usecases::WebhookDeliveries`] use case delivers it, retrying on the [`RetryPolicy`].
 //! This module holds the rules: the event's id and type, what an attempt records, the retry
 //! schedule. What the URL itself must look like is checked with the request, in
@@ -10,10 +11,11 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
-use crate::ids::{JobId, UserId};
+use crate::batch::{BatchState, BatchView};
+use crate::ids::{BatchId, JobId, UserId};
 use crate::job::JobState;
 
-/// What ended a job, as a webhook's `type`.
+/// What ended a job or a batch, as a webhook's `type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// `job.succeeded`.
@@ -22,6 +24,12 @@ pub enum EventType {
     Failed,
     /// `job.canceled`.
     Canceled,
+    /// `batch.completed`.
+    BatchCompleted,
+    /// `batch.expired`.
+    BatchExpired,
+    /// `batch.canceled`.
+    BatchCanceled,
 }
 
 impl EventType {
@@ -36,6 +44,17 @@ impl EventType {
         }
     }
 
+    /// The event of a batch that has become `state`; `None` while it is in progress.
+    #[must_use]
+    pub fn of_batch(state: BatchState) -> Option<Self> {
+        match state {
+            BatchState::Completed => Some(Self::BatchCompleted),
+            BatchState::Expired => Some(Self::BatchExpired),
+            BatchState::Canceled => Some(Self::BatchCanceled),
+            BatchState::InProgress => None,
+        }
+    }
+
     /// The `type` of the event's body.
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -43,52 +62,140 @@ impl EventType {
             Self::Succeeded => "job.succeeded",
             Self::Failed => "job.failed",
             Self::Canceled => "job.canceled",
+            Self::BatchCompleted => "batch.completed",
+            Self::BatchExpired => "batch.expired",
+            Self::BatchCanceled => "batch.canceled",
         }
     }
 
-    /// The final state the event reports.
+    /// The final state of the job or of the batch the event reports, by its name
+    /// ([`JobState::as_str`], [`BatchState::as_str`]): how a store keeps the type.
     #[must_use]
-    pub fn state(self) -> JobState {
+    pub fn final_state(self) -> &'static str {
         match self {
-            Self::Succeeded => JobState::Succeeded,
-            Self::Failed => JobState::Failed,
-            Self::Canceled => JobState::Canceled,
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Canceled | Self::BatchCanceled => "canceled",
+            Self::BatchCompleted => "completed",
+            Self::BatchExpired => "expired",
+        }
+    }
+
+    /// Reads [`EventType::final_state`] back, for an event of `subject`.
+    #[must_use]
+    pub fn parse(subject: EventSubject, final_state: &str) -> Option<Self> {
+        match subject {
+            EventSubject::Job(_) => JobState::parse(final_state).and_then(Self::of),
+            EventSubject::Batch(_) => BatchState::parse(final_state).and_then(Self::of_batch),
+        }
+    }
+
+    /// The final state a job's event reports; `None` for a batch's.
+    #[must_use]
+    pub fn job_state(self) -> Option<JobState> {
+        match self {
+            Self::Succeeded => Some(JobState::Succeeded),
+            Self::Failed => Some(JobState::Failed),
+            Self::Canceled => Some(JobState::Canceled),
+            Self::BatchCompleted | Self::BatchExpired | Self::BatchCanceled => None,
+        }
+    }
+
+    /// The final state a batch's event reports; `None` for a job's.
+    #[must_use]
+    pub fn batch_state(self) -> Option<BatchState> {
+        match self {
+            Self::BatchCompleted => Some(BatchState::Completed),
+            Self::BatchExpired => Some(BatchState::Expired),
+            Self::BatchCanceled => Some(BatchState::Canceled),
+            Self::Succeeded | Self::Failed | Self::Canceled => None,
         }
     }
 }
 
-/// A job has one end, so one event: its id is the job's, and so the same on every attempt and
-/// redelivery (`webhook-id`) and different for every other event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct EventId(JobId);
+/// Whose end an event reports: a job's, or a batch's (whose items send none of their own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventSubject {
+    /// A job submitted on its own with a `webhook_url`.
+    Job(JobId),
+    /// A batch submitted with a `webhook_url`.
+    Batch(BatchId),
+}
+
+impl EventSubject {
+    /// The subject's own id, which is also its event's ([`EventId`]): job and batch ids are
+    /// UUIDs made apart, so no two subjects share one.
+    #[must_use]
+    pub fn uuid(self) -> uuid::Uuid {
+        match self {
+            Self::Job(id) => id.as_uuid(),
+            Self::Batch(id) => id.as_uuid(),
+        }
+    }
+
+    /// The job, for a job's event.
+    #[must_use]
+    pub fn job_id(self) -> Option<JobId> {
+        match self {
+            Self::Job(id) => Some(id),
+            Self::Batch(_) => None,
+        }
+    }
+
+    /// The batch, for a batch's event.
+    #[must_use]
+    pub fn batch_id(self) -> Option<BatchId> {
+        match self {
+            Self::Job(_) => None,
+            Self::Batch(id) => Some(id),
+        }
+    }
+}
+
+/// A job or a batch has one end, so one event: its id is its subject's, and so the same on
+/// every attempt and redelivery (`webhook-id`) and different for every other event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId(uuid::Uuid);
 
 impl EventId {
     const PREFIX: &'static str = "msg_";
 
+    /// The event of `subject`'s end.
+    #[must_use]
+    pub fn of(subject: EventSubject) -> Self {
+        Self(subject.uuid())
+    }
+
     /// The event of `job`'s end.
     #[must_use]
     pub fn of_job(job: JobId) -> Self {
-        Self(job)
+        Self::of(EventSubject::Job(job))
     }
 
-    /// Reads an id as its `Display` writes it (`msg_` and the job id's 32 hex digits); `None` for
-    /// anything else.
+    /// Reads an id as its `Display` writes it (`msg_` and the subject's 32 hex digits); `None`
+    /// for anything else.
     #[must_use]
     pub fn parse(text: &str) -> Option<Self> {
         let simple = text.strip_prefix(Self::PREFIX)?;
-        uuid::Uuid::try_parse(simple).ok().map(|uuid| Self(JobId::from_uuid(uuid)))
+        uuid::Uuid::try_parse(simple).ok().map(Self)
     }
 
-    /// The job whose end it reports.
+    /// The UUID a store keys the event by.
     #[must_use]
-    pub fn job_id(self) -> JobId {
+    pub fn as_uuid(self) -> uuid::Uuid {
         self.0
+    }
+
+    /// The id a store keyed the event by, read back.
+    #[must_use]
+    pub fn from_uuid(uuid: uuid::Uuid) -> Self {
+        Self(uuid)
     }
 }
 
 impl std::fmt::Display for EventId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}{}", Self::PREFIX, self.0.as_uuid().simple())
+        write!(f, "{}{}", Self::PREFIX, self.0.simple())
     }
 }
 
@@ -114,15 +221,15 @@ impl Attempt {
 /// An event in the outbox, as a store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookEvent {
-    /// The job whose end it reports; also its id ([`EventId::of_job`]).
-    pub job_id: JobId,
-    /// The job's owner, whose secret signs it.
+    /// The job or the batch whose end it reports; also its id ([`EventId::of`]).
+    pub subject: EventSubject,
+    /// The owner, whose secret signs it.
     pub user_id: UserId,
-    /// What ended the job.
+    /// What ended the job or the batch.
     pub event_type: EventType,
     /// Where it goes.
     pub url: String,
-    /// When the job became final: the body's `timestamp`.
+    /// When the job or the batch became final: the body's `timestamp`.
     pub occurred_at: OffsetDateTime,
     /// The body, fixed by the first attempt so that every attempt sends the same bytes.
     pub body: Option<Vec<u8>>,
@@ -146,9 +253,29 @@ impl WebhookEvent {
     pub fn of_final_job(job: &crate::job::Job, url: String, now: OffsetDateTime) -> Option<Self> {
         let event_type = EventType::of(job.state())?;
         let occurred_at = job.finished_at().unwrap_or(now);
-        Some(Self {
-            job_id: job.id(),
-            user_id: job.user_id(),
+        Some(Self::due(EventSubject::Job(job.id()), job.user_id(), event_type, url, occurred_at))
+    }
+
+    /// The event the commit that made a batch's last item final records, due at once, when the
+    /// batch has a `webhook_url`; `view` is the batch after that commit.
+    #[must_use]
+    pub fn of_ended_batch(view: &BatchView, now: OffsetDateTime) -> Option<Self> {
+        let url = view.batch.webhook_url.clone()?;
+        let event_type = EventType::of_batch(view.state())?;
+        let occurred_at = view.finished_at().unwrap_or(now);
+        Some(Self::due(EventSubject::Batch(view.batch.id), view.batch.user_id, event_type, url, occurred_at))
+    }
+
+    fn due(
+        subject: EventSubject,
+        user_id: UserId,
+        event_type: EventType,
+        url: String,
+        occurred_at: OffsetDateTime,
+    ) -> Self {
+        Self {
+            subject,
+            user_id,
             event_type,
             url,
             occurred_at,
@@ -156,13 +283,13 @@ impl WebhookEvent {
             attempts: Vec::new(),
             delivered_at: None,
             next_attempt_at: Some(occurred_at),
-        })
+        }
     }
 
     /// Its id.
     #[must_use]
     pub fn id(&self) -> EventId {
-        EventId::of_job(self.job_id)
+        EventId::of(self.subject)
     }
 }
 
@@ -233,7 +360,7 @@ mod tests {
 
     fn event() -> WebhookEvent {
         WebhookEvent {
-            job_id: JobId::new_at(OffsetDateTime::UNIX_EPOCH),
+            subject: EventSubject::Job(JobId::new_at(OffsetDateTime::UNIX_EPOCH)),
             user_id: UserId::new_at(OffsetDateTime::UNIX_EPOCH),
             event_type: EventType::Succeeded,
             url: "https://example.com/hook".into(),
@@ -251,6 +378,22 @@ mod tests {
         assert!(id.to_string().starts_with("msg_"));
         assert_eq!(EventId::parse(&id.to_string()), Some(id));
         assert_eq!(EventId::parse("evt_x"), None);
+    }
+
+    #[test]
+    fn a_batchs_event_has_its_own_id_and_type_and_keeps_its_final_state() {
+        let batch = BatchId::new_at(OffsetDateTime::UNIX_EPOCH);
+        let subject = EventSubject::Batch(batch);
+        assert_eq!(EventId::of(subject).to_string(), format!("msg_{}", batch.as_uuid().simple()));
+        assert_ne!(EventId::of(subject), event().id());
+        for event_type in [EventType::BatchCompleted, EventType::BatchExpired, EventType::BatchCanceled] {
+            assert!(event_type.as_str().starts_with("batch."));
+            assert_eq!(EventType::parse(subject, event_type.final_state()), Some(event_type));
+        }
+        for event_type in [EventType::Succeeded, EventType::Failed, EventType::Canceled] {
+            assert_eq!(EventType::parse(event().subject, event_type.final_state()), Some(event_type));
+        }
+        assert_eq!(EventType::parse(subject, "succeeded"), None, "no batch succeeds");
     }
 
     #[test]

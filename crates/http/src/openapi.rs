@@ -18,7 +18,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use genjobs_api::{ProviderStatus, ServiceIndex, Status, StreamEvent, WebhookPayload};
+use genjobs_api::{BatchWebhookPayload, ProviderStatus, ServiceIndex, Status, StreamEvent, WebhookPayload};
 
 use crate::error::Envelope;
 use crate::handlers;
@@ -110,7 +110,7 @@ use crate::pages::{self, DocsAsset, PlaygroundAsset};
         crate::openai::batches::get_batch,
         crate::openai::batches::cancel_batch,
     ),
-    components(schemas(StreamEvent, Envelope, Status, ProviderStatus, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload, ServiceIndex)),
+    components(schemas(StreamEvent, Envelope, Status, ProviderStatus, DocsAsset, PlaygroundAsset, OpenAiEnvelope, WebhookPayload, BatchWebhookPayload, ServiceIndex)),
     modifiers(&Conventions),
     tags(
         (name = "generations", description = "Submit image and video jobs"),
@@ -119,7 +119,7 @@ use crate::pages::{self, DocsAsset, PlaygroundAsset};
         (name = "models", description = "The model catalog and each model's form"),
         (name = "account", description = "The caller's credits and limits"),
         (name = "uploads", description = "Images a client uploads, to pass among a job's `image_inputs`"),
-        (name = "webhooks", description = "Webhooks to clients: the signing secret, a job's deliveries, redelivery. A job submitted with `webhook_url` has its end POSTed there as the `WebhookPayload` schema, signed by the Standard Webhooks scheme (`webhook-id`, `webhook-timestamp`, `webhook-signature`)"),
+        (name = "webhooks", description = "Webhooks to clients: the signing secret, a job's deliveries, redelivery. A job submitted with `webhook_url` has its end POSTed there as the `WebhookPayload` schema, and a batch submitted with one its end as the `BatchWebhookPayload` schema, signed by the Standard Webhooks scheme (`webhook-id`, `webhook-timestamp`, `webhook-signature`)"),
         (name = "admin", description = "Users, keys, credits, every user's jobs and the model catalog, with the admin token"),
         (name = "operations", description = "Health, readiness, metrics, this document, and the provider's webhooks"),
         (name = "openai", description = "OpenAI's image, video and Batch API over the same jobs, batches and credits; errors in OpenAI's shape"),

@@ -2,6 +2,7 @@
 
 mod accounts;
 mod admin_jobs;
+mod batch_webhooks;
 mod batches;
 mod catalog;
 mod kept;
@@ -22,6 +23,7 @@ mod uploads;
 
 pub use accounts::*;
 pub use admin_jobs::*;
+pub use batch_webhooks::*;
 pub use batches::*;
 pub use catalog::*;
 pub use kept::*;

@@ -104,6 +104,9 @@ macro_rules! store_contract_tests {
             a_wake_makes_each_owners_first_items_within_its_room_due,
             a_batch_file_is_kept_with_its_content,
             openai_batches_are_kept_replaced_and_listed_newest_first,
+            the_last_items_final_commit_records_the_batchs_one_event,
+            racing_last_items_record_one_batch_event,
+            a_canceled_or_expired_batchs_event_says_how_it_ended,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -1,10 +1,15 @@
 //! Batches: each batch's record beside the jobs, and its items' ids in the batch's order (the
 //! order of their ids). A batch's figures are summed from its items when read.
+//!
+//! Each batch also counts its items not yet final, counted down by each item's final commit: the
+//! one that reaches none ends the batch, and records the batch's webhook event in the same step
+//! ([`State::batch_item_finished`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use genjobs_domain::batch::{Batch, BatchEnd, BatchFigures, BatchView};
+use genjobs_domain::client_webhooks::WebhookEvent;
 use genjobs_domain::credits::{BalanceError, CreditMovement, Credits};
 use genjobs_domain::ids::{BatchId, JobId, UserId};
 use genjobs_domain::job::{Job, JobState};
@@ -21,6 +26,15 @@ use crate::{IdempotencyRecord, JobRow, MemoryStore, State, inconsistent};
 pub(crate) struct Batches {
     records: BTreeMap<BatchId, Batch>,
     items: HashMap<BatchId, BTreeSet<JobId>>,
+    /// Each batch's items not yet final.
+    unfinished: HashMap<BatchId, usize>,
+}
+
+impl Batches {
+    /// Whether the batch still has an item to finish: a batch without one has ended.
+    fn is_open(&self, id: BatchId) -> bool {
+        self.unfinished.get(&id).is_some_and(|left| *left > 0)
+    }
 }
 
 impl State {
@@ -62,6 +76,20 @@ impl State {
         }
         self.due.remove(&(due, id));
         self.due.insert((now, id));
+    }
+
+    /// Counts down the unfinished items of `batch_id`, whose item has just become final (and is
+    /// kept so); the last one ends the batch and records its webhook event, when it has a URL.
+    pub(crate) fn batch_item_finished(&mut self, batch_id: BatchId, now: OffsetDateTime) {
+        let Some(left) = self.batches.unfinished.get_mut(&batch_id) else { return };
+        *left = left.saturating_sub(1);
+        if *left > 0 {
+            return;
+        }
+        let Some(batch) = self.batches.records.get(&batch_id) else { return };
+        if let Some(event) = WebhookEvent::of_ended_batch(&self.batch_view(batch), now) {
+            self.outbox.record(event);
+        }
     }
 
     /// The batch whose first item is `first`, for an idempotent retry.
@@ -120,6 +148,7 @@ impl BatchStore for MemoryStore {
             state.record(job.user_id(), Some(job.id()), LedgerMovement::Hold(job.credits_held()));
             state.jobs.insert(job.id(), JobRow { job, lease: None });
         }
+        state.batches.unfinished.insert(batch.id, ids.len());
         state.batches.items.insert(batch.id, ids);
         let view = state.batch_view(&batch);
         state.batches.records.insert(batch.id, batch);
@@ -181,8 +210,11 @@ impl BatchStore for MemoryStore {
 
     async fn end_batch(&self, id: BatchId, end: BatchEnd, at: OffsetDateTime) -> Result<Option<Batch>, StoreError> {
         let mut state = self.state();
+        let open = state.batches.is_open(id);
         let Some(batch) = state.batches.records.get_mut(&id) else { return Ok(None) };
-        batch.ended.get_or_insert((end, at));
+        if open {
+            batch.ended.get_or_insert((end, at));
+        }
         Ok(Some(batch.clone()))
     }
 
@@ -192,7 +224,7 @@ impl BatchStore for MemoryStore {
             .batches
             .records
             .values()
-            .filter(|batch| batch.ended.is_none() && batch.expires_at <= now)
+            .filter(|batch| batch.ended.is_none() && batch.expires_at <= now && state.batches.is_open(batch.id))
             .map(|batch| batch.id)
             .take(limit)
             .collect())

@@ -4,7 +4,8 @@
 //! mutex, so that every port operation is atomic by construction. Nothing survives a restart;
 //! deployments that must keep their jobs use the Postgres store.
 //!
-//! A job's final commit records its client webhook event in the same step (`outbox`). Usage
+//! A job's final commit records its client webhook event in the same step (`outbox`), and the
+//! final commit of a batch's last item its batch's (`batches`). Usage
 //! reports count the live jobs plus a rollup of purged jobs and sealed days (`usage`).
 //! Removed jobs (`removals`) are a set of ids beside the jobs, and the provider key each sent job
 //! holds a slot of (`slots`) a map beside them.
@@ -467,6 +468,12 @@ impl JobStore for MemoryStore {
             state.jobs_by_upstream_key.insert(key.to_owned(), job.id());
         }
         state.jobs.insert(job.id(), JobRow { job: job.clone(), lease });
+        if job.state().is_final()
+            && !row.job.state().is_final()
+            && let Some(place) = job.batch()
+        {
+            state.batch_item_finished(place.batch_id, OffsetDateTime::now_utc());
+        }
         Ok(Commit::Applied(job))
     }
 

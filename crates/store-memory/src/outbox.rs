@@ -1,11 +1,12 @@
 //! The outbox of client webhooks and the users' sealed secrets, in the store's one lock: a job's
-//! final commit records its event in the same step ([`Outbox::record_final`]).
+//! final commit records its event in the same step ([`Outbox::record_final`]), and so does the
+//! final commit of a batch's last item for the batch's ([`Outbox::record`], called by `batches`).
 
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use genjobs_domain::address::destination_host;
-use genjobs_domain::client_webhooks::{Attempt, WebhookEvent};
+use genjobs_domain::client_webhooks::{Attempt, EventId, WebhookEvent};
 use genjobs_domain::ids::{JobId, UserId};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::{ClaimLimits, OutboxState, StoreError, WebhookStore};
@@ -13,12 +14,12 @@ use time::OffsetDateTime;
 
 use super::MemoryStore;
 
-/// Events by job, indexed by when each is tried next and by when the pending ones occurred.
+/// Events by id, indexed by when each is tried next and by when the pending ones occurred.
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
-    events: HashMap<JobId, Row>,
-    due: BTreeSet<(OffsetDateTime, JobId)>,
-    pending: BTreeSet<(OffsetDateTime, JobId)>,
+    events: HashMap<EventId, Row>,
+    due: BTreeSet<(OffsetDateTime, EventId)>,
+    pending: BTreeSet<(OffsetDateTime, EventId)>,
     secrets: HashMap<UserId, Vec<u8>>,
 }
 
@@ -40,11 +41,16 @@ impl Outbox {
         let Some(event) = job.webhook_url().and_then(|url| WebhookEvent::of_final_job(job, url.to_owned(), now)) else {
             return;
         };
+        self.record(event);
+    }
+
+    /// Records a new event, due as it says.
+    pub(crate) fn record(&mut self, event: WebhookEvent) {
         self.store(Row { event, lease_until: None });
     }
 
     fn store(&mut self, row: Row) {
-        let id = row.event.job_id;
+        let id = row.event.id();
         if let Some(old) = self.events.remove(&id)
             && let Some(next) = old.event.next_attempt_at
         {
@@ -60,16 +66,16 @@ impl Outbox {
 
     /// Whether `job_id` has an event still to deliver: retention keeps such a job.
     pub(crate) fn is_pending(&self, job_id: JobId) -> bool {
-        self.events.get(&job_id).is_some_and(|row| row.event.next_attempt_at.is_some())
+        self.events.get(&EventId::of_job(job_id)).is_some_and(|row| row.event.next_attempt_at.is_some())
     }
 
     /// Drops the (delivered or abandoned) event of a job retention removes.
     pub(crate) fn forget(&mut self, job_id: JobId) {
-        self.events.remove(&job_id);
+        self.events.remove(&EventId::of_job(job_id));
     }
 
-    fn update(&mut self, job_id: JobId, change: impl FnOnce(&mut Row)) -> bool {
-        let Some(mut row) = self.events.get(&job_id).cloned() else { return false };
+    fn update(&mut self, id: EventId, change: impl FnOnce(&mut Row)) -> bool {
+        let Some(mut row) = self.events.get(&id).cloned() else { return false };
         change(&mut row);
         self.store(row);
         true
@@ -87,7 +93,7 @@ impl WebhookStore for MemoryStore {
         let mut state = self.state();
         let outbox = &mut state.outbox;
         let mut taken: HashMap<String, usize> = HashMap::new();
-        let claimable: Vec<JobId> = outbox
+        let claimable: Vec<EventId> = outbox
             .due
             .iter()
             .take_while(|(next, _)| *next <= now)
@@ -101,7 +107,7 @@ impl WebhookStore for MemoryStore {
                 *count += usize::from(fits);
                 fits
             })
-            .map(|row| row.event.job_id)
+            .map(|row| row.event.id())
             .take(limits.total)
             .collect();
         Ok(claimable
@@ -114,7 +120,7 @@ impl WebhookStore for MemoryStore {
             .collect())
     }
 
-    async fn defer_events(&self, events: Vec<JobId>, until: OffsetDateTime) -> Result<(), StoreError> {
+    async fn defer_events(&self, events: Vec<EventId>, until: OffsetDateTime) -> Result<(), StoreError> {
         let mut state = self.state();
         for id in events {
             state.outbox.update(id, |row| row.lease_until = Some(until));
@@ -122,19 +128,19 @@ impl WebhookStore for MemoryStore {
         Ok(())
     }
 
-    async fn fix_event_body(&self, job_id: JobId, body: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+    async fn fix_event_body(&self, event: EventId, body: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         let mut state = self.state();
-        let row = state.outbox.events.get_mut(&job_id).ok_or_else(|| StoreError::Internal("no such event".into()))?;
+        let row = state.outbox.events.get_mut(&event).ok_or_else(|| StoreError::Internal("no such event".into()))?;
         Ok(row.event.body.get_or_insert(body).clone())
     }
 
     async fn record_attempt(
         &self,
-        job_id: JobId,
+        event: EventId,
         attempt: Attempt,
         next_attempt_at: Option<OffsetDateTime>,
     ) -> Result<(), StoreError> {
-        self.state().outbox.update(job_id, |row| {
+        self.state().outbox.update(event, |row| {
             if attempt.delivered() {
                 row.event.delivered_at = Some(attempt.at);
             }
@@ -145,12 +151,12 @@ impl WebhookStore for MemoryStore {
         Ok(())
     }
 
-    async fn webhook_events(&self, job_id: JobId) -> Result<Vec<WebhookEvent>, StoreError> {
-        Ok(self.state().outbox.events.get(&job_id).map(|row| row.event.clone()).into_iter().collect())
+    async fn webhook_events(&self, event: EventId) -> Result<Vec<WebhookEvent>, StoreError> {
+        Ok(self.state().outbox.events.get(&event).map(|row| row.event.clone()).into_iter().collect())
     }
 
-    async fn redeliver(&self, job_id: JobId, now: OffsetDateTime) -> Result<bool, StoreError> {
-        Ok(self.state().outbox.update(job_id, |row| row.event.next_attempt_at = Some(now)))
+    async fn redeliver(&self, event: EventId, now: OffsetDateTime) -> Result<bool, StoreError> {
+        Ok(self.state().outbox.update(event, |row| row.event.next_attempt_at = Some(now)))
     }
 
     async fn outbox_state(&self) -> Result<OutboxState, StoreError> {

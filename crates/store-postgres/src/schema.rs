@@ -33,12 +33,13 @@ diesel::table! {
         metadata -> Jsonb,
         ended -> Nullable<Text>,
         ended_at -> Nullable<Timestamptz>,
+        unfinished -> Int4,
     }
 }
 
 diesel::table! {
-    client_webhook_events (job_id) {
-        job_id -> Uuid,
+    client_webhook_events (id) {
+        job_id -> Nullable<Uuid>,
         user_id -> Uuid,
         final_state -> Text,
         url -> Text,
@@ -49,6 +50,8 @@ diesel::table! {
         next_attempt_at -> Nullable<Timestamptz>,
         lease_until -> Nullable<Timestamptz>,
         host -> Text,
+        batch_id -> Nullable<Uuid>,
+        id -> Uuid,
     }
 }
 
@@ -290,6 +293,7 @@ diesel::table! {
 
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(batches -> users (user_id));
+diesel::joinable!(client_webhook_events -> batches (batch_id));
 diesel::joinable!(client_webhook_events -> jobs (job_id));
 diesel::joinable!(client_webhook_events -> users (user_id));
 diesel::joinable!(idempotency_keys -> jobs (job_id));

@@ -25,7 +25,7 @@ async fn submit_hooked(app: &TestApp, key: &str, url: &str) -> String {
     receipt["job_id"].as_str().unwrap().to_owned()
 }
 
-async fn secret(app: &TestApp, key: &str) -> String {
+pub(crate) async fn secret(app: &TestApp, key: &str) -> String {
     let response = app.get("/api/v1/account/webhook-secret", key).await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
@@ -34,7 +34,7 @@ async fn secret(app: &TestApp, key: &str) -> String {
 
 /// Whether `received` is signed with `secret`, checked with hmac and sha2 rather than the
 /// implementation that signs.
-fn signed_with(secret: &str, received: &Received) -> bool {
+pub(crate) fn signed_with(secret: &str, received: &Received) -> bool {
     let key = STANDARD.decode(secret.strip_prefix("whsec_").unwrap()).unwrap();
     let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
     mac.update(format!("{}.{}.", received.header("webhook-id"), received.header("webhook-timestamp")).as_bytes());

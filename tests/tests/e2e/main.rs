@@ -6,6 +6,7 @@
 mod admin;
 mod admin_jobs;
 mod auth;
+mod batch_webhooks;
 mod batches;
 mod boundaries_edge;
 mod capacity;

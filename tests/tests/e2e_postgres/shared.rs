@@ -7,6 +7,8 @@ mod admin;
 mod admin_jobs;
 #[path = "../e2e/auth.rs"]
 mod auth;
+#[path = "../e2e/batch_webhooks.rs"]
+mod batch_webhooks;
 #[path = "../e2e/batches.rs"]
 mod batches;
 #[path = "../e2e/boundaries_edge.rs"]

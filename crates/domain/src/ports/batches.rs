@@ -92,11 +92,18 @@ pub trait BatchStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<Job>, StoreError>;
 
-    /// Ends the batch as `end` says at `at`, unless it was ended before (the first end stays);
-    /// the batch as kept after, or `None` when there is none.
+    /// Ends the batch as `end` says at `at`, unless it has ended already: ended before (the first
+    /// end stays), or completed (every item final: its end, and its webhook event, were recorded
+    /// by its last item's final commit). The batch as kept after, or `None` when there is none.
+    ///
+    /// A batch's items not yet final are counted down by their final commits, in the same step
+    /// as each, so that exactly one commit (the last item's) finds none left: that commit records
+    /// the batch's webhook event ([`crate::client_webhooks::WebhookEvent::of_ended_batch`]), as the
+    /// batch then reads, when the batch has a `webhook_url`.
     async fn end_batch(&self, id: BatchId, end: BatchEnd, at: OffsetDateTime) -> Result<Option<Batch>, StoreError>;
 
-    /// Batches not ended whose completion window closed at `now`, oldest first, at most `limit`.
+    /// Batches not ended, with an item not yet final, whose completion window closed at `now`,
+    /// oldest first, at most `limit`.
     async fn batches_past_window(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<BatchId>, StoreError>;
 
     /// Wakes the items waiting for admission whose owners have room under their concurrent-job

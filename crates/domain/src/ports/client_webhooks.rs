@@ -1,6 +1,6 @@
 //! The ports of client webhooks: the outbox and the users' secrets ([`WebhookStore`]), the
 //! network ([`WebhookTransport`]), the secrets' encryption ([`SecretVault`]) and the body
-//! ([`WebhookRenderer`], since the job resource is the edge's wire format).
+//! ([`WebhookRenderer`], since the job and batch resources are the edge's wire format).
 
 use std::collections::HashMap;
 
@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use super::StoreError;
-use crate::client_webhooks::{Attempt, EventType, WebhookEvent};
-use crate::ids::{JobId, UserId};
+use crate::batch::BatchView;
+use crate::client_webhooks::{Attempt, EventId, EventType, WebhookEvent};
+use crate::ids::UserId;
 use crate::job::Job;
 
 /// How many events one claim may take: in all, and for each destination host (the host and
@@ -51,7 +52,10 @@ pub struct OutboxState {
 }
 
 /// The outbox of client webhooks and the users' sealed webhook secrets. The events themselves are
-/// written by [`super::JobStore::commit`], with the final transition that causes them.
+/// written by [`super::JobStore::commit`], with the final transition that causes them: a job's
+/// own, or its batch's when it is the batch's last item to become final (and by
+/// [`super::BatchStore::end_batch`] never, since a batch whose items are all final has ended).
+/// Events are keyed by their [`EventId`], their subject's id.
 ///
 /// # Errors
 /// Every method returns [`StoreError::Unavailable`] when the backing store cannot be reached,
@@ -70,26 +74,27 @@ pub trait WebhookStore: Send + Sync {
     ) -> Result<Vec<WebhookEvent>, StoreError>;
 
     /// Hands claimed events back without trying them: none may be claimed again before `until`.
-    async fn defer_events(&self, events: Vec<JobId>, until: OffsetDateTime) -> Result<(), StoreError>;
+    async fn defer_events(&self, events: Vec<EventId>, until: OffsetDateTime) -> Result<(), StoreError>;
 
     /// Sets the event's body if it has none yet, and returns the body it has now: the first
     /// attempt fixes it for every later one.
-    async fn fix_event_body(&self, job_id: JobId, body: Vec<u8>) -> Result<Vec<u8>, StoreError>;
+    async fn fix_event_body(&self, event: EventId, body: Vec<u8>) -> Result<Vec<u8>, StoreError>;
 
     /// Records an attempt and ends the event's lease: appends `attempt`, sets `delivered_at` to
     /// its time when it delivered, and sets the next attempt (`None`: no more).
     async fn record_attempt(
         &self,
-        job_id: JobId,
+        event: EventId,
         attempt: Attempt,
         next_attempt_at: Option<OffsetDateTime>,
     ) -> Result<(), StoreError>;
 
-    /// The events of a job (none when it had no `webhook_url` or is not final).
-    async fn webhook_events(&self, job_id: JobId) -> Result<Vec<WebhookEvent>, StoreError>;
+    /// The events of a job or a batch, by the id its event would have (none when it had no
+    /// `webhook_url` or is not final).
+    async fn webhook_events(&self, event: EventId) -> Result<Vec<WebhookEvent>, StoreError>;
 
-    /// Makes the job's event due at `now` for one more attempt; `false` when it has none.
-    async fn redeliver(&self, job_id: JobId, now: OffsetDateTime) -> Result<bool, StoreError>;
+    /// Makes the event due at `now` for one more attempt; `false` when there is none.
+    async fn redeliver(&self, event: EventId, now: OffsetDateTime) -> Result<bool, StoreError>;
 
     /// See [`OutboxState`].
     async fn outbox_state(&self) -> Result<OutboxState, StoreError>;
@@ -196,10 +201,13 @@ pub trait SecretVault: Send + Sync {
     fn open(&self, sealed: &[u8]) -> Result<String, StoreError>;
 }
 
-/// The body of an event: `{type, timestamp, data: <the job resource>}`, the job shown exactly as
-/// the API shows it.
+/// The body of an event: `{type, timestamp, data: <the job or batch resource>}`, the job or the
+/// batch shown exactly as the API shows it.
 #[cfg_attr(feature = "mocks", mockall::automock)]
 pub trait WebhookRenderer: Send + Sync {
     /// The JSON body of `job`'s `event_type` event at `timestamp`.
     fn render(&self, event_type: EventType, timestamp: OffsetDateTime, job: &Job) -> Vec<u8>;
+
+    /// The JSON body of the batch's `event_type` event at `timestamp`.
+    fn render_batch(&self, event_type: EventType, timestamp: OffsetDateTime, batch: &BatchView) -> Vec<u8>;
 }

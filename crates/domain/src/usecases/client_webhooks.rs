@@ -133,7 +133,7 @@ impl ClientWebhooks {
     /// See [`WebhookQueryError`].
     pub async fn job_webhooks(&self, caller: &Caller, id: JobId) -> Result<Vec<WebhookEvent>, WebhookQueryError> {
         owned_job(self.ports.jobs.as_ref(), caller, id).await?;
-        Ok(self.client_webhooks()?.store.webhook_events(id).await?)
+        Ok(self.client_webhooks()?.store.webhook_events(EventId::of_job(id)).await?)
     }
 
     /// The webhook events of any user's job, for operators; none without client webhooks.
@@ -142,7 +142,7 @@ impl ClientWebhooks {
     /// When the store fails.
     pub async fn any_job_webhooks(&self, id: JobId) -> Result<Vec<WebhookEvent>, StoreError> {
         match &self.webhooks {
-            Some(webhooks) => webhooks.store.webhook_events(id).await,
+            Some(webhooks) => webhooks.store.webhook_events(EventId::of_job(id)).await,
             None => Ok(Vec::new()),
         }
     }
@@ -153,9 +153,10 @@ impl ClientWebhooks {
     /// See [`WebhookQueryError`].
     pub async fn redeliver_webhook(&self, caller: &Caller, id: JobId, event: &str) -> Result<(), WebhookQueryError> {
         owned_job(self.ports.jobs.as_ref(), caller, id).await?;
-        let event = EventId::parse(event).filter(|e| e.job_id() == id).ok_or(WebhookQueryError::UnknownEvent)?;
+        let event =
+            EventId::parse(event).filter(|e| *e == EventId::of_job(id)).ok_or(WebhookQueryError::UnknownEvent)?;
         let now = self.ports.clock.now();
-        if !self.client_webhooks()?.store.redeliver(event.job_id(), now).await? {
+        if !self.client_webhooks()?.store.redeliver(event, now).await? {
             return Err(WebhookQueryError::UnknownEvent);
         }
         tracing::info!(job_id = %id, event_id = %event, "webhook redelivery requested");

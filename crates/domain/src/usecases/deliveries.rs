@@ -16,9 +16,10 @@ use time::OffsetDateTime;
 
 use super::Ports;
 use super::client_webhooks::ClientWebhookPorts;
-use crate::client_webhooks::{Attempt, RetryPolicy, WebhookEvent};
+use crate::client_webhooks::{Attempt, EventSubject, RetryPolicy, WebhookEvent};
 use crate::ports::{ClaimLimits, OutgoingWebhook, StoreError, WebhookRenderer};
 use tracing::Instrument;
+use tracing::field::display;
 
 /// How events are claimed and tried.
 #[derive(Debug, Clone)]
@@ -112,18 +113,27 @@ impl WebhookDeliveries {
     }
 
     /// One attempt at delivering `event`, recorded with when to try next; a span of the trace
-    /// its job's submission started.
+    /// its job's submission started (a batch's event starts a trace of its own: its items' traces
+    /// are many).
     pub async fn deliver(&self, event: WebhookEvent) {
         if !self.ports.traces.are_on() {
             return self.deliver_within(event).await;
         }
-        let span =
-            tracing::info_span!("webhook.delivery", genjobs.job_id = %event.job_id, genjobs.event_id = %event.id());
-        if let Ok(Some(job)) = self.ports.jobs.job(event.job_id).await
-            && let Some(parent) = job.trace()
-        {
-            self.ports.traces.continue_trace(&span, parent);
-        }
+        let span = match event.subject {
+            EventSubject::Job(job_id) => {
+                let span =
+                    tracing::info_span!("webhook.delivery", genjobs.job_id = %job_id, genjobs.event_id = %event.id());
+                if let Ok(Some(job)) = self.ports.jobs.job(job_id).await
+                    && let Some(parent) = job.trace()
+                {
+                    self.ports.traces.continue_trace(&span, parent);
+                }
+                span
+            }
+            EventSubject::Batch(batch_id) => {
+                tracing::info_span!("webhook.delivery", genjobs.batch_id = %batch_id, genjobs.event_id = %event.id())
+            }
+        };
         self.deliver_within(event).instrument(span).await;
     }
 
@@ -133,7 +143,9 @@ impl WebhookDeliveries {
         if let Some(lag) = event.next_attempt_at.and_then(|due| Duration::try_from(started - due).ok()) {
             super::telemetry::webhook_lag(lag);
         }
-        let (job_id, event_id) = (event.job_id, event.id());
+        let event_id = event.id();
+        // A job's event is logged by its job, a batch's by its batch.
+        let (job_id, batch_id) = (event.subject.job_id().map(display), event.subject.batch_id().map(display));
         let prepared = async {
             let body = self.body_of(&event).await?;
             let secret = self.webhooks.secret_of(event.user_id).await?;
@@ -142,10 +154,10 @@ impl WebhookDeliveries {
         let (body, secret) = match prepared.await {
             Ok(prepared) => prepared,
             Err(e) => {
-                tracing::warn!(%job_id, %event_id, error = %e, "could not prepare a webhook; trying again shortly");
+                tracing::warn!(job_id, batch_id, %event_id, error = %e, "could not prepare a webhook; trying again shortly");
                 let again = self.ports.clock.now() + self.settings.prepare_retry;
-                if let Err(e) = self.webhooks.store.defer_events(vec![job_id], again).await {
-                    tracing::warn!(%job_id, %event_id, error = %e, "could not hand a webhook back; retried after its lease");
+                if let Err(e) = self.webhooks.store.defer_events(vec![event_id], again).await {
+                    tracing::warn!(job_id, batch_id, %event_id, error = %e, "could not hand a webhook back; retried after its lease");
                 }
                 return;
             }
@@ -167,31 +179,45 @@ impl WebhookDeliveries {
         };
         super::telemetry::webhook_attempt(delivered, next.is_some());
         tracing::info!(
-            %job_id, %event_id, attempt = attempts.len(), status = attempt.status, error = attempt.error.as_deref(),
+            job_id, batch_id, %event_id, attempt = attempts.len(), status = attempt.status, error = attempt.error.as_deref(),
             delivered, next_attempt_at = next.map(|at| at.unix_timestamp()), "client webhook attempted"
         );
-        if let Err(e) = self.webhooks.store.record_attempt(job_id, attempt, next).await {
-            tracing::warn!(%job_id, %event_id, error = %e, "could not record a webhook attempt; tried again after its lease");
+        if let Err(e) = self.webhooks.store.record_attempt(event_id, attempt, next).await {
+            tracing::warn!(job_id, batch_id, %event_id, error = %e, "could not record a webhook attempt; tried again after its lease");
         }
     }
 
-    /// The event's body: the one fixed by an earlier attempt, or rendered from the job now and
-    /// fixed for every later attempt.
+    /// The event's body: the one fixed by an earlier attempt, or rendered from the job or the
+    /// batch now and fixed for every later attempt.
     async fn body_of(&self, event: &WebhookEvent) -> Result<Vec<u8>, StoreError> {
         if let Some(body) = &event.body {
             return Ok(body.clone());
         }
-        let job = self
-            .ports
-            .jobs
-            .job(event.job_id)
-            .await?
-            .ok_or_else(|| StoreError::Internal(format!("webhook event of the missing job {}", event.job_id)))?;
-        // A replica's job cache may lag the commit that made the job final for a moment.
-        if job.state() != event.event_type.state() {
-            return Err(StoreError::Unavailable(format!("job {} is not yet seen final", event.job_id)));
-        }
-        let body = self.renderer.render(event.event_type, event.occurred_at, &job);
-        self.webhooks.store.fix_event_body(event.job_id, body).await
+        let body =
+            match event.subject {
+                EventSubject::Job(job_id) => {
+                    let job =
+                        self.ports.jobs.job(job_id).await?.ok_or_else(|| {
+                            StoreError::Internal(format!("webhook event of the missing job {job_id}"))
+                        })?;
+                    // A replica's job cache may lag the commit that made the job final for a moment.
+                    if Some(job.state()) != event.event_type.job_state() {
+                        return Err(StoreError::Unavailable(format!("job {job_id} is not yet seen final")));
+                    }
+                    self.renderer.render(event.event_type, event.occurred_at, &job)
+                }
+                EventSubject::Batch(batch_id) => {
+                    let view = self.ports.batches.batch(batch_id).await?.ok_or_else(|| {
+                        StoreError::Internal(format!("webhook event of the missing batch {batch_id}"))
+                    })?;
+                    // The event was recorded with the batch's end, so a batch read after it shows that
+                    // end; one that does not was read from a copy behind it.
+                    if Some(view.state()) != event.event_type.batch_state() {
+                        return Err(StoreError::Unavailable(format!("batch {batch_id} is not yet seen ended")));
+                    }
+                    self.renderer.render_batch(event.event_type, event.occurred_at, &view)
+                }
+            };
+        self.webhooks.store.fix_event_body(event.id(), body).await
     }
 }

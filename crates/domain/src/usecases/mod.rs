@@ -129,11 +129,13 @@ pub struct Ports {
 }
 
 /// What follows the commit that made `job` final: its metrics, this process's webhook
-/// dispatcher woken when the commit recorded an event for the client, and the drivers woken when
-/// the job may have held a slot of its provider's keys.
+/// dispatcher woken when the commit may have recorded an event for the client (the job's own,
+/// or its batch's when it was the batch's last item: only the store knows, and one more look
+/// at the outbox costs less than reading the batch), and the drivers woken when the job may have
+/// held a slot of its provider's keys.
 pub(crate) async fn job_ended(events: &dyn JobEvents, job: &crate::job::Job) {
     telemetry::job_finished(job);
-    if crate::client_webhooks::WebhookEvent::is_recorded_for(job) {
+    if crate::client_webhooks::WebhookEvent::is_recorded_for(job) || job.batch().is_some() {
         events.announce_webhook();
     }
     if job.submit_attempted() {

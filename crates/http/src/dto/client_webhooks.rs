@@ -1,12 +1,15 @@
 //! Client webhooks' views: the event body the receiver gets (its `data` is the job exactly as
-//! `GET /api/v1/jobs/{id}` shows it), and a job's deliveries.
+//! `GET /api/v1/jobs/{id}` shows it, or the batch as `GET /api/v1/batches/{id}` does), and a
+//! job's deliveries.
 
-use genjobs_api::{WebhookAttempt, WebhookDelivery, WebhookPayload};
+use genjobs_api::{BatchWebhookPayload, WebhookAttempt, WebhookDelivery, WebhookPayload};
+use genjobs_domain::batch::BatchView;
 use genjobs_domain::client_webhooks::{EventType, WebhookEvent};
 use genjobs_domain::job::Job;
 use genjobs_domain::ports::WebhookRenderer;
 use time::OffsetDateTime;
 
+use super::batches::batch_view;
 use super::responses::{iso, job_view};
 use crate::links::LinkSigner;
 
@@ -33,6 +36,15 @@ impl WebhookRenderer for WebhookBodies {
             event_type: event_type.as_str().to_owned(),
             timestamp: iso(timestamp),
             data: job_view(job, &links),
+        };
+        serde_json::to_vec(&payload).unwrap_or_default()
+    }
+
+    fn render_batch(&self, event_type: EventType, timestamp: OffsetDateTime, batch: &BatchView) -> Vec<u8> {
+        let payload = BatchWebhookPayload {
+            event_type: event_type.as_str().to_owned(),
+            timestamp: iso(timestamp),
+            data: batch_view(batch),
         };
         serde_json::to_vec(&payload).unwrap_or_default()
     }

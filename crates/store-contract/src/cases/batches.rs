@@ -61,7 +61,7 @@ pub fn batch_of(user_id: UserId, key: Option<&KeyPrefix>, holds: &[u64], at: Off
 }
 
 /// `batch` and its `items`, accepted by `store`.
-async fn created<S: Store>(store: &S, (batch, items): (Batch, Vec<Job>)) -> (BatchView, Vec<Job>) {
+pub(crate) async fn created<S: Store>(store: &S, (batch, items): (Batch, Vec<Job>)) -> (BatchView, Vec<Job>) {
     match store.accept_batch(batch, items.clone(), None, now()).await {
         Ok(BatchAccepted::Created(view)) => (view, items),
         other => panic!("expected a created batch, got {other:?}"),
@@ -77,7 +77,7 @@ fn ids(jobs: &[Job]) -> Vec<JobId> {
     jobs.iter().map(Job::id).collect()
 }
 
-fn failure() -> Trigger {
+pub(crate) fn failure() -> Trigger {
     Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, "boom"))
 }
 

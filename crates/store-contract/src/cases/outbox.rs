@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use genjobs_domain::address::destination_host;
-use genjobs_domain::client_webhooks::{Attempt, EventType};
+use genjobs_domain::client_webhooks::{Attempt, EventId, EventSubject, EventType};
 use genjobs_domain::ids::UserId;
 use genjobs_domain::job::{Job, Trigger};
 use genjobs_domain::ports::{Accepted, ClaimLimits, Commit};
@@ -39,20 +39,23 @@ pub async fn a_final_commit_records_one_webhook_event<S: Store>(store: Arc<S>) {
     let job = accepted_with_hook(&*store, id, Some(HOOK)).await;
     assert_eq!(store.job(job.id()).await.unwrap().unwrap().webhook_url(), Some(HOOK));
     let running = submitted(&*store, &job).await;
-    assert!(store.webhook_events(job.id()).await.unwrap().is_empty(), "not final yet");
+    assert!(store.webhook_events(EventId::of_job(job.id())).await.unwrap().is_empty(), "not final yet");
     let canceled = step(&*store, &running, Trigger::Cancel).await;
     assert!(matches!(store.commit(running.apply(success(3), now()).unwrap()).await.unwrap(), Commit::Stale(_)));
-    let events = store.webhook_events(job.id()).await.unwrap();
+    let events = store.webhook_events(EventId::of_job(job.id())).await.unwrap();
     assert_eq!(events.len(), 1, "{events:?}");
     let event = &events[0];
-    assert_eq!((event.job_id, event.user_id, event.event_type), (job.id(), id, EventType::Canceled));
+    assert_eq!(
+        (event.subject, event.user_id, event.event_type),
+        (EventSubject::Job(job.id()), id, EventType::Canceled)
+    );
     assert_eq!((event.url.as_str(), Some(event.occurred_at)), (HOOK, canceled.finished_at()));
     assert_eq!(event.next_attempt_at, Some(event.occurred_at));
     assert!(event.attempts.is_empty() && event.delivered_at.is_none() && event.body.is_none());
 
     let quiet = submitted(&*store, &accepted_with_hook(&*store, id, None).await).await;
     step(&*store, &quiet, success(2)).await;
-    assert!(store.webhook_events(quiet.id()).await.unwrap().is_empty(), "no webhook_url, no event");
+    assert!(store.webhook_events(EventId::of_job(quiet.id())).await.unwrap().is_empty(), "no webhook_url, no event");
 }
 
 /// A due event is claimed by one dispatcher until its lease runs out or it is handed back.
@@ -61,7 +64,7 @@ pub async fn webhook_events_are_claimed_once_until_their_lease_ends<S: Store>(st
     let t0 = now() + Duration::seconds(1);
     let lease = t0 + Duration::seconds(30);
     let claimed = store.claim_due_events(t0, lease, ClaimLimits::up_to(10)).await.unwrap();
-    assert_eq!(claimed.iter().map(|e| e.job_id).collect::<Vec<_>>(), vec![job.id()]);
+    assert_eq!(claimed.iter().map(|e| e.subject).collect::<Vec<_>>(), vec![EventSubject::Job(job.id())]);
     assert!(store.claim_due_events(t0, lease, ClaimLimits::up_to(10)).await.unwrap().is_empty(), "leased");
     assert_eq!(store.outbox_state().await.unwrap().next_claimable_at, Some(lease));
     let after = lease + Duration::seconds(1);
@@ -71,7 +74,7 @@ pub async fn webhook_events_are_claimed_once_until_their_lease_ends<S: Store>(st
     );
 
     let back = after + Duration::seconds(40);
-    store.defer_events(vec![job.id()], back).await.unwrap();
+    store.defer_events(vec![EventId::of_job(job.id())], back).await.unwrap();
     assert!(
         store.claim_due_events(back - Duration::seconds(1), back, ClaimLimits::up_to(10)).await.unwrap().is_empty()
     );
@@ -98,12 +101,21 @@ pub async fn a_claim_leaves_hosts_at_their_limit_alone<S: Store>(store: Arc<S>) 
     let lease = t0 + Duration::seconds(30);
 
     let at_limit = ClaimLimits { total: 10, per_host: 2, in_flight: [(busy.clone(), 2)].into() };
-    let claimed: Vec<_> = store.claim_due_events(t0, lease, at_limit).await.unwrap().iter().map(|e| e.job_id).collect();
-    assert_eq!(claimed, vec![other], "the busy host's events wait, the other host's is taken past them");
+    let claimed: Vec<_> =
+        store.claim_due_events(t0, lease, at_limit).await.unwrap().iter().map(|e| e.subject).collect();
+    assert_eq!(
+        claimed,
+        vec![EventSubject::Job(other)],
+        "the busy host's events wait, the other host's is taken past them"
+    );
 
     let one_free = ClaimLimits { total: 10, per_host: 2, in_flight: [(busy.clone(), 1)].into() };
     let claimed = store.claim_due_events(t0, lease, one_free).await.unwrap();
-    assert_eq!(claimed.iter().map(|e| e.job_id).collect::<Vec<_>>(), vec![busy_jobs[0]], "one free slot, the earliest");
+    assert_eq!(
+        claimed.iter().map(|e| e.subject).collect::<Vec<_>>(),
+        vec![EventSubject::Job(busy_jobs[0])],
+        "one free slot, the earliest"
+    );
 
     let idle = ClaimLimits { total: 1, per_host: 2, in_flight: Default::default() };
     assert_eq!(store.claim_due_events(t0, lease, idle.clone()).await.unwrap().len(), 1, "the total caps the claim");
@@ -117,10 +129,10 @@ pub async fn webhook_attempts_are_recorded_and_a_delivery_ends_them<S: Store>(st
     let job = succeeded_with_hook(&*store).await;
     let t0 = now() + Duration::seconds(1);
     store.claim_due_events(t0, t0 + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap();
-    assert_eq!(store.fix_event_body(job.id(), b"first".to_vec()).await.unwrap(), b"first");
-    assert_eq!(store.fix_event_body(job.id(), b"second".to_vec()).await.unwrap(), b"first");
+    assert_eq!(store.fix_event_body(EventId::of_job(job.id()), b"first".to_vec()).await.unwrap(), b"first");
+    assert_eq!(store.fix_event_body(EventId::of_job(job.id()), b"second".to_vec()).await.unwrap(), b"first");
     let retry_at = t0 + Duration::seconds(5);
-    store.record_attempt(job.id(), failed(t0), Some(retry_at)).await.unwrap();
+    store.record_attempt(EventId::of_job(job.id()), failed(t0), Some(retry_at)).await.unwrap();
     let state = store.outbox_state().await.unwrap();
     assert_eq!(state.next_claimable_at, Some(retry_at), "the lease ended with the attempt");
     assert!(state.oldest_pending_since.is_some());
@@ -137,8 +149,8 @@ pub async fn webhook_attempts_are_recorded_and_a_delivery_ends_them<S: Store>(st
     assert_eq!(again[0].attempts, vec![failed(t0)]);
 
     let delivered = Attempt { at: retry_at, status: Some(204), error: None };
-    store.record_attempt(job.id(), delivered.clone(), None).await.unwrap();
-    let event = store.webhook_events(job.id()).await.unwrap().remove(0);
+    store.record_attempt(EventId::of_job(job.id()), delivered.clone(), None).await.unwrap();
+    let event = store.webhook_events(EventId::of_job(job.id())).await.unwrap().remove(0);
     assert_eq!(event.attempts, vec![failed(t0), delivered]);
     assert_eq!((event.delivered_at, event.next_attempt_at), (Some(retry_at), None));
     assert_eq!(store.outbox_state().await.unwrap().next_claimable_at, None);
@@ -156,8 +168,8 @@ pub async fn a_redelivered_webhook_event_is_due_again<S: Store>(store: Arc<S>) {
     let job = succeeded_with_hook(&*store).await;
     let t0 = now() + Duration::seconds(1);
     store.claim_due_events(t0, t0 + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap();
-    store.fix_event_body(job.id(), b"body".to_vec()).await.unwrap();
-    store.record_attempt(job.id(), failed(t0), None).await.unwrap();
+    store.fix_event_body(EventId::of_job(job.id()), b"body".to_vec()).await.unwrap();
+    store.record_attempt(EventId::of_job(job.id()), failed(t0), None).await.unwrap();
     assert!(
         store
             .claim_due_events(t0 + Duration::days(9), t0 + Duration::days(10), ClaimLimits::up_to(10))
@@ -166,9 +178,9 @@ pub async fn a_redelivered_webhook_event_is_due_again<S: Store>(store: Arc<S>) {
             .is_empty()
     );
     let t1 = t0 + Duration::seconds(2);
-    assert!(store.redeliver(job.id(), t1).await.unwrap());
+    assert!(store.redeliver(EventId::of_job(job.id()), t1).await.unwrap());
     let other = new_job(job.user_id(), 1, now());
-    assert!(!store.redeliver(other.id(), t1).await.unwrap(), "no such event");
+    assert!(!store.redeliver(EventId::of_job(other.id()), t1).await.unwrap(), "no such event");
     let claimed = store.claim_due_events(t1, t1 + Duration::seconds(30), ClaimLimits::up_to(10)).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!((claimed[0].attempts.len(), claimed[0].body.as_deref()), (1, Some(&b"body"[..])));

@@ -124,7 +124,9 @@ SELECT * FROM (
     SELECT b.id, b.user_id, b.key_prefix, b.created_at, b.expires_at, b.webhook_url, b.metadata, b.ended,
         b.ended_at, f.total, f.queued, f.running, f.succeeded, f.failed, f.canceled, f.credits_held,
         f.credits_spent, f.started_at, f.last_finished_at,
-        CASE WHEN f.queued + f.running > 0 THEN 'in_progress' ELSE COALESCE(b.ended, 'completed') END AS state
+        CASE WHEN f.queued + f.running > 0 THEN 'in_progress'
+            ELSE COALESCE(b.ended, CASE WHEN f.last_finished_at >= b.expires_at THEN 'expired' ELSE 'completed' END)
+        END AS state
     FROM batches b CROSS JOIN LATERAL (
         SELECT count(*)::int8 AS total,
             count(*) FILTER (WHERE state = 'queued')::int8 AS queued,

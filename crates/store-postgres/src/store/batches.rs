@@ -2,6 +2,11 @@
 //! chain's budgets and the account checked against the sum of the items' holds, the items and
 //! their ledger holds inserted by one statement), and the batch reads, whose figures one
 //! aggregate over the batch's items sums.
+//!
+//! A batch keeps the count of its items not yet final (`unfinished`), which the
+//! `jobs_batch_item_finished` trigger counts down in each item's final statement: the statement
+//! that finds none left records the batch's webhook event (see the migration). A batch without
+//! one has ended, and is ended no more.
 
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -150,7 +155,13 @@ impl PgStore {
                             .execute(conn)
                             .await?;
                         let counted_under = count_hold(conn, own_budget, batch.key_prefix.as_ref(), held).await?;
-                        diesel::insert_into(batches::table).values(&record).execute(conn).await?;
+                        let unfinished = i32::try_from(items.len()).map_err(|e| {
+                            refused(StoreError::Internal(format!("a batch of {} items: {e}", items.len())).into())
+                        })?;
+                        diesel::insert_into(batches::table)
+                            .values((&record, batches::unfinished.eq(unfinished)))
+                            .execute(conn)
+                            .await?;
                         let rows: Vec<&JobRow> = rows.iter().collect();
                         insert_items(conn, &rows, counted_under).await?;
                         if let (Some(claim), Some(first)) = (idempotency, items.first()) {
@@ -278,8 +289,10 @@ impl BatchStore for PgStore {
         let row = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 async move {
-                    // Only the first end is kept; the batch is read afterwards, as the first end left it.
-                    diesel::update(batches::table.find(id.as_uuid()).filter(batches::ended.is_null()))
+                    // Only the first end is kept, and none once every item is final; the batch is
+                    // read afterwards, as its end left it.
+                    let open = batches::ended.is_null().and(batches::unfinished.gt(0));
+                    diesel::update(batches::table.find(id.as_uuid()).filter(open))
                         .set((batches::ended.eq(end_name(end)), batches::ended_at.eq(at)))
                         .execute(conn)
                         .await?;
@@ -295,7 +308,7 @@ impl BatchStore for PgStore {
         let ids: Vec<uuid::Uuid> = self
             .repeatable(|conn: &mut AsyncPgConnection| {
                 batches::table
-                    .filter(batches::ended.is_null().and(batches::expires_at.le(now)))
+                    .filter(batches::ended.is_null().and(batches::unfinished.gt(0)).and(batches::expires_at.le(now)))
                     .order(batches::id)
                     .limit(i64::try_from(limit).unwrap_or(i64::MAX))
                     .select(batches::id)

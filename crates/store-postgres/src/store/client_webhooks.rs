@@ -1,15 +1,16 @@
 //! The outbox of client webhooks and the users' sealed secrets. Events are inserted by the
-//! `jobs_client_webhook_event` trigger inside the statement that makes a job final (see the
-//! migration), so this module only claims, reads and updates them. Claims take due events with
+//! `jobs_client_webhook_event` trigger inside the statement that makes a job final, and a batch's
+//! by the `jobs_batch_item_finished` trigger inside the one that makes its last item final (see
+//! the migrations), so this module only claims, reads and updates them, by their `id` (the id of
+//! the job or the batch). Claims take due events with
 //! `FOR UPDATE SKIP LOCKED` under a lease, so each attempt is made by one replica.
 
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Bytea, Jsonb, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::RunQueryDsl;
-use genjobs_domain::client_webhooks::{Attempt, EventType, WebhookEvent};
-use genjobs_domain::ids::{JobId, UserId};
-use genjobs_domain::job::JobState;
+use genjobs_domain::client_webhooks::{Attempt, EventId, EventSubject, EventType, WebhookEvent};
+use genjobs_domain::ids::{BatchId, JobId, UserId};
 use genjobs_domain::ports::{ClaimLimits, OutboxState, StoreError, WebhookStore};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -22,7 +23,9 @@ use crate::schema::client_webhook_events;
 #[derive(QueryableByName)]
 #[diesel(table_name = client_webhook_events, check_for_backend(diesel::pg::Pg))]
 struct EventRow {
-    job_id: Uuid,
+    id: Uuid,
+    job_id: Option<Uuid>,
+    batch_id: Option<Uuid>,
     user_id: Uuid,
     final_state: String,
     url: String,
@@ -44,13 +47,17 @@ struct AttemptJson {
 
 impl EventRow {
     fn into_event(self) -> Result<WebhookEvent, StoreError> {
-        let corrupt = |what: &str| StoreError::Internal(format!("webhook event {}: bad {what}", self.job_id));
-        let event_type =
-            JobState::parse(&self.final_state).and_then(EventType::of).ok_or_else(|| corrupt("final_state"))?;
+        let corrupt = |what: &str| StoreError::Internal(format!("webhook event {}: bad {what}", self.id));
+        let subject = match (self.job_id, self.batch_id) {
+            (Some(job_id), None) => EventSubject::Job(JobId::from_uuid(job_id)),
+            (None, Some(batch_id)) => EventSubject::Batch(BatchId::from_uuid(batch_id)),
+            _ => return Err(corrupt("subject")),
+        };
+        let event_type = EventType::parse(subject, &self.final_state).ok_or_else(|| corrupt("final_state"))?;
         let attempts: Vec<AttemptJson> =
             serde_json::from_value(self.attempts.clone()).map_err(|_| corrupt("attempts"))?;
         Ok(WebhookEvent {
-            job_id: JobId::from_uuid(self.job_id),
+            subject,
             user_id: UserId::from_uuid(self.user_id),
             event_type,
             url: self.url,
@@ -63,24 +70,24 @@ impl EventRow {
     }
 }
 
-const EVENT_COLUMNS: &str =
-    "e.job_id, e.user_id, e.final_state, e.url, e.occurred_at, e.body, e.attempts, e.delivered_at, e.next_attempt_at";
+const EVENT_COLUMNS: &str = "e.id, e.job_id, e.batch_id, e.user_id, e.final_state, e.url, e.occurred_at, e.body, \
+     e.attempts, e.delivered_at, e.next_attempt_at";
 
 /// The earliest due, unleased events of hosts not at their limit (`$4`), locked as a window of
 /// `$5`; of those, at most each host's free slots (`$6`, less `$7`/`$8` in flight) and `$3` in
 /// all, leased until `$1`.
 const CLAIM_DUE: &str = "\
 UPDATE client_webhook_events e SET lease_until = $1
-FROM (SELECT job_id FROM (
-          SELECT d.job_id, d.next_attempt_at,
+FROM (SELECT id FROM (
+          SELECT d.id, d.next_attempt_at,
                  row_number() OVER (PARTITION BY d.host ORDER BY d.next_attempt_at) + coalesce(busy.in_flight, 0) AS slot
-          FROM (SELECT job_id, next_attempt_at, host FROM client_webhook_events
+          FROM (SELECT id, next_attempt_at, host FROM client_webhook_events
                 WHERE next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2) AND host <> ALL($4)
                 ORDER BY next_attempt_at LIMIT $5 FOR UPDATE SKIP LOCKED) d
           LEFT JOIN unnest($7::text[], $8::bigint[]) AS busy(host, in_flight) ON busy.host = d.host) ranked
       WHERE slot <= $6
       ORDER BY next_attempt_at LIMIT $3) due
-WHERE e.job_id = due.job_id
+WHERE e.id = due.id
 RETURNING ";
 
 /// An event is claimable at its next attempt, or at its lease's end when that is later: the
@@ -139,28 +146,28 @@ impl WebhookStore for PgStore {
         events(self.in_session(async |conn| claim.load(conn).await).await?)
     }
 
-    async fn defer_events(&self, events: Vec<JobId>, until: OffsetDateTime) -> Result<(), StoreError> {
-        let ids: Vec<Uuid> = events.iter().map(JobId::as_uuid).collect();
-        let defer = diesel::sql_query("UPDATE client_webhook_events SET lease_until = $1 WHERE job_id = ANY($2)")
+    async fn defer_events(&self, events: Vec<EventId>, until: OffsetDateTime) -> Result<(), StoreError> {
+        let ids: Vec<Uuid> = events.into_iter().map(EventId::as_uuid).collect();
+        let defer = diesel::sql_query("UPDATE client_webhook_events SET lease_until = $1 WHERE id = ANY($2)")
             .bind::<Timestamptz, _>(until)
             .bind::<Array<SqlUuid>, _>(ids);
         self.in_session(async |conn| defer.execute(conn).await).await?;
         Ok(())
     }
 
-    async fn fix_event_body(&self, job_id: JobId, body: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+    async fn fix_event_body(&self, event: EventId, body: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         let fix = diesel::sql_query(
-            "UPDATE client_webhook_events SET body = COALESCE(body, $1) WHERE job_id = $2 RETURNING body AS sealed",
+            "UPDATE client_webhook_events SET body = COALESCE(body, $1) WHERE id = $2 RETURNING body AS sealed",
         )
         .bind::<Bytea, _>(body)
-        .bind::<SqlUuid, _>(job_id.as_uuid());
+        .bind::<SqlUuid, _>(event.as_uuid());
         let kept: Vec<Sealed> = self.in_session(async |conn| fix.load(conn).await).await?;
         kept.into_iter().next().and_then(|row| row.sealed).ok_or_else(|| StoreError::Internal("no such event".into()))
     }
 
     async fn record_attempt(
         &self,
-        job_id: JobId,
+        event: EventId,
         attempt: Attempt,
         next_attempt_at: Option<OffsetDateTime>,
     ) -> Result<(), StoreError> {
@@ -170,28 +177,27 @@ impl WebhookStore for PgStore {
         let record = diesel::sql_query(
             "UPDATE client_webhook_events SET attempts = attempts || $1, \
              delivered_at = CASE WHEN $2 THEN $3 ELSE delivered_at END, next_attempt_at = $4, lease_until = NULL \
-             WHERE job_id = $5",
+             WHERE id = $5",
         )
         .bind::<Jsonb, _>(json)
         .bind::<Bool, _>(delivered)
         .bind::<Timestamptz, _>(at)
         .bind::<Nullable<Timestamptz>, _>(next_attempt_at)
-        .bind::<SqlUuid, _>(job_id.as_uuid());
+        .bind::<SqlUuid, _>(event.as_uuid());
         self.in_session(async |conn| record.execute(conn).await).await?;
         Ok(())
     }
 
-    async fn webhook_events(&self, job_id: JobId) -> Result<Vec<WebhookEvent>, StoreError> {
-        let read =
-            diesel::sql_query(format!("SELECT {EVENT_COLUMNS} FROM client_webhook_events e WHERE e.job_id = $1"))
-                .bind::<SqlUuid, _>(job_id.as_uuid());
+    async fn webhook_events(&self, event: EventId) -> Result<Vec<WebhookEvent>, StoreError> {
+        let read = diesel::sql_query(format!("SELECT {EVENT_COLUMNS} FROM client_webhook_events e WHERE e.id = $1"))
+            .bind::<SqlUuid, _>(event.as_uuid());
         events(self.in_session(async |conn| read.load(conn).await).await?)
     }
 
-    async fn redeliver(&self, job_id: JobId, now: OffsetDateTime) -> Result<bool, StoreError> {
-        let redeliver = diesel::sql_query("UPDATE client_webhook_events SET next_attempt_at = $1 WHERE job_id = $2")
+    async fn redeliver(&self, event: EventId, now: OffsetDateTime) -> Result<bool, StoreError> {
+        let redeliver = diesel::sql_query("UPDATE client_webhook_events SET next_attempt_at = $1 WHERE id = $2")
             .bind::<Timestamptz, _>(now)
-            .bind::<SqlUuid, _>(job_id.as_uuid());
+            .bind::<SqlUuid, _>(event.as_uuid());
         Ok(self.in_session(async |conn| redeliver.execute(conn).await).await? > 0)
     }
 
