@@ -36,6 +36,7 @@
 //! - `schemas` and `numbers`: schemas the derives cannot infer, and how whole numbers are read.
 
 pub mod account;
+pub mod admin_batches;
 pub mod admin_jobs;
 pub mod batches;
 pub mod client_webhooks;
@@ -58,6 +59,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use account::{Account, CreatedUser, Grant, LedgerEntry, LedgerPage, NewUser, UsageRow, User, UserPage, UserPatch};
+pub use admin_batches::{AdminBatch, AdminBatchPage};
 pub use admin_jobs::{AdminJob, AdminJobDetail, AdminJobPage};
 pub use batches::{Batch, BatchCounts, BatchItem, BatchItemBody, BatchItemPage, BatchPage, BatchRequest, BatchResult};
 pub use client_webhooks::{BatchWebhookPayload, WebhookAttempt, WebhookDelivery, WebhookPayload, WebhookSecret};

@@ -4,6 +4,7 @@
 const $ = (id) => document.getElementById(id);
 let token = localStorage.getItem("genjobs.adminToken") || "";
 let nextUsers = null, nextJobs = null, shownUser = null, shownModel = null, usageRows = null;
+let nextBatches = null, nextBatchItems = null, shownBatch = null;
 
 function showError(message) {
   $("error").textContent = message;
@@ -426,6 +427,73 @@ $("cancel-job").addEventListener("click", () => run(async () => {
   await showJob($("cancel-job").dataset.id);
 }));
 
+/* Batches */
+
+async function loadBatches(before) {
+  const filters = new URLSearchParams({ ...formValues($("batch-filters")), limit: "50" });
+  const query = new URLSearchParams(filters);
+  if (before) query.set("before", before);
+  const latest = startListLoad("batches");
+  const page = await api("GET", "/api/admin/batches?" + query);
+  if (!latest()) return;
+  if (!before) $("batches").replaceChildren();
+  $("batches").dataset.filters = filters.toString();
+  for (const batch of page.data) {
+    const counts = batch.counts;
+    const row = cells(document.createElement("tr"), [when(batch.created_at), batch.id, batch.user_id, batch.state,
+      counts.total, counts.queued, counts.running, counts.succeeded, counts.failed, counts.canceled,
+      batch.credits_held, batch.credits_spent, when(batch.expires_at)]);
+    row.className = "pick";
+    row.dataset.id = batch.id;
+    row.addEventListener("click", () => { location.hash = "#batch/" + batch.id; });
+    $("batches").append(row);
+  }
+  nextBatches = page.next;
+  $("batches-older").hidden = !nextBatches;
+}
+
+async function showBatch(id) {
+  const batch = await api("GET", "/api/admin/batches/" + encodeURIComponent(id));
+  shownBatch = batch.id;
+  const counts = batch.counts;
+  $("batch-id").textContent = batch.id;
+  $("batch-state").textContent = batch.state;
+  $("batch-user").textContent = batch.user_id;
+  $("batch-counts").textContent = `${counts.total}: ${counts.queued} queued, ${counts.running} running, ` +
+    `${counts.succeeded} succeeded, ${counts.failed} failed, ${counts.canceled} canceled`;
+  $("batch-counts").dataset.counts = JSON.stringify(counts);
+  $("batch-credits").textContent = `${batch.credits_held} / ${batch.credits_spent}`;
+  $("batch-window").textContent = `${when(batch.created_at)} / ${when(batch.expires_at)}`;
+  await loadBatchItems(null);
+}
+
+/** A page of the shown batch's items, in its order; each opens its job. */
+async function loadBatchItems(after) {
+  const query = new URLSearchParams({ ...formValues($("batch-item-filter")), limit: "100" });
+  if (after) query.set("after", after);
+  const latest = startListLoad("batch-items");
+  const page = await api("GET", `/api/admin/batches/${encodeURIComponent(shownBatch)}/items?` + query);
+  if (!latest()) return;
+  if (!after) $("batch-items").replaceChildren();
+  for (const item of page.data) {
+    const job = item.job;
+    const row = cells(document.createElement("tr"), [item.custom_id, job.id, job.state, job.credits_held,
+      job.credits_actual, job.error ? job.error.code : ""]);
+    row.className = "pick";
+    row.dataset.id = job.id;
+    row.dataset.customId = item.custom_id;
+    row.addEventListener("click", () => { location.hash = "#job/" + job.id; });
+    $("batch-items").append(row);
+  }
+  nextBatchItems = page.next;
+  $("batch-items-more").hidden = !nextBatchItems;
+}
+
+$("batch-filters").addEventListener("submit", (event) => { event.preventDefault(); run(() => loadBatches(null)); });
+$("batches-older").addEventListener("click", () => run(() => loadBatches(nextBatches)));
+$("batch-item-filter").addEventListener("submit", (event) => { event.preventDefault(); run(() => loadBatchItems(null)); });
+$("batch-items-more").addEventListener("click", () => run(() => loadBatchItems(nextBatchItems)));
+
 /* Providers */
 
 /** `genjobs_upstream_cooling_down{provider="fal"} 1` lines of /metrics, by provider. */
@@ -468,13 +536,14 @@ async function run(action) {
 
 function route() {
   const [page, id] = (location.hash.slice(1) || "users").split("/");
-  const section = { user: "user", model: "model", job: "job" }[page] || page;
+  const section = { user: "user", model: "model", job: "job", batch: "batch" }[page] || page;
   for (const element of document.querySelectorAll("main > section")) element.hidden = element.id !== "page-" + section;
-  const tab = { user: "users", model: "catalog", job: "jobs" }[page] || page;
+  const tab = { user: "users", model: "catalog", job: "jobs", batch: "batches" }[page] || page;
   for (const link of document.querySelectorAll("nav a")) link.classList.toggle("current", link.dataset.page === tab);
   if (!token) { showError("Sign in with the admin token."); return; }
   const load = { users: () => loadUsers(null), user: () => showUser(id), catalog: loadModels, model: () => showModel(id),
-    usage: loadUsage, jobs: () => loadJobs(null), job: () => showJob(id), providers: loadProviders }[page];
+    usage: loadUsage, jobs: () => loadJobs(null), job: () => showJob(id), batches: () => loadBatches(null),
+    batch: () => showBatch(id), providers: loadProviders }[page];
   if (load) run(load);
 }
 

@@ -263,6 +263,8 @@ routes! {
     delete "/api/admin/keys/{prefix}" => handlers::admin_revoke_key,
     get "/api/admin/jobs" => handlers::admin_jobs,
     get "/api/admin/batches" => handlers::admin_batches,
+    get "/api/admin/batches/{id}" => handlers::admin_batch,
+    get "/api/admin/batches/{id}/items" => handlers::admin_batch_items,
     get "/api/admin/jobs/{id}" => handlers::admin_job,
     post "/api/admin/jobs/{id}/cancel" => handlers::admin_cancel_job,
     patch "/api/admin/keys/{prefix}" => handlers::admin_change_key,

@@ -45,6 +45,8 @@ use crate::pages::{self, DocsAsset, PlaygroundAsset};
         handlers::batch_results,
         handlers::cancel_batch,
         handlers::admin_batches,
+        handlers::admin_batch,
+        handlers::admin_batch_items,
         handlers::get_job,
         handlers::list_jobs,
         handlers::stream_job,

@@ -1,7 +1,8 @@
 //! The operators' console: each page's main action done through the page, its effect checked
 //! through the admin API. Users and keys (create, find, grant, tier, a restricted key, revoke),
 //! the catalog (an edit saved, a fault shown at its field, the price preview), usage (the chart
-//! and the CSV), jobs (filtered, a job's ledger and webhook deliveries, a cancel) and providers.
+//! and the CSV), jobs (filtered, a job's ledger and webhook deliveries, a cancel), batches (their
+//! counts, a batch's items) and providers.
 
 use std::time::Duration;
 
@@ -280,6 +281,68 @@ async fn the_jobs_page_filters_shows_a_jobs_ledger_and_cancels_it() {
     assert_eq!(kinds, ["hold", "release"], "the cancel refunded the hold");
     let rows = page.execute("return document.querySelectorAll('#job-ledger tr').length;", vec![]).await.unwrap();
     assert_eq!(rows, 2, "the page shows the release");
+    page.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batches_page_lists_a_batchs_counts_and_shows_its_items() {
+    let app = spawn_app_with(fast_config()).await;
+    let user = app.create_user(1_000, json!({})).await;
+    let items: Vec<Value> = ["a pear", "a plum [sim:fail]", "a fig"]
+        .iter()
+        .enumerate()
+        .map(|(i, prompt)| json!({"custom_id": format!("sku-{i}"), "modality": "image", "body": {"prompt": prompt}}))
+        .collect();
+    let response = app.post("/api/v1/batches", &user.key, &json!({ "items": items })).await;
+    assert_eq!(response.status(), 202);
+    let batch: Value = response.json().await.unwrap();
+    let id = batch["id"].as_str().unwrap().to_owned();
+    let ended = async || admin(&app, &format!("/api/admin/batches/{id}")).await;
+    genjobs_test_wait::wait_until(Duration::from_secs(20), "the batch's end", ended, |b| b["state"] == "completed")
+        .await;
+
+    let driver = chromedriver().await;
+    let page = browser(&driver).await;
+    sign_in(&page, &app, "#batches").await;
+    fill_and_submit(&page, "batch-filters", json!({"user_id": user.id})).await;
+    let listed = until(
+        &page,
+        "the user's batches",
+        "if (!(document.getElementById('batches').dataset.filters || '').includes('user_id=')) return false; \
+         return [...document.querySelectorAll('#batches tr')].map(r => [...r.cells].map(c => c.textContent));",
+    )
+    .await;
+    let rows = listed.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listed}");
+    let row: Vec<&str> = rows[0].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert_eq!((row[1], row[2], row[3]), (id.as_str(), user.id.as_str(), "completed"));
+    assert_eq!(
+        row[4..10],
+        ["3", "0", "0", "2", "1", "0"],
+        "items: total, queued, running, succeeded, failed, canceled"
+    );
+    screenshot(&page, "console-batches").await;
+
+    page.find(Locator::Css("#batches tr.pick")).await.unwrap().click().await.unwrap();
+    until(&page, "the batch", &format!("return document.getElementById('batch-id').textContent === '{id}';")).await;
+    let shown = until(
+        &page,
+        "the batch's items",
+        "const rows = [...document.querySelectorAll('#batch-items tr')]; \
+         return rows.length === 3 && rows.map(r => [r.dataset.customId, r.cells[2].textContent]);",
+    )
+    .await;
+    assert_eq!(shown, json!([["sku-0", "succeeded"], ["sku-1", "failed"], ["sku-2", "succeeded"]]));
+    let counts = page
+        .execute("return JSON.parse(document.getElementById('batch-counts').dataset.counts);", vec![])
+        .await
+        .unwrap();
+    assert_eq!((counts["total"].as_u64(), counts["failed"].as_u64()), (Some(3), Some(1)));
+    let first_job = admin(&app, &format!("/api/admin/batches/{id}/items?limit=1")).await;
+    let first_job = first_job["data"][0]["job"]["id"].as_str().unwrap().to_owned();
+    page.find(Locator::Css("#batch-items tr.pick")).await.unwrap().click().await.unwrap();
+    until(&page, "the item's job", &format!("return document.getElementById('job-id').textContent === '{first_job}';"))
+        .await;
     page.close().await.unwrap();
 }
 

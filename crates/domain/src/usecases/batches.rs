@@ -254,6 +254,21 @@ impl Batches {
         self.page(id, state, false, after, limit).await
     }
 
+    /// Any user's batch's items, for operators, as [`Batches::items`] pages them.
+    ///
+    /// # Errors
+    /// [`BatchQueryError::NotFound`]; when the store fails.
+    pub async fn items_for_operator(
+        &self,
+        id: BatchId,
+        state: Option<JobState>,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<BatchPage<Job, JobId>, BatchQueryError> {
+        self.batches.batch_record(id).await?.ok_or(BatchQueryError::NotFound)?;
+        self.page(id, state, false, after, limit).await
+    }
+
     /// The caller's batch's final items in its order, `limit` at a time after the item `after`:
     /// what its results are made of, read page by page so that a reader's memory does not grow
     /// with the batch.

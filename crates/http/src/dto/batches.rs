@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use genjobs_api::{Batch, BatchCounts, BatchItem, BatchRequest, BatchResult};
+use genjobs_api::{AdminBatch, Batch, BatchCounts, BatchItem, BatchRequest, BatchResult};
 use genjobs_domain::batch::{self, BatchView};
 use genjobs_domain::catalog::Catalog;
 use genjobs_domain::invalid::InvalidRequest;
@@ -115,6 +115,16 @@ pub fn batch_view(view: &BatchView) -> Batch {
         credits_held: view.figures.credits_held.get(),
         credits_spent: view.figures.credits_spent.get(),
         metadata: view.batch.metadata.clone().into_iter().collect::<BTreeMap<_, _>>(),
+    }
+}
+
+/// A batch as operators see it: the batch, its owner and its key.
+#[must_use]
+pub fn admin_batch_view(view: &BatchView) -> AdminBatch {
+    AdminBatch {
+        batch: batch_view(view),
+        user_id: view.batch.user_id.to_string(),
+        key_prefix: view.batch.key_prefix.as_ref().map(|prefix| prefix.as_str().to_owned()),
     }
 }
 

@@ -1,9 +1,9 @@
 //! The batch endpoints: submit a batch, read it, page its items, stream its results, cancel it;
-//! and the operators' listing of every user's batches.
+//! and the operators' listing of every user's batches, one batch and its items.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::stream;
-use genjobs_api::{Batch, BatchItemPage, BatchPage, BatchRequest, BatchResult};
+use genjobs_api::{AdminBatch, AdminBatchPage, Batch, BatchItemPage, BatchPage, BatchRequest, BatchResult};
 use genjobs_domain::batch::BatchState;
 use genjobs_domain::ids::{BatchId, JobId, UserId};
 use genjobs_domain::invalid::InvalidRequest;
@@ -15,8 +15,9 @@ use super::{Handled, Query, idempotency_key, integer_param, now};
 use crate::AppState;
 use crate::auth::{Authenticated, Operator};
 use crate::body::read_json_within;
-use crate::dto::batches::{batch_item_view, batch_result_view, batch_submission, batch_view};
+use crate::dto::batches::{admin_batch_view, batch_item_view, batch_result_view, batch_submission, batch_view};
 use crate::error::ApiError;
+use crate::links::OutputLinks;
 
 /// Largest batch body: 16 MiB.
 const MAX_BATCH_BODY_BYTES: usize = 16 << 20;
@@ -39,6 +40,28 @@ fn id_param<T>(query: &Query, name: &str, parse: impl Fn(&str) -> Option<T>) -> 
             parse(text).ok_or_else(|| InvalidRequest::param(name, format!("`{name}` is not a valid id")).into())
         })
         .transpose()
+}
+
+/// The `state`, `limit` and `after` of a page of a batch's items.
+fn items_query(query: &Query) -> Result<(Option<JobState>, usize, Option<JobId>), ApiError> {
+    let wanted = query
+        .get("state")
+        .map(|text| {
+            JobState::parse(text).ok_or_else(|| {
+                InvalidRequest::param("state", "`state` must be queued, running, succeeded, failed or canceled")
+            })
+        })
+        .transpose()?;
+    let limit = limit(query, MAX_BATCH_ITEMS_PAGE)?;
+    let after = id_param(query, "after", |text| JobId::parse(text).ok())?;
+    Ok((wanted, limit, after))
+}
+
+fn item_page_view(page: &Page<genjobs_domain::job::Job, JobId>, links: &OutputLinks<'_>) -> BatchItemPage {
+    BatchItemPage {
+        data: page.data.iter().map(|job| batch_item_view(job, links)).collect(),
+        next: page.next.map(|id| id.to_string()),
+    }
 }
 
 fn batch_page_view(page: &Page<genjobs_domain::batch::BatchView, BatchId>) -> BatchPage {
@@ -147,22 +170,9 @@ pub async fn batch_items(
     req: HttpRequest,
 ) -> Handled {
     let id = batch_id(&path)?;
-    let wanted = query
-        .get("state")
-        .map(|text| {
-            JobState::parse(text).ok_or_else(|| {
-                InvalidRequest::param("state", "`state` must be queued, running, succeeded, failed or canceled")
-            })
-        })
-        .transpose()?;
-    let limit = limit(&query, MAX_BATCH_ITEMS_PAGE)?;
-    let after = id_param(&query, "after", |text| JobId::parse(text).ok())?;
+    let (wanted, limit, after) = items_query(&query)?;
     let page = state.services.batches.items(&caller.0, id, wanted, after, limit).await?;
-    let links = state.links.for_request(&req, now());
-    Ok(HttpResponse::Ok().json(BatchItemPage {
-        data: page.data.iter().map(|job| batch_item_view(job, &links)).collect(),
-        next: page.next.map(|id| id.to_string()),
-    }))
+    Ok(HttpResponse::Ok().json(item_page_view(&page, &state.links.for_request(&req, now()))))
 }
 
 /// Stream a batch's results
@@ -244,7 +254,7 @@ pub async fn cancel_batch(state: web::Data<AppState>, caller: Authenticated, pat
         ("before" = Option<String>, Query, description = "A batch id: list only older batches"),
     ),
     responses(
-        (status = 200, description = "A page of batches", body = BatchPage),
+        (status = 200, description = "A page of batches, each with its owner and key", body = AdminBatchPage),
         (status = 400, description = "A filter, `limit` or `before` is not valid (`param` names it)", body = crate::error::Envelope),
     ))]
 pub async fn admin_batches(state: web::Data<AppState>, _: Operator, query: Query) -> Handled {
@@ -260,5 +270,51 @@ pub async fn admin_batches(state: web::Data<AppState>, _: Operator, query: Query
     let limit = limit(&query, MAX_BATCHES_PAGE)?;
     let before = id_param(&query, "before", |text| BatchId::parse(text).ok())?;
     let page = state.services.batches.list(BatchFilter { user_id, state: wanted }, before, limit).await?;
-    Ok(HttpResponse::Ok().json(batch_page_view(&page)))
+    Ok(HttpResponse::Ok().json(AdminBatchPage {
+        data: page.data.iter().map(admin_batch_view).collect(),
+        next: page.next.map(|id| id.to_string()),
+    }))
+}
+
+/// Read any user's batch
+#[utoipa::path(get, path = "/api/admin/batches/{id}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "The batch id")),
+    responses(
+        (status = 200, description = "The batch, with its owner and key", body = AdminBatch),
+        (status = 404, description = "No such batch", body = crate::error::Envelope),
+    ))]
+pub async fn admin_batch(state: web::Data<AppState>, _: Operator, path: web::Path<String>) -> Handled {
+    let view = state.services.batches.batch_for_operator(batch_id(&path)?).await?;
+    Ok(HttpResponse::Ok().json(admin_batch_view(&view)))
+}
+
+/// Page any user's batch's items
+///
+/// As the owner's `GET /api/v1/batches/{id}/items` pages them: in the batch's order, each with
+/// its job; `next` is the `after` of the following page, or null.
+#[utoipa::path(get, path = "/api/admin/batches/{id}/items", tag = "admin",
+    security(("admin_token" = [])),
+    params(
+        ("id" = String, Path, description = "The batch id"),
+        ("state" = Option<String>, Query, description = "Only items in this state: queued, running, succeeded, failed or canceled"),
+        ("limit" = Option<u64>, Query, minimum = 1, maximum = 1000, description = "Items per page (default 20)"),
+        ("after" = Option<String>, Query, description = "A job id of the batch: list only the items after it"),
+    ),
+    responses(
+        (status = 200, description = "A page of items", body = BatchItemPage),
+        (status = 400, description = "`state`, `limit` or `after` is not valid", body = crate::error::Envelope),
+        (status = 404, description = "No such batch", body = crate::error::Envelope),
+    ))]
+pub async fn admin_batch_items(
+    state: web::Data<AppState>,
+    _: Operator,
+    path: web::Path<String>,
+    query: Query,
+    req: HttpRequest,
+) -> Handled {
+    let id = batch_id(&path)?;
+    let (wanted, limit, after) = items_query(&query)?;
+    let page = state.services.batches.items_for_operator(id, wanted, after, limit).await?;
+    Ok(HttpResponse::Ok().json(item_page_view(&page, &state.links.for_request(&req, now()))))
 }
