@@ -79,3 +79,20 @@ async fn fal_references_kept_as_json_text_become_typed_references() {
     let again = store.job(jobs[0].id()).await.unwrap().unwrap();
     assert_eq!(again.upstream(), Some(&fal("as-text").to_upstream()), "running it twice changes nothing");
 }
+
+/// Each migration's version (its folder's name before the first `_`) is its own: the migration
+/// runner keeps one row per version, so a second folder of the same version would never run.
+#[test]
+fn every_migration_has_a_version_of_its_own() {
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+    let mut versions: Vec<String> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.') && name != "README.md")
+        .map(|name| name.split('_').next().unwrap_or_default().to_owned())
+        .collect();
+    let all = versions.len();
+    versions.sort();
+    versions.dedup();
+    assert_eq!(versions.len(), all, "two migrations share a version: {versions:?}");
+}
