@@ -5,8 +5,9 @@
 //!    it), against the same 5,000 jobs submitted one by one by 32 clients.
 //! 2. Throughput: one batch of 5,000 items from `POST` to `completed`, jobs that end at once.
 //! 3. Fairness: one fal key capped at 4 jobs in flight, jobs of 100 ms; another user's
-//!    interactive jobs, one at a time, with no batch and then behind a batch of 5,000 items; their
-//!    waits (accepted → sent) from the jobs' own timestamps.
+//!    interactive jobs, one at a time, with no batch and then behind a batch of 5,000 items of a
+//!    user at the default concurrency limit of 8; their waits (accepted → sent) from the jobs'
+//!    own timestamps.
 //! 4. Waiting: 100,000 items waiting for their owner's concurrency limit of 4: the memory they
 //!    add to the replica, how soon a freed slot sends the next item (a job's end → the next
 //!    item's send, from the jobs' own timestamps), and interactive submissions' latency with them
@@ -38,6 +39,8 @@ const SINGLE_CLIENTS: usize = 32;
 const INTERACTIVE: usize = 20;
 /// The pause between two interactive jobs.
 const INTERACTIVE_SPACING: Duration = Duration::from_millis(300);
+/// The batch owner's concurrency limit in the fairness run: the default a user gets.
+const BATCH_OWNER_LIMIT: u64 = 8;
 /// Items waiting in the waiting run.
 const WAITING: usize = 100_000;
 /// The waiting items' owner's concurrency limit.
@@ -251,7 +254,7 @@ async fn fairness(bin: &Path, server: &str, sim: &str) -> Result<(Vec<f64>, Vec<
     )?;
     let alone_user = user_with_limit(&app.base, "interactive-alone", 1_000).await?;
     let behind_user = user_with_limit(&app.base, "interactive-behind", 1_000).await?;
-    let (_, owner_key) = user_with_limit(&app.base, "batch-owner", 1_000_000).await?;
+    let (_, owner_key) = user_with_limit(&app.base, "batch-owner", BATCH_OWNER_LIMIT).await?;
     let alone = interactive_waits(&app.base, &url, &alone_user).await?;
     submit_batch(&reqwest::Client::new(), &app.base, &owner_key, &batch_body(ITEMS, "[sim:run=100]")).await?;
     // The batch's items fill the key's slots before the interactive jobs start.
@@ -371,7 +374,7 @@ fn write(path: &Path, m: &Measured) -> std::io::Result<()> {
     );
     let _ = writeln!(
         doc,
-        "| an interactive user's wait, accepted → sent, on a key capped at 4 ({INTERACTIVE} jobs one at a time): median with no batch / behind a batch of {ITEMS} | {:.0} ms / {:.0} ms (p99 {:.0} / {:.0} ms) | none set | |",
+        "| an interactive user's wait, accepted → sent, on a key capped at 4 ({INTERACTIVE} jobs one at a time): median with no batch / behind a batch of {ITEMS} (its owner at the default limit of {BATCH_OWNER_LIMIT}) | {:.0} ms / {:.0} ms (p99 {:.0} / {:.0} ms) | none set | |",
         percentile(&m.alone, 0.5) * 1000.0,
         percentile(&m.behind, 0.5) * 1000.0,
         percentile(&m.alone, 0.99) * 1000.0,
