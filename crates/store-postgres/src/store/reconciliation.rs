@@ -17,8 +17,8 @@ use super::usage::{LIVE_PROVIDER_KEY, live_floor};
 use crate::error::from_diesel;
 
 /// The bills of the jobs created in `[$1, $2)`, of the provider `$3` (all when NULL), per day,
-/// provider and provider key (public for the benchmarks' `EXPLAIN`); `$4` is the
-/// [`super::usage::live_floor`] read before.
+/// provider and provider key (public for the benchmarks' `EXPLAIN`); `$4` is the first instant
+/// not sealed ([`crate::LIVE_FLOOR`], read before; no earlier than `$1`).
 #[must_use]
 pub fn reconciliation_statement() -> String {
     format!(

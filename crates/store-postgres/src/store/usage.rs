@@ -94,7 +94,8 @@ pub(super) async fn live_floor(
 /// counts over the creation range `[$1, $2)` and, for one user, `user_id = $3` (and, for some of
 /// its keys, `key_prefix = ANY($4)`): the rollup (purged jobs and sealed days), plus the live jobs
 /// of the days not sealed, grouped over the `jobs_user_id_created_at` or `jobs_created_at` index.
-/// The last parameter is the [`live_floor`] read before.
+/// The last parameter is the first instant not sealed ([`LIVE_FLOOR`], read before; no earlier
+/// than `$1`).
 /// Grouped by provider key, the rollup is `usage_key_rollup`, which keeps no key prefix: that
 /// report is the operators', never of some keys.
 #[must_use]
