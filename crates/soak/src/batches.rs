@@ -102,10 +102,13 @@ async fn submit(shared: &Shared, user: &User, body: &Value, idempotency: &str, t
 
 async fn cancel_batch(shared: &Shared, user: &User, id: &str, tally: &mut Tally) {
     let path = format!("/api/v1/batches/{id}/cancel");
-    for _ in 0..10 {
+    for _ in 0..30 {
         match shared.call(tally, Method::POST, &path, &user.key, None, None).await {
             Some((StatusCode::ACCEPTED, _)) => return,
-            Some((StatusCode::SERVICE_UNAVAILABLE, _)) | None => tokio::time::sleep(Duration::from_millis(200)).await,
+            // The user's reads of its batches count against its request rate like any.
+            Some((StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS, _)) | None => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
             Some((status, value)) => {
                 shared.violation(format!("batch {id}: its cancel was answered {status}: {value}"));
                 return;
@@ -164,7 +167,7 @@ async fn ended(shared: &Shared, user: &User, id: &str, deadline: Instant, tally:
         {
             return Some(batch);
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     None
 }

@@ -234,11 +234,16 @@ impl BatchStore for MemoryStore {
         let mut state = self.state();
         let mut room: HashMap<UserId, u32> = HashMap::new();
         let mut next = Vec::new();
-        for batch in state.batches.records.values().filter(|batch| batch.ended.is_none()) {
+        for batch in state.batches.records.values() {
             let Some(user) = state.users.get(&batch.user_id) else { continue };
-            let left = room
-                .entry(batch.user_id)
-                .or_insert_with(|| user.limits.max_concurrent_jobs.saturating_sub(user.active_jobs));
+            // An ended batch's unsent items are woken to be ended, never admitted: no room needed.
+            let mut unlimited = u32::MAX;
+            let left = match batch.ended {
+                Some(_) => &mut unlimited,
+                None => room
+                    .entry(batch.user_id)
+                    .or_insert_with(|| user.limits.max_concurrent_jobs.saturating_sub(user.active_jobs)),
+            };
             for job in state.items_of(batch.id).filter(|job| job.awaits_admission()) {
                 if *left == 0 || next.len() == limit {
                     break;

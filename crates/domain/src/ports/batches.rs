@@ -108,8 +108,9 @@ pub trait BatchStore: Send + Sync {
 
     /// Wakes the items waiting for admission whose owners have room under their concurrent-job
     /// limit now: each owner's first waiting items in its batches' order (those a driver holds
-    /// included), at most as many per owner as that owner has room for, at most `limit` in all,
-    /// none of a batch that was ended; each resting one (due later than `now`) is made due at
+    /// included), at most as many per owner as that owner has room for, and the unsent items of
+    /// the batches ended early whatever the room (their step ends them, should the cancel or the
+    /// window's close that ended the batch have been cut short), at most `limit` in all; each resting one (due later than `now`) is made due at
     /// `now` and claimable by any driver (a resting item is held by none, even when the lease of
     /// the driver that parked it still names it), and their ids returned. Waiting items rest until their window closes
     /// ([`crate::job::Job::with_batch`]), so this is how they start: a driver wakes them when a

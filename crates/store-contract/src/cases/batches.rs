@@ -303,9 +303,9 @@ pub async fn batches_are_listed_newest_first_by_owner_and_state<S: Store>(store:
 }
 
 /// The items a wake makes due: each owner's first waiting items in its batches' order, as many
-/// as its room under the limit, none of a batch that was ended, at most as many as asked in all.
-/// Waiting items rest until their window closes: no claim takes them before a wake, and a wake's
-/// items are claimable at once.
+/// as its room under the limit, and every unsent item of a batch that was ended (to be ended, so
+/// no room is needed), at most as many as asked in all. Waiting items rest until their window
+/// closes: no claim takes them before a wake, and a wake's items are claimable at once.
 pub async fn a_wake_makes_each_owners_first_items_within_its_room_due<S: Store>(store: Arc<S>) {
     let base = now();
     let at = |ms: i64| base + Duration::milliseconds(ms);
@@ -318,7 +318,7 @@ pub async fn a_wake_makes_each_owners_first_items_within_its_room_due<S: Store>(
     accepted(&*store, yves, 1).await;
     let (_, z1) = created(&*store, batch_of(zoe, None, &[1], at(4))).await;
     accepted(&*store, zoe, 1).await;
-    let (ended, _) = created(&*store, batch_of(yves, None, &[1], at(5))).await;
+    let (ended, e1) = created(&*store, batch_of(zoe, None, &[1], at(5))).await;
     store.end_batch(ended.batch.id, BatchEnd::Canceled, at(6)).await.unwrap();
     let claimer = started_lease(&*store, at(7), at(7) + Duration::minutes(5)).await;
     let claimed = |t: OffsetDateTime| {
@@ -329,19 +329,24 @@ pub async fn a_wake_makes_each_owners_first_items_within_its_room_due<S: Store>(
             ids
         }
     };
-    let waiting: Vec<JobId> = [&x1, &x2, &y1, &z1].into_iter().flatten().map(Job::id).collect();
+    let waiting: Vec<JobId> = [&x1, &x2, &y1, &z1, &e1].into_iter().flatten().map(Job::id).collect();
     let unclaimed = claimed(at(8)).await;
     assert!(unclaimed.iter().all(|id| !waiting.contains(id)), "waiting items rest until woken: {unclaimed:?}");
 
     let woken = store.wake_admissible(at(9), 3).await.unwrap();
     assert_eq!(woken, [x1[0].id(), x1[1].id(), y1[0].id()], "at most as many as asked");
     let woken = store.wake_admissible(at(9), 100).await.unwrap();
-    assert_eq!(woken, [x1[0].id(), x1[1].id(), y1[0].id(), y1[1].id()]);
+    assert_eq!(
+        woken,
+        [x1[0].id(), x1[1].id(), y1[0].id(), y1[1].id(), e1[0].id()],
+        "the canceled batch's item though its owner has no room"
+    );
     assert_eq!(claimed(at(10)).await, woken, "each woken item is due, and only those");
     admitted(&*store, &x1[0]).await;
     step(&*store, &x1[1], Trigger::Cancel).await;
+    step(&*store, &e1[0], Trigger::Cancel).await;
     let after = store.wake_admissible(at(11), 100).await.unwrap();
-    assert_eq!(after, [x1[2].id(), y1[0].id(), y1[1].id()], "room 1 left, the canceled item gone; held ones count");
+    assert_eq!(after, [x1[2].id(), y1[0].id(), y1[1].id()], "room 1 left, the canceled items gone; held ones count");
     assert!(!after.contains(&x2[0].id()) && !after.contains(&z1[0].id()));
     assert_eq!(claimed(at(12)).await, [x1[2].id()], "the items a driver holds stay its own");
     let parked = Trigger::AwaitCapacity { next_poll_at: at(1) + Duration::days(1) };

@@ -35,7 +35,8 @@ const FINAL_STATES: [&str; 3] = ["succeeded", "failed", "canceled"];
 /// Wakes the items waiting for admission whose owners have room now (`BatchStore::wake_admissible`):
 /// the owners with waiting items found by a skip scan of the waiting items' index (one probe per
 /// owner, however many items wait), each owner's first ones (as many as its room) in its batches'
-/// order, at most `$1` in all; those resting (not due by `$2`) made due then and freed of the
+/// order, and the unsent items of the batches ended early (to be ended, not admitted: no room
+/// needed), at most `$1` in all; those resting (not due by `$2`) made due then and freed of the
 /// lease of the driver that parked them (a resting item is held by no driver), locked in the
 /// order of their ids as group commits lock theirs. Their `version` stays: a wake is advice, and
 /// a driver holding an item still commits it.
@@ -51,18 +52,23 @@ WITH RECURSIVE owners AS (
             ORDER BY next.user_id LIMIT 1)
     FROM owners WHERE owners.user_id IS NOT NULL
 ), picked AS (
-    SELECT item.id, item.batch_id
-    FROM owners
-    JOIN users ON users.id = owners.user_id AND users.active_jobs < users.max_concurrent_jobs
-    CROSS JOIN LATERAL (
+    (SELECT item.id, item.batch_id
+     FROM owners
+     JOIN users ON users.id = owners.user_id AND users.active_jobs < users.max_concurrent_jobs
+     CROSS JOIN LATERAL (
         SELECT jobs.id, jobs.batch_id FROM jobs
         JOIN batches ON batches.id = jobs.batch_id AND batches.ended IS NULL
         WHERE jobs.user_id = users.id
           AND jobs.batch_id IS NOT NULL AND NOT jobs.batch_admitted AND jobs.state IN ('queued', 'running')
         ORDER BY jobs.batch_id, jobs.id
         LIMIT users.max_concurrent_jobs - users.active_jobs
-    ) AS item
-    ORDER BY item.batch_id, item.id
+     ) AS item)
+    UNION ALL
+    (SELECT jobs.id, jobs.batch_id FROM batches
+     JOIN jobs ON jobs.batch_id = batches.id
+     WHERE batches.ended IS NOT NULL AND batches.unfinished > 0
+       AND NOT jobs.batch_admitted AND jobs.state IN ('queued', 'running'))
+    ORDER BY batch_id, id
     LIMIT $1
 ), woken AS (
     UPDATE jobs SET next_poll_at = $2, lease_id = NULL
