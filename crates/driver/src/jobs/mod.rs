@@ -150,6 +150,9 @@ impl JobDriver {
         let (mut claiming, mut renewing, mut advancing) = (false, false, 0usize);
         // A question of who is next in line is in flight; another slot freed meanwhile.
         let (mut asking, mut ask_again) = (false, false);
+        // Jobs were woken while a claim was in flight: that claim may have missed them, so the
+        // next one starts as soon as it ends rather than a tick later.
+        let mut claim_again = false;
         let now = ports.clock.now();
         let (mut next_claim, mut next_renewal) = (now, now);
         loop {
@@ -254,6 +257,7 @@ impl JobDriver {
                             // rather than at the next claim's time.
                             if ids.iter().any(|id| !held.holds(*id)) {
                                 next_claim = now;
+                                claim_again = claiming;
                             }
                             for id in ids {
                                 held.call(id, now);
@@ -274,7 +278,7 @@ impl JobDriver {
                 }
                 Woke::Done(Done::Claimed(claimed)) => {
                     claiming = false;
-                    next_claim = now + self.settings.idle_tick;
+                    next_claim = if std::mem::take(&mut claim_again) { now } else { now + self.settings.idle_tick };
                     match claimed {
                         Ok(jobs) => {
                             if jobs.len() == self.settings.batch {
