@@ -15,7 +15,7 @@ use genjobs_domain::usecases::{BatchItemRequest, BatchSubmission, IdempotencyKey
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
-use super::requests::{fingerprint, generation_request, received};
+use super::requests::{fingerprint, generation_request, received_as_is};
 use super::responses::{error_view, iso, job_view, outputs, state_view};
 use crate::links::OutputLinks;
 
@@ -26,13 +26,16 @@ use crate::links::OutputLinks;
 /// [`InvalidRequest`] naming the field at fault, down to the item (`items[3].body.prompt`,
 /// `items[0].modality`, `items[2].custom_id`).
 pub fn batch_submission(
-    body: &Value,
+    body: Value,
     catalog: &Catalog,
     idempotency: Option<IdempotencyKey>,
 ) -> Result<BatchSubmission, InvalidRequest> {
     if !body.is_object() {
         return Err(InvalidRequest::body("the body must be a JSON object"));
     }
+    let idempotency = idempotency.map(|key| (key, fingerprint("batches", &body)));
+    // Read from the body itself, not a reference to it: 5,000 items' bodies are moved into the
+    // request, not copied.
     let request: BatchRequest = serde_path_to_error::deserialize(body)
         .map_err(|refused| InvalidRequest::param(&path_of(refused.path()), refused.inner().to_string()))?;
     let completion_window_secs = batch::completion_window(request.completion_window_secs)?;
@@ -51,18 +54,17 @@ pub fn batch_submission(
                 ));
             }
         };
-        let under = format!("items[{index}].body");
+        let under = || format!("items[{index}].body");
         if item.body.get("webhook_url").is_some() {
             return Err(InvalidRequest::param(
-                &format!("{under}.webhook_url"),
+                &format!("{}.webhook_url", under()),
                 "a batch's items take no `webhook_url`: the batch posts one webhook when it ends",
             ));
         }
-        let request = generation_request(modality, &item.body, catalog).map_err(|e| e.under(&under))?;
-        let submission = Submission { request, received: received(&item.body), idempotency: None };
+        let request = generation_request(modality, &item.body, catalog).map_err(|e| e.under(&under()))?;
+        let submission = Submission { request, received: received_as_is(item.body), idempotency: None };
         items.push(BatchItemRequest { custom_id: item.custom_id, submission });
     }
-    let idempotency = idempotency.map(|key| (key, fingerprint("batches", body)));
     Ok(BatchSubmission {
         id: None,
         max_items: batch::MAX_BATCH_ITEMS,

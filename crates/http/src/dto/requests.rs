@@ -200,6 +200,15 @@ pub fn received(body: &Value) -> ReceivedRequest {
     ReceivedRequest::new(body.as_object().cloned().unwrap_or_default())
 }
 
+/// [`received`] of a body the caller no longer needs, kept without a copy.
+#[must_use]
+pub fn received_as_is(body: Value) -> ReceivedRequest {
+    match body {
+        Value::Object(fields) => ReceivedRequest::new(fields),
+        _ => ReceivedRequest::new(serde_json::Map::new()),
+    }
+}
+
 /// A fingerprint of the request `body` (its fields and values, keys sorted) made to `endpoint`.
 #[must_use]
 pub fn fingerprint(endpoint: &str, body: &Value) -> String {

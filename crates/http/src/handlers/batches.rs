@@ -92,7 +92,7 @@ pub async fn create_batch(
 ) -> Handled {
     let body = read_json_within(&req, payload, MAX_BATCH_BODY_BYTES).await?;
     let submissions = &state.services.submissions;
-    let submission = batch_submission(&body, &submissions.catalog(), idempotency_key(&req)?)?;
+    let submission = batch_submission(body, &submissions.catalog(), idempotency_key(&req)?)?;
     let view = submissions
         .submit_batch(&caller.0, submission)
         .await

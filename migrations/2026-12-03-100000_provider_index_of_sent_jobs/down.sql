@@ -1,0 +1,2 @@
+DROP INDEX jobs_provider_id;
+CREATE INDEX jobs_provider_id ON jobs ((upstream ->> 'provider'), id DESC);
