@@ -21,16 +21,25 @@ use crate::links::OutputLinks;
 #[must_use]
 pub fn iso(at: OffsetDateTime) -> String {
     let at = at.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        at.year(),
-        u8::from(at.month()),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        at.second(),
-        at.millisecond()
-    )
+    // Written digit by digit into the shape `0000-00-00T00:00:00.000Z`: `format!` with its
+    // padding was a few percent of a GET of a job, which has up to four of these.
+    let mut text = *b"0000-00-00T00:00:00.000Z";
+    let fields = [
+        (0, 4, u32::try_from(at.year()).unwrap_or(0)),
+        (5, 2, u32::from(u8::from(at.month()))),
+        (8, 2, u32::from(at.day())),
+        (11, 2, u32::from(at.hour())),
+        (14, 2, u32::from(at.minute())),
+        (17, 2, u32::from(at.second())),
+        (20, 3, u32::from(at.millisecond())),
+    ];
+    for (start, width, mut value) in fields {
+        for digit in text[start..start + width].iter_mut().rev() {
+            *digit = b'0' + u8::try_from(value % 10).unwrap_or(0);
+            value /= 10;
+        }
+    }
+    text.iter().map(|&byte| char::from(byte)).collect()
 }
 
 /// The API's name of a job's state.
@@ -252,5 +261,13 @@ mod tests {
         assert_eq!(iso(at), "2023-11-14T22:13:20.123Z");
         let elsewhere = at.to_offset(time::UtcOffset::from_hms(2, 0, 0).unwrap());
         assert_eq!(iso(elsewhere), "2023-11-14T22:13:20.123Z");
+    }
+
+    #[test]
+    fn every_field_of_a_timestamp_keeps_its_leading_zeros() {
+        let at = time::macros::datetime!(0987-01-02 03:04:05.006 UTC);
+        assert_eq!(iso(at), "0987-01-02T03:04:05.006Z");
+        let last = time::macros::datetime!(9999-12-31 23:59:59.999 UTC);
+        assert_eq!(iso(last), "9999-12-31T23:59:59.999Z");
     }
 }
