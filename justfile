@@ -29,8 +29,9 @@ soak *ARGS:
     cargo build -p genjobs -p genjobs-upstream-sim -p genjobs-upstream-replicate-sim -p genjobs-soak
     target/debug/genjobs-soak --bin-dir target/debug {{ARGS}}
 
-# One replica against the ceilings of ../shared/bench (GET, submissions, the database unreachable
-# behind PgBouncer); writes docs/benchmarks-ceilings.md. `just bench-ceilings --flame` also draws
+# One replica against the ceilings of ../shared/bench (GET, submissions accepting only and end to
+# end, the database unreachable behind PgBouncer), then batches in the same run; writes
+# docs/benchmarks-ceilings.md and docs/benchmarks-batches.md. `just bench-ceilings --flame` also draws
 # docs/flame-submissions.svg.
 bench-ceilings *ARGS:
     scripts/bench-ceilings.sh {{ARGS}}

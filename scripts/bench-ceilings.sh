@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `just bench-ceilings`: one replica against the ceilings of the shared bench folder
 # (`../shared/bench` beside the checkout): GET of a job against a constant-JSON server, submissions
-# against the least a correct accept can do on the same stack, and the answers behind PgBouncer
-# with the database out of reach; writes docs/benchmarks-ceilings.md. With `--flame`, also draws
+# against the least a correct accept can do on the same stack (accepting only, and end to end), the
+# answers behind PgBouncer with the database out of reach, then batches in the same run; writes
+# docs/benchmarks-ceilings.md and docs/benchmarks-batches.md. With `--flame`, also draws
 # flame graphs of genjobs under wrk (docs/flame-submissions.svg, docs/flame-reads.svg). It installs what it
 # uses (wrk, perf, pgbouncer), builds the ceiling from its source, and targets loopback only.
 set -euo pipefail
@@ -37,4 +38,4 @@ echo "[bench] building release binaries"
 cargo build --release -q -p genjobs -p genjobs-upstream-sim -p genjobs-bench
 profiled="$(scripts/profiled-postgres.sh)"
 BENCH_SHARED="$shared" BENCH_PROFILED_DATABASE_URL="$profiled" BENCH_CEILING="$target/ceiling/release/ceiling" BENCH_FLAME="${1:-}" \
-  timeout 900 "$target/release/genjobs-bench" ceilings
+  timeout 1800 "$target/release/genjobs-bench" ceilings

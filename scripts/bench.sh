@@ -36,9 +36,6 @@ profiled="$(scripts/profiled-postgres.sh)"
 # A burst of 1,000 jobs and 10 of another user on one fal key capped at 4: the second user's
 # wait and the scheduler's statements per job sent, docs/benchmarks-capacity.md.
 DATABASE_URL="$profiled" timeout 600 target/release/genjobs-bench capacity
-# Batches of 5,000 items: acceptance and its statements, throughput, an interactive user's wait
-# behind one, 100,000 items waiting: docs/benchmarks-batches.md.
-DATABASE_URL="$profiled" timeout 900 target/release/genjobs-bench batches
 # 1, 2 and 4 replicas, directly and through PgBouncer: docs/benchmarks-replicas.md.
 DATABASE_URL="$profiled" timeout 900 target/release/genjobs-bench replicas
 # One replica as an outside load test measures it (wrk): docs/benchmarks-outside.md; then its
@@ -48,5 +45,7 @@ BENCH_PROFILED_DATABASE_URL="$profiled" timeout 600 target/release/genjobs-bench
 timeout 600 target/release/genjobs-bench client-webhooks
 # A job's accepted → sent with moderation off and on: docs/benchmarks-moderation.md.
 timeout 600 target/release/genjobs-bench moderation
-# One replica against the ceilings of ../shared/bench: docs/benchmarks-ceilings.md.
+# One replica against the ceilings of ../shared/bench, then batches of 5,000 items (acceptance and
+# its statements, throughput, an interactive user's wait behind one, 100,000 items waiting) in the
+# same run: docs/benchmarks-ceilings.md and docs/benchmarks-batches.md.
 scripts/bench-ceilings.sh

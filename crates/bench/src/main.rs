@@ -253,7 +253,7 @@ async fn run_capacity() -> Result<(), Failure> {
 async fn run_batches() -> Result<(), Failure> {
     let (bin, server) = (binary_dir()?, database_server());
     let sim = spawn_simulator(&bin, "100").await?;
-    batches::run(&bin, &server, &sim.base).await
+    batches::run(&bin, &server, &sim.base).await.map(drop)
 }
 
 /// `genjobs-bench key-checks`: submissions with keys that have a budget and an allowlist, against
