@@ -94,7 +94,7 @@ mod tests {
         let request = TestRequest::delete().uri(&format!("/api/admin/keys/{KEY}")).to_request();
         assert_eq!(call_service(&app, request).await.status(), 204);
         let logs = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
-        assert!(logs.contains("path=/api/admin/keys/gj_0123456789ab…"), "{logs}");
+        assert!(logs.contains(r#"path="/api/admin/keys/gj_0123456789ab…""#), "{logs}");
         assert!(!logs.contains(KEY), "the whole key was logged: {logs}");
     }
 }
