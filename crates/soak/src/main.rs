@@ -120,17 +120,20 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let logs = processes::logs_dir().display();
     match soak(args).await {
         Ok(report) if report.violations.is_empty() => {
             report.print();
+            let _ = std::fs::remove_dir_all(processes::logs_dir());
             ExitCode::SUCCESS
         }
         Ok(report) => {
             report.print();
+            println!("soak: the processes' logs are kept in {logs}");
             ExitCode::FAILURE
         }
         Err(error) => {
-            eprintln!("soak could not run: {error}");
+            eprintln!("soak could not run: {error}; the processes' logs are kept in {logs}");
             ExitCode::FAILURE
         }
     }

@@ -5,7 +5,8 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use diesel_async::RunQueryDsl;
@@ -74,14 +75,32 @@ pub struct Cluster {
     replicas: Mutex<Vec<Replica>>,
 }
 
+/// Where the processes' logs (their error output) go: a folder of this run's, which the soak
+/// keeps when it finds a violation, so that what each replica did can be read, and removes
+/// otherwise.
+pub fn logs_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| std::env::temp_dir().join(format!("genjobs-soak-logs-{}", std::process::id())))
+}
+
+/// A new file of [`logs_dir`] for the error output of `command`, numbered in the order the
+/// processes started (a restart gets a file of its own); nowhere when it cannot be made.
+fn log_file(command: &Command) -> Stdio {
+    static STARTED: AtomicU32 = AtomicU32::new(0);
+    let n = STARTED.fetch_add(1, Ordering::Relaxed);
+    let program = Path::new(command.get_program()).file_name().map(|name| name.to_string_lossy().into_owned());
+    let path = logs_dir().join(format!("{n:02}-{}.log", program.unwrap_or_default()));
+    std::fs::create_dir_all(logs_dir())
+        .and_then(|()| std::fs::File::create(path))
+        .map_or_else(|_| Stdio::null(), Stdio::from)
+}
+
 /// Starts `program` and reads its stdout until the line that starts with `ready`; returns the
 /// rest of that line (the base URL). Its stdout keeps being read, so that it never blocks.
 fn start(mut command: Command, ready: &str) -> Result<(Child, String), String> {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+    let logs = log_file(&command);
+    let mut child =
+        command.stdout(Stdio::piped()).stderr(logs).spawn().map_err(|e| format!("cannot start {command:?}: {e}"))?;
     let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut line = String::new();
     while !line.starts_with(ready) {
