@@ -197,7 +197,7 @@ pub fn request_fingerprint(endpoint: Modality, body: &Value) -> String {
 /// was refused before).
 #[must_use]
 pub fn received(body: &Value) -> ReceivedRequest {
-    ReceivedRequest::new(body.as_object().cloned().unwrap_or_default())
+    received_as_is(body.clone())
 }
 
 /// [`received`] of a body the caller no longer needs, kept without a copy.
