@@ -102,6 +102,7 @@ macro_rules! store_contract_tests {
             the_first_end_stays_and_closed_windows_are_found,
             batches_are_listed_newest_first_by_owner_and_state,
             a_wake_makes_each_owners_first_items_within_its_room_due,
+            a_wake_older_than_a_claim_leaves_the_item_with_its_driver,
             a_batch_file_is_kept_with_its_content,
             openai_batches_are_kept_replaced_and_listed_newest_first,
             the_last_items_final_commit_records_the_batchs_one_event,

@@ -67,6 +67,13 @@ impl State {
     fn wake(&mut self, id: JobId, now: OffsetDateTime) {
         let Some(row) = self.jobs.get_mut(&id) else { return };
         let Some(due) = row.job.next_poll_at().filter(|due| *due > now) else { return };
+        // A driver's claim since an earlier wake leaves the item due by that wake's time, later
+        // than an older `now`: under a lease, only an item parked until its window's end rests.
+        let window_end =
+            row.job.batch().and_then(|place| self.batches.records.get(&place.batch_id)).map(|b| b.expires_at);
+        if row.lease.is_some() && window_end.is_none_or(|end| due < end) {
+            return;
+        }
         let mut stored = row.job.to_stored();
         stored.next_poll_at = Some(now);
         let Ok(woken) = Job::restore(stored) else { return };

@@ -355,3 +355,24 @@ pub async fn a_wake_makes_each_owners_first_items_within_its_room_due<S: Store>(
     assert_eq!(store.wake_admissible(at(14), 100).await.unwrap(), [x1[2].id(), y1[0].id(), y1[1].id()]);
     assert_eq!(claimed(at(15)).await, [x1[2].id()], "woken, it is free of the lease that parked it");
 }
+
+/// A wake is advice that never takes an item from the driver holding it: an item claimed since
+/// an earlier wake is due by that wake's time, and a wake whose time is older (a replica's that
+/// waited for its connection) leaves it under its driver's lease, for no second driver to claim
+/// and send it again.
+pub async fn a_wake_older_than_a_claim_leaves_the_item_with_its_driver<S: Store>(store: Arc<S>) {
+    let base = now();
+    let at = |ms: i64| base + Duration::milliseconds(ms);
+    let owner = user_with(&*store, 100, Limits { max_concurrent_jobs: 2, ..LIMITS }).await;
+    let (_, items) = created(&*store, batch_of(owner, None, &[1], at(1))).await;
+    let first = started_lease(&*store, at(2), at(2) + Duration::minutes(5)).await;
+    let second = started_lease(&*store, at(2), at(2) + Duration::minutes(5)).await;
+    assert_eq!(store.wake_admissible(at(9), 10).await.unwrap(), ids(&items));
+    let claimed: Vec<JobId> = store.claim_due(first, at(10), 10).await.unwrap().iter().map(Job::id).collect();
+    assert_eq!(claimed, ids(&items), "woken, the item is claimed");
+
+    assert_eq!(store.wake_admissible(at(5), 10).await.unwrap(), ids(&items), "still waiting for admission");
+    assert!(store.claim_due(second, at(11), 10).await.unwrap().is_empty(), "the older wake took it from no driver");
+    assert_eq!(store.wake_admissible(at(12), 10).await.unwrap(), ids(&items));
+    assert!(store.claim_due(second, at(13), 10).await.unwrap().is_empty(), "nor does a later one");
+}

@@ -36,10 +36,15 @@ const FINAL_STATES: [&str; 3] = ["succeeded", "failed", "canceled"];
 /// the owners with waiting items found by a skip scan of the waiting items' index (one probe per
 /// owner, however many items wait), each owner's first ones (as many as its room) in its batches'
 /// order, and the unsent items of the batches ended early (to be ended, not admitted: no room
-/// needed), at most `$1` in all; those resting (not due by `$2`) made due then and freed of the
-/// lease of the driver that parked them (a resting item is held by no driver), locked in the
-/// order of their ids as group commits lock theirs. Their `version` stays: a wake is advice, and
-/// a driver holding an item still commits it.
+/// needed), at most `$1` in all; those resting (not due by `$2`, and under no lease or parked
+/// until their window's end) made due then and freed of the lease of the driver that parked them
+/// (a resting item is held by no driver), locked in the order of their ids as group commits lock
+/// theirs. Their `version` stays: a wake is advice, and a driver holding an item still commits it.
+/// An item a driver claimed since an earlier wake is due by that wake's time, so a wake whose `$2`
+/// is older (read before it waited for a connection) would find it due later: the lease and the
+/// window's end tell a held item from a parked one. The conditions are the lock's, so that Postgres
+/// checks them again on a row changed since the statement's snapshot (an item admitted meanwhile
+/// and on its way to the provider is never made claimable by a second driver).
 const WAKE_ADMISSIBLE: &str = "
 WITH RECURSIVE owners AS (
     (SELECT user_id FROM jobs
@@ -73,9 +78,12 @@ WITH RECURSIVE owners AS (
 ), woken AS (
     UPDATE jobs SET next_poll_at = $2, lease_id = NULL
     WHERE id IN (
-        SELECT id FROM jobs WHERE id IN (SELECT id FROM picked) AND next_poll_at > $2
-        ORDER BY id
-        FOR NO KEY UPDATE
+        SELECT jobs.id FROM jobs JOIN batches ON batches.id = jobs.batch_id
+        WHERE jobs.id IN (SELECT id FROM picked) AND jobs.next_poll_at > $2
+          AND NOT jobs.batch_admitted AND jobs.state IN ('queued', 'running')
+          AND (jobs.lease_id IS NULL OR jobs.next_poll_at >= batches.expires_at)
+        ORDER BY jobs.id
+        FOR NO KEY UPDATE OF jobs
     )
 )
 SELECT id FROM picked ORDER BY batch_id, id";
