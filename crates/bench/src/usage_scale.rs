@@ -2,7 +2,7 @@
 //! generated in SQL with `generate_series` (not through the API) over 60 days and 1,000 users;
 //! then one user's usage over 30 days, the operators' usage by user over one day and by each
 //! grouping over 30 days, and the reconciliation over 30 days are read through the API once
-//! genjobs has sealed the days before today, and submissions are measured on
+//! genjobs has sealed every hour that can be, and submissions are measured on
 //! the full database against the same closed loop on an empty one, in alternated runs of the same
 //! run. Writes `docs/benchmarks-usage.md`, with the plans Postgres chose (`EXPLAIN (ANALYZE,
 //! BUFFERS)`).
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use genjobs_bench::load::{LoadResult, closed_loop};
-use genjobs_domain::ports::UsageGrouping;
+use genjobs_domain::ports::{SEAL_AFTER, UsageGrouping, hour_start};
 use genjobs_store_postgres::{LIVE_FLOOR, reconciliation_statement, usage_statement};
 
 use super::report::verdict;
@@ -29,6 +29,11 @@ struct UsageAtScale {
     generate: Duration,
     seal: Duration,
     sealed_days: u64,
+    /// The first instant not sealed, when the reports were read.
+    sealed_before: String,
+    /// When the reports were read (UTC), and how many jobs created since the last seal they read.
+    reports_at: String,
+    live_jobs: u64,
     database_size: String,
     /// One run a round, in the order they ran (each round: empty, then full).
     empty_submissions: Vec<LoadResult>,
@@ -135,14 +140,15 @@ async fn submission_run(
     Ok(measured)
 }
 
-/// Waits until genjobs has sealed every day up to `through` (it seals at start and then every few
-/// minutes), so that reports read those days from the rollup; how long it took and how many days.
-async fn sealed(url: &str, through: time::Date) -> Result<(Duration, u64), Failure> {
+/// Waits until genjobs has sealed every hour before `through` (it seals at start and then every
+/// few minutes), so that reports read those hours from the rollup; how long it took and how many
+/// days the rollup counts.
+async fn sealed(url: &str, through: time::OffsetDateTime) -> Result<(Duration, u64), Failure> {
     let started = Instant::now();
-    let query = format!("SELECT count(*) FROM usage_sealed WHERE through >= '{through}'");
+    let query = format!("SELECT count(*) FROM usage_sealed WHERE sealed_before >= '{through}'");
     while count(url, &query)? != "1" {
         if started.elapsed() > Duration::from_secs(600) {
-            return Err(format!("days up to {through} not sealed after 600 s").into());
+            return Err(format!("hours before {through} not sealed after 600 s").into());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -221,9 +227,10 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failu
 
     let today = time::OffsetDateTime::now_utc().date();
     let yesterday = today - time::Duration::days(1);
-    progress(&format!("usage 3/4 sealing every day up to {yesterday}; submissions, empty and full database in turn"));
+    let through = hour_start(time::OffsetDateTime::now_utc() - SEAL_AFTER);
+    progress(&format!("usage 3/4 sealing every hour before {through}; submissions, empty and full database in turn"));
     let app = spawn_genjobs(bin, &envs)?;
-    let (seal, sealed_days) = sealed(&url, yesterday).await?;
+    let (seal, sealed_days) = sealed(&url, through).await?;
     drop(app);
     let empty_url = fresh_database(server, "genjobs_bench_usage_empty")?;
     let empty_envs = [("DATABASE_URL", empty_url.clone()), envs[1].clone(), envs[2].clone()];
@@ -238,6 +245,11 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failu
 
     progress("usage 4/4 usage reports over the full database");
     let app = spawn_genjobs(bin, &envs)?;
+    let now = time::OffsetDateTime::now_utc();
+    let reports_at = format!("{:02}:{:02}", now.hour(), now.minute());
+    let sealed_before = count(&url, "SELECT sealed_before FROM usage_sealed")?;
+    let live_jobs = "SELECT count(*) FROM jobs WHERE created_at >= (SELECT sealed_before FROM usage_sealed)";
+    let live_jobs = count(&url, live_jobs)?.parse().unwrap_or(0);
     let (from, to) = (today - time::Duration::days(29), today);
     let user_url = format!("{}/api/v1/account/usage?from={from}&to={to}&group_by=day", app.base);
     let admin_url = format!("{}/api/admin/usage?from={yesterday}&to={yesterday}&group_by=user", app.base);
@@ -257,6 +269,9 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failu
         generate: generate_time,
         seal,
         sealed_days,
+        sealed_before,
+        reports_at,
+        live_jobs,
         database_size: count(&url, "SELECT pg_size_pretty(pg_database_size(current_database()))")?,
         empty_submissions,
         full_submissions,
@@ -298,14 +313,19 @@ fn write(path: &Path, m: &UsageAtScale) -> std::io::Result<()> {
     let _ = writeln!(
         doc,
         "Data: {} jobs over 60 days and 1,000 users, {} ledger rows, {} on disk; generated in {:.0} s. genjobs sealed \
-         the {} days before today into the usage rollup in {:.1} s after it started (a day is sealed once it has been \
-         over for 15 minutes and all its jobs are final; reports read sealed days from the rollup alone).\n",
+         every whole hour before {} into the usage rollup ({} days) in {:.1} s after it started (an hour is sealed \
+         once it has been over for 15 minutes and all its jobs are final; reports read sealed hours from the rollup \
+         alone). The reports ran at {} UTC, when they read {} jobs created since the last seal from the jobs \
+         themselves.\n",
         m.jobs,
         m.ledger_rows,
         m.database_size,
         m.generate.as_secs_f64(),
+        m.sealed_before,
         m.sealed_days,
-        m.seal.as_secs_f64()
+        m.seal.as_secs_f64(),
+        m.reports_at,
+        m.live_jobs
     );
     doc.push_str("| what | p50 | p99 | per second | target | |\n|---|---|---|---|---|---|\n");
     let targeted = [
@@ -360,12 +380,13 @@ fn write(path: &Path, m: &UsageAtScale) -> std::io::Result<()> {
     );
     let _ = write!(
         doc,
-        "\n## Plans\n\nOne user's usage over 30 days: the sealed days from the rollup (index `usage_rollup_user_id_day`), \
-         today's jobs from the index `jobs_user_id_created_at`:\n\n```\n{}\n```\n\n\
+        "\n## Plans\n\nOne user's usage over 30 days: the sealed hours from the rollup (index \
+         `usage_rollup_user_id_day`), the jobs created since the last seal from the index `jobs_user_id_created_at`:\
+         \n\n```\n{}\n```\n\n\
          Admin usage by user over one sealed day: the rollup alone (its primary key); the jobs' index `jobs_created_at` \
-         is searched from the first unsealed day, so it finds none:\n\n```\n{}\n```\n\n\
-         The reconciliation over 30 days: the sealed days' bills from the rollup per provider key \
-         (`usage_key_rollup`), today's from `jobs_created_at`:\n\n\
+         is searched from the first instant not sealed, so it finds none:\n\n```\n{}\n```\n\n\
+         The reconciliation over 30 days: the sealed hours' bills from the rollup per provider key \
+         (`usage_key_rollup`), the jobs created since the last seal from `jobs_created_at`:\n\n\
          ```\n{}\n```\n",
         m.user_plan, m.admin_plan, m.reconciliation_plan
     );

@@ -18,7 +18,7 @@
 //!   announces a change.
 //! - [`retention`]: [`RetentionSweep`], which removes final jobs past
 //!   `GENJOBS_JOB_RETENTION_DAYS`.
-//! - [`sealing`]: [`UsageSealing`], which seals finished usage days, so that reports stay cheap.
+//! - [`sealing`]: [`UsageSealing`], which seals finished hours of usage, so that reports stay cheap.
 //! - [`uploads`]: [`UploadSweep`], which deletes uploads past `GENJOBS_UPLOAD_TTL_SECS` that no
 //!   job not yet final needs.
 //! - [`batches`]: [`BatchWindows`], which expires the items of batches whose completion window

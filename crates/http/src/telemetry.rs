@@ -96,8 +96,8 @@ fn describe_all() {
     describe_counter!("genjobs_jobs_failed_total", "Jobs that failed or were canceled, by model and error code");
     describe_counter!("genjobs_jobs_purged_total", "Final jobs removed past GENJOBS_JOB_RETENTION_DAYS");
     describe_counter!(
-        "genjobs_usage_days_sealed_total",
-        "UTC days sealed into the usage rollup, which reports then read instead of the jobs"
+        "genjobs_usage_seals_total",
+        "Stretches of whole hours sealed into the usage rollups, which reports then read instead of the jobs"
     );
     describe_histogram!(
         "genjobs_client_webhook_lag_seconds",

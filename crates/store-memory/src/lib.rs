@@ -6,7 +6,7 @@
 //!
 //! A job's final commit records its client webhook event in the same step (`outbox`), and the
 //! final commit of a batch's last item its batch's (`batches`). Usage
-//! reports count the live jobs plus a rollup of purged jobs and sealed days (`usage`).
+//! reports count the live jobs plus a rollup of purged jobs and sealed hours (`usage`).
 //! Removed jobs (`removals`) are a set of ids beside the jobs, and the provider key each sent job
 //! holds a slot of (`slots`) a map beside them.
 //! Uploaded images (`uploads`) sit in the same lock, so that one a job not yet final names is
@@ -71,7 +71,7 @@ struct State {
     leases: leases::Leases,
     /// Every credit movement, oldest first; a record's sequence is its position plus one.
     ledger: Vec<(UserId, LedgerRecord)>,
-    /// What usage reports count besides the live jobs: purged jobs and sealed days.
+    /// What usage reports count besides the live jobs: purged jobs and sealed hours.
     rollup: usage::Rollup,
     /// Client webhook events and users' secrets.
     outbox: outbox::Outbox,

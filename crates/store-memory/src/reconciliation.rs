@@ -1,4 +1,4 @@
-//! The reconciliation in memory: the live jobs of unsealed days plus the rollup, per day,
+//! The reconciliation in memory: the live jobs created since the last seal plus the rollup, per day,
 //! provider and provider key, as the Postgres store counts them; and the live jobs billed more
 //! units than they were charged for.
 

@@ -1,5 +1,5 @@
-//! The usage port in memory: the ledger as recorded, and reports that count the live jobs of
-//! unsealed days plus the rollup, which holds purged jobs and whole sealed days, as the Postgres
+//! The usage port in memory: the ledger as recorded, and reports that count the live jobs created
+//! since the last seal plus the rollup, which holds purged jobs and sealed hours, as the Postgres
 //! store does, so that both answer every report alike.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::job::{Job, JobErrorCode, JobState, UpstreamRef};
 use genjobs_domain::ports::{
-    LedgerRecord, Reconciliation, ReconciliationQuery, SEAL_AFTER, StoreError, UsageGrouping, UsageQuery, UsageRow,
+    LedgerRecord, Reconciliation, ReconciliationQuery, SealStretch, StoreError, UsageGrouping, UsageQuery, UsageRow,
     UsageStore,
 };
 use time::{Date, OffsetDateTime};
@@ -25,13 +25,13 @@ pub(super) type Group = (Date, UserId, String, Option<String>, Option<String>, O
 #[derive(Debug, Default)]
 pub(super) struct Rollup {
     pub(super) counted: BTreeMap<Group, Counts>,
-    /// The last sealed day: reports read it, and every day before it, from `counted` alone.
-    sealed_through: Option<Date>,
+    /// The first instant not sealed: reports read the jobs created before it from `counted` alone.
+    sealed_before: Option<OffsetDateTime>,
 }
 
 impl Rollup {
-    pub(super) fn is_sealed(&self, day: Date) -> bool {
-        self.sealed_through.is_some_and(|through| day <= through)
+    pub(super) fn is_sealed(&self, job: &Job) -> bool {
+        self.sealed_before.is_some_and(|before| job.created_at() < before)
     }
 
     fn add(&mut self, job: &Job) {
@@ -86,14 +86,14 @@ pub(crate) fn utc_day(at: OffsetDateTime) -> Date {
     at.to_offset(time::UtcOffset::UTC).date()
 }
 
-/// Every job's counts by group: the live jobs of the days not sealed, then the rollup (sealed
-/// days and purged jobs), for the reports to fold as they group.
+/// Every job's counts by group: the live jobs created since the last seal, then the rollup
+/// (sealed hours and purged jobs), for the reports to fold as they group.
 pub(super) fn counted(state: &State) -> impl Iterator<Item = (Group, Counts)> + '_ {
     let live = state
         .jobs
         .values()
-        .map(|row| (group_of(&row.job), Counts::of(&row.job)))
-        .filter(|((day, ..), _)| !state.rollup.is_sealed(*day));
+        .filter(|row| !state.rollup.is_sealed(&row.job))
+        .map(|row| (group_of(&row.job), Counts::of(&row.job)));
     live.chain(state.rollup.counted.iter().map(|(group, counts)| (group.clone(), *counts)))
 }
 
@@ -216,36 +216,27 @@ impl UsageStore for MemoryStore {
             state.outbox.forget(*id);
             state.removed.remove(id);
             state.purged_key_charges.add(&job);
-            if !state.rollup.is_sealed(utc_day(job.created_at())) {
+            if !state.rollup.is_sealed(&job) {
                 state.rollup.add(&job);
             }
         }
         Ok(expired.len())
     }
 
-    async fn seal_usage_day(&self, now: OffsetDateTime) -> Result<Option<Date>, StoreError> {
+    async fn seal_usage(&self, now: OffsetDateTime) -> Result<Option<OffsetDateTime>, StoreError> {
         let mut state = self.state();
-        let unsealed = |job: &Job| !state.rollup.is_sealed(utc_day(job.created_at()));
-        let Some(day) = state
-            .jobs
-            .values()
-            .map(|row| &row.job)
-            .filter(|job| unsealed(job))
-            .map(|job| utc_day(job.created_at()))
-            .min()
-        else {
-            return Ok(None);
-        };
-        let ended = day.next_day().unwrap_or(Date::MAX).midnight().assume_utc();
-        let on_day: Vec<Job> =
-            state.jobs.values().map(|row| &row.job).filter(|job| utc_day(job.created_at()) == day).cloned().collect();
-        if now < ended + SEAL_AFTER || on_day.iter().any(|job| !job.state().is_final()) {
-            return Ok(None);
-        }
-        for job in &on_day {
+        let oldest = || state.jobs.values().map(|row| row.job.created_at()).min();
+        let Some(floor) = state.rollup.sealed_before.or_else(oldest) else { return Ok(None) };
+        let Some(ready) = SealStretch::ready(floor, now) else { return Ok(None) };
+        let within = |job: &Job| (ready.from..ready.until).contains(&job.created_at());
+        let jobs = || state.jobs.values().map(|row| &row.job).filter(|job| within(job));
+        let first_open = jobs().filter(|job| !job.state().is_final()).map(Job::created_at).min();
+        let Some(stretch) = ready.before_open(first_open) else { return Ok(None) };
+        let sealed: Vec<Job> = jobs().filter(|job| job.created_at() < stretch.until).cloned().collect();
+        for job in &sealed {
             state.rollup.add(job);
         }
-        state.rollup.sealed_through = Some(day);
-        Ok(Some(day))
+        state.rollup.sealed_before = Some(stretch.until);
+        Ok(Some(stretch.until))
     }
 }

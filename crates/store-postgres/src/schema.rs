@@ -262,7 +262,7 @@ diesel::table! {
 diesel::table! {
     usage_sealed (singleton) {
         singleton -> Bool,
-        through -> Nullable<Date>,
+        sealed_before -> Nullable<Timestamptz>,
     }
 }
 

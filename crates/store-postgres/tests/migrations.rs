@@ -3,15 +3,17 @@
 
 #![allow(clippy::unwrap_used, reason = "test: a failed unwrap is a failed test")]
 
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use genjobs_domain::job::{Trigger, UpstreamRef};
-use genjobs_domain::ports::JobStore;
-use genjobs_store_contract::cases::{accepted, now, step, user};
+use genjobs_domain::ports::{JobStore, SEAL_AFTER, UsageGrouping, UsageQuery, UsageStore, hour_start};
+use genjobs_store_contract::cases::{accepted, now, step, submitted, success, user};
 use genjobs_store_postgres::connect;
 use genjobs_test_postgres::TestDatabase;
 use genjobs_upstream_fal::FalRef;
 
 const TYPED_UPSTREAM: &str = include_str!("../../../migrations/2026-11-25-400000_typed_upstream/up.sql");
+const SEALED_HOURS_UP: &str = include_str!("../../../migrations/2026-12-04-100000_usage_sealed_hours/up.sql");
+const SEALED_HOURS_DOWN: &str = include_str!("../../../migrations/2026-12-04-100000_usage_sealed_hours/down.sql");
 
 /// fal's references, kept before as a jsonb string of the adapter's JSON (or, earlier, as that
 /// object), read back after the migration as typed references that the fal adapter reads.
@@ -95,4 +97,48 @@ fn every_migration_has_a_version_of_its_own() {
     versions.sort();
     versions.dedup();
     assert_eq!(versions.len(), all, "two migrations share a version: {versions:?}");
+}
+
+/// Hours sealed of today, taken back to whole days by the down migration (the last day sealed
+/// is yesterday, and the rollups no longer count today's jobs still kept) and forward again (the
+/// first instant not sealed is today's midnight): every report reads the same throughout.
+#[tokio::test]
+async fn hours_sealed_go_back_to_whole_days_and_forward_counting_each_job_once() {
+    let db = TestDatabase::new().await;
+    let adapters = connect(&db.settings()).unwrap();
+    let store = adapters.store.clone();
+    let owner = user(&*store, 100).await;
+    step(&*store, &submitted(&*store, &accepted(&*store, owner, 20).await).await, success(15)).await;
+    step(&*store, &accepted(&*store, owner, 5).await, Trigger::Cancel).await;
+    let day = now().date();
+    let report = async || {
+        let query = UsageQuery { user_id: None, keys: None, from: day, to: day, group_by: UsageGrouping::Model };
+        store.usage(query).await.unwrap()
+    };
+    let before = report().await;
+    let next_hour = hour_start(now()) + time::Duration::hours(1);
+    assert_eq!(store.seal_usage(next_hour + SEAL_AFTER).await.unwrap(), Some(next_hour));
+    assert_eq!(report().await, before);
+    let mut conn = AsyncPgConnection::establish(&db.url).await.unwrap();
+    let today_in_rollup = "SELECT coalesce(sum(jobs), 0)::int8 AS n FROM usage_rollup WHERE day = $1
+        UNION ALL SELECT coalesce(sum(jobs), 0)::int8 FROM usage_key_rollup WHERE day = $1";
+    let counted = async |conn: &mut AsyncPgConnection| {
+        let rows: Vec<Count> =
+            diesel::sql_query(today_in_rollup).bind::<diesel::sql_types::Date, _>(day).load(conn).await.unwrap();
+        rows.iter().map(|row| row.n).collect::<Vec<_>>()
+    };
+    assert_eq!(counted(&mut conn).await, [2, 2], "today's hours sealed into both rollups");
+
+    conn.batch_execute(SEALED_HOURS_DOWN).await.unwrap();
+    // Sealed up to the next midnight (run in the day's last hour), today is a whole day sealed.
+    let kept = if next_hour.date() == day { 0 } else { 2 };
+    assert_eq!(counted(&mut conn).await, [kept, kept], "today not sealed, its jobs count from the jobs alone");
+    conn.batch_execute(SEALED_HOURS_UP).await.unwrap();
+    assert_eq!(report().await, before, "each job counted once");
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
 }

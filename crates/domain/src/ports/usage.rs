@@ -1,6 +1,6 @@
 //! The usage port: the ledger as a store records it, and the jobs counted by day, model, user
 //! and provider, for the reports a paying team asks for ("why is my balance 40 lower?", "what did
-//! we spend on video last week?"), with the upkeep that keeps them cheap and exact (sealing days,
+//! we spend on video last week?"), with the upkeep that keeps them cheap and exact (sealing hours,
 //! retention). Every record is written by the account and job stores in the same atomic step as
 //! the credit movement it records.
 
@@ -212,13 +212,13 @@ pub trait UsageStore: Send + Sync {
     async fn usage(&self, query: UsageQuery) -> Result<Vec<UsageRow>, StoreError>;
 
     /// The bills of the jobs created on the days of `query`, per day, provider and provider key
-    /// (sealed days from the rollup), and the jobs whose provider reported more units than they
+    /// (sealed hours from the rollup), and the jobs whose provider reported more units than they
     /// were charged for (those the store still has).
     async fn reconciliation(&self, query: ReconciliationQuery) -> Result<Reconciliation, StoreError>;
 
     /// Removes up to `limit` final jobs that finished before `before`, oldest first; returns how
     /// many. What [`UsageStore::usage`] counted of them moves into the daily rollup in the same
-    /// step (unless their day is sealed, and so already there), so that every report reads the
+    /// step (unless their hour is sealed, and so already there), so that every report reads the
     /// same before and after; their charges stay counted in their keys' budgets
     /// ([`AccountStore::key_used`]); their ledger records stay, with the job's id. A removed job is no longer found ([`JobStore::job`] answers `None`).
     /// Each call is short and skips jobs being changed, so that it never holds up submissions.
@@ -227,16 +227,105 @@ pub trait UsageStore: Send + Sync {
     /// [`AccountStore::key_used`]: crate::ports::AccountStore::key_used
     async fn purge_final_jobs(&self, before: OffsetDateTime, limit: usize) -> Result<usize, StoreError>;
 
-    /// Seals the oldest UTC day that has jobs and is not sealed yet, when it ended at least
-    /// [`SEAL_AFTER`] before `now` and every job created on it is final: what
-    /// [`UsageStore::usage`] counts of it moves into the daily rollup, and reports read the day
-    /// from the rollup alone from then on, so that their cost no longer grows with the jobs of the
-    /// days they cover. Final jobs never change, so every report reads the same before and after.
-    /// Returns the day sealed, or `None` when no day is ready (or another replica is sealing one).
-    async fn seal_usage_day(&self, now: OffsetDateTime) -> Result<Option<Date>, StoreError>;
+    /// Seals the oldest stretch of jobs not sealed yet ([`SealStretch`]): what [`UsageStore::usage`]
+    /// and [`UsageStore::reconciliation`] count of the jobs created in it moves into the daily
+    /// rollups, and reports read it from the rollups alone from then on, so that their cost no
+    /// longer grows with the jobs they cover: a report over today reads the jobs of the last hour
+    /// or so. Final jobs never change, so every report reads the same before and after. Returns
+    /// the first instant not sealed after it, or `None` when nothing is ready (or another
+    /// replica is sealing).
+    async fn seal_usage(&self, now: OffsetDateTime) -> Result<Option<OffsetDateTime>, StoreError>;
 }
 
-/// How long after a UTC day ends it may be sealed ([`UsageStore::seal_usage_day`]): a job's
-/// creation time comes from its replica's clock, and this covers replicas' clocks drifting apart
-/// and a submission begun just before midnight.
+/// How long after an hour ends it may be sealed ([`UsageStore::seal_usage`]): a job's creation
+/// time comes from its replica's clock, and this covers replicas' clocks drifting apart and a
+/// submission begun just before the hour's end.
 pub const SEAL_AFTER: time::Duration = time::Duration::minutes(15);
+
+/// The most one seal covers, so that a store with a backlog (a first seal over a long history)
+/// seals it in steps of bounded work.
+pub const SEAL_AT_MOST: time::Duration = time::Duration::days(1);
+
+/// A stretch of creation times that a seal counts into the rollups: `[from, until)`, in whole
+/// UTC hours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealStretch {
+    /// Its first instant: the first not sealed.
+    pub from: OffsetDateTime,
+    /// The first instant after it.
+    pub until: OffsetDateTime,
+}
+
+impl SealStretch {
+    /// The stretch a seal at `now` may cover, from `floor` (the first instant not sealed; else
+    /// the oldest job's creation, whose hour it starts at): up to the end of the last UTC hour
+    /// that ended [`SEAL_AFTER`] before `now`, at most [`SEAL_AT_MOST`]; `None` when not a whole
+    /// hour is ready.
+    #[must_use]
+    pub fn ready(floor: OffsetDateTime, now: OffsetDateTime) -> Option<SealStretch> {
+        let from = hour_start(floor);
+        let until = hour_start(now - SEAL_AFTER).min(from + SEAL_AT_MOST);
+        (until > from).then_some(SealStretch { from, until })
+    }
+
+    /// The same stretch ending at the start of the hour of `first_open`, the oldest job in it not
+    /// final yet, so that the rollups only ever count final jobs; `None` when no hour is left.
+    #[must_use]
+    pub fn before_open(self, first_open: Option<OffsetDateTime>) -> Option<SealStretch> {
+        let until = first_open.map_or(self.until, |open| hour_start(open).min(self.until));
+        (until > self.from).then_some(SealStretch { until, ..self })
+    }
+}
+
+/// The start of the UTC hour of `at`.
+#[must_use]
+pub fn hour_start(at: OffsetDateTime) -> OffsetDateTime {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    at - time::Duration::minutes(i64::from(at.minute()))
+        - time::Duration::seconds(i64::from(at.second()))
+        - time::Duration::nanoseconds(i64::from(at.nanosecond()))
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::{SealStretch, hour_start};
+
+    #[test]
+    fn a_stretch_ends_at_the_last_hour_over_for_a_quarter_of_an_hour() {
+        let floor = datetime!(2026-11-29 10:20:31.5 UTC);
+        let stretch = |from, until| Some(SealStretch { from, until });
+        assert_eq!(SealStretch::ready(floor, datetime!(2026-11-29 11:14:59 UTC)), None, "10:00 not over long enough");
+        assert_eq!(
+            SealStretch::ready(floor, datetime!(2026-11-29 11:15 UTC)),
+            stretch(datetime!(2026-11-29 10:00 UTC), datetime!(2026-11-29 11:00 UTC))
+        );
+        assert_eq!(
+            SealStretch::ready(floor, datetime!(2026-11-29 13:40 UTC)),
+            stretch(datetime!(2026-11-29 10:00 UTC), datetime!(2026-11-29 13:00 UTC))
+        );
+        assert_eq!(
+            SealStretch::ready(floor, datetime!(2026-12-09 00:00 UTC)),
+            stretch(datetime!(2026-11-29 10:00 UTC), datetime!(2026-11-30 10:00 UTC)),
+            "a day at most"
+        );
+    }
+
+    #[test]
+    fn a_stretch_stops_at_the_hour_of_its_oldest_job_not_final() {
+        let ready = SealStretch { from: datetime!(2026-11-29 10:00 UTC), until: datetime!(2026-11-29 13:00 UTC) };
+        assert_eq!(ready.before_open(None), Some(ready));
+        assert_eq!(
+            ready.before_open(Some(datetime!(2026-11-29 12:59:59 UTC))),
+            Some(SealStretch { until: datetime!(2026-11-29 12:00 UTC), ..ready })
+        );
+        assert_eq!(ready.before_open(Some(datetime!(2026-11-29 10:00 UTC))), None);
+        assert_eq!(ready.before_open(Some(datetime!(2026-11-29 10:59 UTC))), None);
+    }
+
+    #[test]
+    fn an_hour_starts_in_utc() {
+        assert_eq!(hour_start(datetime!(2026-11-29 10:20:31.999_999 +02:00)), datetime!(2026-11-29 08:00 UTC));
+    }
+}

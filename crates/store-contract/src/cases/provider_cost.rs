@@ -7,7 +7,7 @@ use genjobs_domain::catalog::{Billing, Cost, CostUnit, ProviderBill};
 use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::UserId;
 use genjobs_domain::job::{Job, JobError, JobErrorCode, Trigger, UpstreamRef};
-use genjobs_domain::ports::{ReconciliationQuery, SEAL_AFTER, UsageGrouping, UsageQuery};
+use genjobs_domain::ports::{ReconciliationQuery, UsageGrouping, UsageQuery};
 
 use super::{Store, accepted, now, step, success, user};
 
@@ -98,8 +98,7 @@ pub async fn purged_jobs_keep_their_bills_in_every_report<S: Store>(store: Arc<S
     assert_eq!(report(UsageGrouping::Model).await, by_model, "purged jobs count by model");
     assert_eq!(report(UsageGrouping::ProviderKey).await, by_key, "purged jobs count by provider key");
     assert_eq!(reconciled().await, bills, "purged jobs' bills stay per key");
-    let ready = day.next_day().expect("a next day").midnight().assume_utc() + SEAL_AFTER;
-    store.seal_usage_day(ready).await.expect("seal");
+    store.seal_usage(super::sealing::today_ready()).await.expect("seal");
     assert_eq!(report(UsageGrouping::Model).await, by_model, "and once the day is sealed");
     assert_eq!(report(UsageGrouping::ProviderKey).await, by_key);
     assert_eq!(reconciled().await, bills);
@@ -142,8 +141,8 @@ pub async fn usage_and_reconciliation_sum_the_bills_before_and_after_sealing<S: 
     assert_eq!(mismatches, vec![("nano-banana", d("1"), d("2"))]);
     let fal = reconcile(Some("replicate")).await;
     assert_eq!((fal.rows.len(), fal.mismatches.len()), (1, 0), "only the provider asked for");
-    let ready = day.next_day().expect("a next day").midnight().assume_utc() + SEAL_AFTER;
-    assert_eq!(store.seal_usage_day(ready).await.expect("seal"), Some(day));
+    let ready = super::sealing::today_ready();
+    assert_eq!(store.seal_usage(ready).await.expect("seal"), Some(super::sealing::tomorrow()));
     assert_eq!(by_key().await, expected_usage, "a sealed day reads the same");
     assert_eq!(store.purge_final_jobs(ready, 10).await.expect("purge"), 3);
     assert_eq!(by_key().await, expected_usage, "purged jobs' bills stay in the rollup");

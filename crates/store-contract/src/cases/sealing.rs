@@ -1,15 +1,15 @@
-//! Sealing usage days, and usage by provider and by key: a sealed day reads the same from the rollup, is
-//! sealed only once it is over and all its jobs are final, and its purged jobs count once.
+//! Sealing usage, and usage by provider and by key: a sealed hour reads the same from the rollup,
+//! is sealed only once it is over and all its jobs are final, and its purged jobs count once.
 
 use std::sync::Arc;
 
 use genjobs_domain::ids::UserId;
 use genjobs_domain::job::{JobError, JobErrorCode, Trigger};
 use genjobs_domain::keys::KeySettings;
-use genjobs_domain::ports::{Accepted, SEAL_AFTER, UsageGrouping, UsageQuery, UsageRow};
-use time::Duration;
+use genjobs_domain::ports::{Accepted, SEAL_AFTER, SEAL_AT_MOST, UsageGrouping, UsageQuery, UsageRow, hour_start};
+use time::{Duration, OffsetDateTime};
 
-use super::{Store, accepted, key_with, keyed_job, now, step, submitted, success, user};
+use super::{Store, accepted, key_with, keyed_job, new_job, now, step, submitted, success, user};
 
 const GROUPINGS: [UsageGrouping; 7] = [
     UsageGrouping::Day,
@@ -75,23 +75,34 @@ pub async fn usage_groups_jobs_by_the_key_that_submitted_them<S: Store>(store: A
     };
     let expected = vec![(None, 1, 0, 1, 0), (Some(prefix.as_str().to_owned()), 1, 1, 0, 15)];
     assert_eq!(by_key().await, expected);
-    let ready = day.next_day().expect("a next day").midnight().assume_utc() + SEAL_AFTER;
-    assert_eq!(store.seal_usage_day(ready).await.expect("seal"), Some(day));
+    let ready = today_ready();
+    assert_eq!(store.seal_usage(ready).await.expect("seal"), Some(tomorrow()));
     assert_eq!(store.purge_final_jobs(ready, 10).await.expect("purge"), 2);
     assert_eq!(by_key().await, expected, "the rollup keeps the key");
 }
 
-/// A day is sealed only once it ended [`SEAL_AFTER`] ago and none of its jobs runs; then every
-/// report reads the same, it is not sealed twice, and purging its jobs changes no report.
-pub async fn a_sealed_day_reads_the_same_and_counts_its_purged_jobs_once<S: Store>(store: Arc<S>) {
+/// The next UTC midnight.
+pub(crate) fn tomorrow() -> OffsetDateTime {
+    now().date().next_day().expect("a next day").midnight().assume_utc()
+}
+
+/// When every hour of today may be sealed.
+pub(crate) fn today_ready() -> OffsetDateTime {
+    tomorrow() + SEAL_AFTER
+}
+
+/// An hour is sealed only once it ended [`SEAL_AFTER`] ago and none of its jobs runs; then every
+/// report reads the same, nothing is counted twice however often a seal comes, and purging the
+/// sealed jobs changes no report.
+pub async fn a_sealed_hour_reads_the_same_and_counts_its_purged_jobs_once<S: Store>(store: Arc<S>) {
     let id = user(&*store, 100).await;
     step(&*store, &submitted(&*store, &accepted(&*store, id, 20).await).await, success(15)).await;
     let running = accepted(&*store, id, 5).await;
-    let day = now().date();
-    let ready = day.next_day().expect("a next day").midnight().assume_utc() + SEAL_AFTER;
+    let next_hour = hour_start(running.created_at()) + Duration::hours(1);
+    let ready = next_hour + SEAL_AFTER;
 
-    assert_eq!(store.seal_usage_day(ready - Duration::seconds(1)).await.expect("seal"), None, "too early");
-    assert_eq!(store.seal_usage_day(ready).await.expect("seal"), None, "a job of the day still runs");
+    assert_eq!(store.seal_usage(ready - Duration::seconds(1)).await.expect("seal"), None, "too early");
+    assert_eq!(store.seal_usage(ready).await.expect("seal"), None, "a job of the hour still runs");
     let error = JobError::new(JobErrorCode::ContentRefused, "flagged").with_categories(vec!["violence".into()]);
     step(&*store, &running, Trigger::failed(error)).await;
     let before = reports(&*store, id).await;
@@ -100,9 +111,42 @@ pub async fn a_sealed_day_reads_the_same_and_counts_its_purged_jobs_once<S: Stor
         "every grouping counts the refused job: {before:?}"
     );
 
-    assert_eq!(store.seal_usage_day(ready).await.expect("seal"), Some(day));
-    assert_eq!(reports(&*store, id).await, before, "reports read the sealed day from the rollup alike");
-    assert_eq!(store.seal_usage_day(ready + Duration::days(3)).await.expect("seal"), None, "sealed once");
+    assert_eq!(store.seal_usage(ready).await.expect("seal"), Some(next_hour));
+    assert_eq!(reports(&*store, id).await, before, "reports read the sealed hour from the rollup alike");
+    assert_eq!(store.seal_usage(ready).await.expect("seal"), None, "sealed once");
+    let later = ready + Duration::days(3);
+    assert_eq!(store.seal_usage(later).await.expect("seal"), Some(next_hour + SEAL_AT_MOST), "a day at most");
+    assert_eq!(reports(&*store, id).await, before, "the hours after hold no job");
     assert_eq!(store.purge_final_jobs(ready, 10).await.expect("purge"), 2);
-    assert_eq!(reports(&*store, id).await, before, "a sealed day's purged jobs are not counted again");
+    assert_eq!(reports(&*store, id).await, before, "a sealed hour's purged jobs are not counted again");
+}
+
+/// The hours of a day are sealed as they end, up to the hour of the oldest job still running:
+/// the jobs of the hours sealed read from the rollup and the later ones from the jobs, and every
+/// report reads the same at each step, purged jobs included.
+pub async fn the_hours_of_a_day_are_sealed_up_to_its_first_job_running<S: Store>(store: Arc<S>) {
+    let id = user(&*store, 100).await;
+    let first = hour_start(now()) - Duration::hours(3);
+    let created =
+        async |at: OffsetDateTime, held: u64| match store.accept(new_job(id, held, at), None, None, now()).await {
+            Ok(Accepted::Created(job)) => job,
+            other => panic!("expected a created job, got {other:?}"),
+        };
+    let canceled = created(first + Duration::minutes(10), 20).await;
+    step(&*store, &canceled, Trigger::Cancel).await;
+    let running = created(first + Duration::minutes(70), 5).await;
+    let failed = created(first + Duration::minutes(125), 7).await;
+    step(&*store, &failed, Trigger::failed(JobError::new(JobErrorCode::UpstreamFailed, "boom"))).await;
+    let before = reports(&*store, id).await;
+
+    let at = first + Duration::hours(3) + SEAL_AFTER;
+    assert_eq!(store.seal_usage(at).await.expect("seal"), Some(first + Duration::hours(1)), "up to the running job");
+    assert_eq!(reports(&*store, id).await, before);
+    assert_eq!(store.seal_usage(at).await.expect("seal"), None, "the running job holds its hour back");
+    step(&*store, &running, Trigger::Cancel).await;
+    let after = reports(&*store, id).await;
+    assert_eq!(store.seal_usage(at).await.expect("seal"), Some(first + Duration::hours(3)), "then the rest");
+    assert_eq!(reports(&*store, id).await, after);
+    assert_eq!(store.purge_final_jobs(now() + Duration::hours(1), 10).await.expect("purge"), 3);
+    assert_eq!(reports(&*store, id).await, after, "purged, the sealed jobs count once");
 }

@@ -1,4 +1,4 @@
-//! The reconciliation on Postgres: bills per day, provider and provider key, sealed days from the
+//! The reconciliation on Postgres: bills per day, provider and provider key, sealed hours from the
 //! `usage_key_rollup` rows alone and the others summed over the `jobs_created_at` index; and the
 //! jobs billed more units than charged, from the partial index `jobs_units_mismatch`.
 
@@ -29,7 +29,7 @@ pub fn reconciliation_statement() -> String {
                 {LIVE_PROVIDER_KEY} AS provider_key, count(*) AS billed,
                 sum(provider_units) AS provider_units, sum(provider_cost) AS provider_cost
             FROM jobs
-            WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
+            WHERE created_at >= greatest($1, (SELECT sealed_before FROM usage_sealed))
                 AND created_at >= $4 AND created_at < $2 AND provider_cost IS NOT NULL
                 AND ($3::text IS NULL OR upstream ->> 'provider' = $3)
             GROUP BY 1, 2, 3

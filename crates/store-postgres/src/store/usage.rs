@@ -1,19 +1,19 @@
 //! The usage port: a user's ledger rows newest first (index `ledger_user_id_id`), and jobs
 //! counted per day, model, user, provider, key or provider key over a range of creation days:
-//! sealed days from the rollups alone (`usage_key_rollup` for provider keys, `usage_rollup` for
-//! the rest), the others grouped in SQL over the `jobs_user_id_created_at` or `jobs_created_at`
-//! index. A day is sealed in one transaction that holds the `usage_sealed` row, which a purge
-//! shares, so that no job is rolled up twice.
+//! the sealed hours from the rollups alone (`usage_key_rollup` for provider keys, `usage_rollup`
+//! for the rest), the jobs created since grouped in SQL over the `jobs_user_id_created_at` or
+//! `jobs_created_at` index. Hours are sealed in one transaction that holds the `usage_sealed` row,
+//! which a purge shares, so that no job is rolled up twice.
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Date as SqlDate, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{BigInt, Date as SqlDate, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use genjobs_domain::credits::Credits;
 use genjobs_domain::decimal::Decimal;
 use genjobs_domain::ids::{JobId, KeyPrefix, UserId};
 use genjobs_domain::ports::{
-    LedgerMovement, LedgerRecord, Reconciliation, ReconciliationQuery, SEAL_AFTER, StoreError, UsageGrouping,
+    LedgerMovement, LedgerRecord, Reconciliation, ReconciliationQuery, SealStretch, StoreError, UsageGrouping,
     UsageQuery, UsageRow, UsageStore,
 };
 use time::{Date, OffsetDateTime, Time};
@@ -68,11 +68,11 @@ struct Counted {
 
 /// The first instant the rollups do not count, as sealed now (public for the benchmarks'
 /// `EXPLAIN`).
-pub const LIVE_FLOOR: &str = "SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' AS floor FROM usage_sealed";
+pub const LIVE_FLOOR: &str = "SELECT sealed_before AS floor FROM usage_sealed";
 
 #[derive(QueryableByName)]
 struct Floor {
-    /// None while no day is sealed.
+    /// None while nothing is sealed.
     #[diesel(sql_type = Nullable<Timestamptz>)]
     floor: Option<OffsetDateTime>,
 }
@@ -92,8 +92,8 @@ pub(super) async fn live_floor(
 
 /// The report's statement (public for the benchmarks' `EXPLAIN`): the group's columns, then the
 /// counts over the creation range `[$1, $2)` and, for one user, `user_id = $3` (and, for some of
-/// its keys, `key_prefix = ANY($4)`): the rollup (purged jobs and sealed days), plus the live jobs
-/// of the days not sealed, grouped over the `jobs_user_id_created_at` or `jobs_created_at` index.
+/// its keys, `key_prefix = ANY($4)`): the rollup (purged jobs and sealed hours), plus the live jobs
+/// created since the last seal, grouped over the `jobs_user_id_created_at` or `jobs_created_at` index.
 /// The last parameter is the first instant not sealed ([`LIVE_FLOOR`], read before; no earlier
 /// than `$1`).
 /// Grouped by provider key, the rollup is `usage_key_rollup`, which keeps no key prefix: that
@@ -144,7 +144,7 @@ pub fn usage_statement(group_by: UsageGrouping, one_user: bool, some_keys: bool)
                 coalesce(sum(provider_cost), 0)::int8 AS provider_cost,
                 count(*) FILTER (WHERE {CONTENT_REFUSED}) AS content_refused
             FROM jobs
-            WHERE created_at >= greatest($1, (SELECT (through + 1)::timestamp AT TIME ZONE 'UTC' FROM usage_sealed))
+            WHERE created_at >= greatest($1, (SELECT sealed_before FROM usage_sealed))
                 AND created_at >= {floor} AND created_at < $2{one}
             GROUP BY 1, 2, 3, 4, 5, 6
             UNION ALL
@@ -213,31 +213,32 @@ fn roll_up_by_provider_key(counted: &str) -> String {
     )
 }
 
-/// Seals the UTC day `$1`: its jobs, read once, added to both rollups.
-fn seal_day_statement() -> String {
+/// Seals the jobs created in `[$1, $2)`: read once, added to both rollups' rows of their days.
+fn seal_statement() -> String {
     format!(
-        "WITH day_jobs AS (
+        "WITH sealed_jobs AS (
             SELECT created_at, user_id, model, upstream, key_prefix, state, credits_actual, error, billing,
                 provider_units, provider_cost
             FROM jobs
-            WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' AND created_at < ($1 + 1)::timestamp AT TIME ZONE 'UTC'
+            WHERE created_at >= $1 AND created_at < $2
         ), rolled AS (
             {}
         )
         {}",
-        roll_up("day_jobs"),
-        roll_up_by_provider_key("day_jobs")
+        roll_up("sealed_jobs"),
+        roll_up_by_provider_key("sealed_jobs")
     )
 }
 
-/// The purged jobs that no sealed day counts yet (`$3`, the last sealed day, counts its own and
-/// every day's before it).
-const UNSEALED_REMOVED: &str = "removed WHERE $3::date IS NULL OR (created_at AT TIME ZONE 'UTC')::date > $3";
+/// The purged jobs that no seal counts yet (`$3`, the first instant not sealed; NULL while
+/// nothing is).
+const UNSEALED_REMOVED: &str = "removed WHERE $3::timestamptz IS NULL OR created_at >= $3";
 
 /// Removes up to `$2` final jobs that finished before `$1`, oldest first, skipping rows another
 /// transaction holds and jobs whose client webhook is still to be delivered; drops their
 /// idempotency records and delivered webhook events, adds what usage counted of them to the
-/// rollups unless their day is sealed (`$3`, the last sealed day, already counts them) and their
+/// rollups unless they were created before `$3` (the first instant not sealed: the rollups count
+/// them already) and their
 /// charges to their keys' purged charges (which budgets count), all in one statement, and announces each removed job so that every replica's job cache drops it. Returns
 /// one row per job removed.
 fn purge_final_jobs_statement() -> String {
@@ -276,40 +277,29 @@ fn purge_final_jobs_statement() -> String {
 }
 
 /// Locks the one `usage_sealed` row for the transaction, unless another transaction holds it.
-const LOCK_SEALED_DAYS: &str = "SELECT through FROM usage_sealed FOR UPDATE SKIP LOCKED";
+const LOCK_SEALED: &str = "SELECT sealed_before FROM usage_sealed FOR UPDATE SKIP LOCKED";
 
-/// Locks the last sealed day against a seal for the transaction (a purge reads it).
-const SHARE_SEALED_DAYS: &str = "SELECT through FROM usage_sealed FOR SHARE";
+/// Locks what is sealed against a seal for the transaction (a purge reads it).
+const SHARE_SEALED: &str = "SELECT sealed_before FROM usage_sealed FOR SHARE";
 
-/// The oldest creation day after the last sealed one (`$1`; all days when NULL), if a job has one.
-const OLDEST_UNSEALED_DAY: &str = "
-SELECT (min(created_at) AT TIME ZONE 'UTC')::date AS day FROM jobs
-WHERE created_at >= coalesce(($1::date + 1)::timestamp AT TIME ZONE 'UTC', '-infinity')";
+/// The oldest job's creation, while nothing is sealed.
+const OLDEST_JOB: &str = "SELECT min(created_at) AS at FROM jobs";
 
-/// Whether a job created on the UTC day `$1` is not final yet.
-const DAY_HAS_UNFINISHED_JOBS: &str = "
-SELECT EXISTS (
-    SELECT 1 FROM jobs
-    WHERE created_at >= $1::timestamp AT TIME ZONE 'UTC' AND created_at < ($1 + 1)::timestamp AT TIME ZONE 'UTC'
-        AND state NOT IN ('succeeded', 'failed', 'canceled')
-) AS unfinished";
+/// The creation of the oldest job created in `[$1, $2)` not final yet.
+const FIRST_OPEN: &str = "
+SELECT min(created_at) AS at FROM jobs
+WHERE created_at >= $1 AND created_at < $2 AND state NOT IN ('succeeded', 'failed', 'canceled')";
 
 #[derive(QueryableByName)]
 struct Sealed {
-    #[diesel(sql_type = Nullable<SqlDate>)]
-    through: Option<Date>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    sealed_before: Option<OffsetDateTime>,
 }
 
 #[derive(QueryableByName)]
-struct Found {
-    #[diesel(sql_type = Nullable<SqlDate>)]
-    day: Option<Date>,
-}
-
-#[derive(QueryableByName)]
-struct Unfinished {
-    #[diesel(sql_type = Bool)]
-    unfinished: bool,
+struct Moment {
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    at: Option<OffsetDateTime>,
 }
 
 #[derive(QueryableByName)]
@@ -438,12 +428,12 @@ impl UsageStore for PgStore {
             let mut conn = self.conn().await?;
             let removed = conn
                 .transaction(async |conn| -> Result<Vec<Removed>, diesel::result::Error> {
-                    // Held until the purge commits, so that no seal counts these jobs' day meanwhile.
-                    let sealed: Sealed = diesel::sql_query(SHARE_SEALED_DAYS).get_result(conn).await?;
+                    // Held until the purge commits, so that no seal counts these jobs meanwhile.
+                    let sealed: Sealed = diesel::sql_query(SHARE_SEALED).get_result(conn).await?;
                     diesel::sql_query(purge_final_jobs_statement())
                         .bind::<Timestamptz, _>(before)
                         .bind::<BigInt, _>(limit)
-                        .bind::<Nullable<SqlDate>, _>(sealed.through)
+                        .bind::<Nullable<Timestamptz>, _>(sealed.sealed_before)
                         .load(conn)
                         .await
                 })
@@ -457,31 +447,37 @@ impl UsageStore for PgStore {
         .await
     }
 
-    async fn seal_usage_day(&self, now: OffsetDateTime) -> Result<Option<Date>, StoreError> {
+    async fn seal_usage(&self, now: OffsetDateTime) -> Result<Option<OffsetDateTime>, StoreError> {
         self.within(async {
             let mut conn = self.conn().await?;
-            conn.transaction(async |conn| -> Result<Option<Date>, diesel::result::Error> {
-                let Some(sealed) = diesel::sql_query(LOCK_SEALED_DAYS).get_result::<Sealed>(conn).await.optional()?
-                else {
+            conn.transaction(async |conn| -> Result<Option<OffsetDateTime>, diesel::result::Error> {
+                let Some(sealed) = diesel::sql_query(LOCK_SEALED).get_result::<Sealed>(conn).await.optional()? else {
                     return Ok(None);
                 };
-                let oldest: Found = diesel::sql_query(OLDEST_UNSEALED_DAY)
-                    .bind::<Nullable<SqlDate>, _>(sealed.through)
+                let floor = match sealed.sealed_before {
+                    Some(floor) => floor,
+                    None => match diesel::sql_query(OLDEST_JOB).get_result::<Moment>(conn).await?.at {
+                        Some(oldest) => oldest,
+                        None => return Ok(None),
+                    },
+                };
+                let Some(ready) = SealStretch::ready(floor, now) else { return Ok(None) };
+                let open: Moment = diesel::sql_query(FIRST_OPEN)
+                    .bind::<Timestamptz, _>(ready.from)
+                    .bind::<Timestamptz, _>(ready.until)
                     .get_result(conn)
                     .await?;
-                let Some(day) = oldest.day else { return Ok(None) };
-                let ended = day.next_day().unwrap_or(Date::MAX).midnight().assume_utc();
-                if now < ended + SEAL_AFTER {
-                    return Ok(None);
-                }
-                let open: Unfinished =
-                    diesel::sql_query(DAY_HAS_UNFINISHED_JOBS).bind::<SqlDate, _>(day).get_result(conn).await?;
-                if open.unfinished {
-                    return Ok(None);
-                }
-                diesel::sql_query(seal_day_statement()).bind::<SqlDate, _>(day).execute(conn).await?;
-                diesel::sql_query("UPDATE usage_sealed SET through = $1").bind::<SqlDate, _>(day).execute(conn).await?;
-                Ok(Some(day))
+                let Some(stretch) = ready.before_open(open.at) else { return Ok(None) };
+                diesel::sql_query(seal_statement())
+                    .bind::<Timestamptz, _>(stretch.from)
+                    .bind::<Timestamptz, _>(stretch.until)
+                    .execute(conn)
+                    .await?;
+                diesel::sql_query("UPDATE usage_sealed SET sealed_before = $1")
+                    .bind::<Timestamptz, _>(stretch.until)
+                    .execute(conn)
+                    .await?;
+                Ok(Some(stretch.until))
             })
             .await
             .map_err(from_diesel)
