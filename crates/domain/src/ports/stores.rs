@@ -337,7 +337,8 @@ pub enum Commit {
     Missing,
     /// The transition [takes a slot](Transition::takes_slot) (a batch item's admission) and the
     /// owner has as many jobs counted as their concurrent-job limit allows: nothing changed; the
-    /// job as stored now.
+    /// job as stored, still at the version the transition expected (a job changed meanwhile is
+    /// [`Commit::Stale`]), so that the driver parks the very job it stepped.
     OwnerAtLimit(Job),
 }
 

@@ -1,5 +1,9 @@
 //! The driver's steps: submitting once, polling, settling, timing out, letting go.
 
+use genjobs_domain::batch::Batch;
+use genjobs_domain::ids::BatchId;
+use genjobs_domain::job::BatchPlace;
+
 use super::*;
 
 #[tokio::test]
@@ -288,4 +292,35 @@ async fn a_job_with_no_free_slot_waits_unsent_and_costs_no_write_while_it_waits(
     assert_eq!(waiting.next_poll_at(), Some(t0() + lease), "it looks again a lease later unless a slot frees");
     let still = advance(steps, waiting).await.expect("still held");
     assert!(still.waits_for_capacity(), "a second look that finds no slot writes nothing");
+}
+
+/// A batch item at its owner's limit is parked only as the driver stepped it: admitted (and sent)
+/// by another driver holding it too meanwhile, the store's job is let go, never parked back to
+/// be sent a second time.
+#[tokio::test]
+async fn a_batch_item_admitted_elsewhere_meanwhile_is_let_go_not_parked() {
+    let mut mocks = Mocks::new();
+    let batch = Batch {
+        id: BatchId::new_at(t0()),
+        user_id: owner(),
+        key_prefix: None,
+        created_at: t0(),
+        expires_at: t0() + time::Duration::days(1),
+        webhook_url: None,
+        metadata: std::collections::BTreeMap::new(),
+        ended: None,
+    };
+    let place = BatchPlace { batch_id: batch.id, custom_id: "item-0".into(), admitted: false };
+    let item = job().with_batch(place, batch.expires_at);
+    mocks.batches.expect_batch_record().returning(move |_| Ok(Some(batch.clone())));
+    let admitted = item.apply(Trigger::Admitted, t0()).unwrap().into_job();
+    let sending = admitted.apply(Trigger::SubmitStarted { next_poll_at: t0() }, t0()).unwrap().into_job();
+    mocks
+        .jobs
+        .expect_commit()
+        .withf(|t| t.takes_slot())
+        .times(1)
+        .return_once(move |_| Ok(Commit::OwnerAtLimit(sending)));
+    mocks.upstream.expect_submit_placed().times(0);
+    assert_eq!(advance(mocks.steps(), item).await, None, "no other commit, no send");
 }

@@ -37,6 +37,7 @@ fn t0() -> OffsetDateTime {
 
 struct Mocks {
     jobs: MockJobStore,
+    batches: MockBatchStore,
     accounts: MockAccountStore,
     upstream: MockUpstreamProvider,
     events: MockJobEvents,
@@ -56,6 +57,7 @@ impl Mocks {
         upstream.expect_reserve().returning(|_, _| Capacity::Free(Placement::default()));
         Self {
             jobs: MockJobStore::new(),
+            batches: MockBatchStore::new(),
             accounts: MockAccountStore::new(),
             upstream,
             events,
@@ -68,7 +70,7 @@ impl Mocks {
         Ports {
             jobs: Arc::new(self.jobs),
             accounts: Arc::new(self.accounts),
-            batches: Arc::new(genjobs_domain::ports::MockBatchStore::new()),
+            batches: Arc::new(self.batches),
             openai_batches: Arc::new(genjobs_domain::ports::MockOpenAiBatchStore::new()),
             removals: Arc::new(genjobs_domain::ports::MockJobRemovals::new()),
             usage: Arc::new(genjobs_domain::ports::MockUsageStore::new()),

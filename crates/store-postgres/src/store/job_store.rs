@@ -93,7 +93,8 @@ impl JobStore for PgStore {
 
     async fn commit(&self, transition: Transition) -> Result<Commit, StoreError> {
         let row = JobRow::from_job(transition.job())?;
-        let expected = i64::try_from(transition.expected_version()).unwrap_or(i64::MAX);
+        let expected_version = transition.expected_version();
+        let expected = i64::try_from(expected_version).unwrap_or(i64::MAX);
         let (frees_slot, frees_batch_slot) = (transition.frees_slot(), transition.frees_batch_slot());
         let takes_slot = transition.takes_slot();
         let announced_by_caller = transition.changes_state();
@@ -148,7 +149,12 @@ impl JobStore for PgStore {
         Ok(match current.map(JobRow::into_job).transpose()? {
             Some(current) => {
                 reading.keep(&current);
-                if owner_at_limit { Commit::OwnerAtLimit(current) } else { Commit::Stale(current) }
+                // Read after the admission's transaction: another driver may have changed it since.
+                if owner_at_limit && current.version() == expected_version {
+                    Commit::OwnerAtLimit(current)
+                } else {
+                    Commit::Stale(current)
+                }
             }
             None => Commit::Missing,
         })

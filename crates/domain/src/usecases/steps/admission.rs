@@ -36,6 +36,12 @@ impl JobSteps {
                 tracing::debug!(job_id = %admitted.id(), batch_id = %place.batch_id, "batch item admitted");
                 Ok(admitted)
             }
+            Ok(Commit::OwnerAtLimit(current)) if !current.awaits_admission() => {
+                // Admitted by another driver holding it too (its lease lost meanwhile): that
+                // driver sends it, and parking it would undo a send begun.
+                tracing::info!(job_id = %current.id(), "the batch item was admitted elsewhere meanwhile; let go");
+                Err(Stepped::Done(None))
+            }
             Ok(Commit::OwnerAtLimit(current)) => {
                 // Parked until its window closes, and let go: the driver keeps nothing of it, and
                 // a job of its owner's ending wakes it (`BatchStore::wake_admissible`).
