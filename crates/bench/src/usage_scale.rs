@@ -231,8 +231,8 @@ pub(super) async fn run(bin: &Path, server: &str, sim: &str) -> Result<(), Failu
     progress(&format!("usage 3/4 sealing every hour before {through}, then usage reports over the full database"));
     let app = spawn_genjobs(bin, &envs)?;
     let (seal, sealed_days) = sealed(&url, through).await?;
-    // The rows the catch-up added to twice (a seal's stretch starts at the hour it left off),
-    // cleaned as autovacuum would, which the main cluster of this machine runs without.
+    // The rollup rows the seals updated (today's, an hour at a time), cleaned as autovacuum
+    // would, which the main cluster of this machine runs without.
     psql(&url, "VACUUM ANALYZE usage_rollup, usage_key_rollup")?;
     // Before the submissions below: their jobs, thousands a minute, would be the reports' live
     // hour, where the generated data has about 7,000 jobs an hour.

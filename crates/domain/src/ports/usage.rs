@@ -242,12 +242,9 @@ pub trait UsageStore: Send + Sync {
 /// submission begun just before the hour's end.
 pub const SEAL_AFTER: time::Duration = time::Duration::minutes(15);
 
-/// The most one seal covers, so that a store with a backlog (a first seal over a long history)
-/// seals it in steps of bounded work.
-pub const SEAL_AT_MOST: time::Duration = time::Duration::days(1);
-
 /// A stretch of creation times that a seal counts into the rollups: `[from, until)`, in whole
-/// UTC hours.
+/// UTC hours of one UTC day, so that a seal adds to one day's rollup rows once, and a store with
+/// a backlog (a first seal over a long history) seals it a day at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SealStretch {
     /// Its first instant: the first not sealed.
@@ -259,12 +256,13 @@ pub struct SealStretch {
 impl SealStretch {
     /// The stretch a seal at `now` may cover, from `floor` (the first instant not sealed; else
     /// the oldest job's creation, whose hour it starts at): up to the end of the last UTC hour
-    /// that ended [`SEAL_AFTER`] before `now`, at most [`SEAL_AT_MOST`]; `None` when not a whole
-    /// hour is ready.
+    /// that ended [`SEAL_AFTER`] before `now`, and at most to the end of `from`'s UTC day; `None`
+    /// when not a whole hour is ready.
     #[must_use]
     pub fn ready(floor: OffsetDateTime, now: OffsetDateTime) -> Option<SealStretch> {
         let from = hour_start(floor);
-        let until = hour_start(now - SEAL_AFTER).min(from + SEAL_AT_MOST);
+        let day_end = from.replace_time(time::Time::MIDNIGHT) + time::Duration::days(1);
+        let until = hour_start(now - SEAL_AFTER).min(day_end);
         (until > from).then_some(SealStretch { from, until })
     }
 
@@ -307,8 +305,13 @@ mod tests {
         );
         assert_eq!(
             SealStretch::ready(floor, datetime!(2026-12-09 00:00 UTC)),
-            stretch(datetime!(2026-11-29 10:00 UTC), datetime!(2026-11-30 10:00 UTC)),
-            "a day at most"
+            stretch(datetime!(2026-11-29 10:00 UTC), datetime!(2026-11-30 00:00 UTC)),
+            "to the end of its day at most"
+        );
+        assert_eq!(
+            SealStretch::ready(datetime!(2026-11-30 00:00 UTC), datetime!(2026-12-09 00:00 UTC)),
+            stretch(datetime!(2026-11-30 00:00 UTC), datetime!(2026-12-01 00:00 UTC)),
+            "then a whole day"
         );
     }
 
