@@ -206,6 +206,19 @@ impl Modify for Conventions {
                         .insert("Retry-After".into(), string_header("Seconds to wait before retrying").into());
                     add("429", limited);
                 }
+                if operator {
+                    // The admin token is never refused so; a request without it is, from an
+                    // address that had too many 401s this minute.
+                    let mut throttled = error_response(
+                        schema,
+                        "Without the admin token, from an address refused too often this minute \
+                         (`RATE_LIMIT_EXCEEDED`)",
+                    );
+                    throttled
+                        .headers
+                        .insert("Retry-After".into(), string_header("Seconds to wait before retrying").into());
+                    add("429", throttled);
+                }
                 if reads_body {
                     add("413", error_response(schema, "Body over 1 MiB"));
                 }
@@ -322,8 +335,7 @@ mod tests {
                 }
                 if secured {
                     assert!(responses.contains_key("401"), "{method} {path}");
-                }
-                if (path.starts_with("/api/v1/") || path.starts_with("/openai/")) && secured {
+                    // An address refused too often is answered 429 on every secured route.
                     let retry = &responses["429"]["headers"]["Retry-After"];
                     assert!(retry.is_object(), "{method} {path}: 429 without Retry-After");
                 }
