@@ -134,10 +134,16 @@ async fn secrets_tokens_and_links_survive_a_restart_with_only_database_url() {
     let _ = std::fs::remove_dir_all(outputs);
 }
 
-/// A loopback port free now, for a simulator that must come back on the same one.
+/// A loopback port free now, for a simulator that must come back on the same one: below the
+/// kernel's ephemeral range (32768 and up), so that no connection of this or another test is
+/// given it while the simulator is down between the two starts.
 fn free_port() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port().to_string()
+    let start = 20_000 + u16::try_from(std::process::id() % 10_000).unwrap();
+    (start..30_000)
+        .chain(20_000..start)
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port between 20000 and 30000")
+        .to_string()
 }
 
 /// On Postgres with the built-in simulator and no output store, as the one-liner starts it, the
